@@ -1,0 +1,290 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Small helpers: devices, trees, specs, losses and moving averages."""
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import rlax
+
+from disco_rl import types
+
+_T = TypeVar('_T')
+
+# ----------------------------------------------------------------------------
+# Devices.
+
+_DEVICE_AXIS = 'devices'
+
+
+def _leading_axis_sharding(
+    devices: Sequence[jax.Device],
+) -> jax.sharding.NamedSharding:
+  mesh = jax.sharding.Mesh(np.asarray(devices), (_DEVICE_AXIS,))
+  return jax.sharding.NamedSharding(
+      mesh, jax.sharding.PartitionSpec(_DEVICE_AXIS)
+  )
+
+
+def check_divisible(size: int, num_devices: int, what: str) -> int:
+  """Returns `size // num_devices`, raising a clear error if not exact."""
+  if num_devices < 1:
+    raise ValueError(f'Need at least one device, got {num_devices}.')
+  if size % num_devices:
+    raise ValueError(
+        f'{what}={size} does not divide across {num_devices} devices; use a '
+        f'multiple of {num_devices} (e.g. {num_devices * max(1, size // num_devices)}).'
+    )
+  return size // num_devices
+
+
+def shard_across_devices(data: _T, devices: Sequence[jax.Device]) -> _T:
+  """Splits every leaf's leading axis across `devices`, adding a device axis.
+
+  A leaf of shape [N, ...] becomes a [D, N // D, ...] array whose d-th slice
+  lives on `devices[d]`, ready to be fed to a `jax.pmap` over `devices`.
+
+  Args:
+    data: a tree of arrays whose leaves share a leading axis N.
+    devices: the D devices; N must be a multiple of D.
+
+  Returns:
+    The same tree of device-sharded arrays.
+  """
+  devices = tuple(devices)
+  num = len(devices)
+  sharding = _leading_axis_sharding(devices)
+
+  def _shard(x):
+    x = np.asarray(x) if not isinstance(x, jax.Array) else x
+    if x.ndim == 0:
+      raise ValueError(
+          'shard_across_devices needs arrays with a leading batch axis; got a '
+          'scalar.'
+      )
+    per_device = check_divisible(x.shape[0], num, 'leading axis size')
+    return jax.device_put(x.reshape((num, per_device) + x.shape[1:]), sharding)
+
+  return jax.tree.map(_shard, data)
+
+
+def replicate_across_devices(data: _T, devices: Sequence[jax.Device]) -> _T:
+  """Copies every leaf onto each device, adding a leading device axis [D, ...].
+
+  The modern replacement of the removed `jax.device_put_replicated`.
+  """
+  devices = tuple(devices)
+  sharding = _leading_axis_sharding(devices)
+
+  def _replicate(x):
+    x = jnp.asarray(x)
+    return jax.device_put(jnp.broadcast_to(x, (len(devices),) + x.shape),
+                          sharding)
+
+  return jax.tree.map(_replicate, data)
+
+
+def gather_from_devices(data: _T) -> _T:
+  """Brings a device-sharded tree to the host, merging [D, N, ...] to [D*N, ...]."""
+  return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]),
+                      jax.device_get(data))
+
+
+def get_first(data: _T) -> _T:
+  """The first device's copy of a replicated tree, on the host."""
+  return jax.device_get(jax.tree.map(lambda x: x[0], data))
+
+
+# ----------------------------------------------------------------------------
+# Trees and indexing.
+
+
+def batch_lookup(
+    table: chex.Array, index: chex.Array, num_dims: int = 2
+) -> chex.Array:
+  """Selects `table[i_0, ..., i_{n-1}, index[i_0, ..., i_{n-1}]]`.
+
+  Args:
+    table: [*P, K, ...] with a prefix P of `num_dims` axes.
+    index: [*P] integer indices into the K axis.
+    num_dims: the number of prefix axes.
+
+  Returns:
+    [*P, ...] the selected entries.
+  """
+  chex.assert_rank(index, num_dims)
+  chex.assert_equal_shape_prefix([table, index], num_dims)
+  index = index.astype(jnp.int32)
+  expanded = index.reshape(index.shape + (1,) * (table.ndim - num_dims))
+  picked = jnp.take_along_axis(table, expanded, axis=num_dims)
+  return jnp.squeeze(picked, axis=num_dims)
+
+
+def tree_stack(elems: Sequence[chex.ArrayTree], axis: int = 0) -> chex.ArrayTree:
+  """Stacks same-structured trees leaf by leaf along a new `axis`."""
+  return jax.tree.map(lambda *leaves: jnp.stack(leaves, axis=axis), *elems)
+
+
+def broadcast_specs(specs: _T, n: int, replace: bool = False) -> _T:
+  """Puts `n` in front of every spec's shape (or in place of its first axis).
+
+  Args:
+    specs: a tree of `dm_env.specs.Array` or `jax.ShapeDtypeStruct`.
+    n: the new leading size.
+    replace: replace the first axis instead of prepending one.
+
+  Returns:
+    The tree of broadcast specs.
+  """
+  skip = 1 if replace else 0
+
+  def _broadcast(spec):
+    if isinstance(spec, types.specs.Array):
+      return spec.replace(shape=(n,) + tuple(spec.shape[skip:]))
+    if isinstance(spec, types.ArraySpec):
+      return types.ArraySpec(shape=(n,) + tuple(spec.shape[skip:]),
+                             dtype=spec.dtype)
+    raise ValueError(f'broadcast_specs: unsupported spec type {type(spec)}.')
+
+  return jax.tree.map(_broadcast, specs)
+
+
+def _to_float32(x: Any, cast_ints: bool) -> Any:
+  dtype = getattr(x, 'dtype', None)
+  if dtype is None:
+    return x
+  if jnp.issubdtype(dtype, jnp.floating) and dtype != np.float32:
+    return x.astype(np.float32)
+  if cast_ints and dtype == np.int64:
+    return x.astype(np.int32)
+  return x
+
+
+def cast_to_single_precision(
+    tree_like: _T, cast_ints: bool = True, host_data: bool = False
+) -> _T:
+  """Casts floating leaves to float32 (and int64 to int32 if `cast_ints`).
+
+  With `host_data=False` only floating leaves are cast (device data).
+  """
+  return jax.tree.map(
+      lambda x: _to_float32(x, cast_ints=cast_ints and host_data), tree_like)
+
+
+def get_num_actions_from_spec(spec: types.ActionSpec) -> int:
+  """Number of discrete actions of a bounded scalar spec."""
+  return int(spec.maximum - spec.minimum + 1)
+
+
+def get_logits_specs(
+    spec: types.ActionSpec, with_batch_dim: bool = False
+) -> types.ArraySpec:
+  """The spec of policy logits, [A] float32, for an action spec."""
+  if with_batch_dim:
+    spec = spec.replace(shape=spec.shape[1:])
+  return types.ArraySpec((get_num_actions_from_spec(spec),), np.float32)
+
+
+def zeros_like_spec(spec: Any, prepend_shape: tuple[int, ...] = ()) -> Any:
+  """A tree of numpy zeros shaped `prepend_shape + spec.shape` per spec."""
+  return jax.tree.map(
+      lambda s: np.zeros(tuple(prepend_shape) + tuple(s.shape), s.dtype), spec)
+
+
+def differentiable_policy_gradient_loss(
+    logits_t: chex.Array, a_t: chex.Array, adv_t: chex.Array, backprop: bool
+) -> chex.Array:
+  """Per-step policy-gradient loss -log pi(a_t) * adv_t.
+
+  Args:
+    logits_t: [..., A] action preferences.
+    a_t: [...] actions taken.
+    adv_t: [...] advantages of those actions.
+    backprop: let gradients flow into `adv_t` (for meta-gradients).
+
+  Returns:
+    [...] the loss per step.
+  """
+  chex.assert_type([logits_t, a_t, adv_t], [float, int, float])
+  chex.assert_equal_shape([a_t, adv_t])
+  log_pi_a_t = rlax.batched_index(jax.nn.log_softmax(logits_t), a_t)
+  weight = adv_t if backprop else jax.lax.stop_gradient(adv_t)
+  return -log_pi_a_t * weight
+
+
+# ----------------------------------------------------------------------------
+# Moving averages.
+
+
+class MovingAverage:
+  """Debiased exponential moving averages of a tree's mean and variance.
+
+  Each leaf contributes its (cross-device) mean per update; `normalize` uses the
+  debiased moments, as Adam does.
+  """
+
+  def __init__(self, example_tree: chex.ArrayTree, decay: float = 0.999,
+               eps: float = 1e-6):
+    """Builds the tracker.
+
+    Args:
+      example_tree: a tree with the structure later given to `update_state`.
+      decay: decay of the moments (the step size is `1 - decay`).
+      eps: added to the standard deviation when normalising.
+    """
+    self._example_tree = example_tree
+    self._decay = decay
+    self._eps = eps
+
+  def init_state(self) -> types.EmaState:
+    zero = lambda _: jnp.zeros((), jnp.float32)
+    return types.EmaState(
+        moment1=jax.tree.map(zero, self._example_tree),
+        moment2=jax.tree.map(zero, self._example_tree),
+        decay_product=jnp.ones((), jnp.float32),
+    )
+
+  def _blend(self, old: chex.Array, sample: chex.Array,
+             axis_name: str | None) -> chex.Array:
+    mean = jnp.mean(sample)
+    if axis_name is not None:
+      mean = jax.lax.pmean(mean, axis_name=axis_name)
+    return self._decay * old + (1.0 - self._decay) * mean
+
+  def update_state(self, tree_like: chex.ArrayTree, state: types.EmaState,
+                   pmean_axis_name: str | None) -> types.EmaState:
+    """Folds the batch means of `tree_like` and of its square into `state`."""
+    blend = lambda old, x: self._blend(old, x, pmean_axis_name)
+    return types.EmaState(
+        moment1=jax.tree.map(blend, state.moment1, tree_like),
+        moment2=jax.tree.map(
+            lambda old, x: blend(old, jnp.square(x)), state.moment2, tree_like),
+        decay_product=state.decay_product * self._decay,
+    )
+
+  def _moments(self, state: types.EmaState):
+    debias = 1.0 / (1.0 - state.decay_product)
+    mean = jax.tree.map(lambda m1: m1 * debias, state.moment1)
+    # Clipped at zero: the difference can go slightly negative in float32.
+    var = jax.tree.map(lambda m2, m: jnp.maximum(m2 * debias - m * m, 0.0),
+                       state.moment2, mean)
+    return mean, var
+
+  def normalize(self, value: chex.ArrayTree, state: types.EmaState,
+                subtract_mean: bool = True,
+                root_eps: float = 1e-12) -> chex.ArrayTree:
+    """(value - mean) / (sqrt(var + root_eps) + eps), or without the mean.
+
+    `root_eps` keeps the square root differentiable at zero variance.
+    """
+    mean, var = self._moments(state)
+
+    def _apply(m, v, x):
+      centred = x - m if subtract_mean else x
+      return centred / (jnp.sqrt(v + root_eps) + self._eps)
+
+    return jax.tree.map(_apply, mean, var, value)
