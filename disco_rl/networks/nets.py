@@ -1,0 +1,148 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Agent networks and the factory that turns them into pure functions.
+
+Parameter names are part of the public contract (checkpoints key on them): an
+`MLP` agent network produces e.g. `mlp/~_embedding_pass/torso/~/linear_0`,
+`mlp/~_head_pass/torso_head/~/linear_0` and, with an action model,
+`mlp/linear`, `mlp/action_cond/linear`, `mlp/mlp/~/linear_0`.
+"""
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import chex
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from disco_rl import types
+from disco_rl.networks import action_models
+
+
+def get_network(name: str, *args, **kwargs) -> types.PolicyNetwork:
+  """Builds the pure `init`/`one_step`/`unroll` functions of a network.
+
+  Args:
+    name: a key of `NETWORKS` (e.g. 'mlp').
+    *args: positional constructor arguments of that network.
+    **kwargs: keyword constructor arguments (out_spec, action_spec, ...).
+
+  Returns:
+    A `types.PolicyNetwork`; `one_step` takes [B, ...] inputs and `unroll`
+    [T, B, ...] inputs.
+  """
+  if name not in NETWORKS:
+    raise ValueError(
+        f'Unknown network name {name!r}; expected one of {sorted(NETWORKS)}.')
+
+  def one_step(observations, should_reset=None):
+    return NETWORKS[name](*args, **kwargs)(observations, should_reset)
+
+  def unroll(observations, should_reset=None):
+    return NETWORKS[name](*args, **kwargs).unroll(observations, should_reset)
+
+  init, one_step_apply = hk.without_apply_rng(
+      hk.transform_with_state(one_step))
+  _, unroll_apply = hk.without_apply_rng(hk.transform_with_state(unroll))
+  return types.PolicyNetwork(
+      init=init, one_step=one_step_apply, unroll=unroll_apply)
+
+
+class MLPHeadNet(hk.Module):
+  """A torso (defined by subclasses) with linear heads for every output.
+
+  Heads follow `out_spec` (one `torso_head` MLP per leaf, in tree order); an
+  optional action model adds action-conditional outputs ([B, A, ...]).
+  """
+
+  def __init__(
+      self,
+      out_spec: chex.ArrayTree,
+      action_spec: types.Specs,
+      head_w_init_std: float | None,
+      model_out_spec: chex.ArrayTree | None = None,
+      model_arch_name: str | None = None,
+      model_kwargs: Mapping[str, Any] | None = None,
+      module_name: str | None = None,
+  ):
+    super().__init__(name=module_name)
+    self._out_spec = out_spec
+    self._action_spec = action_spec
+    self._head_w_init = (
+        hk.initializers.TruncatedNormal(head_w_init_std)
+        if head_w_init_std else None)
+    self._model = None
+    if model_out_spec:
+      self._model = action_models.get_action_model(
+          model_arch_name, action_spec=action_spec, out_spec=model_out_spec,
+          **(model_kwargs or {}))
+
+  def _embedding_pass(self, inputs: chex.ArrayTree,
+                      should_reset: chex.Array | None = None) -> chex.Array:
+    """Maps [B, ...] inputs to a [B, E] embedding."""
+    raise NotImplementedError
+
+  def _head_pass(self, embedding: chex.Array) -> dict[str, chex.Array]:
+    """One linear head per `out_spec` leaf: [B, E] -> [B, *leaf.shape]."""
+    flat = hk.Flatten()(embedding)
+    batch = flat.shape[0]
+
+    def head(spec):
+      size = int(np.prod(spec.shape))
+      out = hk.nets.MLP((size,), w_init=self._head_w_init,
+                        name='torso_head')(flat)
+      return out.reshape((batch,) + tuple(spec.shape))
+
+    return jax.tree.map(head, self._out_spec)
+
+  def __call__(self, inputs: chex.ArrayTree,
+               should_reset: chex.Array | None = None) -> dict[str, chex.Array]:
+    """Outputs for one step: every leaf of `inputs` is [B, ...]."""
+    torso = self._embedding_pass(inputs)
+    outputs = self._head_pass(torso)
+    if self._model is not None:
+      root = self._model.root_embedding(torso)
+      outputs.update(self._model.model_step(root))
+    return outputs
+
+  def unroll(self, inputs: chex.ArrayTree,
+             should_reset: chex.Array | None = None) -> dict[str, chex.Array]:
+    """Outputs for a sequence: every leaf of `inputs` is [T, B, ...]."""
+    return hk.BatchApply(self.__call__)(inputs, should_reset)
+
+
+class MLP(MLPHeadNet):
+  """Feed-forward agent: observations flattened, concatenated, then an MLP."""
+
+  def __init__(
+      self,
+      out_spec: chex.ArrayTree,
+      dense: Iterable[int],
+      action_spec: types.Specs,
+      head_w_init_std: float | None,
+      model_out_spec: chex.ArrayTree | None = None,
+      model_arch_name: str | None = None,
+      model_kwargs: Mapping[str, Any] | None = None,
+      module_name: str | None = None,
+  ) -> None:
+    super().__init__(
+        out_spec,
+        action_spec=action_spec,
+        head_w_init_std=head_w_init_std,
+        model_out_spec=model_out_spec,
+        model_arch_name=model_arch_name,
+        model_kwargs=model_kwargs,
+        module_name=module_name,
+    )
+    self._dense = tuple(dense)
+
+  def _embedding_pass(self, inputs: chex.ArrayTree,
+                      should_reset: chex.Array | None = None) -> chex.Array:
+    del should_reset  # Stateless.
+    leaves = [hk.Flatten()(leaf) for leaf in jax.tree.leaves(inputs)]
+    return hk.nets.MLP(self._dense, name='torso')(jnp.concatenate(leaves, -1))
+
+
+NETWORKS = {'mlp': MLP}
