@@ -3,6 +3,7 @@
 """Small helpers: devices, trees, specs, losses and moving averages."""
 
 from collections.abc import Sequence
+import inspect
 from typing import Any, TypeVar
 
 import chex
@@ -288,3 +289,28 @@ class MovingAverage:
       return centred / (jnp.sqrt(v + root_eps) + self._eps)
 
     return jax.tree.map(_apply, mean, var, value)
+
+
+# ----------------------------------------------------------------------------
+# Argument checking.
+
+
+def check_keys(given, accepted, what: str) -> None:
+  """Raises a ValueError naming any key of `given` not in `accepted`."""
+  unknown = sorted(set(given) - set(accepted))
+  if unknown:
+    raise ValueError(
+        f'Unknown {what} key(s) {unknown}; accepted keys are '
+        f'{sorted(accepted)}.')
+
+
+def check_kwargs(fn, kwargs, what: str) -> None:
+  """Raises a ValueError for keys of `kwargs` that `fn` (class or function)
+  does not accept as keyword arguments."""
+  target = fn.__init__ if isinstance(fn, type) else fn
+  params = inspect.signature(target).parameters
+  if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+    return
+  names = [n for n, p in params.items()
+           if n != 'self' and p.kind is not p.VAR_POSITIONAL]
+  check_keys(kwargs, names, what)

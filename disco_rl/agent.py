@@ -1,0 +1,463 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""An agent whose learning is defined by an update rule.
+
+`Agent` owns a network (from `networks.nets`), an optimiser and an update
+rule. It acts (`actor_step`), and learns from a rollout (`learner_step`) with
+the loss the rule defines, so the same agent trains with Disco103, the
+actor-critic baseline or policy gradient, and can be differentiated through
+for meta-training (`is_meta_training=True`).
+"""
+
+from collections.abc import Mapping
+import logging
+from typing import Any
+
+import chex
+import distrax
+import dm_env
+import haiku as hk
+import jax
+import jax.numpy as jnp
+from ml_collections import config_dict
+import numpy as np
+import optax
+
+from disco_rl import optimizers
+from disco_rl import types
+from disco_rl import utils
+from disco_rl.networks import nets
+from disco_rl.update_rules import actor_critic
+from disco_rl.update_rules import base as update_rules_base
+from disco_rl.update_rules import disco
+from disco_rl.update_rules import policy_gradient
+
+UPDATE_RULES = {
+    'disco': disco.DiscoUpdateRule,
+    'actor_critic': actor_critic.ActorCritic,
+    'policy_gradient': policy_gradient.PolicyGradientUpdate,
+}
+SETTINGS_KEYS = ('hyper_params', 'update_rule_name', 'update_rule',
+                 'learning_rate', 'max_abs_update', 'net_settings')
+# Network constructor arguments the agent fills in itself.
+_NET_ARGS_FROM_AGENT = ('out_spec', 'action_spec', 'model_out_spec')
+
+
+@chex.dataclass(frozen=True)
+class LearnerState:
+  """The learner's state.
+
+  Attributes:
+    params: the agent network's parameters.
+    opt_state: the optimiser's state.
+    meta_state: the update rule's per-agent state (EMAs, meta-RNN state,
+      target network...).
+  """
+
+  params: hk.Params
+  opt_state: optax.OptState
+  meta_state: types.MetaState
+
+
+def _as_config(settings: Any) -> config_dict.ConfigDict:
+  if isinstance(settings, config_dict.ConfigDict):
+    return settings
+  if isinstance(settings, Mapping):
+    return config_dict.ConfigDict(dict(settings))
+  raise TypeError('agent_settings must be an ml_collections ConfigDict or a '
+                  f'dict, got {type(settings).__name__}.')
+
+
+def _to_plain(x: Any) -> Any:
+  return x.to_dict() if isinstance(x, config_dict.ConfigDict) else x
+
+
+def _check_settings(settings: config_dict.ConfigDict) -> None:
+  utils.check_keys(settings.keys(), SETTINGS_KEYS, 'agent_settings')
+  missing = [k for k in SETTINGS_KEYS if k not in settings]
+  if missing:
+    raise ValueError(f'agent_settings lacks {missing}; see '
+                     'agent.get_settings_disco() for a complete example.')
+  name = settings.update_rule_name
+  if name not in UPDATE_RULES:
+    raise ValueError(f'Unknown update_rule_name {name!r}; expected one of '
+                     f'{sorted(UPDATE_RULES)}.')
+  utils.check_kwargs(UPDATE_RULES[name], settings.update_rule,
+                     f'agent_settings.update_rule ({name})')
+  utils.check_keys(settings.net_settings.keys(), ('name', 'net_args'),
+                   'agent_settings.net_settings')
+  net_name = settings.net_settings.name
+  if net_name not in nets.NETWORKS:
+    raise ValueError(f'Unknown network name {net_name!r} in '
+                     'agent_settings.net_settings.name; expected one of '
+                     f'{sorted(nets.NETWORKS)}.')
+  utils.check_kwargs(nets.NETWORKS[net_name], settings.net_settings.net_args,
+                     f'agent_settings.net_settings.net_args ({net_name})')
+  given = [k for k in settings.net_settings.net_args
+           if k in _NET_ARGS_FROM_AGENT]
+  if given:
+    raise ValueError(f'agent_settings.net_settings.net_args must not set '
+                     f'{given}: the agent derives them from the update rule.')
+
+
+def _check_action_spec(spec: Any) -> None:
+  shape = getattr(spec, 'shape', None)
+  dtype = getattr(spec, 'dtype', None)
+  if (shape is None or tuple(shape) != () or dtype != np.int32
+      or not hasattr(spec, 'maximum')):
+    raise ValueError(
+        'single_action_spec must be a scalar int32 dm_env BoundedArray '
+        '(discrete actions), got shape '
+        f'{shape} dtype {dtype} ({type(spec).__name__}).')
+
+
+def check_rollout(rollout: types.ActorRollout, what: str = 'rollout') -> None:
+  """Checks that every field of an actor rollout is [T, B, ...] alike.
+
+  Raises:
+    ValueError: naming the first field whose leading axes differ from those
+      of `rollout.rewards`.
+  """
+  if not isinstance(rollout, types.ActorTimestep):
+    raise TypeError(f'{what} must be a types.ActorRollout, got '
+                    f'{type(rollout).__name__}.')
+  reward_shape = tuple(jnp.shape(rollout.rewards))
+  if len(reward_shape) != 2:
+    raise ValueError(f'{what}.rewards must be [T, B], got shape '
+                     f'{reward_shape}.')
+  fields = ('observations', 'actions', 'discounts', 'agent_outs', 'logits')
+  for field in fields:
+    paths = jax.tree_util.tree_leaves_with_path(getattr(rollout, field))
+    for path, leaf in paths:
+      if tuple(jnp.shape(leaf)[:2]) != reward_shape:
+        raise ValueError(
+            f'{what}.{field}{jax.tree_util.keystr(path)} has shape '
+            f'{jnp.shape(leaf)}; its leading [T, B] axes must match '
+            f'{what}.rewards {reward_shape}.')
+  if reward_shape[0] < 2:
+    raise ValueError(f'{what} needs at least 2 time steps to learn from, got '
+                     f'T={reward_shape[0]}.')
+
+
+class Agent:
+  """A generic agent trained by an update rule.
+
+  For inference-only use the rule's `__call__` gives the whole loss at once;
+  `learner_step` keeps the meta-network's pass separate so that it can be
+  differentiated when meta-training.
+  """
+
+  update_rule: update_rules_base.UpdateRule
+
+  def __init__(
+      self,
+      *,
+      single_observation_spec: types.Specs,
+      single_action_spec: types.ActionSpec,
+      agent_settings: config_dict.ConfigDict,
+      batch_axis_name: str | None,
+  ):
+    """Builds the agent.
+
+    Args:
+      single_observation_spec: spec (tree) of one observation, no batch axis.
+      single_action_spec: a scalar int32 `dm_env.specs.BoundedArray`.
+      agent_settings: e.g. `get_settings_disco()`; unknown keys are errors.
+      batch_axis_name: the `pmap` axis name the learner runs under, or None.
+    """
+    settings = _as_config(agent_settings)
+    _check_settings(settings)
+    _check_action_spec(single_action_spec)
+    self.settings = settings
+    self.single_observation_spec = single_observation_spec
+    self.single_action_spec = single_action_spec
+    self._batch_axis_name = batch_axis_name
+
+    rule_cls = UPDATE_RULES[settings.update_rule_name]
+    self.update_rule = rule_cls(**settings.update_rule)
+    logging.info('Update rule %s: %r', settings.update_rule_name,
+                 settings.update_rule)
+
+    self._network = nets.get_network(
+        name=settings.net_settings.name,
+        action_spec=single_action_spec,
+        out_spec=self.update_rule.flat_output_spec(single_action_spec),
+        model_out_spec=self.update_rule.model_output_spec(single_action_spec),
+        **_to_plain(settings.net_settings.net_args),
+    )
+    self._optimizer = optimizers.agent_optimizer(
+        learning_rate=settings.learning_rate,
+        max_abs_update=settings.max_abs_update)
+
+  @property
+  def network(self) -> types.PolicyNetwork:
+    """The agent network's pure functions."""
+    return self._network
+
+  @property
+  def optimizer(self) -> optax.GradientTransformation:
+    return self._optimizer
+
+  def _hyper_params(self) -> dict[str, Any]:
+    return _to_plain(self.settings.hyper_params)
+
+  def _dummy_inputs(self) -> tuple[chex.ArrayTree, chex.Array]:
+    observations = utils.zeros_like_spec(self.single_observation_spec,
+                                         prepend_shape=(1,))
+    return observations, jnp.zeros((1,), dtype=bool)
+
+  # --------------------------------------------------------------------------
+  # Initial states.
+
+  def initial_actor_state(self, rng: chex.PRNGKey) -> types.HaikuState:
+    """The network's recurrent state for a batch of one (empty for an MLP)."""
+    _, actor_state = self._network.init(rng, *self._dummy_inputs())
+    return actor_state
+
+  def initial_learner_state(self, rng_key: chex.PRNGKey) -> LearnerState:
+    """Fresh parameters, optimiser state and update-rule state."""
+    params_rng, rule_rng = jax.random.split(rng_key)
+    params, _ = self._network.init(params_rng, *self._dummy_inputs())
+    return LearnerState(
+        params=params,
+        opt_state=self._optimizer.init(params),
+        meta_state=self.update_rule.init_meta_state(rng=rule_rng,
+                                                    params=params),
+    )
+
+  # --------------------------------------------------------------------------
+  # Acting.
+
+  def actor_step(
+      self,
+      actor_params: hk.Params,
+      rng: chex.PRNGKey,
+      timestep: types.EnvironmentTimestep,
+      actor_state: hk.State,
+  ) -> tuple[types.ActorTimestep, hk.State]:
+    """Samples actions [B] for a batch of timesteps.
+
+    Returns:
+      The `ActorTimestep` to record (with the state *before* this step) and
+      the network state after it.
+    """
+    should_reset = timestep.step_type == dm_env.StepType.LAST
+    agent_outs, next_actor_state = self._network.one_step(
+        actor_params, actor_state, timestep.observation, should_reset)
+    actions = distrax.Softmax(logits=agent_outs['logits']).sample(seed=rng)
+    recorded = types.ActorTimestep(
+        observations=timestep.observation,
+        actions=actions,
+        rewards=timestep.reward,
+        discounts=jnp.logical_not(should_reset),
+        agent_outs=agent_outs,
+        states=actor_state,
+        logits=agent_outs['logits'],
+    )
+    return recorded, next_actor_state
+
+  def unroll_net(
+      self,
+      agent_net_params: hk.Params,
+      agent_net_state: hk.State,
+      rollout: types.ActorRollout,
+  ) -> tuple[types.AgentOuts, hk.State]:
+    """The network's outputs [T, B, ...] along a rollout.
+
+    The recurrent state resets where the actor's did: at timesteps whose
+    discount is 0 (their observation already starts the next episode).
+    """
+    should_reset = jnp.asarray(rollout.discounts) == 0
+    return self._network.unroll(agent_net_params, agent_net_state,
+                                rollout.observations, should_reset)
+
+  # --------------------------------------------------------------------------
+  # Learning.
+
+  def _update_rule_inputs(self, rollout: types.ActorRollout,
+                          agent_out: types.AgentOuts) -> types.UpdateRuleInputs:
+    """Aligns a [T, B] actor rollout to the rule's [T-1] transitions."""
+    return types.UpdateRuleInputs(
+        observations=rollout.observations,  # [T, B, ...]
+        actions=rollout.actions,  # [T, B]
+        rewards=rollout.rewards[1:],  # [T-1, B]
+        is_terminal=rollout.discounts[1:] == 0,  # [T-1, B]
+        behaviour_agent_out=rollout.agent_outs,  # [T, B, ...]
+        agent_out=agent_out,  # [T, B, ...]
+        value_out=None,
+    )
+
+  def _loss(
+      self,
+      agent_net_params: hk.Params,
+      agent_net_state: hk.State,
+      meta_state: types.MetaState,
+      rollout: types.ActorRollout,
+      meta_out: types.UpdateRuleOuts,
+      is_meta_training: bool,
+  ) -> tuple[chex.Array, tuple[types.MetaState, hk.State, types.LogDict]]:
+    """The rule's loss, averaged over non-terminal steps."""
+    agent_out, new_agent_net_state = self.unroll_net(
+        agent_net_params, agent_net_state, rollout)
+    inputs = self._update_rule_inputs(rollout, agent_out)
+    hyper_params = self._hyper_params()
+    loss_meta, log_meta = self.update_rule.agent_loss(
+        inputs, meta_out, hyper_params, backprop=is_meta_training)
+    loss_no_meta, log_no_meta = self.update_rule.agent_loss_no_meta(
+        inputs, meta_out, hyper_params)
+    mask = rollout.discounts[:-1] > 0  # [T-1, B]
+    per_step = loss_meta + loss_no_meta
+    total_loss = jnp.sum(per_step * mask) / (jnp.sum(mask) + 1e-8)
+    logs = dict(total_loss=total_loss,
+                **jax.tree.map(jnp.mean, {**log_no_meta, **log_meta}))
+    return total_loss, (meta_state, new_agent_net_state, logs)
+
+  def learner_step(
+      self,
+      rng: chex.PRNGKey,
+      rollout: types.ActorRollout,
+      learner_state: LearnerState,
+      agent_net_state: hk.State,
+      update_rule_params: types.MetaParams,
+      is_meta_training: bool,
+  ) -> tuple[LearnerState, hk.State, types.LogDict]:
+    """One update of the agent on a rollout.
+
+    Args:
+      rng: a random key (given to the update rule).
+      rollout: [T, B, ...] trajectories (per device under `pmap`).
+      learner_state: current parameters, optimiser and rule state.
+      agent_net_state: the network state at the start of the rollout.
+      update_rule_params: the rule's meta-parameters (e.g. Disco103).
+      is_meta_training: keep the gradient path from the loss to the rule's
+        outputs, so the step can be differentiated w.r.t. the meta-params.
+
+    Returns:
+      (new learner state, network state after the rollout, logs). Logs hold
+      scalars plus `meta_out`, the rule's [T-1, B, ...] outputs.
+    """
+    check_rollout(rollout)
+    agent_out, _ = self.unroll_net(learner_state.params, agent_net_state,
+                                   rollout)
+    meta_out, new_meta_state = self.update_rule.unroll_meta_net(
+        meta_params=update_rule_params,
+        params=learner_state.params,
+        state=agent_net_state,
+        meta_state=learner_state.meta_state,
+        rollout=self._update_rule_inputs(rollout, agent_out),
+        hyper_params=self._hyper_params(),
+        unroll_policy_fn=self._network.unroll,
+        rng=rng,
+        axis_name=self._batch_axis_name,
+    )
+
+    grads, (_, last_agent_net_state, logs) = jax.grad(self._loss,
+                                                      has_aux=True)(
+        learner_state.params,
+        agent_net_state=agent_net_state,
+        meta_state=learner_state.meta_state,
+        rollout=rollout,
+        meta_out=meta_out,
+        is_meta_training=is_meta_training,
+    )
+    if self._batch_axis_name is not None:
+      grads = jax.lax.pmean(grads, axis_name=self._batch_axis_name)
+    updates, new_opt_state = self._optimizer.update(
+        grads, learner_state.opt_state, learner_state.params)
+    new_params = optax.apply_updates(learner_state.params, updates)
+
+    logs['global_gradient_norm'] = optax.global_norm(grads)
+    logs['global_update_norm'] = optax.global_norm(updates)
+    logs['meta_out'] = meta_out
+    new_learner_state = LearnerState(
+        params=new_params, opt_state=new_opt_state, meta_state=new_meta_state)
+    return new_learner_state, last_agent_net_state, logs
+
+
+# ----------------------------------------------------------------------------
+# Settings.
+
+
+def get_settings_disco() -> config_dict.ConfigDict:
+  """Settings of an agent trained by Disco103 (the paper's configuration)."""
+  return config_dict.ConfigDict(dict(
+      update_rule_name='disco',
+      hyper_params=dict(
+          pi_cost=1.0,
+          y_cost=1.0,
+          z_cost=1.0,
+          value_cost=0.2,
+          aux_policy_cost=1.0,
+          target_params_coeff=0.9,
+          value_fn_td_lambda=0.95,
+          discount_factor=0.997,
+      ),
+      update_rule=dict(
+          net=config_dict.ConfigDict(dict(
+              name='lstm',
+              prediction_size=600,
+              hidden_size=256,
+              embedding_size=(16, 1),
+              policy_target_channels=(16,),
+              policy_channels=(16, 2),
+              output_stddev=0.3,
+              aux_stddev=0.3,
+              policy_target_stddev=0.3,
+              state_stddev=1.0,
+              meta_rnn_kwargs=dict(
+                  policy_channels=(16, 2),
+                  embedding_size=(16,),
+                  pred_embedding_size=(16, 1),
+                  hidden_size=128,
+              ),
+              input_option=disco.get_input_option(),
+          )),
+          value_discount=0.997,
+          num_bins=601,
+          max_abs_value=300.0,
+      ),
+      learning_rate=3e-4,
+      max_abs_update=1.0,
+      net_settings=dict(
+          name='mlp',
+          net_args=dict(
+              dense=(512, 512),
+              model_arch_name='lstm',
+              head_w_init_std=1e-2,
+              model_kwargs=dict(head_mlp_hiddens=(128,), lstm_size=128),
+          ),
+      ),
+  ))
+
+
+def get_settings_actor_critic() -> config_dict.ConfigDict:
+  """Settings of the V-trace actor-critic baseline agent."""
+  return config_dict.ConfigDict(dict(
+      update_rule_name='actor_critic',
+      hyper_params=dict(
+          discount_factor=0.997,
+          vtrace_lambda=0.95,
+          entropy_cost=0.2,
+          pg_cost=1.0,
+          value_cost=0.5,
+      ),
+      update_rule=config_dict.ConfigDict(dict(
+          categorical_value=True,
+          num_bins=601,
+          max_abs_value=300.0,
+          nonlinear_value_transform=True,
+          normalize_adv=False,
+          normalize_td=False,
+      )),
+      learning_rate=5e-4,
+      max_abs_update=1.0,
+      net_settings=dict(
+          name='mlp',
+          net_args=dict(
+              dense=(64, 32, 32),
+              model_arch_name='lstm',
+              head_w_init_std=1e-2,
+              model_kwargs=dict(head_mlp_hiddens=(64,), lstm_size=64),
+          ),
+      ),
+  ))

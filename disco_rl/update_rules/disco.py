@@ -1,0 +1,358 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""The discovered update rule (DiscoRL, Oh et al., Nature 2025).
+
+The agent outputs policy logits [A], a prediction y [Y], and, per action,
+a prediction z [A, Y], auxiliary policy logits aux_pi [A, A] and a
+categorical action value q [A, bins]. The meta-network maps the trajectory to
+targets pi, y, z; the agent minimises KL(target || output) for each, plus an
+auxiliary one-step policy prediction loss and a Retrace value loss on q.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+import chex
+import distrax
+import haiku as hk
+import jax
+import jax.numpy as jnp
+
+from disco_rl import types
+from disco_rl import utils
+from disco_rl.networks import meta_nets
+from disco_rl.update_rules import base
+from disco_rl.value_fns import value_utils
+
+META_NETWORKS = {'lstm': meta_nets.LSTM}
+AGENT_OUTPUTS = ('logits', 'y', 'z', 'aux_pi', 'q')
+HYPER_PARAMS = ('pi_cost', 'y_cost', 'z_cost', 'value_cost', 'aux_policy_cost',
+                'target_params_coeff', 'value_fn_td_lambda')
+
+
+def _plain(config: Any) -> dict[str, Any]:
+  return dict(config.items()) if hasattr(config, 'items') else dict(config)
+
+
+def _categorical_kl(p_logits: chex.Array, q_logits: chex.Array) -> chex.Array:
+  """KL(softmax(p) || softmax(q)) over the last axis."""
+  p_log_probs = jax.nn.log_softmax(p_logits)
+  return jnp.sum(jnp.exp(p_log_probs) * (p_log_probs - jax.nn.log_softmax(
+      q_logits)), axis=-1)
+
+
+def _softmax_entropy(logits: chex.Array) -> chex.Array:
+  return jnp.mean(distrax.Softmax(logits).entropy())
+
+
+class DiscoUpdateRule(base.UpdateRule):
+  """The discovered rule; `net` configures its meta-network."""
+
+  def __init__(
+      self,
+      net: Mapping[str, Any],
+      value_discount: float,
+      max_abs_value: float,
+      num_bins: int,
+      moving_average_decay: float = 0.99,
+      moving_average_eps: float = 1e-6,
+  ) -> None:
+    """Builds the rule.
+
+    Args:
+      net: meta-network settings: 'name' (a key of `META_NETWORKS`, also the
+        Haiku module name), 'prediction_size' and that network's arguments.
+      value_discount: discount of the Retrace action-value targets.
+      max_abs_value: range of the categorical value [-max, max].
+      num_bins: number of bins of the categorical value.
+      moving_average_decay: decay of the advantage/TD normalisation EMAs.
+      moving_average_eps: epsilon of that normalisation.
+    """
+    super().__init__()
+    net = _plain(net)
+    net_name = net.get('name')
+    if net_name not in META_NETWORKS:
+      raise ValueError(f'Unknown meta-network name {net_name!r}; expected one '
+                       f'of {sorted(META_NETWORKS)}.')
+    utils.check_kwargs(META_NETWORKS[net_name], net, 'disco meta-network (net)')
+    self._net_settings = net
+    self._prediction_size = net['prediction_size']
+    self._value_discount = value_discount
+    self._max_abs_value = max_abs_value
+    self._num_bins = num_bins
+    self._adv_ema = utils.MovingAverage(
+        jnp.zeros(()), decay=moving_average_decay, eps=moving_average_eps)
+    self._td_ema = utils.MovingAverage(
+        jnp.zeros(()), decay=moving_average_decay, eps=moving_average_eps)
+
+    def forward(inputs, axis_name):
+      return META_NETWORKS[net_name](**net)(inputs, axis_name)
+
+    self._eta_init_fn, self._eta_apply = hk.transform_with_state(forward)
+
+  # --------------------------------------------------------------------------
+  # Parameters, specs and state.
+
+  def init_params(
+      self, rng: chex.PRNGKey
+  ) -> tuple[types.MetaParams, chex.ArrayTree]:
+    dummy = self._get_dummy_input(include_behaviour_out=True,
+                                  include_agent_adv=True)
+    return self._eta_init_fn(rng, dummy, axis_name=None)
+
+  def init_meta_state(
+      self, rng: chex.PRNGKey, params: types.AgentParams
+  ) -> types.MetaState:
+    _, rnn_state = self.init_params(rng)
+    return dict(
+        rnn_state=rnn_state,
+        adv_ema_state=self._adv_ema.init_state(),
+        td_ema_state=self._td_ema.init_state(),
+        target_params=params,
+    )
+
+  def flat_output_spec(
+      self, single_action_spec: types.ActionSpec) -> types.Specs:
+    return dict(
+        logits=utils.get_logits_specs(single_action_spec),
+        y=types.ArraySpec((self._prediction_size,), jnp.float32),
+    )
+
+  def model_output_spec(
+      self, single_action_spec: types.ActionSpec) -> types.Specs:
+    return dict(
+        z=types.ArraySpec((self._prediction_size,), jnp.float32),
+        aux_pi=utils.get_logits_specs(single_action_spec),
+        q=types.ArraySpec((self._num_bins,), jnp.float32),
+    )
+
+  # --------------------------------------------------------------------------
+  # The meta-network.
+
+  def unroll_meta_net(
+      self,
+      meta_params: types.MetaParams,
+      params: types.AgentParams,
+      state: types.HaikuState,
+      meta_state: types.MetaState,
+      rollout: types.UpdateRuleInputs,
+      hyper_params: types.HyperParams,
+      unroll_policy_fn: types.AgentUnrollFn,
+      rng: chex.PRNGKey,
+      axis_name: str | None = None,
+  ) -> tuple[types.UpdateRuleOuts, types.MetaState]:
+    """Targets pi/y/z [T, B, ...], value quantities, and the next meta state.
+
+    Also advances the target network's parameters, an EMA of `params` with
+    weight `hyper_params['target_params_coeff']` on the old value.
+    """
+    del rng
+    base.check_update_rule_inputs(rollout, AGENT_OUTPUTS, 'disco rule')
+    missing = [k for k in HYPER_PARAMS if k not in hyper_params]
+    if missing:
+      raise ValueError(f'disco rule: hyper_params lacks {missing}; got '
+                       f'{sorted(hyper_params)}.')
+
+    target_out, _ = unroll_policy_fn(
+        meta_state['target_params'], state, rollout.observations,
+        rollout.should_reset_mask_fwd)
+
+    value_outs, adv_ema_state, td_ema_state = value_utils.get_value_outs(
+        value_net_out=None,
+        target_value_net_out=None,
+        q_net_out=rollout.agent_out['q'],
+        target_q_net_out=target_out['q'],
+        rollout=rollout,
+        pi_logits=rollout.agent_out['logits'],
+        discount=self._value_discount,
+        lambda_=hyper_params['value_fn_td_lambda'],
+        nonlinear_transform=True,
+        categorical_value=True,
+        max_abs_value=self._max_abs_value,
+        drop_last=False,
+        adv_ema_state=meta_state['adv_ema_state'],
+        adv_ema_fn=self._adv_ema,
+        td_ema_state=meta_state['td_ema_state'],
+        td_ema_fn=self._td_ema,
+        axis_name=axis_name,
+    )
+
+    meta_inputs = rollout.replace(extra_from_rule=dict(
+        v_scalar=value_outs.value,
+        adv=value_outs.adv,
+        normalized_adv=value_outs.normalized_adv,
+        q=value_outs.target_q_value,
+        qv_adv=value_outs.qv_adv,
+        normalized_qv_adv=value_outs.normalized_qv_adv,
+        target_out=target_out,
+    ))
+    targets, new_rnn_state = self._eta_apply(
+        meta_params, meta_state['rnn_state'], None, meta_inputs,
+        axis_name=axis_name)
+    chex.assert_rank([targets['pi'], targets['y'], targets['z']], 3)
+
+    meta_out = dict(
+        targets,
+        q_target=value_outs.q_target,
+        adv=value_outs.adv,
+        normalized_adv=value_outs.normalized_adv,
+        qv_adv=value_outs.qv_adv,
+        normalized_qv_adv=value_outs.normalized_qv_adv,
+        q_value=value_outs.q_value,
+        q_td=value_outs.q_td,
+        normalized_q_td=value_outs.normalized_q_td,
+        target_out=target_out,
+    )
+
+    coeff = hyper_params['target_params_coeff']
+    new_meta_state = dict(
+        meta_state,
+        rnn_state=new_rnn_state,
+        adv_ema_state=adv_ema_state,
+        td_ema_state=td_ema_state,
+        target_params=jax.tree.map(
+            lambda old, new: old * coeff + (1.0 - coeff) * new,
+            meta_state['target_params'], params),
+    )
+    return meta_out, new_meta_state
+
+  # --------------------------------------------------------------------------
+  # Losses.
+
+  def agent_loss(
+      self,
+      rollout: types.UpdateRuleInputs,
+      meta_out: types.UpdateRuleOuts,
+      hyper_params: types.HyperParams,
+      backprop: bool,
+  ) -> tuple[chex.Array, types.UpdateRuleLog]:
+    """KL to the meta-network's targets plus the auxiliary policy loss."""
+    t, b = base.check_update_rule_inputs(rollout, AGENT_OUTPUTS, 'disco rule')
+    out_t = jax.tree.map(lambda x: x[:-1], rollout.agent_out)
+    a_t = rollout.actions[:-1]
+    logits_t, y_t = out_t['logits'], out_t['y']
+    z_a_t = utils.batch_lookup(out_t['z'], a_t)  # [T, B, Y]
+
+    pi_hat, y_hat, z_hat = meta_out['pi'], meta_out['y'], meta_out['z']
+    if not backprop:
+      pi_hat, y_hat, z_hat = jax.lax.stop_gradient((pi_hat, y_hat, z_hat))
+    chex.assert_equal_shape([pi_hat, logits_t])
+    chex.assert_equal_shape([y_hat, y_t])
+    chex.assert_equal_shape([z_hat, z_a_t])
+    pi_loss = _categorical_kl(pi_hat, logits_t)
+    y_loss = _categorical_kl(y_hat, y_t)
+    z_loss = _categorical_kl(z_hat, z_a_t)
+
+    # Auxiliary: from (s_t, a_t) predict the policy at s_{t+1}; no target
+    # across an episode boundary.
+    aux_pi_a_t = utils.batch_lookup(out_t['aux_pi'], a_t)  # [T, B, A]
+    next_logits = rollout.agent_out['logits'][1:]
+    aux_loss = _categorical_kl(
+        jax.lax.stop_gradient(next_logits), aux_pi_a_t)
+    aux_loss = aux_loss * (1.0 - rollout.is_terminal)
+
+    chex.assert_shape([pi_loss, y_loss, z_loss, aux_loss], (t, b))
+    loss = (hyper_params['pi_cost'] * pi_loss
+            + hyper_params['y_cost'] * y_loss
+            + hyper_params['z_cost'] * z_loss
+            + hyper_params['aux_policy_cost'] * aux_loss)
+
+    log = dict(
+        logits=jnp.mean(logits_t),
+        y=jnp.mean(y_t),
+        z=jnp.mean(out_t['z']),
+        entropy=_softmax_entropy(logits_t),
+        y_entropy=_softmax_entropy(y_t),
+        z_entropy=_softmax_entropy(z_a_t),
+        pi_loss=jnp.mean(pi_loss),
+        aux_kl_loss=jnp.mean(aux_loss),
+        pi_hat=jnp.mean(pi_hat),
+        y_hat=jnp.mean(y_hat),
+        z_hat=jnp.mean(z_hat),
+        pi_hat_entropy=_softmax_entropy(pi_hat),
+        aux_policy_entropy=_softmax_entropy(aux_pi_a_t),
+        aux_target_entropy=_softmax_entropy(next_logits),
+    )
+    return loss, log
+
+  def agent_loss_no_meta(
+      self,
+      rollout: types.UpdateRuleInputs,
+      meta_out: types.UpdateRuleOuts | None,
+      hyper_params: types.HyperParams,
+  ) -> tuple[chex.Array, types.UpdateRuleLog]:
+    """Categorical Retrace loss on q(s_t, a_t); no meta-gradient flows here."""
+    if meta_out is None:
+      raise ValueError('The disco rule needs meta_out (from unroll_meta_net) '
+                       'for its value loss, got None.')
+    q_a_t = utils.batch_lookup(rollout.agent_out['q'], rollout.actions)[:-1]
+    q_loss = value_utils.value_loss_from_td(
+        value_net_out=q_a_t,
+        td=jax.lax.stop_gradient(meta_out['q_td']),
+        nonlinear_transform=True,
+        categorical_value=True,
+        max_abs_value=self._max_abs_value,
+    )
+    log = dict(
+        q_target=jnp.mean(meta_out['q_target']),
+        agent_q_mean=jnp.mean(meta_out['q_value']),
+        q_loss=jnp.mean(q_loss),
+        td=jnp.mean(meta_out['q_td']),
+        normalized_td=jnp.mean(meta_out['normalized_q_td']),
+    )
+    return q_loss * hyper_params['value_cost'], log
+
+
+def _option(source: str, *transforms: str) -> types.TransformConfig:
+  return types.TransformConfig(source=source, transforms=transforms)
+
+
+def get_input_option() -> types.MetaNetInputOption:
+  """The inputs of Disco103's meta-network (see the paper's Methods).
+
+  Per step: the probability of the taken action under the agent, behaviour
+  and target policies; the reward; the discount; values, advantages and their
+  normalised version; embedded y and z predictions of the agent and target
+  networks (z at the taken action, policy-averaged and maxed over actions).
+  Per action: the three policies, embedded z, and the Q-value quantities.
+  """
+  pick_a = ('drop_last', 'softmax', 'stop_grad', 'select_a')
+  probs = ('drop_last', 'softmax', 'stop_grad')
+  z_a = ('drop_last', 'softmax', 'z_net', 'select_a')
+  z_avg = ('softmax', 'z_net', 'pi_weighted_avg', 'td_pair')
+  z_max = ('softmax', 'z_net', 'max_a', 'td_pair')
+  y_pair = ('softmax', 'y_net', 'td_pair')
+  q_like = ('sign_log', 'drop_last', 'stop_grad')
+  target = 'extra_from_rule/target_out'
+  return types.MetaNetInputOption(
+      base=(
+          _option('agent_out/logits', *pick_a),
+          _option('behaviour_agent_out/logits', *pick_a),
+          _option('rewards', 'sign_log'),
+          _option('is_terminal', 'masks_to_discounts'),
+          _option('extra_from_rule/v_scalar', 'sign_log', 'td_pair',
+                  'stop_grad'),
+          _option('extra_from_rule/adv', 'sign_log', 'stop_grad'),
+          _option('extra_from_rule/normalized_adv', 'stop_grad'),
+          _option(f'{target}/logits', *pick_a),
+          _option('agent_out/y', *y_pair),
+          _option(f'{target}/y', *y_pair),
+          _option('agent_out/z', *z_a),
+          _option('agent_out/z', *z_avg),
+          _option('agent_out/z', *z_max),
+          _option(f'{target}/z', *z_a),
+          _option(f'{target}/z', *z_avg),
+          _option(f'{target}/z', *z_max),
+      ),
+      action_conditional=(
+          _option('agent_out/logits', *probs),
+          _option('behaviour_agent_out/logits', *probs),
+          _option(f'{target}/logits', *probs),
+          _option('agent_out/z', 'drop_last', 'softmax', 'z_net'),
+          _option(f'{target}/z', 'drop_last', 'softmax', 'z_net'),
+          _option('extra_from_rule/q', *q_like),
+          _option('extra_from_rule/qv_adv', *q_like),
+          _option('extra_from_rule/normalized_qv_adv', 'drop_last',
+                  'stop_grad'),
+      ),
+  )

@@ -1,0 +1,167 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Named transformations applied to meta-network inputs.
+
+Every entry of `TRANSFORMS` is a zero-argument builder returning a callable
+`fn(x, actions, policy, axis_name) -> array`, where `actions` is [T, B],
+`policy` the agent's (stop-gradient) policy [T+1, B, A] and `axis_name` the
+`pmap` axis, if any. Builders that are Haiku modules must be called inside a
+transform.
+"""
+
+from collections.abc import Callable, Sequence
+import functools
+import types as pytypes
+
+import chex
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import rlax
+
+from disco_rl import utils
+
+
+class InputTransform:
+  """Interface: `transform(x, actions, policy, axis) -> array`."""
+
+  def __call__(self, x, actions: chex.Array, policy: chex.Array,
+               axis: str | None) -> chex.Array:
+    raise NotImplementedError
+
+
+class SelectByAction(InputTransform):
+  """x [T, B, A, ...] -> x[t, b, actions[t, b]], i.e. [T, B, ...]."""
+
+  def __call__(self, x, actions, policy, axis):
+    del policy, axis
+    chex.assert_rank(actions, 2)
+    chex.assert_tree_shape_prefix([x, actions], actions.shape)
+    return utils.batch_lookup(x, actions)
+
+
+class PiWeightedAvg(InputTransform):
+  """x [T, B, A, C] -> sum_a policy[t, b, a] * x[t, b, a], i.e. [T, B, C]."""
+
+  def __call__(self, x, actions, policy, axis):
+    del actions, axis
+    chex.assert_rank(x, 4)
+    chex.assert_rank(policy, 3)
+    chex.assert_tree_shape_prefix([x, policy], policy.shape)
+    return jnp.sum(x * policy[..., None], axis=2)
+
+
+class Normalize(InputTransform, hk.Module):
+  """Normalises by EMA statistics over the time and batch axes."""
+
+  def __call__(self, x, actions, policy, axis):
+    del actions, policy
+    if x.ndim < 2:
+      raise ValueError(
+          f'normalize needs a [T, B, ...] input, got shape {x.shape}.')
+    return EmaNorm(decay_rate=0.99, eps=1e-6, axis=(0, 1),
+                   cross_replica_axis=axis)(x)
+
+
+class EmaNorm(hk.Module):
+  """Like `hk.BatchNorm` in training mode, but normalising with EMAs.
+
+  The batch mean and mean square (averaged across replicas on
+  `cross_replica_axis`) update two `hk.ExponentialMovingAverage`s, and the
+  input is normalised by the EMA mean and variance.
+  """
+
+  def __init__(
+      self,
+      decay_rate: float,
+      eps: float = 1e-6,
+      eps_root: float = 1e-12,
+      axis: Sequence[int] | None = None,
+      cross_replica_axis: str | Sequence[str] | None = None,
+      cross_replica_axis_index_groups: Sequence[Sequence[int]] | None = None,
+      data_format: str = 'channels_last',
+      name: str | None = None,
+  ):
+    """Builds the module.
+
+    Args:
+      decay_rate: EMA decay.
+      eps: added to the standard deviation.
+      eps_root: added to the variance inside the root (meta-gradient safety).
+      axis: axes reduced over; default all but the channel axis.
+      cross_replica_axis: `pmap`/`vmap` axis name(s) to average statistics on.
+      cross_replica_axis_index_groups: device groups for that average.
+      data_format: where the channel axis is (see `hk.get_channel_index`).
+      name: module name.
+    """
+    super().__init__(name=name)
+    self.eps = eps
+    self.eps_root = eps_root
+    self.axis = axis
+    self.cross_replica_axis = cross_replica_axis
+    self.cross_replica_axis_index_groups = cross_replica_axis_index_groups
+    self.channel_index = hk.get_channel_index(data_format)
+    self.m1_ema = hk.ExponentialMovingAverage(decay_rate, name='m1_ema')
+    self.m2_ema = hk.ExponentialMovingAverage(decay_rate, name='m2_ema')
+
+  def _reduction_axes(self, ndim: int) -> Sequence[int]:
+    if self.axis is not None:
+      return self.axis
+    channel = self.channel_index % ndim
+    return [i for i in range(ndim) if i != channel]
+
+  def __call__(self, inputs: jax.Array) -> jax.Array:
+    """Updates the EMAs with this batch and returns the normalised input."""
+    axes = self._reduction_axes(inputs.ndim)
+    first = jnp.mean(inputs, axes, keepdims=True)
+    second = jnp.mean(jnp.square(inputs), axes, keepdims=True)
+    if self.cross_replica_axis:
+      first, second = jax.lax.pmean(
+          (first, second), axis_name=self.cross_replica_axis,
+          axis_index_groups=self.cross_replica_axis_index_groups)
+    self.m1_ema(first)
+    self.m2_ema(second)
+    mean = self.m1_ema.average.astype(inputs.dtype)
+    var = jnp.maximum(self.m2_ema.average.astype(inputs.dtype) - mean**2, 0.0)
+    eps = jnp.asarray(self.eps, var.dtype)
+    eps_root = jnp.asarray(self.eps_root, var.dtype)
+    return (inputs - mean) / (jnp.sqrt(var + eps_root) + eps)
+
+
+def td_pair(x: chex.Array) -> chex.Array:
+  """[T+1, ...] -> [T, ..., 2C]: features at t and t+1 side by side."""
+  return jnp.concatenate([x[:-1], x[1:]], axis=-1)
+
+
+def _elementwise(fn: Callable[[chex.Array], chex.Array]):
+  """Lifts a one-argument function to the transform interface."""
+
+  def builder():
+    def transform(x, actions, policy, axis):
+      del actions, policy, axis
+      return fn(x)
+    return transform
+
+  return builder
+
+
+_ELEMENTWISE = {
+    'identity': lambda x: x,
+    'softmax': jax.nn.softmax,
+    'max_a': functools.partial(jnp.max, axis=2),
+    'stop_grad': jax.lax.stop_gradient,
+    'clip': lambda x: jnp.clip(x, -2.0, 2.0),
+    'sign': jnp.sign,
+    'drop_last': lambda x: x[:-1],
+    'td_pair': td_pair,
+    'sign_log': rlax.signed_logp1,
+    'sign_hyp': rlax.signed_hyperbolic,
+    'masks_to_discounts': lambda x: 1.0 - x,
+}
+
+TRANSFORMS = pytypes.MappingProxyType({
+    'select_a': SelectByAction,
+    'pi_weighted_avg': PiWeightedAvg,
+    'normalize': Normalize,
+    **{key: _elementwise(fn) for key, fn in _ELEMENTWISE.items()},
+})
