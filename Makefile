@@ -1,0 +1,53 @@
+# Entry points for users and CI. Everything runs in a local virtualenv.
+#
+#   make test        set up (if needed) and run the test suite
+#   make eval        set up (if needed) and run the evaluation job
+#   make test-slow   long-running tests (learning curves, benchmarks)
+#   make weights     download and verify the Disco103 weights
+#
+# Extra arguments: make eval ARGS='--flag=value', make test PYTEST_ARGS='-k x'.
+# XLA_FLAGS from the environment is ignored by the test targets (it changes
+# the number of devices); to set it, pass it on the command line:
+#   make test XLA_FLAGS=--xla_force_host_platform_device_count=2
+
+PYTHON ?= python3
+VENV ?= .venv
+VPY := $(VENV)/bin/python
+PIP_FLAGS ?= --quiet --disable-pip-version-check
+ARGS ?=
+PYTEST_ARGS ?=
+
+# Stamp written after a successful install; redone when pyproject.toml changes.
+STAMP := $(VENV)/.disco_rl-installed
+
+ifeq ($(origin XLA_FLAGS),command line)
+TEST_ENV := XLA_FLAGS='$(XLA_FLAGS)'
+else
+TEST_ENV := -u XLA_FLAGS
+endif
+
+.PHONY: setup test test-slow eval meta-train weights
+
+$(STAMP): pyproject.toml
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install $(PIP_FLAGS) -e '.[test]'
+	touch $@
+
+setup:
+	rm -f $(STAMP)
+	$(MAKE) --no-print-directory $(STAMP)
+
+test: $(STAMP)
+	env $(TEST_ENV) $(VPY) -m pytest $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	env $(TEST_ENV) $(VPY) -m pytest -m slow $(PYTEST_ARGS)
+
+eval: $(STAMP)
+	$(VPY) -m disco_rl.examples.eval $(ARGS)
+
+meta-train: $(STAMP)
+	$(VPY) -m disco_rl.examples.meta_train $(ARGS)
+
+weights: $(STAMP)
+	$(VPY) -m disco_rl.weights $(ARGS)
