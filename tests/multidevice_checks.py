@@ -1,0 +1,183 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Checks that need several devices, run in a subprocess by test_multidevice.py.
+
+JAX fixes the number of CPU devices when it starts, from
+`XLA_FLAGS=--xla_force_host_platform_device_count=N`, so these checks run in a
+fresh interpreter: `python multidevice_checks.py CHECK N`. Each check raises
+(non-zero exit) on failure.
+"""
+
+import functools
+import importlib.util
+import os
+import pathlib
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import golden_cases
+from disco_rl import actors
+from disco_rl import agent as agent_lib
+from disco_rl import types
+from disco_rl import utils
+from disco_rl import weights
+
+AXIS = 'i'
+
+
+def _golden():
+  directory = pathlib.Path(os.environ['DISCO_RL_GOLDEN_DIR'])
+  spec = importlib.util.spec_from_file_location('golden_mp',
+                                                directory / 'golden.py')
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module, directory
+
+
+def check_pmap_golden(num_devices: int) -> None:
+  """learner_disco_pmap2: rollouts and learner steps under pmap on 2 devices."""
+  assert num_devices == 2, 'the golden case was recorded on 2 devices'
+  golden, directory = _golden()
+  case = golden.load('learner_disco_pmap2', str(directory))
+  agent, env = golden_cases.make_agent(case.meta, batch_axis_name=AXIS)
+  devices = jax.devices()[:num_devices]
+  rule_params = weights.load_disco_103(os.environ['DISCO_RL_WEIGHTS'],
+                                       download=False)
+  seed = case.meta['seed']
+  replicate = functools.partial(utils.replicate_across_devices,
+                                devices=devices)
+  learner_state = replicate(agent.initial_learner_state(
+      jax.random.PRNGKey(seed)))
+  actor_state = replicate(agent.initial_actor_state(jax.random.PRNGKey(seed)))
+  rule_params = replicate(rule_params)
+
+  learner_step = jax.pmap(agent.learner_step, axis_name=AXIS,
+                          static_broadcasted_argnums=5, devices=devices)
+  unroll = jax.pmap(actors.unroll_jittable_actor, axis_name=AXIS,
+                    static_broadcasted_argnums=(5, 6, 7), devices=devices)
+  env_state, timestep = jax.vmap(env.reset)(
+      jax.random.split(jax.random.PRNGKey(seed + 2), num_devices))
+  acting_params = learner_state.params
+  num_steps = len({k.split('|')[1] for k in case.arrays
+                   if k.startswith('step|')})
+  assert num_steps >= 2, num_steps
+  for i in range(num_steps):
+    prefix = f'step|{i}'
+    # Acting with the recorded keys regenerates the recorded rollout.
+    rng_act = golden_cases.as_key(case.arrays[f'{prefix}|rng_act'])
+    rollout, _, timestep, env_state = unroll(
+        acting_params, actor_state, timestep, env_state, rng_act, env,
+        case.meta['T'], agent.actor_step)
+    golden.assert_close(rollout, case, f'{prefix}|rollout')
+
+    recorded = golden_cases.rollout_from(case.subtree(f'{prefix}|rollout'))
+    rng_learn = golden_cases.as_key(case.arrays[f'{prefix}|rng_learn'])
+    learner_state, _, logs = learner_step(rng_learn, recorded, learner_state,
+                                          actor_state, rule_params, False)
+    golden.assert_close(learner_state, case, f'{prefix}|learner_state')
+    golden.assert_close(golden_cases.without_meta_out(logs), case,
+                        f'{prefix}|logs')
+    acting_params = jax.tree.map(
+        jnp.asarray, case.subtree(f'{prefix}|learner_state')['params'])
+  print('pmap golden: ok')
+
+
+def check_sharding(num_devices: int) -> None:
+  """shard/replicate/gather round trips and the divisibility error."""
+  devices = jax.devices()[:num_devices]
+  assert len(devices) == num_devices, jax.devices()
+  data = {'a': np.arange(num_devices * 6).reshape(num_devices * 3, 2),
+          'b': np.ones((num_devices * 2,), np.float32)}
+  sharded = utils.shard_across_devices(data, devices)
+  assert sharded['a'].shape == (num_devices, 3, 2)
+  for d, shard in enumerate(sharded['a'].addressable_shards):
+    assert shard.device == devices[d]
+    np.testing.assert_array_equal(np.asarray(shard.data)[0],
+                                  data['a'][3 * d:3 * d + 3])
+  back = utils.gather_from_devices(sharded)
+  np.testing.assert_array_equal(back['a'], data['a'])
+  np.testing.assert_array_equal(back['b'], data['b'])
+
+  replicated = utils.replicate_across_devices({'w': np.arange(3.0)}, devices)
+  assert replicated['w'].shape == (num_devices, 3)
+  assert {s.device for s in replicated['w'].addressable_shards} == set(
+      devices)
+  # Sharded inputs feed a pmap without copies, and collectives see every
+  # device.
+  total = jax.pmap(lambda x: jax.lax.psum(x.sum(), AXIS), axis_name=AXIS,
+                   devices=devices)(sharded['b'])
+  np.testing.assert_allclose(np.asarray(total), num_devices * 2.0)
+
+  try:
+    utils.shard_across_devices({'x': np.zeros((num_devices * 2 + 1, 2))},
+                               devices)
+  except ValueError as e:
+    assert 'does not divide' in str(e) and str(num_devices) in str(e), e
+  else:
+    raise AssertionError('expected a ValueError for an indivisible batch')
+  print('sharding: ok')
+
+
+def check_replicated_learner(num_devices: int) -> None:
+  """Disco learner on per-device batches: replicas stay identical."""
+  devices = jax.devices()[:num_devices]
+  meta = dict(rows=5, cols=5, batch=2, settings=None)
+  settings = agent_lib.get_settings_disco()
+  settings.net_settings.net_args = dict(
+      dense=(32,), model_arch_name='lstm', head_w_init_std=1e-2,
+      model_kwargs=dict(head_mlp_hiddens=(16,), lstm_size=16))
+  env = golden_cases.catch_env(meta)
+  agent = agent_lib.Agent(
+      single_observation_spec=env.single_observation_spec(),
+      single_action_spec=env.single_action_spec(),
+      agent_settings=settings, batch_axis_name=AXIS)
+  rule = agent.update_rule
+  rule_params, _ = rule.init_params(jax.random.PRNGKey(1))
+  replicate = functools.partial(utils.replicate_across_devices,
+                                devices=devices)
+  learner_state = replicate(agent.initial_learner_state(jax.random.PRNGKey(0)))
+  actor_state = replicate(agent.initial_actor_state(jax.random.PRNGKey(0)))
+  rule_params = replicate(rule_params)
+  env_state, timestep = jax.vmap(env.reset)(
+      jax.random.split(jax.random.PRNGKey(3), num_devices))
+  unroll = jax.pmap(actors.unroll_jittable_actor, axis_name=AXIS,
+                    static_broadcasted_argnums=(5, 6, 7), devices=devices)
+  learner_step = jax.pmap(agent.learner_step, axis_name=AXIS,
+                          static_broadcasted_argnums=5, devices=devices)
+  rng = jax.random.PRNGKey(7)
+  for _ in range(3):
+    rng, act_rng, learn_rng = jax.random.split(rng, 3)
+    rollout, _, timestep, env_state = unroll(
+        learner_state.params, actor_state, timestep, env_state,
+        jax.random.split(act_rng, num_devices), env, 6, agent.actor_step)
+    learner_state, _, logs = learner_step(
+        jax.random.split(learn_rng, num_devices), rollout, learner_state,
+        actor_state, rule_params, False)
+  # Different data per device, yet parameters, optimiser state, EMAs and the
+  # meta-RNN state (all driven by pmean-ed quantities) agree exactly.
+  for leaf in jax.tree.leaves(learner_state):
+    leaf = np.asarray(leaf)
+    for d in range(1, num_devices):
+      np.testing.assert_array_equal(leaf[d], leaf[0])
+  actions = np.asarray(rollout.actions)
+  assert not all(np.array_equal(actions[0], actions[d])
+                 for d in range(1, num_devices)), 'devices saw the same data'
+  assert np.all(np.isfinite(np.asarray(logs['total_loss'])))
+  print('replicated learner: ok')
+
+
+CHECKS = {
+    'pmap_golden': check_pmap_golden,
+    'sharding': check_sharding,
+    'replicated_learner': check_replicated_learner,
+}
+
+if __name__ == '__main__':
+  name, count = sys.argv[1], int(sys.argv[2])
+  if jax.device_count() < count:
+    raise SystemExit(f'need {count} devices, have {jax.device_count()}; set '
+                     f'XLA_FLAGS=--xla_force_host_platform_device_count={count}')
+  CHECKS[name](count)

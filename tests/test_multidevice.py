@@ -1,0 +1,48 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Multi-device behaviour on N forced CPU devices (each case a subprocess)."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def run_check(name: str, num_devices: int, extra_env=None, timeout=900):
+  env = dict(os.environ)
+  env['XLA_FLAGS'] = (env.get('XLA_FLAGS', '') + ' --xla_force_host_platform'
+                      f'_device_count={num_devices}').strip()
+  env['JAX_PLATFORMS'] = 'cpu'
+  env.update(extra_env or {})
+  result = subprocess.run(
+      [sys.executable, str(HERE / 'multidevice_checks.py'), name,
+       str(num_devices)],
+      cwd=HERE, env=env, capture_output=True, text=True, timeout=timeout)
+  assert result.returncode == 0, (
+      f'{name} on {num_devices} devices failed:\n{result.stdout}\n'
+      f'{result.stderr[-6000:]}')
+  return result.stdout
+
+
+@pytest.mark.golden
+@pytest.mark.weights
+def test_pmap_golden_two_devices(golden_dir, disco_103_path):
+  out = run_check('pmap_golden', 2, {
+      'DISCO_RL_GOLDEN_DIR': str(golden_dir),
+      'DISCO_RL_WEIGHTS': str(disco_103_path)})
+  assert 'pmap golden: ok' in out
+
+
+@pytest.mark.parametrize('num_devices', [2, 4])
+def test_sharding(num_devices):
+  assert 'sharding: ok' in run_check('sharding', num_devices)
+
+
+@pytest.mark.parametrize('num_devices', [2, 4])
+def test_replicated_learner_stays_identical(num_devices):
+  assert 'replicated learner: ok' in run_check('replicated_learner',
+                                               num_devices)
