@@ -19,16 +19,18 @@ _T = TypeVar('_T')
 # ----------------------------------------------------------------------------
 # Devices.
 
-_DEVICE_AXIS = 'devices'
+# The default `pmap` axis name of this package (as in the upstream notebooks).
+DEFAULT_AXIS_NAME = 'i'
 
 
 def _leading_axis_sharding(
-    devices: Sequence[jax.Device],
+    devices: Sequence[jax.Device], axis_name: str
 ) -> jax.sharding.NamedSharding:
-  mesh = jax.sharding.Mesh(np.asarray(devices), (_DEVICE_AXIS,))
-  return jax.sharding.NamedSharding(
-      mesh, jax.sharding.PartitionSpec(_DEVICE_AXIS)
-  )
+  # `jax.pmap` returns arrays sharded this way (a mesh over its devices named
+  # after its axis); giving it inputs with the same sharding lets it reuse
+  # its compiled program instead of compiling again for a new layout.
+  mesh = jax.sharding.Mesh(np.asarray(devices), (axis_name,))
+  return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(axis_name))
 
 
 def check_divisible(size: int, num_devices: int, what: str) -> int:
@@ -43,7 +45,8 @@ def check_divisible(size: int, num_devices: int, what: str) -> int:
   return size // num_devices
 
 
-def shard_across_devices(data: _T, devices: Sequence[jax.Device]) -> _T:
+def shard_across_devices(data: _T, devices: Sequence[jax.Device],
+                         axis_name: str = DEFAULT_AXIS_NAME) -> _T:
   """Splits every leaf's leading axis across `devices`, adding a device axis.
 
   A leaf of shape [N, ...] becomes a [D, N // D, ...] array whose d-th slice
@@ -52,13 +55,15 @@ def shard_across_devices(data: _T, devices: Sequence[jax.Device]) -> _T:
   Args:
     data: a tree of arrays whose leaves share a leading axis N.
     devices: the D devices; N must be a multiple of D.
+    axis_name: the `axis_name` of the `pmap` the data is for (only affects
+      which compiled program the `pmap` reuses).
 
   Returns:
     The same tree of device-sharded arrays.
   """
   devices = tuple(devices)
   num = len(devices)
-  sharding = _leading_axis_sharding(devices)
+  sharding = _leading_axis_sharding(devices, axis_name)
 
   def _shard(x):
     x = np.asarray(x) if not isinstance(x, jax.Array) else x
@@ -73,13 +78,15 @@ def shard_across_devices(data: _T, devices: Sequence[jax.Device]) -> _T:
   return jax.tree.map(_shard, data)
 
 
-def replicate_across_devices(data: _T, devices: Sequence[jax.Device]) -> _T:
+def replicate_across_devices(data: _T, devices: Sequence[jax.Device],
+                             axis_name: str = DEFAULT_AXIS_NAME) -> _T:
   """Copies every leaf onto each device, adding a leading device axis [D, ...].
 
-  The modern replacement of the removed `jax.device_put_replicated`.
+  The modern replacement of the removed `jax.device_put_replicated`;
+  `axis_name` as in `shard_across_devices`.
   """
   devices = tuple(devices)
-  sharding = _leading_axis_sharding(devices)
+  sharding = _leading_axis_sharding(devices, axis_name)
 
   def _replicate(x):
     x = jnp.asarray(x)
