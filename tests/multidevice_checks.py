@@ -148,7 +148,7 @@ def check_replicated_learner(num_devices: int) -> None:
   learner_step = jax.pmap(agent.learner_step, axis_name=AXIS,
                           static_broadcasted_argnums=5, devices=devices)
   rng = jax.random.PRNGKey(7)
-  for _ in range(3):
+  for _ in range(2):
     rng, act_rng, learn_rng = jax.random.split(rng, 3)
     rollout, _, timestep, env_state = unroll(
         learner_state.params, actor_state, timestep, env_state,
