@@ -3,6 +3,9 @@
 #   make test        set up (if needed) and run the test suite
 #   make eval        set up (if needed) and run the evaluation job
 #   make test-slow   long-running tests (learning curves, benchmarks)
+#   make meta-train  set up (if needed) and run meta-training
+#   make bench-eval  Disco103 learning curves on Catch for 3 seeds (~1 h on 2 CPUs)
+#   make bench-meta-train  meta-training from random parameters (800 steps)
 #   make weights     download and verify the Disco103 weights
 #
 # Extra arguments: make eval ARGS='--flag=value', make test PYTEST_ARGS='-k x'.
@@ -26,7 +29,7 @@ else
 TEST_ENV := -u XLA_FLAGS
 endif
 
-.PHONY: setup test test-slow eval meta-train weights
+.PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train
 
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -51,3 +54,9 @@ meta-train: $(STAMP)
 
 weights: $(STAMP)
 	$(VPY) -m disco_rl.weights $(ARGS)
+
+bench-eval: $(STAMP)
+	$(VPY) scripts/benchmark_eval.py $(ARGS)
+
+bench-meta-train: $(STAMP)
+	$(VPY) scripts/benchmark_meta_train.py $(ARGS)
