@@ -149,14 +149,10 @@ class Agent:
 
   update_rule: update_rules_base.UpdateRule
 
-  def __init__(
-      self,
-      *,
-      single_observation_spec: types.Specs,
-      single_action_spec: types.ActionSpec,
-      agent_settings: config_dict.ConfigDict,
-      batch_axis_name: str | None,
-  ):
+  def __init__(self, *, single_observation_spec: types.Specs,
+               single_action_spec: types.ActionSpec,
+               agent_settings: config_dict.ConfigDict,
+               batch_axis_name: str | None):
     """Builds the agent.
 
     Args:
@@ -229,11 +225,8 @@ class Agent:
   # Acting.
 
   def actor_step(
-      self,
-      actor_params: hk.Params,
-      rng: chex.PRNGKey,
-      timestep: types.EnvironmentTimestep,
-      actor_state: hk.State,
+      self, actor_params: hk.Params, rng: chex.PRNGKey,
+      timestep: types.EnvironmentTimestep, actor_state: hk.State,
   ) -> tuple[types.ActorTimestep, hk.State]:
     """Samples actions [B] for a batch of timesteps.
 
@@ -246,22 +239,15 @@ class Agent:
         actor_params, actor_state, timestep.observation, should_reset)
     actions = distrax.Softmax(logits=agent_outs['logits']).sample(seed=rng)
     recorded = types.ActorTimestep(
-        observations=timestep.observation,
-        actions=actions,
-        rewards=timestep.reward,
-        discounts=jnp.logical_not(should_reset),
-        agent_outs=agent_outs,
-        states=actor_state,
-        logits=agent_outs['logits'],
-    )
+        observations=timestep.observation, actions=actions,
+        rewards=timestep.reward, discounts=jnp.logical_not(should_reset),
+        agent_outs=agent_outs, logits=agent_outs['logits'],
+        states=actor_state)
     return recorded, next_actor_state
 
   def unroll_net(
-      self,
-      agent_net_params: hk.Params,
-      agent_net_state: hk.State,
-      rollout: types.ActorRollout,
-  ) -> tuple[types.AgentOuts, hk.State]:
+      self, agent_net_params: hk.Params, agent_net_state: hk.State,
+      rollout: types.ActorRollout) -> tuple[types.AgentOuts, hk.State]:
     """The network's outputs [T, B, ...] along a rollout.
 
     The recurrent state resets where the actor's did: at timesteps whose
@@ -288,13 +274,9 @@ class Agent:
     )
 
   def _loss(
-      self,
-      agent_net_params: hk.Params,
-      agent_net_state: hk.State,
-      meta_state: types.MetaState,
-      rollout: types.ActorRollout,
-      meta_out: types.UpdateRuleOuts,
-      is_meta_training: bool,
+      self, agent_net_params: hk.Params, agent_net_state: hk.State,
+      meta_state: types.MetaState, rollout: types.ActorRollout,
+      meta_out: types.UpdateRuleOuts, is_meta_training: bool,
   ) -> tuple[chex.Array, tuple[types.MetaState, hk.State, types.LogDict]]:
     """The rule's loss, averaged over non-terminal steps."""
     agent_out, new_agent_net_state = self.unroll_net(
@@ -313,13 +295,9 @@ class Agent:
     return total_loss, (meta_state, new_agent_net_state, logs)
 
   def learner_step(
-      self,
-      rng: chex.PRNGKey,
-      rollout: types.ActorRollout,
-      learner_state: LearnerState,
-      agent_net_state: hk.State,
-      update_rule_params: types.MetaParams,
-      is_meta_training: bool,
+      self, rng: chex.PRNGKey, rollout: types.ActorRollout,
+      learner_state: LearnerState, agent_net_state: hk.State,
+      update_rule_params: types.MetaParams, is_meta_training: bool,
   ) -> tuple[LearnerState, hk.State, types.LogDict]:
     """One update of the agent on a rollout.
 
@@ -340,26 +318,19 @@ class Agent:
     agent_out, _ = self.unroll_net(learner_state.params, agent_net_state,
                                    rollout)
     meta_out, new_meta_state = self.update_rule.unroll_meta_net(
-        meta_params=update_rule_params,
-        params=learner_state.params,
-        state=agent_net_state,
-        meta_state=learner_state.meta_state,
+        meta_params=update_rule_params, params=learner_state.params,
+        state=agent_net_state, meta_state=learner_state.meta_state,
         rollout=self._update_rule_inputs(rollout, agent_out),
         hyper_params=self._hyper_params(),
-        unroll_policy_fn=self._network.unroll,
-        rng=rng,
-        axis_name=self._batch_axis_name,
-    )
+        unroll_policy_fn=self._network.unroll, rng=rng,
+        axis_name=self._batch_axis_name)
 
-    grads, (_, last_agent_net_state, logs) = jax.grad(self._loss,
-                                                      has_aux=True)(
-        learner_state.params,
-        agent_net_state=agent_net_state,
-        meta_state=learner_state.meta_state,
-        rollout=rollout,
-        meta_out=meta_out,
-        is_meta_training=is_meta_training,
-    )
+    # Gradient w.r.t. the agent parameters only (the first argument).
+    loss_grad = jax.grad(self._loss, has_aux=True)
+    grads, (_, last_agent_net_state, logs) = loss_grad(
+        learner_state.params, agent_net_state=agent_net_state,
+        meta_state=learner_state.meta_state, rollout=rollout,
+        meta_out=meta_out, is_meta_training=is_meta_training)
     if self._batch_axis_name is not None:
       grads = jax.lax.pmean(grads, axis_name=self._batch_axis_name)
     updates, new_opt_state = self._optimizer.update(
@@ -380,84 +351,47 @@ class Agent:
 
 def get_settings_disco() -> config_dict.ConfigDict:
   """Settings of an agent trained by Disco103 (the paper's configuration)."""
+  # The lifetime (per-update) LSTM inside the meta-network.
+  meta_rnn = dict(policy_channels=(16, 2), embedding_size=(16,),
+                  pred_embedding_size=(16, 1), hidden_size=128)
+  meta_net = dict(
+      name='lstm', prediction_size=600, hidden_size=256,
+      embedding_size=(16, 1), policy_target_channels=(16,),
+      policy_channels=(16, 2),
+      # Initialisation scales of the meta-network's output layers.
+      output_stddev=0.3, aux_stddev=0.3, policy_target_stddev=0.3,
+      state_stddev=1.0,
+      meta_rnn_kwargs=meta_rnn, input_option=disco.get_input_option())
+  agent_net = dict(
+      dense=(512, 512), model_arch_name='lstm', head_w_init_std=1e-2,
+      model_kwargs=dict(head_mlp_hiddens=(128,), lstm_size=128))
   return config_dict.ConfigDict(dict(
       update_rule_name='disco',
       hyper_params=dict(
-          pi_cost=1.0,
-          y_cost=1.0,
-          z_cost=1.0,
-          value_cost=0.2,
-          aux_policy_cost=1.0,
-          target_params_coeff=0.9,
-          value_fn_td_lambda=0.95,
-          discount_factor=0.997,
-      ),
-      update_rule=dict(
-          net=config_dict.ConfigDict(dict(
-              name='lstm',
-              prediction_size=600,
-              hidden_size=256,
-              embedding_size=(16, 1),
-              policy_target_channels=(16,),
-              policy_channels=(16, 2),
-              output_stddev=0.3,
-              aux_stddev=0.3,
-              policy_target_stddev=0.3,
-              state_stddev=1.0,
-              meta_rnn_kwargs=dict(
-                  policy_channels=(16, 2),
-                  embedding_size=(16,),
-                  pred_embedding_size=(16, 1),
-                  hidden_size=128,
-              ),
-              input_option=disco.get_input_option(),
-          )),
-          value_discount=0.997,
-          num_bins=601,
-          max_abs_value=300.0,
-      ),
-      learning_rate=3e-4,
-      max_abs_update=1.0,
-      net_settings=dict(
-          name='mlp',
-          net_args=dict(
-              dense=(512, 512),
-              model_arch_name='lstm',
-              head_w_init_std=1e-2,
-              model_kwargs=dict(head_mlp_hiddens=(128,), lstm_size=128),
-          ),
-      ),
+          pi_cost=1.0, y_cost=1.0, z_cost=1.0, value_cost=0.2,
+          aux_policy_cost=1.0, target_params_coeff=0.9,
+          value_fn_td_lambda=0.95, discount_factor=0.997),
+      update_rule=dict(net=config_dict.ConfigDict(meta_net),
+                       value_discount=0.997, num_bins=601,
+                       max_abs_value=300.0),
+      learning_rate=3e-4, max_abs_update=1.0,
+      net_settings=dict(name='mlp', net_args=agent_net),
   ))
 
 
 def get_settings_actor_critic() -> config_dict.ConfigDict:
   """Settings of the V-trace actor-critic baseline agent."""
+  rule = dict(categorical_value=True, num_bins=601, max_abs_value=300.0,
+              nonlinear_value_transform=True, normalize_adv=False,
+              normalize_td=False)
+  agent_net = dict(
+      dense=(64, 32, 32), model_arch_name='lstm', head_w_init_std=1e-2,
+      model_kwargs=dict(head_mlp_hiddens=(64,), lstm_size=64))
   return config_dict.ConfigDict(dict(
       update_rule_name='actor_critic',
-      hyper_params=dict(
-          discount_factor=0.997,
-          vtrace_lambda=0.95,
-          entropy_cost=0.2,
-          pg_cost=1.0,
-          value_cost=0.5,
-      ),
-      update_rule=config_dict.ConfigDict(dict(
-          categorical_value=True,
-          num_bins=601,
-          max_abs_value=300.0,
-          nonlinear_value_transform=True,
-          normalize_adv=False,
-          normalize_td=False,
-      )),
-      learning_rate=5e-4,
-      max_abs_update=1.0,
-      net_settings=dict(
-          name='mlp',
-          net_args=dict(
-              dense=(64, 32, 32),
-              model_arch_name='lstm',
-              head_w_init_std=1e-2,
-              model_kwargs=dict(head_mlp_hiddens=(64,), lstm_size=64),
-          ),
-      ),
+      hyper_params=dict(discount_factor=0.997, vtrace_lambda=0.95,
+                        entropy_cost=0.2, pg_cost=1.0, value_cost=0.5),
+      update_rule=config_dict.ConfigDict(rule),
+      learning_rate=5e-4, max_abs_update=1.0,
+      net_settings=dict(name='mlp', net_args=agent_net),
   ))

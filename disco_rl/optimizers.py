@@ -13,11 +13,8 @@ def _debias(moment, decay: float, count):
       lambda m: m / (1 - decay**count).astype(m.dtype), moment)
 
 
-def scale_by_adam_sg_denom(
-    b1: float = 0.9,
-    b2: float = 0.999,
-    eps: float = 1e-8,
-) -> optax.GradientTransformation:
+def scale_by_adam_sg_denom(b1: float = 0.9, b2: float = 0.999,
+                           eps: float = 1e-8) -> optax.GradientTransformation:
   """Adam's rescaling, with no meta-gradient through the denominator.
 
   Identical to `optax.scale_by_adam` in the forward pass. When the updates are

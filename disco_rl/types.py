@@ -52,6 +52,9 @@ SampleActionFn = Callable[
     [chex.PRNGKey, MetaParams, AgentOuts],
     tuple[chex.ArrayTree, chex.ArrayTree, chex.ArrayTree],
 ]
+# (rng, observations, should_reset) -> (params, state)
+AgentInitFn = Callable[[chex.PRNGKey, chex.ArrayTree, 'chex.Array | None'],
+                       tuple[AgentParams, HaikuState]]
 
 
 # ----------------------------------------------------------------------------
@@ -75,12 +78,12 @@ class ValueFnConfig:
   """
 
   net: str
-  net_args: dict[str, Any]
+  net_args: Mapping[str, Any]
   learning_rate: float
   max_abs_update: float
   discount_factor: float
   td_lambda: float
-  outer_value_cost: float
+  outer_value_cost: chex.Scalar
   ema_decay: float = 0.99
   ema_eps: float = 1e-6
 
@@ -97,7 +100,7 @@ class TransformConfig:
   """
 
   source: str
-  transforms: Sequence[str | Callable[[Any], chex.Array]]
+  transforms: Sequence[Callable[[Any], chex.Array] | str]
 
 
 @chex.dataclass
@@ -106,27 +109,6 @@ class MetaNetInputOption:
 
   base: Sequence[TransformConfig]
   action_conditional: Sequence[TransformConfig]
-
-
-@chex.dataclass(mappable_dataclass=False, frozen=True)
-class PolicyNetwork:
-  """The Haiku-transformed pure functions of an agent network.
-
-  Attributes:
-    init: (rng, observations [B, ...], should_reset [B] or None) ->
-      (params, state).
-    one_step: (params, state, observations [B, ...], should_reset [B]) ->
-      (outputs [B, ...], state).
-    unroll: (params, state, observations [T, B, ...], should_reset [T, B]) ->
-      (outputs [T, B, ...], state).
-  """
-
-  init: Callable[
-      [chex.PRNGKey, chex.ArrayTree, 'chex.Array | None'],
-      tuple[AgentParams, HaikuState],
-  ]
-  one_step: AgentStepFn
-  unroll: AgentUnrollFn
 
 
 # ----------------------------------------------------------------------------
@@ -145,7 +127,7 @@ class EmaState:
 
   moment1: chex.ArrayTree
   moment2: chex.ArrayTree
-  decay_product: float
+  decay_product: chex.Numeric
 
 
 @chex.dataclass
@@ -157,6 +139,28 @@ class ValueState:
   opt_state: OptState
   adv_ema_state: EmaState
   td_ema_state: EmaState
+
+
+# ----------------------------------------------------------------------------
+# Agent networks.
+
+
+@chex.dataclass(mappable_dataclass=False, frozen=True)
+class PolicyNetwork:
+  """The Haiku-transformed pure functions of an agent network.
+
+  Attributes:
+    init: (rng, observations [B, ...], should_reset [B] or None) ->
+      (params, state).
+    one_step: (params, state, observations [B, ...], should_reset [B]) ->
+      (outputs [B, ...], state).
+    unroll: (params, state, observations [T, B, ...], should_reset [T, B]) ->
+      (outputs [T, B, ...], state).
+  """
+
+  init: AgentInitFn
+  one_step: AgentStepFn
+  unroll: AgentUnrollFn
 
 
 # ----------------------------------------------------------------------------
@@ -192,12 +196,12 @@ class ActorTimestep:
   """
 
   observations: chex.ArrayTree
-  actions: Any
-  rewards: Any
-  discounts: Any
+  actions: chex.Array
+  rewards: chex.Array
+  discounts: chex.Array
   agent_outs: AgentOuts
   states: HaikuState
-  logits: Any
+  logits: chex.Array
 
   @classmethod
   def from_rollout(cls, rollout: 'ActorRollout') -> 'ActorTimestep':

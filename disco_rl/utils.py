@@ -188,13 +188,17 @@ def get_num_actions_from_spec(spec: types.ActionSpec) -> int:
   return int(spec.maximum - spec.minimum + 1)
 
 
-def get_logits_specs(
-    spec: types.ActionSpec, with_batch_dim: bool = False
-) -> types.ArraySpec:
-  """The spec of policy logits, [A] float32, for an action spec."""
-  if with_batch_dim:
-    spec = spec.replace(shape=spec.shape[1:])
-  return types.ArraySpec((get_num_actions_from_spec(spec),), np.float32)
+def get_logits_specs(spec: types.ActionSpec,
+                     with_batch_dim: bool = False) -> types.ArraySpec:
+  """The spec of policy logits, [A] float32, for an action spec.
+
+  Args:
+    spec: the action spec; with `with_batch_dim`, its leading axis is a batch
+      axis and is ignored.
+    with_batch_dim: whether `spec` carries a leading batch axis.
+  """
+  unbatched = spec.replace(shape=spec.shape[1:]) if with_batch_dim else spec
+  return types.ArraySpec((get_num_actions_from_spec(unbatched),), np.float32)
 
 
 def zeros_like_spec(spec: Any, prepend_shape: tuple[int, ...] = ()) -> Any:

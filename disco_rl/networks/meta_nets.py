@@ -64,20 +64,14 @@ class LSTM(MetaNet):
   """The Disco meta-network (see the module docstring)."""
 
   def __init__(
-      self,
-      hidden_size: int,
-      embedding_size: Sequence[int],
-      prediction_size: int,
-      meta_rnn_kwargs: Mapping[str, Any],
+      self, hidden_size: int, embedding_size: Sequence[int],
+      prediction_size: int, meta_rnn_kwargs: Mapping[str, Any],
       input_option: types.MetaNetInputOption,
       policy_channels: Sequence[int] = (16, 2),
       policy_target_channels: Sequence[int] = (128,),
       policy_target_stddev: float | None = None,
-      output_stddev: float | None = None,
-      aux_stddev: float | None = None,
-      state_stddev: float | None = None,
-      name: str | None = None,
-  ) -> None:
+      output_stddev: float | None = None, aux_stddev: float | None = None,
+      state_stddev: float | None = None, name: str | None = None) -> None:
     """Builds the meta-network.
 
     Args:
@@ -173,14 +167,9 @@ class LSTM(MetaNet):
 class MetaLSTM(hk.Module):
   """The lifetime LSTM: one step per update, on a pooled trajectory summary."""
 
-  def __init__(
-      self,
-      input_option: types.MetaNetInputOption,
-      policy_channels: Sequence[int],
-      embedding_size: Sequence[int],
-      pred_embedding_size: Sequence[int],
-      hidden_size: int,
-  ):
+  def __init__(self, input_option: types.MetaNetInputOption,
+               policy_channels: Sequence[int], embedding_size: Sequence[int],
+               pred_embedding_size: Sequence[int], hidden_size: int):
     super().__init__()
     self._input_option = input_option
     self._policy_channels = tuple(policy_channels)

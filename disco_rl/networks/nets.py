@@ -58,18 +58,14 @@ class MLPHeadNet(hk.Module):
   """
 
   def __init__(
-      self,
-      out_spec: chex.ArrayTree,
-      action_spec: types.Specs,
+      self, out_spec: chex.ArrayTree, action_spec: types.Specs,
       head_w_init_std: float | None,
       model_out_spec: chex.ArrayTree | None = None,
       model_arch_name: str | None = None,
       model_kwargs: Mapping[str, Any] | None = None,
-      module_name: str | None = None,
-  ):
+      module_name: str | None = None):
     super().__init__(name=module_name)
-    self._out_spec = out_spec
-    self._action_spec = action_spec
+    self._out_spec, self._action_spec = out_spec, action_spec
     self._head_w_init = (
         hk.initializers.TruncatedNormal(head_w_init_std)
         if head_w_init_std else None)
@@ -117,25 +113,16 @@ class MLP(MLPHeadNet):
   """Feed-forward agent: observations flattened, concatenated, then an MLP."""
 
   def __init__(
-      self,
-      out_spec: chex.ArrayTree,
-      dense: Iterable[int],
-      action_spec: types.Specs,
-      head_w_init_std: float | None,
+      self, out_spec: chex.ArrayTree, dense: Iterable[int],
+      action_spec: types.Specs, head_w_init_std: float | None,
       model_out_spec: chex.ArrayTree | None = None,
       model_arch_name: str | None = None,
       model_kwargs: Mapping[str, Any] | None = None,
-      module_name: str | None = None,
-  ) -> None:
+      module_name: str | None = None) -> None:
     super().__init__(
-        out_spec,
-        action_spec=action_spec,
-        head_w_init_std=head_w_init_std,
-        model_out_spec=model_out_spec,
-        model_arch_name=model_arch_name,
-        model_kwargs=model_kwargs,
-        module_name=module_name,
-    )
+        out_spec, action_spec=action_spec, head_w_init_std=head_w_init_std,
+        model_out_spec=model_out_spec, model_arch_name=model_arch_name,
+        model_kwargs=model_kwargs, module_name=module_name)
     self._dense = tuple(dense)
 
   def _embedding_pass(self, inputs: chex.ArrayTree,

@@ -25,17 +25,12 @@ HYPER_PARAMS = ('discount_factor', 'vtrace_lambda', 'pg_cost', 'value_cost',
 class ActorCritic(base.UpdateRule):
   """Actor-critic with V-trace, optionally categorical and normalised."""
 
-  def __init__(
-      self,
-      categorical_value: bool = False,
-      num_bins: int = 601,
-      max_abs_value: float = 300.0,
-      nonlinear_value_transform: bool = False,
-      normalize_adv: bool = False,
-      normalize_td: bool = False,
-      moving_average_decay: float = 0.99,
-      moving_average_eps: float = 1e-6,
-  ) -> None:
+  def __init__(self, categorical_value: bool = False, num_bins: int = 601,
+               max_abs_value: float = 300.0,
+               nonlinear_value_transform: bool = False,
+               normalize_adv: bool = False, normalize_td: bool = False,
+               moving_average_decay: float = 0.99,
+               moving_average_eps: float = 1e-6) -> None:
     """Configures the rule.
 
     Args:
@@ -90,33 +85,23 @@ class ActorCritic(base.UpdateRule):
     if missing:
       raise ValueError(f'actor_critic: hyper_params lacks {missing}; got '
                        f'{sorted(hyper_params)}.')
+    # State values only: no q heads and no separate target network.
     value_outs, adv_ema_state, td_ema_state = value_utils.get_value_outs(
-        value_net_out=rollout.agent_out['v'],
-        target_value_net_out=None,
-        q_net_out=None,
-        target_q_net_out=None,
-        rollout=rollout,
-        pi_logits=rollout.agent_out['logits'],
+        value_net_out=rollout.agent_out['v'], target_value_net_out=None,
+        q_net_out=None, target_q_net_out=None,
+        rollout=rollout, pi_logits=rollout.agent_out['logits'],
         discount=hyper_params['discount_factor'],
         lambda_=hyper_params['vtrace_lambda'],
         nonlinear_transform=self._nonlinear_value_transform,
         categorical_value=self._categorical_value,
-        max_abs_value=self._max_abs_value,
-        drop_last=False,
-        adv_ema_state=meta_state['adv_ema_state'],
-        adv_ema_fn=self._adv_ema,
-        td_ema_state=meta_state['td_ema_state'],
-        td_ema_fn=self._td_ema,
-        axis_name=axis_name,
-    )
+        max_abs_value=self._max_abs_value, drop_last=False,
+        adv_ema_state=meta_state['adv_ema_state'], adv_ema_fn=self._adv_ema,
+        td_ema_state=meta_state['td_ema_state'], td_ema_fn=self._td_ema,
+        axis_name=axis_name)
     meta_out = dict(
-        raw_advs=value_outs.adv,
-        normalized_advs=value_outs.normalized_adv,
-        value_target=value_outs.value_target,
-        values=value_outs.value,
-        normalized_tds=value_outs.normalized_td,
-        tds=value_outs.td,
-    )
+        raw_advs=value_outs.adv, normalized_advs=value_outs.normalized_adv,
+        value_target=value_outs.value_target, values=value_outs.value,
+        normalized_tds=value_outs.normalized_td, tds=value_outs.td)
     new_meta_state = dict(meta_state, adv_ema_state=adv_ema_state,
                           td_ema_state=td_ema_state)
     return meta_out, new_meta_state

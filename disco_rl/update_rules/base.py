@@ -23,11 +23,9 @@ from disco_rl import utils
 ArraySpec = types.ArraySpec
 
 
-def get_agent_out_spec(
-    action_spec: types.ActionSpec,
-    flat_out_spec: types.Specs,
-    model_out_spec: types.Specs,
-) -> types.Specs:
+def get_agent_out_spec(action_spec: types.ActionSpec,
+                       flat_out_spec: types.Specs,
+                       model_out_spec: types.Specs) -> types.Specs:
   """Merges per-state and per-action output specs into one.
 
   A per-action entry of shape S becomes (A, *S). For example, with A actions,
@@ -116,10 +114,8 @@ class UpdateRule:
   """Base class of update rules (see the module docstring)."""
 
   def _get_dummy_input(
-      self,
-      include_behaviour_out: bool = True,
-      include_value_out: bool = False,
-      include_agent_adv: bool = False,
+      self, include_behaviour_out: bool = True,
+      include_value_out: bool = False, include_agent_adv: bool = False,
   ) -> types.UpdateRuleInputs:
     """A tiny all-zeros trajectory (T=2, B=1, A=4) for initialising networks."""
     t, b = 2, 1
@@ -158,9 +154,8 @@ class UpdateRule:
       dummy.value_out = _ones_value_outs(t, b, num_actions)
     return dummy
 
-  def init_params(
-      self, rng: chex.PRNGKey
-  ) -> tuple[types.MetaParams, chex.ArrayTree]:
+  def init_params(self,
+                  rng: chex.PRNGKey) -> tuple[types.MetaParams, chex.ArrayTree]:
     """Returns (meta-parameters, initial meta-network state)."""
     raise NotImplementedError
 
@@ -187,22 +182,16 @@ class UpdateRule:
     spec = dm_env_specs.BoundedArray((), int, 0, 1)
     return tuple(self.agent_output_spec(spec))
 
-  def init_meta_state(
-      self, rng: chex.PRNGKey, params: types.AgentParams
-  ) -> types.MetaState:
+  def init_meta_state(self, rng: chex.PRNGKey,
+                      params: types.AgentParams) -> types.MetaState:
     """The rule's per-agent state for an agent with parameters `params`."""
     raise NotImplementedError
 
   def unroll_meta_net(
-      self,
-      meta_params: types.MetaParams,
-      params: types.AgentParams,
-      state: types.HaikuState,
-      meta_state: types.MetaState,
-      rollout: types.UpdateRuleInputs,
-      hyper_params: types.HyperParams,
-      unroll_policy_fn: types.AgentUnrollFn,
-      rng: chex.PRNGKey,
+      self, meta_params: types.MetaParams, params: types.AgentParams,
+      state: types.HaikuState, meta_state: types.MetaState,
+      rollout: types.UpdateRuleInputs, hyper_params: types.HyperParams,
+      unroll_policy_fn: types.AgentUnrollFn, rng: chex.PRNGKey,
       axis_name: str | None,
   ) -> tuple[types.UpdateRuleOuts, types.MetaState]:
     """Computes what the loss needs (targets, advantages...) on a rollout.
@@ -224,11 +213,8 @@ class UpdateRule:
     raise NotImplementedError
 
   def agent_loss(
-      self,
-      rollout: types.UpdateRuleInputs,
-      meta_out: types.UpdateRuleOuts,
-      hyper_params: types.HyperParams,
-      backprop: bool,
+      self, rollout: types.UpdateRuleInputs, meta_out: types.UpdateRuleOuts,
+      hyper_params: types.HyperParams, backprop: bool,
   ) -> tuple[chex.Array, types.UpdateRuleLog]:
     """The per-step [T, B] loss meta-gradients flow through, and logs.
 
@@ -241,40 +227,25 @@ class UpdateRule:
     raise NotImplementedError
 
   def agent_loss_no_meta(
-      self,
-      rollout: types.UpdateRuleInputs,
-      meta_out: types.UpdateRuleOuts | None,
-      hyper_params: types.HyperParams,
+      self, rollout: types.UpdateRuleInputs,
+      meta_out: types.UpdateRuleOuts | None, hyper_params: types.HyperParams,
   ) -> tuple[chex.Array, types.UpdateRuleLog]:
     """The per-step [T, B] loss that receives no meta-gradient (default 0)."""
     del meta_out, hyper_params
     return jnp.zeros_like(rollout.rewards), {}
 
   def __call__(
-      self,
-      meta_params: types.MetaParams,
-      params: types.AgentParams,
-      state: types.HaikuState,
-      rollout: types.UpdateRuleInputs,
-      hyper_params: types.HyperParams,
-      meta_state: types.MetaState,
-      unroll_policy_fn: types.AgentUnrollFn,
-      rng: chex.PRNGKey,
-      axis_name: str | None,
-      backprop: bool = False,
+      self, meta_params: types.MetaParams, params: types.AgentParams,
+      state: types.HaikuState, rollout: types.UpdateRuleInputs,
+      hyper_params: types.HyperParams, meta_state: types.MetaState,
+      unroll_policy_fn: types.AgentUnrollFn, rng: chex.PRNGKey,
+      axis_name: str | None, backprop: bool = False,
   ) -> tuple[chex.Array, types.MetaState, types.UpdateRuleLog]:
     """The whole loss in one call: (per-step loss [T, B], meta state, logs)."""
     meta_out, new_meta_state = self.unroll_meta_net(
-        meta_params=meta_params,
-        params=params,
-        state=state,
-        meta_state=meta_state,
-        rollout=rollout,
-        hyper_params=hyper_params,
-        unroll_policy_fn=unroll_policy_fn,
-        rng=rng,
-        axis_name=axis_name,
-    )
+        meta_params=meta_params, params=params, state=state,
+        meta_state=meta_state, rollout=rollout, hyper_params=hyper_params,
+        unroll_policy_fn=unroll_policy_fn, rng=rng, axis_name=axis_name)
     with_meta, log = self.agent_loss(rollout, meta_out, hyper_params,
                                      backprop=backprop)
     without_meta, log_no_meta = self.agent_loss_no_meta(

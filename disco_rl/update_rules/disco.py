@@ -48,15 +48,10 @@ def _softmax_entropy(logits: chex.Array) -> chex.Array:
 class DiscoUpdateRule(base.UpdateRule):
   """The discovered rule; `net` configures its meta-network."""
 
-  def __init__(
-      self,
-      net: Mapping[str, Any],
-      value_discount: float,
-      max_abs_value: float,
-      num_bins: int,
-      moving_average_decay: float = 0.99,
-      moving_average_eps: float = 1e-6,
-  ) -> None:
+  def __init__(self, net: Mapping[str, Any], value_discount: float,
+               max_abs_value: float, num_bins: int,
+               moving_average_decay: float = 0.99,
+               moving_average_eps: float = 1e-6) -> None:
     """Builds the rule.
 
     Args:
@@ -93,16 +88,14 @@ class DiscoUpdateRule(base.UpdateRule):
   # --------------------------------------------------------------------------
   # Parameters, specs and state.
 
-  def init_params(
-      self, rng: chex.PRNGKey
-  ) -> tuple[types.MetaParams, chex.ArrayTree]:
+  def init_params(self,
+                  rng: chex.PRNGKey) -> tuple[types.MetaParams, chex.ArrayTree]:
     dummy = self._get_dummy_input(include_behaviour_out=True,
                                   include_agent_adv=True)
     return self._eta_init_fn(rng, dummy, axis_name=None)
 
-  def init_meta_state(
-      self, rng: chex.PRNGKey, params: types.AgentParams
-  ) -> types.MetaState:
+  def init_meta_state(self, rng: chex.PRNGKey,
+                      params: types.AgentParams) -> types.MetaState:
     _, rnn_state = self.init_params(rng)
     return dict(
         rnn_state=rnn_state,
@@ -130,15 +123,10 @@ class DiscoUpdateRule(base.UpdateRule):
   # The meta-network.
 
   def unroll_meta_net(
-      self,
-      meta_params: types.MetaParams,
-      params: types.AgentParams,
-      state: types.HaikuState,
-      meta_state: types.MetaState,
-      rollout: types.UpdateRuleInputs,
-      hyper_params: types.HyperParams,
-      unroll_policy_fn: types.AgentUnrollFn,
-      rng: chex.PRNGKey,
+      self, meta_params: types.MetaParams, params: types.AgentParams,
+      state: types.HaikuState, meta_state: types.MetaState,
+      rollout: types.UpdateRuleInputs, hyper_params: types.HyperParams,
+      unroll_policy_fn: types.AgentUnrollFn, rng: chex.PRNGKey,
       axis_name: str | None = None,
   ) -> tuple[types.UpdateRuleOuts, types.MetaState]:
     """Targets pi/y/z [T, B, ...], value quantities, and the next meta state.
@@ -157,35 +145,25 @@ class DiscoUpdateRule(base.UpdateRule):
         meta_state['target_params'], state, rollout.observations,
         rollout.should_reset_mask_fwd)
 
+    # Retrace targets for the categorical q head only (no state-value head);
+    # advantages and TD errors are normalised by the rule's moving averages.
     value_outs, adv_ema_state, td_ema_state = value_utils.get_value_outs(
-        value_net_out=None,
-        target_value_net_out=None,
-        q_net_out=rollout.agent_out['q'],
-        target_q_net_out=target_out['q'],
-        rollout=rollout,
-        pi_logits=rollout.agent_out['logits'],
+        value_net_out=None, target_value_net_out=None,
+        q_net_out=rollout.agent_out['q'], target_q_net_out=target_out['q'],
+        rollout=rollout, pi_logits=rollout.agent_out['logits'],
         discount=self._value_discount,
         lambda_=hyper_params['value_fn_td_lambda'],
-        nonlinear_transform=True,
-        categorical_value=True,
-        max_abs_value=self._max_abs_value,
-        drop_last=False,
-        adv_ema_state=meta_state['adv_ema_state'],
-        adv_ema_fn=self._adv_ema,
-        td_ema_state=meta_state['td_ema_state'],
-        td_ema_fn=self._td_ema,
-        axis_name=axis_name,
-    )
+        nonlinear_transform=True, categorical_value=True,
+        max_abs_value=self._max_abs_value, drop_last=False,
+        adv_ema_state=meta_state['adv_ema_state'], adv_ema_fn=self._adv_ema,
+        td_ema_state=meta_state['td_ema_state'], td_ema_fn=self._td_ema,
+        axis_name=axis_name)
 
     meta_inputs = rollout.replace(extra_from_rule=dict(
         v_scalar=value_outs.value,
-        adv=value_outs.adv,
-        normalized_adv=value_outs.normalized_adv,
-        q=value_outs.target_q_value,
-        qv_adv=value_outs.qv_adv,
-        normalized_qv_adv=value_outs.normalized_qv_adv,
-        target_out=target_out,
-    ))
+        adv=value_outs.adv, normalized_adv=value_outs.normalized_adv,
+        q=value_outs.target_q_value, qv_adv=value_outs.qv_adv,
+        normalized_qv_adv=value_outs.normalized_qv_adv, target_out=target_out))
     targets, new_rnn_state = self._eta_apply(
         meta_params, meta_state['rnn_state'], None, meta_inputs,
         axis_name=axis_name)
@@ -220,11 +198,8 @@ class DiscoUpdateRule(base.UpdateRule):
   # Losses.
 
   def agent_loss(
-      self,
-      rollout: types.UpdateRuleInputs,
-      meta_out: types.UpdateRuleOuts,
-      hyper_params: types.HyperParams,
-      backprop: bool,
+      self, rollout: types.UpdateRuleInputs, meta_out: types.UpdateRuleOuts,
+      hyper_params: types.HyperParams, backprop: bool,
   ) -> tuple[chex.Array, types.UpdateRuleLog]:
     """KL to the meta-network's targets plus the auxiliary policy loss."""
     t, b = base.check_update_rule_inputs(rollout, AGENT_OUTPUTS, 'disco rule')
@@ -276,10 +251,8 @@ class DiscoUpdateRule(base.UpdateRule):
     return loss, log
 
   def agent_loss_no_meta(
-      self,
-      rollout: types.UpdateRuleInputs,
-      meta_out: types.UpdateRuleOuts | None,
-      hyper_params: types.HyperParams,
+      self, rollout: types.UpdateRuleInputs,
+      meta_out: types.UpdateRuleOuts | None, hyper_params: types.HyperParams,
   ) -> tuple[chex.Array, types.UpdateRuleLog]:
     """Categorical Retrace loss on q(s_t, a_t); no meta-gradient flows here."""
     if meta_out is None:

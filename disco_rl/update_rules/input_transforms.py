@@ -36,7 +36,7 @@ class SelectByAction(InputTransform):
   def __call__(self, x, actions, policy, axis):
     del policy, axis
     chex.assert_rank(actions, 2)
-    chex.assert_tree_shape_prefix([x, actions], actions.shape)
+    chex.assert_tree_shape_prefix((x, actions), actions.shape)
     return utils.batch_lookup(x, actions)
 
 
@@ -45,9 +45,8 @@ class PiWeightedAvg(InputTransform):
 
   def __call__(self, x, actions, policy, axis):
     del actions, axis
-    chex.assert_rank(x, 4)
-    chex.assert_rank(policy, 3)
-    chex.assert_tree_shape_prefix([x, policy], policy.shape)
+    chex.assert_rank((x, policy), (4, 3))
+    chex.assert_tree_shape_prefix((x, policy), policy.shape)
     return jnp.sum(x * policy[..., None], axis=2)
 
 
@@ -72,16 +71,11 @@ class EmaNorm(hk.Module):
   """
 
   def __init__(
-      self,
-      decay_rate: float,
-      eps: float = 1e-6,
-      eps_root: float = 1e-12,
+      self, decay_rate: float, eps: float = 1e-6, eps_root: float = 1e-12,
       axis: Sequence[int] | None = None,
       cross_replica_axis: str | Sequence[str] | None = None,
       cross_replica_axis_index_groups: Sequence[Sequence[int]] | None = None,
-      data_format: str = 'channels_last',
-      name: str | None = None,
-  ):
+      data_format: str = 'channels_last', name: str | None = None):
     """Builds the module.
 
     Args:
@@ -95,12 +89,12 @@ class EmaNorm(hk.Module):
       name: module name.
     """
     super().__init__(name=name)
-    self.eps = eps
-    self.eps_root = eps_root
+    self.channel_index = hk.get_channel_index(data_format)
     self.axis = axis
+    self.eps, self.eps_root = eps, eps_root
     self.cross_replica_axis = cross_replica_axis
     self.cross_replica_axis_index_groups = cross_replica_axis_index_groups
-    self.channel_index = hk.get_channel_index(data_format)
+    # EMAs of the first and second moments.
     self.m1_ema = hk.ExponentialMovingAverage(decay_rate, name='m1_ema')
     self.m2_ema = hk.ExponentialMovingAverage(decay_rate, name='m2_ema')
 
@@ -154,8 +148,8 @@ _ELEMENTWISE = {
     'sign': jnp.sign,
     'drop_last': lambda x: x[:-1],
     'td_pair': td_pair,
-    'sign_log': rlax.signed_logp1,
-    'sign_hyp': rlax.signed_hyperbolic,
+    # Sign-preserving squashing: sign(x) log(1 + |x|) and the hyperbolic one.
+    'sign_log': rlax.signed_logp1, 'sign_hyp': rlax.signed_hyperbolic,
     'masks_to_discounts': lambda x: 1.0 - x,
 }
 

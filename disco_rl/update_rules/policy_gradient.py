@@ -18,16 +18,10 @@ class PolicyGradientUpdate(base.UpdateRule):
   `UpdateRuleInputs.value_out`), e.g. the meta-training `ValueFunction`.
   """
 
-  def __init__(
-      self,
-      entropy_cost: float = 0.01,
-      normalize_adv: bool = True,
-      pg_cost: float = 1,
-      kl_prior_cost: float = 0.5,
-      p_actor_prior: float = 0.03,
-      p_uniform_prior: float = 0.003,
-      target_params_coeff: float = 0.1,
-  ) -> None:
+  def __init__(self, entropy_cost: float = 0.01, normalize_adv: bool = True,
+               pg_cost: float = 1, kl_prior_cost: float = 0.5,
+               p_actor_prior: float = 0.03, p_uniform_prior: float = 0.003,
+               target_params_coeff: float = 0.1) -> None:
     """Configures the rule.
 
     Args:

@@ -68,12 +68,9 @@ class ValueFunction:
       raise ValueError('ValueFunction supports only stateless networks; the '
                        f'network has state {jax.tree.map(jnp.shape, state)}.')
     return types.ValueState(
-        params=params,
-        state=state,
-        opt_state=self._value_opt.init(params),
+        params=params, state=state, opt_state=self._value_opt.init(params),
         adv_ema_state=self._adv_ema.init_state(),
-        td_ema_state=self._td_ema.init_state(),
-    )
+        td_ema_state=self._td_ema.init_state())
 
   def _values(self, params: hk.Params, state: hk.State,
               observations: chex.ArrayTree) -> chex.Array:
@@ -82,9 +79,7 @@ class ValueFunction:
     return hk.BatchApply(apply)(observations)['value']
 
   def get_value_outs(
-      self,
-      value_state: types.ValueState,
-      rollout: types.ActorRollout,
+      self, value_state: types.ValueState, rollout: types.ActorRollout,
       target_logits: chex.Array,
   ) -> tuple[types.ValueOuts, chex.Array, types.EmaState | None,
              types.EmaState | None]:
@@ -96,29 +91,20 @@ class ValueFunction:
     """
     net_out = self._values(value_state.params, value_state.state,
                            rollout.observations)
+    # A scalar (non-categorical) state value in signed-hyperbolic space.
     value_outs, adv_ema_state, td_ema_state = value_utils.get_value_outs(
-        value_net_out=net_out,
-        q_net_out=None,
-        target_value_net_out=None,
-        target_q_net_out=None,
-        rollout=rollout,
-        pi_logits=target_logits,
-        discount=self.config.discount_factor,
-        lambda_=self.config.td_lambda,
-        nonlinear_transform=True,
-        categorical_value=False,
-        adv_ema_state=value_state.adv_ema_state,
-        adv_ema_fn=self._adv_ema,
-        td_ema_state=value_state.td_ema_state,
-        td_ema_fn=self._td_ema,
-        axis_name=self.axis_name,
-    )
+        value_net_out=net_out, target_value_net_out=None,
+        q_net_out=None, target_q_net_out=None,
+        rollout=rollout, pi_logits=target_logits,
+        discount=self.config.discount_factor, lambda_=self.config.td_lambda,
+        nonlinear_transform=True, categorical_value=False,
+        adv_ema_state=value_state.adv_ema_state, adv_ema_fn=self._adv_ema,
+        td_ema_state=value_state.td_ema_state, td_ema_fn=self._td_ema,
+        axis_name=self.axis_name)
     return value_outs, net_out, adv_ema_state, td_ema_state
 
   def update(
-      self,
-      value_state: types.ValueState,
-      rollout: types.ActorRollout,
+      self, value_state: types.ValueState, rollout: types.ActorRollout,
       target_logits: chex.Array,
   ) -> tuple[types.ValueState, types.ValueOuts, types.LogDict]:
     """One optimiser step on the (normalised-TD) value loss.
@@ -143,11 +129,8 @@ class ValueFunction:
         grads, value_state.opt_state, value_state.params)
     new_state = types.ValueState(
         params=optax.apply_updates(value_state.params, updates),
-        state=value_state.state,
-        opt_state=opt_state,
-        adv_ema_state=adv_ema,
-        td_ema_state=td_ema,
-    )
+        state=value_state.state, opt_state=opt_state,
+        adv_ema_state=adv_ema, td_ema_state=td_ema)
     log = dict(value_loss=loss, value_td=value_outs.td,
                value_normalized_td=value_outs.normalized_td)
     return new_state, value_outs, log

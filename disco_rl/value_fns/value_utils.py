@@ -123,8 +123,7 @@ def get_value_outs(
     target_value_net_out: chex.Array | None,
     target_q_net_out: chex.ArrayTree | None,
     # Trajectory and the policy being evaluated.
-    rollout: types.ActorRollout | types.UpdateRuleInputs,
-    pi_logits: chex.Array,
+    rollout: types.ActorRollout | types.UpdateRuleInputs, pi_logits: chex.Array,
     # Estimator settings.
     discount: jax.typing.ArrayLike,
     lambda_: jax.typing.ArrayLike = DEFAULT_TD_LAMBDA,
@@ -134,8 +133,7 @@ def get_value_outs(
     adv_ema_state: types.EmaState | chex.ArrayTree | None = None,
     adv_ema_fn: utils.MovingAverage | None = None,
     td_ema_state: types.EmaState | chex.ArrayTree | None = None,
-    td_ema_fn: utils.MovingAverage | None = None,
-    axis_name: str | None = None,
+    td_ema_fn: utils.MovingAverage | None = None, axis_name: str | None = None,
 ) -> tuple[types.ValueOuts, types.EmaState | None, types.EmaState | None]:
   """Computes value targets and advantages, and advances their EMA statistics.
 
