@@ -75,8 +75,10 @@ class LearnerStepVariantsTest(chex.TestCase):
     reference, _, ref_logs = jax.jit(agent.learner_step, static_argnums=5)(
         jax.random.PRNGKey(2), rollout, state, {}, {'dummy': jnp.zeros(())},
         False)
-    chex.assert_trees_all_close(new_state, reference, rtol=1e-5, atol=1e-6)
-    chex.assert_trees_all_close(logs, ref_logs, rtol=1e-5, atol=1e-6)
+    # Eager and compiled float32 reductions round differently (e.g. the
+    # expectation over 601 value bins), hence the small tolerance.
+    chex.assert_trees_all_close(new_state, reference, rtol=1e-4, atol=1e-5)
+    chex.assert_trees_all_close(logs, ref_logs, rtol=1e-4, atol=1e-5)
     # The step changed the parameters and counted one Adam step.
     assert int(new_state.opt_state[0].count) == 1
     moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))),
