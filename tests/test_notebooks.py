@@ -1,0 +1,252 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Runs the notebooks in colabs/ headless (papermill) with tiny settings.
+
+Each run starts a fresh Jupyter kernel, so the number of CPU devices it sees
+is set through XLA_FLAGS in the environment it inherits, whatever this
+process has already initialised. Compilation dominates the run time, so the
+kernels run with XLA's expensive optimisations off and share one persistent
+JAX compilation cache for the session with the CLI runs of test_examples.py
+(see `fast_jax_env`).
+"""
+
+import math
+import os
+import pathlib
+import re
+
+import nbformat
+import numpy as np
+import papermill
+import pytest
+
+from disco_rl import evaluation
+from disco_rl import weights
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+COLABS = REPO_ROOT / 'colabs'
+PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
+# A run that hangs (e.g. a kernel waiting on a download) fails instead.
+CELL_TIMEOUT_S = 1800
+
+EVAL_TINY = dict(num_steps=4, replay_ratio=2, rollout_len=6, dense=[16],
+                 model_lstm_size=8, model_head_hiddens=[8])
+# Per device count: 2 environments per device, a learner batch of 4 and a
+# buffer of 8 trajectories per device.
+EVAL_SPLIT = {1: dict(batch_size=4, buffer_capacity=8),
+              2: dict(batch_size=8, buffer_capacity=16)}
+META_TINY = dict(num_steps=2, num_agents=2, batch_size_per_device=2,
+                 rollout_len=3, dense=[16], model_lstm_size=8,
+                 model_head_hiddens=[8], value_dense=[8])
+META_PLOTS = ('pos_rewards', 'neg_rewards', 'meta_loss', 'meta_grad_norm',
+              'meta_up_norm', 'rewards')
+
+
+def fast_jax_env(tmp_path_factory) -> dict[str, str]:
+  """Environment that makes JAX compile less, for short smoke runs.
+
+  A persistent compilation cache in a directory shared by every run of the
+  session (test_examples.py computes the same path), so e.g. the eval
+  notebook reuses what the eval CLI compiled; `$DISCO_RL_TEST_JAX_CACHE`
+  names a directory to keep it across sessions instead. And XLA's expensive
+  optimisation passes off, which roughly halves compile times.
+  """
+  cache = os.environ.get('DISCO_RL_TEST_JAX_CACHE')
+  cache = pathlib.Path(cache) if cache else (
+      tmp_path_factory.getbasetemp() / 'jax_compilation_cache')
+  cache.mkdir(parents=True, exist_ok=True)
+  return {
+      'JAX_COMPILATION_CACHE_DIR': str(cache),
+      'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS': '0',
+      'JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES': '-1',
+      # Smoke runs: cheaper XLA compilation (same semantics, slower code).
+      'JAX_DISABLE_MOST_OPTIMIZATIONS': '1',
+  }
+
+
+@pytest.fixture
+def execute(tmp_path, tmp_path_factory):
+  """`execute(name, parameters, num_devices, weights_file=None)`.
+
+  Runs colabs/NAME.ipynb in a new kernel on `num_devices` CPU devices and
+  returns the executed notebook. The environment the kernel inherits is set
+  only around the call, so this process (which may not have initialised JAX
+  yet) keeps its own.
+  """
+
+  def run(name: str, parameters: dict, num_devices: int, weights_file=None):
+    env = dict(fast_jax_env(tmp_path_factory), JAX_PLATFORMS='cpu',
+               MPLBACKEND='Agg', XLA_FLAGS=(
+                   f'--xla_force_host_platform_device_count={num_devices}'))
+    if weights_file is not None:
+      env[weights.ENV_WEIGHTS] = str(weights_file)
+    executed = tmp_path / f'{name}.executed.ipynb'
+    with pytest.MonkeyPatch.context() as patch:
+      for key, value in env.items():
+        patch.setenv(key, value)
+      nb = papermill.execute_notebook(
+          str(COLABS / f'{name}.ipynb'), str(executed), parameters=parameters,
+          kernel_name='python3', cwd=str(tmp_path), progress_bar=False,
+          execution_timeout=CELL_TIMEOUT_S)
+    nbformat.validate(nbformat.read(str(executed), as_version=4))
+    return nb
+
+  return run
+
+
+def stdout_of(nb, cell_id: str) -> str:
+  """What a cell printed on stdout."""
+  cell = next(c for c in nb.cells if c.get('id') == cell_id)
+  return ''.join(o.get('text', '') for o in cell.get('outputs', [])
+                 if o.get('output_type') == 'stream' and o.get('name') ==
+                 'stdout')
+
+
+def images_of(nb, cell_id: str) -> int:
+  cell = next(c for c in nb.cells if c.get('id') == cell_id)
+  return sum('image/png' in o.get('data', {}) for o in cell.get('outputs', []))
+
+
+def assert_png(path: pathlib.Path):
+  assert path.is_file(), path
+  data = path.read_bytes()
+  assert data[:8] == PNG_MAGIC and len(data) > 1000, path
+
+
+def number_after(text: str, label: str) -> float:
+  match = re.search(re.escape(label) + r'\s*(-?[0-9.]+|nan)', text)
+  assert match, f'{label!r} not found in:\n{text}'
+  return float(match.group(1))
+
+
+# ----------------------------------------------------------------------------
+# The committed notebooks themselves.
+
+
+@pytest.mark.parametrize('name', ['eval', 'meta_train'])
+def test_notebook_is_clean(name):
+  """Valid nbformat 4, python3 kernel, a parameters cell, no outputs."""
+  nb = nbformat.read(str(COLABS / f'{name}.ipynb'), as_version=4)
+  nbformat.validate(nb)
+  assert nb.nbformat == 4
+  assert nb.metadata.kernelspec.name == 'python3'
+  tagged = [c for c in nb.cells if 'parameters' in c.metadata.get('tags', [])]
+  assert len(tagged) == 1 and tagged[0].cell_type == 'code'
+  for cell in nb.cells:
+    if cell.cell_type == 'code':
+      assert not cell.outputs and cell.execution_count is None, cell.id
+  # Every parameter the tests override exists in the parameters cell.
+  declared = papermill.inspect_notebook(str(COLABS / f'{name}.ipynb'))
+  overridden = (dict(EVAL_TINY, **EVAL_SPLIT[1], output_dir='', weights_path='')
+                if name == 'eval' else dict(META_TINY, output_dir=''))
+  assert set(overridden) <= set(declared), set(overridden) - set(declared)
+
+
+# ----------------------------------------------------------------------------
+# Eval notebook: Disco103 training on jittable Catch.
+
+
+@pytest.mark.weights
+@pytest.mark.parametrize('num_devices', [1, 2])
+def test_eval_notebook(num_devices, tmp_path, execute, disco_103_path,
+                       disco_103_params):
+  out = tmp_path / 'out'
+  params = dict(EVAL_TINY, **EVAL_SPLIT[num_devices], output_dir=str(out),
+                weights_path=str(disco_103_path))
+  nb = execute('eval', params, num_devices, weights_file=disco_103_path)
+
+  # Weights: the printed counts are those of the file.
+  leaves = [np.asarray(x) for m in disco_103_params.values()
+            for x in m.values()]
+  printed = stdout_of(nb, 'load-weights')
+  assert f'{len(leaves)} tensors' in printed, printed
+  assert f'{sum(x.size for x in leaves):,} parameters' in printed, printed
+  assert 'same tree' in stdout_of(nb, 'check-specs')
+
+  # Devices: environments, buffer and batch split evenly.
+  printed = stdout_of(nb, 'devices')
+  assert f'training on {num_devices} device(s)' in printed, printed
+  assert ('runs 2 environment(s), stores up to 8 trajectories and learns '
+          'from 4 per step') in printed, printed
+
+  # Metrics: one row of scalars per step.
+  metrics = evaluation.read_metrics(out / 'metrics.csv')
+  steps = params['num_steps']
+  num_envs = params['batch_size'] // params['replay_ratio']
+  learner_keys = ('total_loss', 'global_gradient_norm', 'global_update_norm',
+                  'entropy', 'pi_loss', 'q_loss', 'aux_kl_loss',
+                  'pi_hat_entropy')
+  assert list(metrics)[:5] == ['step', 'env_steps', 'episodes', 'avg_return',
+                               'learned']
+  assert set(learner_keys) <= set(metrics), sorted(metrics)
+  assert all(len(v) == steps for v in metrics.values())
+  np.testing.assert_array_equal(metrics['step'], np.arange(steps))
+  np.testing.assert_array_equal(
+      metrics['env_steps'],
+      np.arange(1, steps + 1) * num_envs * params['rollout_len'])
+  # Each device's buffer holds a learner batch after the second rollout.
+  np.testing.assert_array_equal(metrics['learned'], [0, 1, 1, 1])
+  learned = metrics['learned'] == 1
+  for key in learner_keys:
+    assert np.isfinite(metrics[key][learned]).all(), (key, metrics[key])
+    assert np.isnan(metrics[key][~learned]).all(), (key, metrics[key])
+  ended = metrics['episodes'] > 0
+  assert ended.any(), metrics['episodes']
+  returns = metrics['avg_return']
+  assert np.isfinite(returns[ended]).all() and np.isnan(returns[~ended]).all()
+  assert (np.abs(returns[ended]) <= 1).all(), returns  # Catch: +1 or -1.
+
+  # Plot and final number.
+  assert_png(out / 'returns.png')
+  assert images_of(nb, 'plot') == 1
+  printed = stdout_of(nb, 'plot')
+  final = number_after(printed, f'over the last {steps} steps:')
+  assert math.isclose(final, np.nanmean(returns), abs_tol=5e-4), printed
+
+
+# ----------------------------------------------------------------------------
+# Meta-training notebook: a random rule, meta-trained for two steps.
+
+
+@pytest.mark.parametrize('num_devices', [1, 2])
+def test_meta_train_notebook(num_devices, tmp_path, execute):
+  out = tmp_path / 'out'
+  params = dict(META_TINY, output_dir=str(out))
+  nb = execute('meta_train', params, num_devices)
+
+  printed = stdout_of(nb, 'build-trainer')
+  assert f'meta-training on {num_devices} device(s)' in printed, printed
+  assert f'{2 * num_devices} in all' in printed, printed
+
+  metrics = evaluation.read_metrics(out / 'metrics.csv')
+  steps = params['num_steps']
+  assert all(len(v) == steps for v in metrics.values())
+  np.testing.assert_array_equal(metrics['step'], np.arange(steps))
+  for key in META_PLOTS + ('pg_loss', 'reg_loss', 'agent_total_loss'):
+    assert key in metrics, sorted(metrics)
+  for key, values in metrics.items():
+    assert np.isfinite(values).all(), (key, values)
+  # Counts of +1/-1 rewards in an agent's training rollouts (num_inner_steps
+  # = 2 by default; mean over agents and devices): at most one per step.
+  most = 2 * params['batch_size_per_device'] * params['rollout_len']
+  for key in ('pos_rewards', 'neg_rewards'):
+    assert ((metrics[key] >= 0) & (metrics[key] <= most)).all(), metrics[key]
+  assert (metrics['meta_grad_norm'] > 0).all()
+  assert (metrics['meta_up_norm'] > 0).all()
+
+  for key in META_PLOTS:
+    assert_png(out / f'{key}.png')
+  assert images_of(nb, 'plots') == len(META_PLOTS)
+
+  # The saved rule loads back through the explicit path, with the
+  # architecture check, although it is not the published file.
+  path = out / 'update_rule_params.npz'
+  assert path.is_file()
+  assert 'loaded it back' in stdout_of(nb, 'save')
+  loaded = weights.load_disco_103(path, download=False,
+                                  check_architecture=True)
+  weights.validate_params(loaded)
+  assert all(np.isfinite(x).all() for m in loaded.values()
+             for x in m.values())
+  moved = number_after(stdout_of(nb, 'save'), 'rule parameters:')
+  assert moved > 0
