@@ -29,7 +29,8 @@ PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 # A run that hangs (e.g. a kernel waiting on a download) fails instead.
 CELL_TIMEOUT_S = 1800
 
-EVAL_TINY = dict(num_steps=4, replay_ratio=2, rollout_len=6, dense=[16],
+# Papermill passes a tuple as text ('(16,)'), a list as a list: both are used.
+EVAL_TINY = dict(num_steps=4, replay_ratio=2, rollout_len=6, dense=(16,),
                  model_lstm_size=8, model_head_hiddens=[8])
 # Per device count: 2 environments per device, a learner batch of 4 and a
 # buffer of 8 trajectories per device.
@@ -37,7 +38,7 @@ EVAL_SPLIT = {1: dict(batch_size=4, buffer_capacity=8),
               2: dict(batch_size=8, buffer_capacity=16)}
 META_TINY = dict(num_steps=2, num_agents=2, batch_size_per_device=2,
                  rollout_len=3, dense=[16], model_lstm_size=8,
-                 model_head_hiddens=[8], value_dense=[8])
+                 model_head_hiddens=(8,), value_dense=[8])
 META_PLOTS = ('pos_rewards', 'neg_rewards', 'meta_loss', 'meta_grad_norm',
               'meta_up_norm', 'rewards')
 
