@@ -392,6 +392,11 @@ class EvalRun:
     state, stats = self._act(state, act_rngs)
     return state, stats, {}
 
+  @property
+  def log_keys(self) -> tuple[str, ...]:
+    """Names of the learner scalars the eval job records per step."""
+    return _log_keys_for(self.config.rule)
+
   def buffer_size(self, iteration: int) -> int:
     """Trajectories in each device's buffer after `iteration + 1` rollouts."""
     return min(self.capacity_per_device,
@@ -525,7 +530,7 @@ def run_eval(config: EvalConfig, output_dir, rule_params=None,
                  episodes=stats['episodes'], learned=int(learn),
                  rss_mb=resident_memory_mb(),
                  time_s=time.perf_counter() - start)
-      row.update({k: logs.get(k, float('nan')) for k in _log_keys(run)})
+      row.update({k: logs.get(k, float('nan')) for k in run.log_keys})
       writer.write(row)
       recent = np.nanmean(returns[-100:]) if returns else float('nan')
       bar.set_postfix(avg_return=f'{recent:.3f}')
@@ -565,6 +570,3 @@ def _log_keys_for(rule: str) -> tuple[str, ...]:
     return common + ('pi_loss', 'q_loss', 'aux_kl_loss', 'pi_hat_entropy')
   return common + ('pg_advs', 'avg_value')
 
-
-def _log_keys(run: EvalRun) -> tuple[str, ...]:
-  return _log_keys_for(run.config.rule)

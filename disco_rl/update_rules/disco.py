@@ -84,6 +84,9 @@ class DiscoUpdateRule(base.UpdateRule):
       return META_NETWORKS[net_name](**net)(inputs, axis_name)
 
     self._eta_init_fn, self._eta_apply = hk.transform_with_state(forward)
+    # Compiled once per rule: running the meta-network's initialisation op by
+    # op costs tens of seconds, and every new agent needs its initial state.
+    self._jit_init = jax.jit(self._eta_init_fn, static_argnames='axis_name')
 
   # --------------------------------------------------------------------------
   # Parameters, specs and state.
@@ -96,7 +99,9 @@ class DiscoUpdateRule(base.UpdateRule):
 
   def init_meta_state(self, rng: chex.PRNGKey,
                       params: types.AgentParams) -> types.MetaState:
-    _, rnn_state = self.init_params(rng)
+    dummy = self._get_dummy_input(include_behaviour_out=True,
+                                  include_agent_adv=True)
+    _, rnn_state = self._jit_init(rng, dummy, axis_name=None)
     return dict(
         rnn_state=rnn_state,
         adv_ema_state=self._adv_ema.init_state(),
