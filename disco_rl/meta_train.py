@@ -155,11 +155,6 @@ def _entropy(logits: chex.Array) -> chex.Array:
   return distrax.Softmax(logits).entropy()
 
 
-def _categorical_kl(p_logits: chex.Array, q_logits: chex.Array) -> chex.Array:
-  log_p = jax.nn.log_softmax(p_logits)
-  return jnp.sum(jnp.exp(log_p) * (log_p - jax.nn.log_softmax(q_logits)), -1)
-
-
 def _act_on(agent: agent_lib.Agent, params, rng, rollout: types.ActorRollout):
   """The agent's outputs [T, B, ...] on the observations of a rollout."""
   timestep = rollout.to_env_timestep()
@@ -248,7 +243,7 @@ def meta_loss(
   target_logits = train_meta_out['target_out']['logits'][:, :-1]
   chex.assert_equal_shape([target_logits, pi_hat])
   reg_loss += weights.target_kl * jnp.mean(
-      _categorical_kl(jax.lax.stop_gradient(target_logits), pi_hat))
+      utils.categorical_kl(jax.lax.stop_gradient(target_logits), pi_hat))
 
   loss = jnp.mean(pg_loss) + reg_loss
   meta_log = dict(

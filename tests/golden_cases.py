@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from disco_rl import actors
 from disco_rl import agent as agent_lib
 from disco_rl import types
 from disco_rl.environments import jittable_envs
@@ -75,20 +76,12 @@ def rollout_from(tree: dict, states=None) -> types.ActorRollout:
 
 def unroll_actor(agent, env, params, actor_state, env_state, timestep, rng,
                  num_steps: int):
-  """`num_steps` actor steps with lax.scan on split(rng, num_steps)."""
-
-  def step(carry, step_rng):
-    env_state, timestep, actor_state = carry
-    recorded, actor_state = agent.actor_step(params, step_rng, timestep,
-                                             actor_state)
-    env_state, timestep = env.step(env_state, recorded.actions)
-    return (env_state, timestep, actor_state), recorded
-
-  (env_state, timestep, actor_state), recorded = jax.lax.scan(
-      step, (env_state, timestep, actor_state),
-      jax.random.split(rng, num_steps))
-  return types.ActorRollout.from_timestep(recorded), actor_state, env_state, \
-      timestep
+  """`actors.unroll_jittable_actor` with the agent's actor step; returns
+  (rollout, actor_state, env_state, timestep)."""
+  rollout, actor_state, timestep, env_state = actors.unroll_jittable_actor(
+      params, actor_state, timestep, env_state, rng, env, num_steps,
+      agent.actor_step)
+  return rollout, actor_state, env_state, timestep
 
 
 def without_meta_out(logs: dict) -> dict:

@@ -34,13 +34,6 @@ def _plain(config: Any) -> dict[str, Any]:
   return dict(config.items()) if hasattr(config, 'items') else dict(config)
 
 
-def _categorical_kl(p_logits: chex.Array, q_logits: chex.Array) -> chex.Array:
-  """KL(softmax(p) || softmax(q)) over the last axis."""
-  p_log_probs = jax.nn.log_softmax(p_logits)
-  return jnp.sum(jnp.exp(p_log_probs) * (p_log_probs - jax.nn.log_softmax(
-      q_logits)), axis=-1)
-
-
 def _softmax_entropy(logits: chex.Array) -> chex.Array:
   return jnp.mean(distrax.Softmax(logits).entropy())
 
@@ -219,15 +212,15 @@ class DiscoUpdateRule(base.UpdateRule):
     chex.assert_equal_shape([pi_hat, logits_t])
     chex.assert_equal_shape([y_hat, y_t])
     chex.assert_equal_shape([z_hat, z_a_t])
-    pi_loss = _categorical_kl(pi_hat, logits_t)
-    y_loss = _categorical_kl(y_hat, y_t)
-    z_loss = _categorical_kl(z_hat, z_a_t)
+    pi_loss = utils.categorical_kl(pi_hat, logits_t)
+    y_loss = utils.categorical_kl(y_hat, y_t)
+    z_loss = utils.categorical_kl(z_hat, z_a_t)
 
     # Auxiliary: from (s_t, a_t) predict the policy at s_{t+1}; no target
     # across an episode boundary.
     aux_pi_a_t = utils.batch_lookup(out_t['aux_pi'], a_t)  # [T, B, A]
     next_logits = rollout.agent_out['logits'][1:]
-    aux_loss = _categorical_kl(
+    aux_loss = utils.categorical_kl(
         jax.lax.stop_gradient(next_logits), aux_pi_a_t)
     aux_loss = aux_loss * (1.0 - rollout.is_terminal)
 
