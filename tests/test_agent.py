@@ -76,9 +76,10 @@ class LearnerStepVariantsTest(chex.TestCase):
         jax.random.PRNGKey(2), rollout, state, {}, {'dummy': jnp.zeros(())},
         False)
     # Eager and compiled float32 reductions round differently (e.g. the
-    # expectation over 601 value bins), hence the small tolerance.
-    chex.assert_trees_all_close(new_state, reference, rtol=1e-4, atol=1e-5)
-    chex.assert_trees_all_close(logs, ref_logs, rtol=1e-4, atol=1e-5)
+    # expectation over 601 value bins), and the first debiased EMA step
+    # divides by 1 - 0.99, amplifying that; hence the golden files' tolerance.
+    chex.assert_trees_all_close(new_state, reference, rtol=1e-3, atol=1e-3)
+    chex.assert_trees_all_close(logs, ref_logs, rtol=1e-3, atol=1e-3)
     # The step changed the parameters and counted one Adam step.
     assert int(new_state.opt_state[0].count) == 1
     moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))),
