@@ -49,9 +49,8 @@ def _synthetic_inputs(case) -> tuple[types.UpdateRuleInputs, dict]:
 
 
 @pytest.mark.weights
-@pytest.mark.parametrize("jit", [True])
-def test_disco_meta_net_three_calls(golden, load_golden, disco_103_params,
-                                    jit):
+def test_disco_meta_net_three_calls(golden, load_golden, disco_103_params):
+  """Jitted: op-by-op execution of the meta-network takes minutes on a CPU."""
   case = load_golden('meta_net')
   rule = _disco_rule()
   inputs, target_out = _synthetic_inputs(case)
@@ -73,8 +72,7 @@ def test_disco_meta_net_three_calls(golden, load_golden, disco_103_params,
                log={**log, **log_no_meta})
     return meta_state, out
 
-  if jit:
-    call = jax.jit(call, static_argnums=1)
+  call = jax.jit(call, static_argnums=1)
   meta_state = rule.init_meta_state(
       jax.random.PRNGKey(case.meta['seed']), {'lin': {'w': jnp.ones((2, 2))}})
   for i in range(3):
