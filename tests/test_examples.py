@@ -21,6 +21,8 @@ import sys
 import numpy as np
 import pytest
 
+from smoke_env import fast_jax_env
+
 from disco_rl import evaluation
 from disco_rl import weights
 
@@ -35,21 +37,6 @@ META_TINY = ['--steps', '2', '--num-agents', '2', '--batch-size-per-device',
              '2', '--rollout-len', '3', '--dense', '16', '--model-lstm-size',
              '8', '--model-head-hiddens', '8', '--value-dense', '8',
              '--no-progress']
-
-
-def fast_jax_env(tmp_path_factory) -> dict[str, str]:
-  """Shared compilation cache, cheap compiles: see test_notebooks.py."""
-  cache = os.environ.get('DISCO_RL_TEST_JAX_CACHE')
-  cache = pathlib.Path(cache) if cache else (
-      tmp_path_factory.getbasetemp() / 'jax_compilation_cache')
-  cache.mkdir(parents=True, exist_ok=True)
-  return {
-      'JAX_COMPILATION_CACHE_DIR': str(cache),
-      'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS': '0',
-      'JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES': '-1',
-      # Smoke runs: cheaper XLA compilation (same semantics, slower code).
-      'JAX_DISABLE_MOST_OPTIMIZATIONS': '1',
-  }
 
 
 @pytest.fixture

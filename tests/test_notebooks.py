@@ -20,6 +20,8 @@ import numpy as np
 import papermill
 import pytest
 
+from smoke_env import fast_jax_env
+
 from disco_rl import evaluation
 from disco_rl import weights
 
@@ -41,28 +43,6 @@ META_TINY = dict(num_steps=2, num_agents=2, batch_size_per_device=2,
                  model_head_hiddens=(8,), value_dense=[8])
 META_PLOTS = ('pos_rewards', 'neg_rewards', 'meta_loss', 'meta_grad_norm',
               'meta_up_norm', 'rewards')
-
-
-def fast_jax_env(tmp_path_factory) -> dict[str, str]:
-  """Environment that makes JAX compile less, for short smoke runs.
-
-  A persistent compilation cache in a directory shared by every run of the
-  session (test_examples.py computes the same path), so e.g. the eval
-  notebook reuses what the eval CLI compiled; `$DISCO_RL_TEST_JAX_CACHE`
-  names a directory to keep it across sessions instead. And XLA's expensive
-  optimisation passes off, which roughly halves compile times.
-  """
-  cache = os.environ.get('DISCO_RL_TEST_JAX_CACHE')
-  cache = pathlib.Path(cache) if cache else (
-      tmp_path_factory.getbasetemp() / 'jax_compilation_cache')
-  cache.mkdir(parents=True, exist_ok=True)
-  return {
-      'JAX_COMPILATION_CACHE_DIR': str(cache),
-      'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS': '0',
-      'JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES': '-1',
-      # Smoke runs: cheaper XLA compilation (same semantics, slower code).
-      'JAX_DISABLE_MOST_OPTIMIZATIONS': '1',
-  }
 
 
 @pytest.fixture

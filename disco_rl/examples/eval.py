@@ -13,10 +13,8 @@ import json
 import sys
 
 from disco_rl import evaluation
+from disco_rl.examples import parse_sizes
 
-
-def _sizes(text: str) -> tuple[int, ...]:
-  return tuple(int(x) for x in text.split(',') if x)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -35,10 +33,10 @@ def parse_args(argv=None) -> argparse.Namespace:
   p.add_argument('--replay-ratio', type=int, default=d.replay_ratio)
   p.add_argument('--buffer-capacity', type=int, default=d.buffer_capacity)
   p.add_argument('--learning-rate', type=float, default=d.learning_rate)
-  p.add_argument('--dense', type=_sizes, default=d.dense,
+  p.add_argument('--dense', type=parse_sizes, default=d.dense,
                  help='agent MLP sizes, e.g. 512,512')
   p.add_argument('--model-lstm-size', type=int, default=d.model_lstm_size)
-  p.add_argument('--model-head-hiddens', type=_sizes,
+  p.add_argument('--model-head-hiddens', type=parse_sizes,
                  default=d.model_head_hiddens)
   p.add_argument('--num-devices', type=int, default=None)
   p.add_argument('--weights', default=None,

@@ -14,10 +14,8 @@ import json
 import sys
 
 from disco_rl import meta_train
+from disco_rl.examples import parse_sizes
 
-
-def _sizes(text: str) -> tuple[int, ...]:
-  return tuple(int(x) for x in text.split(',') if x)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -37,11 +35,11 @@ def parse_args(argv=None) -> argparse.Namespace:
   p.add_argument('--learning-rate', type=float, default=d.learning_rate)
   p.add_argument('--meta-learning-rate', type=float,
                  default=d.meta_learning_rate)
-  p.add_argument('--dense', type=_sizes, default=d.dense)
+  p.add_argument('--dense', type=parse_sizes, default=d.dense)
   p.add_argument('--model-lstm-size', type=int, default=d.model_lstm_size)
-  p.add_argument('--model-head-hiddens', type=_sizes,
+  p.add_argument('--model-head-hiddens', type=parse_sizes,
                  default=d.model_head_hiddens)
-  p.add_argument('--value-dense', type=_sizes, default=d.value_dense)
+  p.add_argument('--value-dense', type=parse_sizes, default=d.value_dense)
   p.add_argument('--num-devices', type=int, default=None)
   p.add_argument('--no-progress', action='store_true')
   return p.parse_args(argv)

@@ -1,0 +1,28 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Environment for the notebook and command-line smoke runs (subprocesses)."""
+
+import os
+import pathlib
+
+
+def fast_jax_env(tmp_path_factory) -> dict[str, str]:
+  """Environment that makes JAX compile less, for short smoke runs.
+
+  A persistent compilation cache in a directory shared by every run of the
+  session (test_examples.py computes the same path), so e.g. the eval
+  notebook reuses what the eval CLI compiled; `$DISCO_RL_TEST_JAX_CACHE`
+  names a directory to keep it across sessions instead. And XLA's expensive
+  optimisation passes off, which roughly halves compile times.
+  """
+  cache = os.environ.get('DISCO_RL_TEST_JAX_CACHE')
+  cache = pathlib.Path(cache) if cache else (
+      tmp_path_factory.getbasetemp() / 'jax_compilation_cache')
+  cache.mkdir(parents=True, exist_ok=True)
+  return {
+      'JAX_COMPILATION_CACHE_DIR': str(cache),
+      'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS': '0',
+      'JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES': '-1',
+      # Smoke runs: cheaper XLA compilation (same semantics, slower code).
+      'JAX_DISABLE_MOST_OPTIMIZATIONS': '1',
+  }
