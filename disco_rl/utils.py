@@ -107,6 +107,33 @@ def get_first(data: _T) -> _T:
   return jax.device_get(jax.tree.map(lambda x: x[0], data))
 
 
+def replica_spread(data: chex.ArrayTree) -> float:
+  """How far the per-device copies of a replicated tree have drifted apart.
+
+  Args:
+    data: a tree whose leaves are [D, ...] arrays, one row per device (what a
+      `jax.pmap` returns for replicated values).
+
+  Returns:
+    The largest absolute difference between any device's copy and the first
+    device's, over all leaves (0.0 when every copy is identical or there is
+    one device; NaN only if the copies hold NaNs).
+  """
+  spread = 0.0
+  for leaf in jax.tree.leaves(data):
+    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+      leaf = jax.random.key_data(leaf)
+    leaf = np.asarray(jax.device_get(leaf), dtype=np.float64)
+    if leaf.ndim == 0:
+      raise ValueError('replica_spread expects [D, ...] leaves (one row per '
+                       'device), got a scalar.')
+    if leaf.size and leaf.shape[0] > 1:
+      spread = np.fmax(spread, np.max(np.abs(leaf[1:] - leaf[:1])))
+      if np.isnan(np.max(leaf)):
+        return float('nan')
+  return float(spread)
+
+
 # ----------------------------------------------------------------------------
 # Trees and indexing.
 

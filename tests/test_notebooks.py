@@ -38,7 +38,7 @@ EVAL_TINY = dict(num_steps=4, replay_ratio=2, rollout_len=6, dense=(16,),
 # buffer of 8 trajectories per device.
 EVAL_SPLIT = {1: dict(batch_size=4, buffer_capacity=8),
               2: dict(batch_size=8, buffer_capacity=16)}
-META_TINY = dict(num_steps=2, num_agents=2, batch_size_per_device=2,
+META_TINY = dict(num_steps=3, num_agents=2, batch_size_per_device=2,
                  rollout_len=3, dense=[16], model_lstm_size=8,
                  model_head_hiddens=(8,), value_dense=[8])
 META_PLOTS = ('pos_rewards', 'neg_rewards', 'meta_loss', 'meta_grad_norm',
@@ -177,6 +177,11 @@ def test_eval_notebook(num_devices, tmp_path, execute, disco_103_path,
   assert np.isfinite(returns[ended]).all() and np.isnan(returns[~ended]).all()
   assert (np.abs(returns[ended]) <= 1).all(), returns  # Catch: +1 or -1.
 
+  # The devices' copies of the agent agree after the learner steps.
+  printed = stdout_of(nb, 'replicas')
+  assert f'{num_devices} device(s)' in printed, printed
+  assert number_after(printed, 'differ by at most') == 0.0, printed
+
   # Plot and final number.
   assert_png(out / 'returns.png')
   assert images_of(nb, 'plot') == 1
@@ -214,6 +219,14 @@ def test_meta_train_notebook(num_devices, tmp_path, execute):
     assert ((metrics[key] >= 0) & (metrics[key] <= most)).all(), metrics[key]
   assert (metrics['meta_grad_norm'] > 0).all()
   assert (metrics['meta_up_norm'] > 0).all()
+
+  # Rule, meta-optimiser, agents and value functions: identical copies.
+  printed = stdout_of(nb, 'replicas')
+  assert f'ran on {num_devices} device(s)' in printed, printed
+  spreads = re.findall(r'^(.*): copies differ by at most (\S+)$', printed,
+                       re.MULTILINE)
+  assert len(spreads) == 4, printed
+  assert all(float(value) == 0.0 for _, value in spreads), printed
 
   for key in META_PLOTS:
     assert_png(out / f'{key}.png')

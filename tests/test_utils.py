@@ -1,0 +1,35 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Host-side helpers of disco_rl.utils."""
+
+import jax
+import numpy as np
+import pytest
+
+from disco_rl import utils
+
+
+def test_replica_spread_of_identical_copies_is_zero():
+  row = {'w': np.arange(6.0).reshape(2, 3), 'step': np.array(4, np.int32)}
+  stacked = jax.tree.map(lambda x: np.stack([x, x, x]), row)
+  assert utils.replica_spread(stacked) == 0.0
+  # One device: nothing to compare.
+  assert utils.replica_spread(jax.tree.map(lambda x: x[:1], stacked)) == 0.0
+
+
+def test_replica_spread_is_the_largest_difference_to_device_0():
+  tree = {'a': np.array([[1.0, 2.0], [1.0, 2.5], [0.0, 2.0]]),  # 0.5, 1.0
+          'b': np.array([3, 3, 3], np.int32),
+          'key': jax.numpy.stack([jax.random.key(0)] * 3)}
+  assert utils.replica_spread(tree) == 1.0
+  tree['b'] = np.array([3, 1, 3], np.int32)
+  assert utils.replica_spread(tree) == 2.0
+  tree['key'] = jax.random.split(jax.random.key(0), 3)
+  assert utils.replica_spread(tree) > 0
+
+
+def test_replica_spread_reports_nans_and_rejects_scalars():
+  assert np.isnan(utils.replica_spread(np.array([[0.0], [np.nan]])))
+  assert np.isnan(utils.replica_spread(np.array([[np.nan], [np.nan]])))
+  with pytest.raises(ValueError, match='one row per device'):
+    utils.replica_spread({'w': np.float32(1.0)})
