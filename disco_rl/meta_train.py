@@ -313,7 +313,9 @@ class MetaTrainConfig:
     value_dense: value-function MLP hidden sizes.
     meta_learning_rate: Adam learning rate of the rule's parameters.
     init: 'random' (fresh meta-network) or 'disco_103' (fine-tune).
-    seed: random seed.
+    rule_seed: seed of the fresh meta-network when init='random' (the
+      upstream notebook draws it with key 1).
+    seed: seed of the agents, environments and meta-steps.
     num_devices: devices to use (None: all local devices).
   """
 
@@ -331,6 +333,7 @@ class MetaTrainConfig:
   value_dense: tuple[int, ...] = (256, 256)
   meta_learning_rate: float = 5e-4
   init: str = 'random'
+  rule_seed: int = 1
   seed: int = 4
   num_devices: int | None = None
 
@@ -412,43 +415,54 @@ class MetaTrainer:
            ) -> PopulationState:
     """Replicated parameters; per-device environment states.
 
+    Agent `i` is initialised from `jax.random.split(rng, num_agents)[i]`, as
+    in the upstream notebook, so on one device a run repeats the upstream's.
+    Device 0 keeps the environments that initialisation reset; every other
+    device resets its own (the upstream copies device 0's to all).
+
     Args:
-      rng: a random key.
+      rng: a random key for the agents and their environments.
       update_rule_params: starting meta-parameters; default per
-        `config.init` (a fresh meta-network, or Disco103's weights).
+        `config.init`: Disco103's weights, or a fresh meta-network drawn
+        with `jax.random.PRNGKey(config.rule_seed)`.
     """
-    rule_rng, agents_rng, env_rng = jax.random.split(rng, 3)
+    cfg = self.config
     if update_rule_params is None:
-      if self.config.init == 'disco_103':
+      if cfg.init == 'disco_103':
         from disco_rl import weights  # pylint: disable=g-import-not-at-top
         update_rule_params = weights.load_disco_103()
       else:
         update_rule_params, _ = self.member.agent.update_rule.init_params(
-            rule_rng)
+            jax.random.PRNGKey(cfg.rule_seed))
     update_rule_params = jax.tree.map(jnp.asarray, update_rule_params)
-    agents = _stack([self.member.init_state(key) for key in jax.random.split(
-        agents_rng, self.config.num_agents)])
-    replicate = functools.partial(utils.replicate_across_devices,
-                                  devices=self.devices)
-    state = replicate(PopulationState(
-        update_rule_params=update_rule_params,
-        meta_opt_state=self.meta_opt.init(update_rule_params),
-        agents=agents))
-    # Different environments on each device (same agents).
+    agent_keys = jax.random.split(rng, cfg.num_agents)
+    agents = _stack([self.member.init_state(key) for key in agent_keys])
+    state = utils.replicate_across_devices(
+        PopulationState(update_rule_params=update_rule_params,
+                        meta_opt_state=self.meta_opt.init(update_rule_params),
+                        agents=agents),
+        self.devices)
     num = len(self.devices)
-    keys = jax.random.split(env_rng, num * self.config.num_agents).reshape(
-        (num, self.config.num_agents) + jax.random.split(env_rng, 1).shape[1:])
-    env_state, timestep = jax.vmap(jax.vmap(self.member.env.reset))(keys)
+    if num == 1:
+      return state
+    # [D, N] keys: device 0 keeps its environments, the others reset theirs.
+    reset_keys = jnp.stack([agent_keys] + [
+        jax.vmap(lambda k, d=d: jax.random.fold_in(k, d))(agent_keys)
+        for d in range(1, num)])
+    env_state, timestep = jax.vmap(jax.vmap(self.member.env.reset))(
+        reset_keys)
+    first = (agents.env_state, agents.env_timestep)
+    env_state, timestep = jax.tree.map(lambda x, x0: x.at[0].set(x0),
+                                       (env_state, timestep), first)
     sharding = jax.tree.leaves(state.agents)[0].sharding
-    agents = state.agents.replace(
+    return state.replace(agents=state.agents.replace(
         env_state=jax.device_put(env_state, sharding),
-        env_timestep=jax.device_put(timestep, sharding))
-    return state.replace(agents=agents)
+        env_timestep=jax.device_put(timestep, sharding)))
 
-  def _agent_meta_gradient(self, update_rule_params, agent_state, rng):
+  def _agent_meta_gradient(self, update_rule_params, agent_state, act_rng,
+                           grad_rng):
     """Rollouts and the meta-gradient of one agent (on one device)."""
     cfg = self.config
-    act_rng, grad_rng = jax.random.split(rng)
     step_rngs = jax.random.split(act_rng, cfg.num_inner_steps)
     rollouts = []
     for i in range(cfg.num_inner_steps):
@@ -471,10 +485,14 @@ class MetaTrainer:
     return grads, agent_state, metrics, meta_log
 
   def _meta_step(self, state: PopulationState, rng):
-    rngs = jax.random.split(rng, self.config.num_agents)
+    # Keys as the upstream derives them: one per agent for acting (its
+    # training and validation rollouts) and one for its meta-gradient.
+    act_rng, grad_rng = jax.random.split(rng)
     grads, agents, metrics, meta_log = jax.vmap(
-        self._agent_meta_gradient, in_axes=(None, 0, 0))(
-            state.update_rule_params, state.agents, rngs)
+        self._agent_meta_gradient, in_axes=(None, 0, 0, 0))(
+            state.update_rule_params, state.agents,
+            jax.random.split(act_rng, self.config.num_agents),
+            jax.random.split(grad_rng, self.config.num_agents))
     # The counts are per device; average them like the upstream logs do.
     meta_log = jax.lax.pmean(meta_log, AXIS)
     avg_grads = jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
@@ -522,8 +540,9 @@ def run_meta_train(config: MetaTrainConfig, output_dir,
   output_dir = pathlib.Path(output_dir)
   output_dir.mkdir(parents=True, exist_ok=True)
   trainer = MetaTrainer(config)
-  rng = jax.random.PRNGKey(config.seed)
-  init_rng, rng = jax.random.split(rng)
+  # The upstream notebook's key plumbing: one key for the agents, the other
+  # split once per meta-step.
+  rng, init_rng = jax.random.split(jax.random.PRNGKey(config.seed))
   state = trainer.init(init_rng, update_rule_params)
   writer = evaluation.MetricsWriter(output_dir / 'metrics.csv')
   start = time.perf_counter()

@@ -22,7 +22,10 @@ def parse_args(argv=None) -> argparse.Namespace:
   d = meta_train.MetaTrainConfig()
   p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   p.add_argument('--steps', type=int, default=d.num_steps, help='meta-steps')
-  p.add_argument('--seed', type=int, default=d.seed)
+  p.add_argument('--seed', type=int, default=d.seed,
+                 help='agents, environments and meta-steps')
+  p.add_argument('--rule-seed', type=int, default=d.rule_seed,
+                 help='seed of the fresh meta-network (--init random)')
   p.add_argument('--out', default='runs/meta_train', help='output directory')
   p.add_argument('--init', choices=('random', 'disco_103'), default=d.init)
   p.add_argument('--num-agents', type=int, default=d.num_agents)
@@ -56,7 +59,7 @@ def main(argv=None) -> int:
       model_head_hiddens=args.model_head_hiddens,
       value_dense=args.value_dense,
       meta_learning_rate=args.meta_learning_rate, init=args.init,
-      seed=args.seed, num_devices=args.num_devices)
+      rule_seed=args.rule_seed, seed=args.seed, num_devices=args.num_devices)
   try:
     summary = meta_train.run_meta_train(config, args.out,
                                         progress=not args.no_progress)
