@@ -107,30 +107,43 @@ def get_first(data: _T) -> _T:
   return jax.device_get(jax.tree.map(lambda x: x[0], data))
 
 
+def _device_copies(leaf) -> np.ndarray:
+  """[D, ...] copies of a leaf: its rows, or a replicated array's shards."""
+  if (isinstance(leaf, jax.Array) and leaf.sharding.is_fully_replicated
+      and len(leaf.addressable_shards) > 1):
+    copies = [shard.data for shard in leaf.addressable_shards]
+  else:
+    copies = leaf
+    if np.ndim(leaf) == 0:
+      raise ValueError('replica_spread expects [D, ...] leaves (one row per '
+                       'device) or replicated arrays, got a scalar.')
+  copies = jax.tree.map(
+      lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(
+          x.dtype, jax.dtypes.prng_key) else x, copies)
+  return np.asarray(jax.device_get(copies), dtype=np.float64)
+
+
 def replica_spread(data: chex.ArrayTree) -> float:
   """How far the per-device copies of a replicated tree have drifted apart.
 
   Args:
     data: a tree whose leaves are [D, ...] arrays, one row per device (what a
-      `jax.pmap` returns for replicated values).
+      `jax.pmap` returns for replicated values), or replicated `jax.Array`s
+      (what the loops' `shard_map` programs return), whose device buffers
+      are compared.
 
   Returns:
     The largest absolute difference between any device's copy and the first
     device's, over all leaves (0.0 when every copy is identical or there is
-    one device; NaN only if the copies hold NaNs).
+    one device; NaN if the copies hold NaNs).
   """
   spread = 0.0
   for leaf in jax.tree.leaves(data):
-    if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-      leaf = jax.random.key_data(leaf)
-    leaf = np.asarray(jax.device_get(leaf), dtype=np.float64)
-    if leaf.ndim == 0:
-      raise ValueError('replica_spread expects [D, ...] leaves (one row per '
-                       'device), got a scalar.')
-    if leaf.size and leaf.shape[0] > 1:
-      spread = np.fmax(spread, np.max(np.abs(leaf[1:] - leaf[:1])))
-      if np.isnan(np.max(leaf)):
+    copies = _device_copies(leaf)
+    if copies.size and copies.shape[0] > 1:
+      if np.isnan(copies).any():
         return float('nan')
+      spread = max(spread, float(np.max(np.abs(copies[1:] - copies[:1]))))
   return float(spread)
 
 

@@ -1,0 +1,199 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Devices for the loops: one mesh axis, one picker, several processes.
+
+The loops run as one `jax.jit` program over a one-axis `jax.sharding.Mesh`
+whose axis is named `AXIS`, the agent's `batch_axis_name`, so the collectives
+inside the agent (`pmean` of gradients and statistics) work unchanged under
+`jax.shard_map`. State the devices share (parameters, optimiser states) is
+replicated (`PartitionSpec()`); state each device owns (environments, replay
+buffer) carries a leading device axis sharded over the mesh
+(`PartitionSpec(AXIS)`), one row per device.
+
+Several processes (hosts) join one mesh after `initialize_distributed`; then
+every process runs the same program and sees the same replicated results.
+"""
+
+from collections.abc import Mapping, Sequence
+import dataclasses
+import os
+
+import jax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+import numpy as np
+
+from disco_rl import utils
+
+AXIS = utils.DEFAULT_AXIS_NAME
+
+# Environment variables read by `initialize_distributed` (flags win).
+ENV_COORDINATOR = 'DISCO_RL_COORDINATOR'
+ENV_NUM_PROCESSES = 'DISCO_RL_NUM_PROCESSES'
+ENV_PROCESS_ID = 'DISCO_RL_PROCESS_ID'
+
+
+def pick_devices(shares: Mapping[str, int],
+                 num_devices: int | None = None) -> list[jax.Device]:
+  """The devices of a run; every share must split evenly across them.
+
+  Args:
+    shares: sizes that are split across devices, by name (for messages),
+      e.g. {'batch_size': 64}.
+    num_devices: how many devices; None picks the most that divide every
+      share (with several processes: all devices of all processes).
+
+  Returns:
+    The first `num_devices` of `jax.devices()`.
+
+  Raises:
+    ValueError: naming the share that does not divide, or the device count
+      that is not available.
+  """
+  available = jax.devices()
+  multi_process = jax.process_count() > 1
+  if num_devices is None:
+    if multi_process:
+      num_devices = len(available)
+    else:
+      num_devices = max(d for d in range(1, len(available) + 1)
+                        if all(s % d == 0 for s in shares.values()))
+  if not 1 <= num_devices <= len(available):
+    raise ValueError(f'num_devices={num_devices} but {len(available)} '
+                     'devices are available.')
+  if multi_process and num_devices != len(available):
+    raise ValueError(
+        f'num_devices={num_devices}: with {jax.process_count()} processes '
+        f'every one of the {len(available)} devices must take part.')
+  for name, size in shares.items():
+    utils.check_divisible(size, num_devices, name)
+  return list(available[:num_devices])
+
+
+def make_mesh(devices: Sequence[jax.Device]) -> Mesh:
+  """A one-axis mesh named `AXIS` over `devices`."""
+  return Mesh(np.asarray(list(devices)), (AXIS,))
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+  """Every device holds the whole value."""
+  return NamedSharding(mesh, PartitionSpec())
+
+
+def per_device(mesh: Mesh) -> NamedSharding:
+  """Row d of the leading axis lives on device d."""
+  return NamedSharding(mesh, PartitionSpec(AXIS))
+
+
+def place(tree, sharding: NamedSharding):
+  """Puts host values (the same in every process) onto the mesh.
+
+  Each process copies only the pieces its own devices hold, so this works
+  with one process or many.
+  """
+
+  def _place(x):
+    x = np.asarray(x)
+    return jax.make_array_from_callback(x.shape, sharding,
+                                        lambda index: x[index])
+
+  return jax.tree.map(_place, tree)
+
+
+def fetch(tree):
+  """Replicated results as NumPy arrays on the host (any process)."""
+
+  def _fetch(x):
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+      return np.asarray(x.addressable_shards[0].data)
+    return np.asarray(x)
+
+  return jax.tree.map(_fetch, tree)
+
+
+# ----------------------------------------------------------------------------
+# Several processes.
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedConfig:
+  """Where a process finds the others (see `initialize_distributed`).
+
+  Attributes:
+    coordinator_address: 'host:port' of process 0's coordinator service.
+    num_processes: how many processes join.
+    process_id: this process's index, 0 .. num_processes - 1.
+  """
+
+  coordinator_address: str | None = None
+  num_processes: int | None = None
+  process_id: int | None = None
+
+  @classmethod
+  def from_environment(cls, **overrides) -> 'DistributedConfig':
+    """Values from `overrides` where not None, else DISCO_RL_* variables."""
+
+    def pick(name, env, cast):
+      value = overrides.get(name)
+      if value is None and os.environ.get(env):
+        try:
+          value = cast(os.environ[env])
+        except ValueError:
+          raise ValueError(f'{env}={os.environ[env]!r} is not a valid '
+                           f'{name}.') from None
+      return value
+
+    return cls(
+        coordinator_address=pick('coordinator_address', ENV_COORDINATOR, str),
+        num_processes=pick('num_processes', ENV_NUM_PROCESSES, int),
+        process_id=pick('process_id', ENV_PROCESS_ID, int))
+
+  @property
+  def enabled(self) -> bool:
+    return self.num_processes is not None and self.num_processes > 1
+
+
+def initialize_distributed(config: DistributedConfig) -> bool:
+  """Joins the other processes of a run; returns whether it did.
+
+  Call before anything touches a device. With `num_processes` of 1 or unset
+  nothing happens. On CPU the processes exchange data with gloo.
+
+  Raises:
+    ValueError: naming a missing or out-of-range setting.
+  """
+  if not config.enabled:
+    return False
+  if not config.coordinator_address:
+    raise ValueError(
+        f'num_processes={config.num_processes} needs a coordinator address '
+        f'(--coordinator-address HOST:PORT or ${ENV_COORDINATOR}).')
+  if config.process_id is None or not (
+      0 <= config.process_id < config.num_processes):
+    raise ValueError(
+        f'process_id must be in [0, {config.num_processes}) with '
+        f'num_processes={config.num_processes}, got {config.process_id} '
+        f'(--process-id or ${ENV_PROCESS_ID}).')
+  jax.config.update('jax_cpu_collectives_implementation', 'gloo')
+  jax.distributed.initialize(coordinator_address=config.coordinator_address,
+                             num_processes=config.num_processes,
+                             process_id=config.process_id)
+  return True
+
+
+def add_distributed_flags(parser) -> None:
+  """--coordinator-address, --num-processes and --process-id."""
+  group = parser.add_argument_group(
+      'several processes', f'also read from ${ENV_COORDINATOR}, '
+      f'${ENV_NUM_PROCESSES} and ${ENV_PROCESS_ID}')
+  group.add_argument('--coordinator-address', default=None,
+                     help="process 0's address, HOST:PORT")
+  group.add_argument('--num-processes', type=int, default=None,
+                     help='processes in the run (default 1)')
+  group.add_argument('--process-id', type=int, default=None,
+                     help="this process's index")
+
+
+def distributed_config_from_flags(args) -> DistributedConfig:
+  return DistributedConfig.from_environment(
+      coordinator_address=args.coordinator_address,
+      num_processes=args.num_processes, process_id=args.process_id)

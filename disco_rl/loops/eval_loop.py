@@ -1,0 +1,578 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""The eval job: an agent trained by a fixed update rule (e.g. Disco103).
+
+As in the upstream eval notebook, each iteration acts for one rollout in a
+few environments, stores the trajectories in a FIFO replay buffer and, once
+the buffer holds a learner batch, takes one learner step on a uniformly
+sampled batch.
+
+`EvalLoop` (jittable environments) compiles `steps_per_call` iterations into
+one `lax.scan` inside one `jax.jit` program over the device mesh
+(`jax.shard_map`): acting, the buffer, sampling, the learning gate and the
+learner step never leave the devices, the metrics of all iterations come
+back together, and the loop state is donated so the buffer is updated in
+place. `HostEvalLoop` (dm_env environments, stepped in Python) acts one
+compiled actor step at a time and then runs the same buffer-and-learn
+program.
+
+Each device holds its share of the environments, of the buffer and of the
+learner batch; gradients and the rule's statistics are averaged across
+devices (the agent's `pmean` over `devices.AXIS`), so the replicated
+parameters stay identical.
+"""
+
+import functools
+import math
+import pathlib
+import time
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+import numpy as np
+
+from disco_rl import actors
+from disco_rl import agent as agent_lib
+from disco_rl import types
+from disco_rl.environments import base as base_env
+from disco_rl.environments import get_environment
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import devices as devices_lib
+from disco_rl.loops import replay
+from disco_rl.loops import reporting
+
+AXIS = devices_lib.AXIS
+
+
+@chex.dataclass
+class EvalState:
+  """Everything the eval loop carries from one iteration to the next.
+
+  Replicated (the same on every device): `learner_state`, `rng`, `step`.
+  Per device (a leading device axis D, sharded over the mesh):
+  `actor_state` [D, ...], `env_state` [D, ...], `timestep` [D, E, ...],
+  `acc_rewards` [D, E] and `replay` [D, C, ...], with E environments and C
+  buffer slots per device.
+
+  Attributes:
+    learner_state: the agent's parameters, optimiser and rule state.
+    actor_state: the network's acting state.
+    env_state: the jittable environments' state (None for host ones).
+    timestep: the environments' current timestep.
+    acc_rewards: each environment's return so far in its current episode.
+    replay: the replay buffer.
+    rng: the key the next iteration splits.
+    step: [] int32, iterations done.
+  """
+
+  learner_state: agent_lib.LearnerState
+  actor_state: types.HaikuState
+  env_state: Any
+  timestep: types.EnvironmentTimestep
+  acc_rewards: chex.Array
+  replay: replay.ReplayState
+  rng: chex.PRNGKey
+  step: chex.Array
+
+
+def state_specs() -> EvalState:
+  """The `PartitionSpec` of each part of an `EvalState` (a tree prefix)."""
+  return EvalState(learner_state=P(), actor_state=P(AXIS),
+                   env_state=P(AXIS), timestep=P(AXIS), acc_rewards=P(AXIS),
+                   replay=P(AXIS), rng=P(), step=P())
+
+
+def _local(tree):
+  """One device's block [1, ...] of per-device leaves as [...]."""
+  return jax.tree.map(lambda x: x[0], tree)
+
+
+def _stacked(tree):
+  """[...] -> [1, ...]: one device's block of per-device leaves."""
+  return jax.tree.map(lambda x: x[None], tree)
+
+
+def _device_key(key: chex.PRNGKey) -> chex.PRNGKey:
+  """A key of this device's own, derived from a replicated one."""
+  return jax.random.fold_in(key, jax.lax.axis_index(AXIS))
+
+
+def _iteration_keys(rng: chex.PRNGKey):
+  """(next loop key, acting key, learning key), replicated."""
+  return tuple(jax.random.split(rng, 3))
+
+
+def default_log_keys(rule: str) -> tuple[str, ...]:
+  """The learner scalars the eval job records per step, for a rule."""
+  common = ('total_loss', 'global_gradient_norm', 'global_update_norm',
+            'entropy')
+  if rule == 'disco_103':
+    return common + ('pi_loss', 'q_loss', 'aux_kl_loss', 'pi_hat_entropy')
+  return common + ('pg_advs', 'avg_value')
+
+
+def make_agent(config: config_lib.EvalConfig,
+               env: base_env.Environment) -> agent_lib.Agent:
+  """The agent of an eval run, learning under the mesh axis."""
+  settings = config_lib.agent_settings(
+      config.rule, config.learning_rate, config.dense, config.model_lstm_size,
+      config.model_head_hiddens)
+  return agent_lib.Agent(
+      single_observation_spec=env.single_observation_spec(),
+      single_action_spec=env.single_action_spec(),
+      agent_settings=settings, batch_axis_name=AXIS)
+
+
+def default_rule_params(config: config_lib.EvalConfig,
+                        agent: agent_lib.Agent):
+  """Disco103's weights, or the (empty) parameters of a hand-written rule."""
+  if config.rule == 'disco_103':
+    from disco_rl import weights  # pylint: disable=g-import-not-at-top
+    return weights.load_disco_103()
+  params, _ = agent.update_rule.init_params(jax.random.PRNGKey(0))
+  return params
+
+
+class _EvalLoopBase:
+  """Agent, devices, initial state and the buffer-and-learn step."""
+
+  def __init__(self, config: config_lib.EvalConfig, rule_params=None,
+               devices=None):
+    config_lib.check_eval_config(config)
+    self.config = config
+    self.devices = list(devices) if devices is not None else (
+        devices_lib.pick_devices(
+            {'number of environments (batch_size // replay_ratio)':
+                 config.num_envs,
+             'batch_size': config.batch_size,
+             'buffer_capacity': config.buffer_capacity},
+            config.num_devices))
+    num = len(self.devices)
+    self.mesh = devices_lib.make_mesh(self.devices)
+    self.envs_per_device = config.num_envs // num
+    self.batch_per_device = config.batch_size // num
+    self.capacity_per_device = config.buffer_capacity // num
+    self.env = self._make_env()
+    self.agent = make_agent(config, self.env)
+    if rule_params is None:
+      rule_params = default_rule_params(config, self.agent)
+    self.rule_params = devices_lib.place(
+        rule_params, devices_lib.replicated(self.mesh))
+    self.log_keys = default_log_keys(config.rule)
+
+  def _make_env(self) -> base_env.Environment:
+    raise NotImplementedError
+
+  def _shard_map(self, fn, in_specs, out_specs):
+    return jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs,
+                         out_specs=out_specs, check_vma=False)
+
+  # -- Per-device pieces (run inside shard_map) ------------------------------
+
+  def _example_rollout(self, timestep) -> types.ActorRollout:
+    """Zeros shaped like one device's [T, E, ...] stored rollout."""
+    params = jax.eval_shape(self.agent.initial_learner_state,
+                            jax.random.PRNGKey(0)).params
+    actor_state = jax.eval_shape(self.agent.initial_actor_state,
+                                 jax.random.PRNGKey(0))
+    recorded, _ = jax.eval_shape(self.agent.actor_step, params,
+                                 jax.random.PRNGKey(0), timestep, actor_state)
+    rollout = replay.keep_outputs(types.ActorRollout.from_timestep(recorded),
+                                  self.config.behaviour_outputs)
+    return jax.tree.map(
+        lambda s: jnp.zeros((self.config.rollout_len,) + s.shape, s.dtype),
+        rollout)
+
+  def _observe(self, state: EvalState, rollout: types.ActorRollout):
+    """Episode statistics of a [T, E] rollout, and the rollout buffered."""
+    acc_rewards, returns = actors.accumulate_rewards(
+        state.acc_rewards, (rollout.rewards, rollout.discounts))
+    total, episodes = actors.episode_returns(returns, rollout.discounts)
+    stats = dict(return_sum=jax.lax.psum(total, AXIS),
+                 episodes=jax.lax.psum(episodes, AXIS))
+    buffer = replay.add(
+        state.replay, replay.keep_outputs(rollout,
+                                          self.config.behaviour_outputs))
+    return state.replace(acc_rewards=acc_rewards, replay=buffer), stats
+
+  def _learn(self, state: EvalState, key: chex.PRNGKey, rule_params):
+    """One learner step on a sampled batch; scalar logs averaged."""
+    sample_key, step_key = jax.random.split(_device_key(key))
+    batch = replay.sample(state.replay, sample_key, self.batch_per_device)
+    learner_state, _, logs = self.agent.learner_step(
+        step_key, batch, state.learner_state, state.actor_state, rule_params,
+        False)
+    scalars = jax.lax.pmean({k: logs[k] for k in self.log_keys}, AXIS)
+    return state.replace(learner_state=learner_state), scalars
+
+  def _maybe_learn(self, state: EvalState, key, rule_params):
+    """The learner step once each buffer holds a learner batch (else NaN logs).
+
+    Every device's buffer holds as many trajectories, so every device takes
+    the same branch.
+    """
+    learn = state.replay.size >= self.batch_per_device
+
+    def skip(state, key, rule_params):
+      del key, rule_params
+      return state, {k: jnp.full((), jnp.nan, jnp.float32)
+                     for k in self.log_keys}
+
+    state, logs = jax.lax.cond(learn, self._learn, skip, state, key,
+                               rule_params)
+    return state, dict(logs, learned=learn.astype(jnp.float32))
+
+  # -- Host side -------------------------------------------------------------
+
+  def _initial_state(self, rng: chex.PRNGKey, env_state, timestep) -> EvalState:
+    """Per-device parts get their leading device axis (traced under jit)."""
+    num = len(self.devices)
+    learner_rng, actor_rng, loop_rng = jax.random.split(rng, 3)
+    per_device = lambda x: jnp.broadcast_to(x, (num,) + jnp.shape(x))
+    example = _local(timestep)
+    return EvalState(
+        learner_state=self.agent.initial_learner_state(learner_rng),
+        actor_state=jax.tree.map(per_device,
+                                 self.agent.initial_actor_state(actor_rng)),
+        env_state=env_state,
+        timestep=timestep,
+        acc_rewards=jnp.zeros((num, self.envs_per_device), jnp.float32),
+        replay=jax.tree.map(per_device, replay.init(
+            self._example_rollout(example), self.capacity_per_device)),
+        rng=loop_rng,
+        step=jnp.zeros((), jnp.int32),
+    )
+
+  def _state_shardings(self):
+    specs = state_specs()
+    shard = lambda spec: jax.sharding.NamedSharding(self.mesh, spec)
+    return jax.tree.map(shard, specs,
+                        is_leaf=lambda x: isinstance(x, P))
+
+  def bytes_per_trajectory(self, state: EvalState) -> int:
+    """Bytes one stored trajectory takes in the replay buffer."""
+    return replay.bytes_per_trajectory(_local(state.replay))
+
+  def metrics_rows(self, metrics: dict[str, np.ndarray], first_step: int
+                   ) -> list[dict[str, float]]:
+    """CSV rows from the [K] metrics of K iterations starting at first_step."""
+    rows = []
+    per_iteration = self.config.num_envs * self.config.rollout_len
+    for i in range(len(metrics['episodes'])):
+      step = first_step + i
+      episodes = float(metrics['episodes'][i])
+      row = dict(step=step, env_steps=(step + 1) * per_iteration,
+                 episodes=episodes,
+                 avg_return=(float(metrics['return_sum'][i]) / episodes
+                             if episodes else float('nan')),
+                 learned=int(metrics['learned'][i]))
+      row.update({k: float(metrics[k][i]) for k in self.log_keys})
+      rows.append(row)
+    return rows
+
+
+class EvalLoop(_EvalLoopBase):
+  """The fused eval loop for jittable environments.
+
+  Usage:
+    loop = EvalLoop(config)
+    state = loop.init(jax.random.PRNGKey(config.seed))
+    state, metrics = loop.run(state, config.steps_per_call)
+
+  `metrics` holds one [K] NumPy array per name (K iterations run):
+  `return_sum` and `episodes` of the episodes that ended, `learned` (1.0 if
+  the iteration took a learner step) and the learner scalars (`log_keys`;
+  NaN before learning starts).
+  """
+
+  def __init__(self, config: config_lib.EvalConfig, rule_params=None,
+               devices=None):
+    if config.env == 'catch':
+      raise ValueError("env='catch' is stepped on the host: use HostEvalLoop "
+                       '(or make_eval_loop).')
+    super().__init__(config, rule_params, devices)
+    specs = state_specs()
+    self._init = jax.jit(self._initial_state_on_device,
+                         out_shardings=self._state_shardings())
+    self._run = jax.jit(
+        self._shard_map(self._run_on_device, in_specs=(specs, P(), P()),
+                        out_specs=(specs, P())),
+        donate_argnums=0)
+
+  def _make_env(self) -> base_env.Environment:
+    return get_environment(
+        self.config.env, batch_size=self.envs_per_device,
+        env_settings={'rows': self.config.rows,
+                      'columns': self.config.columns})
+
+  def _initial_state_on_device(self, rng):
+    env_rng, rng = jax.random.split(rng)
+    env_state, timestep = jax.vmap(self.env.reset)(
+        jax.random.split(env_rng, len(self.devices)))
+    return self._initial_state(rng, env_state, timestep)
+
+  def init(self, rng: chex.PRNGKey) -> EvalState:
+    """The initial state, placed on the mesh."""
+    return self._init(rng)
+
+  def _iteration(self, state: EvalState, key_set, rule_params):
+    """Act, buffer, maybe learn: one iteration on one device's view."""
+    rng, act_key, learn_key = key_set
+    rollout, actor_state, timestep, env_state = actors.unroll_jittable_actor(
+        state.learner_state.params, state.actor_state, state.timestep,
+        state.env_state, _device_key(act_key), self.env,
+        self.config.rollout_len, self.agent.actor_step)
+    state = state.replace(actor_state=actor_state, timestep=timestep,
+                          env_state=env_state)
+    state, stats = self._observe(state, rollout)
+    state, logs = self._maybe_learn(state, learn_key, rule_params)
+    return state.replace(rng=rng, step=state.step + 1), dict(stats, **logs)
+
+  def _run_on_device(self, state: EvalState, num_steps, rule_params):
+    specs = state_specs()
+    is_per_device = lambda spec: spec == P(AXIS)
+    # Per-device parts arrive as [1, ...] blocks.
+    def unwrap(tree):
+      return jax.tree.map(lambda spec, sub: _local(sub) if is_per_device(spec)
+                          else sub, specs, tree,
+                          is_leaf=lambda x: isinstance(x, P))
+
+    def wrap(tree):
+      return jax.tree.map(lambda spec, sub: _stacked(sub) if is_per_device(
+          spec) else sub, specs, tree, is_leaf=lambda x: isinstance(x, P))
+
+    def body(state, index):
+      def active(state):
+        return self._iteration(state, _iteration_keys(state.rng), rule_params)
+
+      def inactive(state):
+        shapes = jax.eval_shape(active, state)[1]
+        return state, jax.tree.map(
+            lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
+
+      return jax.lax.cond(index < num_steps, active, inactive, state)
+
+    state, metrics = jax.lax.scan(body, unwrap(state),
+                                  jnp.arange(self.config.steps_per_call))
+    return wrap(state), metrics
+
+  def run(self, state: EvalState, num_steps: int | None = None):
+    """Runs `num_steps` (<= steps_per_call, default all) iterations.
+
+    One compiled program whatever `num_steps` is. The given state is donated
+    (its buffers are reused): use the returned one.
+
+    Returns:
+      (new state, {name: [num_steps] NumPy array}).
+    """
+    per_call = self.config.steps_per_call
+    num_steps = per_call if num_steps is None else int(num_steps)
+    if not 0 < num_steps <= per_call:
+      raise ValueError(f'num_steps must be in [1, steps_per_call={per_call}]'
+                       f', got {num_steps}.')
+    state, metrics = self._run(state, jnp.int32(num_steps), self.rule_params)
+    metrics = devices_lib.fetch(metrics)
+    return state, {k: v[:num_steps] for k, v in metrics.items()}
+
+
+class HostEvalLoop(_EvalLoopBase):
+  """The eval loop for a host (dm_env) environment, e.g. `env='catch'`.
+
+  Each actor step is one compiled program over the mesh; the host steps the
+  environments with the chosen actions; buffering and learning run as one
+  compiled program per rollout, the same as in `EvalLoop`. One process only.
+  """
+
+  def __init__(self, config: config_lib.EvalConfig, rule_params=None,
+               devices=None):
+    super().__init__(config, rule_params, devices)
+    if jax.process_count() > 1:
+      raise ValueError('A host environment runs in one process; got '
+                       f'{jax.process_count()} processes.')
+    specs = state_specs()
+    self._host_env_state = None
+    self._init = jax.jit(self._initial_state, static_argnums=(),
+                         out_shardings=self._state_shardings())
+    self._act = jax.jit(self._shard_map(
+        self._act_on_device, in_specs=(P(), P(), P(AXIS), P(AXIS)),
+        out_specs=(P(AXIS), P(AXIS))))
+    self._learn_program = jax.jit(
+        self._shard_map(self._record_and_learn_on_device,
+                        in_specs=(specs, P(AXIS), P()),
+                        out_specs=(specs, P())),
+        donate_argnums=0)
+
+  def _make_env(self) -> base_env.Environment:
+    return get_environment(
+        self.config.env, batch_size=self.config.num_envs,
+        env_settings={'rows': self.config.rows,
+                      'columns': self.config.columns,
+                      'random_seed': self.config.seed})
+
+  def _to_devices(self, host_timestep) -> types.EnvironmentTimestep:
+    num = len(self.devices)
+    split = jax.tree.map(
+        lambda x: np.asarray(x).reshape((num, -1) + np.shape(x)[1:]),
+        host_timestep)
+    return devices_lib.place(split, devices_lib.per_device(self.mesh))
+
+  def init(self, rng: chex.PRNGKey) -> EvalState:
+    """Resets the host environments; the initial state on the mesh."""
+    env_rng, rng = jax.random.split(rng)
+    self._host_env_state, host_timestep = self.env.reset(env_rng)
+    host_timestep = jax.tree.map(np.asarray, host_timestep)
+    return self._init(rng, None, self._to_devices(host_timestep))
+
+  def _act_on_device(self, params, key, timestep, actor_state):
+    recorded, actor_state = self.agent.actor_step(
+        params, _device_key(key), _local(timestep), _local(actor_state))
+    return _stacked(recorded), _stacked(actor_state)
+
+  def _record_and_learn_on_device(self, state, rollout, rule_params):
+    state = jax.tree.map(lambda spec, sub: _local(sub) if spec == P(AXIS)
+                         else sub, state_specs(), state,
+                         is_leaf=lambda x: isinstance(x, P))
+    rng, _, learn_key = _iteration_keys(state.rng)
+    state, stats = self._observe(state, _local(rollout))
+    state, logs = self._maybe_learn(state, learn_key, rule_params)
+    state = state.replace(rng=rng, step=state.step + 1)
+    state = jax.tree.map(lambda spec, sub: _stacked(sub) if spec == P(AXIS)
+                         else sub, state_specs(), state,
+                         is_leaf=lambda x: isinstance(x, P))
+    return state, dict(stats, **logs)
+
+  def _iterate(self, state: EvalState):
+    _, act_key, _ = _iteration_keys(state.rng)
+    timestep, actor_state = state.timestep, state.actor_state
+    steps = []
+    for step_key in jax.random.split(act_key, self.config.rollout_len):
+      recorded, actor_state = self._act(state.learner_state.params, step_key,
+                                        timestep, actor_state)
+      actions = np.asarray(recorded.actions).reshape(-1)
+      self._host_env_state, host_timestep = self.env.step(
+          self._host_env_state, actions)
+      timestep = self._to_devices(jax.tree.map(np.asarray, host_timestep))
+      steps.append(recorded)
+    # [D, T, E, ...]: time after the device axis.
+    rollout = types.ActorRollout.from_timestep(
+        jax.tree.map(lambda *xs: jnp.stack(xs, axis=1), *steps))
+    state = state.replace(timestep=timestep, actor_state=actor_state)
+    return self._learn_program(state, rollout, self.rule_params)
+
+  def run(self, state: EvalState, num_steps: int | None = None):
+    """Runs `num_steps` iterations (default `steps_per_call`).
+
+    Returns:
+      (new state, {name: [num_steps] NumPy array}), as `EvalLoop.run`.
+    """
+    num_steps = self.config.steps_per_call if num_steps is None else int(
+        num_steps)
+    if num_steps < 1:
+      raise ValueError(f'num_steps must be >= 1, got {num_steps}.')
+    collected = []
+    for _ in range(num_steps):
+      state, metrics = self._iterate(state)
+      collected.append(devices_lib.fetch(metrics))
+    return state, {k: np.stack([m[k] for m in collected])
+                   for k in collected[0]}
+
+
+def make_eval_loop(config: config_lib.EvalConfig, rule_params=None,
+                   devices=None) -> EvalLoop | HostEvalLoop:
+  """The loop for the configured environment (fused unless it is a host one)."""
+  config_lib.check_eval_config(config)
+  loop_cls = HostEvalLoop if config.env == 'catch' else EvalLoop
+  return loop_cls(config, rule_params=rule_params, devices=devices)
+
+
+def run_eval(config: config_lib.EvalConfig, output_dir, rule_params=None,
+             progress: bool = True, log_every: int = 0) -> dict[str, Any]:
+  """Trains an agent with the configured rule; writes metrics and a plot.
+
+  Args:
+    config: the run's settings.
+    output_dir: where `metrics.csv` and `returns.png` go.
+    rule_params: the rule's meta-parameters; default: the Disco103 weights
+      (found by `disco_rl.weights`) for 'disco_103', none needed otherwise.
+    progress: show a tqdm progress bar (in process 0).
+    log_every: also print a line about every `log_every` steps (0: never).
+
+  Returns:
+    A summary: final average return (mean over the last 100 steps or fewer),
+    learner steps per second after the first call, the first call's time
+    (compilation included), peak memory and the output paths.
+  """
+  import tqdm  # pylint: disable=g-import-not-at-top
+  output_dir = pathlib.Path(output_dir)
+  loop = make_eval_loop(config, rule_params=rule_params)
+  lead = jax.process_index() == 0
+  if lead:
+    output_dir.mkdir(parents=True, exist_ok=True)
+  state = loop.init(jax.random.PRNGKey(config.seed))
+  writer = reporting.MetricsWriter(output_dir / 'metrics.csv') if lead else None
+  returns = []
+  start = time.perf_counter()
+  first_call_s = steady_start = None
+  done = 0
+  bar = tqdm.tqdm(total=config.num_steps, disable=not (progress and lead),
+                  desc=f'eval {config.rule} seed {config.seed}')
+  try:
+    while done < config.num_steps:
+      count = min(config.steps_per_call, config.num_steps - done)
+      state, metrics = loop.run(state, count)
+      if first_call_s is None:
+        first_call_s = time.perf_counter() - start
+        steady_start, steady_from = time.perf_counter(), done + count
+      now = time.perf_counter() - start
+      rows = loop.metrics_rows(metrics, done)
+      rss = reporting.resident_memory_mb()
+      for row in rows:
+        row.update(rss_mb=rss, time_s=now)
+        returns.append(row['avg_return'])
+      if writer:
+        writer.write_rows(rows)
+      done += count
+      recent = np.nanmean(returns[-100:]) if np.isfinite(
+          returns[-100:]).any() else float('nan')
+      bar.update(count)
+      bar.set_postfix(avg_return=f'{recent:.3f}')
+      if lead and log_every and done // log_every != (done - count) // log_every:
+        print(f'step {done}/{config.num_steps} avg_return(last 100)='
+              f'{recent:.3f} rss={rss:.0f}MB', flush=True)
+  finally:
+    bar.close()
+    if writer:
+      writer.close()
+  elapsed = time.perf_counter() - start
+  steady_steps = config.num_steps - steady_from
+  steady_s = time.perf_counter() - steady_start
+  tail = np.asarray(returns[-100:])
+  summary = dict(
+      final_avg_return=(float(np.nanmean(tail)) if np.isfinite(tail).any()
+                        else float('nan')),
+      steps=config.num_steps,
+      seconds=elapsed,
+      compile_and_first_step_s=first_call_s,
+      steps_per_second=(steady_steps / steady_s if steady_steps
+                        else config.num_steps / elapsed),
+      peak_memory_mb=reporting.peak_memory_mb(),
+      devices=len(loop.devices),
+      processes=jax.process_count(),
+      replay_bytes_per_trajectory=loop.bytes_per_trajectory(state),
+      metrics_csv=str(output_dir / 'metrics.csv'),
+  )
+  if lead:
+    metrics = reporting.read_metrics(output_dir / 'metrics.csv')
+    rss = metrics['rss_mb']
+    summary.update(
+        rss_mb_at_100=float(rss[min(99, len(rss) - 1)]),
+        rss_mb_final=float(rss[-1]),
+        plot_png=str(reporting.plot_curve(
+            metrics['env_steps'], metrics['avg_return'],
+            output_dir / 'returns.png', 'environment steps',
+            'average return', f'{config.rule} on {config.env} {config.rows}x'
+            f'{config.columns} (seed {config.seed})', smooth=20)))
+  return summary

@@ -1,0 +1,352 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Meta-training an update rule with a population of agents.
+
+One meta-step, for every agent of the population at once (`vmap`): act for
+`num_inner_steps` training rollouts and one validation rollout (`lax.scan`),
+then differentiate the meta-objective through the agent's inner updates
+(`meta_train.calculate_meta_gradient`); the meta-gradient, averaged over the
+agents and devices, drives the rule's Adam.
+
+`MetaTrainer` compiles `steps_per_call` meta-steps into one `jax.jit`
+program over the device mesh (`jax.shard_map`); the rule, its optimiser and
+the agents are replicated, each device acts in its own environments (device
+0 in those the upstream notebook would use, so on one device a run repeats
+the upstream's).
+"""
+
+import functools
+import pathlib
+import time
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+import numpy as np
+import optax
+
+from disco_rl import meta_train
+from disco_rl import types
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import devices as devices_lib
+from disco_rl.loops import reporting
+
+AXIS = devices_lib.AXIS
+PLOTS = (('pos_rewards', 'positive rewards per meta-step'),
+         ('neg_rewards', 'negative rewards per meta-step'),
+         ('meta_loss', 'meta loss'),
+         ('meta_grad_norm', 'meta-gradient norm'),
+         ('meta_up_norm', 'meta-update norm'),
+         ('rewards', 'mean reward'))
+
+
+@chex.dataclass
+class PopulationState:
+  """The rule, its optimiser and every agent ([N, ...]), and the loop key.
+
+  Replicated: everything but the agents' environments
+  (`agents.env_state`, `agents.env_timestep`), which carry a leading device
+  axis [D, N, ...] sharded over the mesh.
+
+  Attributes:
+    update_rule_params: the rule's meta-parameters.
+    meta_opt_state: the meta-optimiser's state.
+    agents: the population, stacked on a leading agent axis.
+    rng: the key the next meta-step splits.
+    step: [] int32, meta-steps done.
+  """
+
+  update_rule_params: types.MetaParams
+  meta_opt_state: optax.OptState
+  agents: meta_train.MetaTrainState
+  rng: chex.PRNGKey
+  step: chex.Array
+
+
+def state_specs() -> PopulationState:
+  """The `PartitionSpec` of each part of a `PopulationState`."""
+  return PopulationState(
+      update_rule_params=P(), meta_opt_state=P(),
+      agents=meta_train.MetaTrainState(
+          learner_state=P(), actor_state=P(), value_state=P(),
+          env_state=P(AXIS), env_timestep=P(AXIS)),
+      rng=P(), step=P())
+
+
+def _is_spec(x) -> bool:
+  return isinstance(x, P)
+
+
+def _map_per_device(fn, tree):
+  """Applies `fn` to the per-device parts of a `PopulationState`."""
+  return jax.tree.map(lambda spec, sub: fn(sub) if spec == P(AXIS) else sub,
+                      state_specs(), tree, is_leaf=_is_spec)
+
+
+def agent_settings(config: config_lib.MetaTrainConfig):
+  """The population's agent settings (the Disco agent, MLP network)."""
+  return config_lib.agent_settings('disco_103', config.learning_rate,
+                                   config.dense, config.model_lstm_size,
+                                   config.model_head_hiddens)
+
+
+def value_fn_config(config: config_lib.MetaTrainConfig) -> types.ValueFnConfig:
+  """The meta-objective's value function with the configured sizes."""
+  default = meta_train.default_value_fn_config()
+  return default.replace(net_args=dict(default.net_args,
+                                       dense=tuple(config.value_dense)))
+
+
+class MetaTrainer:
+  """A population of identical agents meta-training one update rule.
+
+  Usage:
+    trainer = MetaTrainer(config)
+    state = trainer.init(jax.random.PRNGKey(config.seed))
+    state, logs = trainer.run(state)  # steps_per_call meta-steps
+
+  `logs` holds one [K] NumPy array per name for the K meta-steps run.
+  """
+
+  def __init__(self, config: config_lib.MetaTrainConfig, devices=None):
+    config_lib.check_meta_train_config(config)
+    self.config = config
+    self.devices = list(devices) if devices is not None else (
+        devices_lib.pick_devices({}, config.num_devices))
+    self.mesh = devices_lib.make_mesh(self.devices)
+    self.member = meta_train.MetaTrainAgent(
+        batch_size_per_device=config.batch_size_per_device,
+        agent_settings=agent_settings(config),
+        value_fn_config=value_fn_config(config),
+        axis_name=AXIS,
+        env=meta_train.catch_env(config.batch_size_per_device, config.rows,
+                                 config.columns))
+    self.meta_opt = optax.adam(learning_rate=config.meta_learning_rate)
+    specs = state_specs()
+    shardings = jax.tree.map(
+        lambda spec: jax.sharding.NamedSharding(self.mesh, spec), specs,
+        is_leaf=_is_spec)
+    self._init = jax.jit(self._initial_state, out_shardings=shardings)
+    self._run = jax.jit(
+        jax.shard_map(self._run_on_device, mesh=self.mesh,
+                      in_specs=(specs, P()), out_specs=(specs, P()),
+                      check_vma=False),
+        donate_argnums=0)
+
+  # -- Initial state ----------------------------------------------------------
+
+  def initial_rule_params(self, update_rule_params=None) -> types.MetaParams:
+    """The given parameters, else those `config.init` names."""
+    if update_rule_params is not None:
+      return update_rule_params
+    if self.config.init == 'disco_103':
+      from disco_rl import weights  # pylint: disable=g-import-not-at-top
+      return weights.load_disco_103()
+    params, _ = self.member.agent.update_rule.init_params(
+        jax.random.PRNGKey(self.config.rule_seed))
+    return params
+
+  def _initial_state(self, rng, update_rule_params) -> PopulationState:
+    cfg, num = self.config, len(self.devices)
+    # The upstream notebook's key plumbing: one key for the agents, the
+    # other split once per meta-step.
+    loop_rng, init_rng = jax.random.split(rng)
+    agent_keys = jax.random.split(init_rng, cfg.num_agents)
+    agents = jax.vmap(self.member.init_state)(agent_keys)
+    # [D, N] keys: device 0 keeps the environments of the agents' own keys,
+    # the others reset theirs with keys folded with the device index.
+    reset_keys = jnp.stack([agent_keys] + [
+        jax.vmap(functools.partial(jax.random.fold_in, data=d))(agent_keys)
+        for d in range(1, num)])
+    env_state, timestep = jax.vmap(jax.vmap(self.member.env.reset))(
+        reset_keys)
+    return PopulationState(
+        update_rule_params=update_rule_params,
+        meta_opt_state=self.meta_opt.init(update_rule_params),
+        agents=agents.replace(env_state=env_state, env_timestep=timestep),
+        rng=loop_rng, step=jnp.zeros((), jnp.int32))
+
+  def init(self, rng: chex.PRNGKey, update_rule_params=None
+           ) -> PopulationState:
+    """The initial population on the mesh.
+
+    Agent `i` is initialised from `jax.random.split(init_rng, num_agents)[i]`
+    with `_, init_rng = jax.random.split(rng)`, as in the upstream notebook.
+
+    Args:
+      rng: the run's key (the notebook's `PRNGKey(seed)`).
+      update_rule_params: starting meta-parameters; default per
+        `config.init`: Disco103's weights, or a fresh meta-network drawn
+        with `jax.random.PRNGKey(config.rule_seed)`.
+    """
+    params = devices_lib.place(self.initial_rule_params(update_rule_params),
+                               devices_lib.replicated(self.mesh))
+    return self._init(rng, params)
+
+  # -- The meta-step (inside shard_map; per-device parts unwrapped) ----------
+
+  def _agent_meta_gradient(self, update_rule_params, agent_state, act_rng,
+                           grad_rng):
+    """Rollouts and the meta-gradient of one agent on one device."""
+    cfg = self.config
+
+    def act(agent_state, key):
+      return self.member.unroll_actor(agent_state, key, cfg.rollout_len)
+
+    agent_state, train_rollouts = jax.lax.scan(
+        act, agent_state, jax.random.split(act_rng, cfg.num_inner_steps))
+    agent_state, valid_rollout = self.member.unroll_actor(
+        agent_state, act_rng, 2 * cfg.rollout_len)
+    grads, (agent_state, metrics, meta_log) = (
+        meta_train.calculate_meta_gradient(
+            update_rule_params, agent_state, train_rollouts, valid_rollout,
+            grad_rng, self.member, axis_name=AXIS))
+    rewards = train_rollouts.rewards
+    meta_log = dict(meta_log,
+                    rewards=jnp.mean(rewards),
+                    pos_rewards=jnp.sum(rewards > 0).astype(jnp.float32),
+                    neg_rewards=jnp.sum(rewards < 0).astype(jnp.float32))
+    return grads, agent_state, jax.tree.map(jnp.mean, metrics), meta_log
+
+  def _meta_step(self, state: PopulationState):
+    rng, step_rng = jax.random.split(state.rng)
+    device_rng = jax.random.split(step_rng, len(self.devices))[
+        jax.lax.axis_index(AXIS)]
+    # As upstream: per agent one key for acting (its training and validation
+    # rollouts) and one for its meta-gradient.
+    act_rng, grad_rng = jax.random.split(device_rng)
+    num_agents = self.config.num_agents
+    grads, agents, metrics, meta_log = jax.vmap(
+        self._agent_meta_gradient, in_axes=(None, 0, 0, 0))(
+            state.update_rule_params, state.agents,
+            jax.random.split(act_rng, num_agents),
+            jax.random.split(grad_rng, num_agents))
+    # The reward counts are per device: average them like the upstream logs.
+    meta_log = jax.lax.pmean(meta_log, AXIS)
+    avg_grads = jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
+    updates, meta_opt_state = self.meta_opt.update(avg_grads,
+                                                   state.meta_opt_state)
+    params = optax.apply_updates(state.update_rule_params, updates)
+    logs = jax.tree.map(jnp.mean, dict(meta_log, **{
+        f'agent_{k}': v for k, v in metrics.items()}))
+    logs['meta_grad_norm'] = optax.global_norm(avg_grads)
+    logs['meta_up_norm'] = optax.global_norm(updates)
+    new_state = PopulationState(update_rule_params=params,
+                                meta_opt_state=meta_opt_state, agents=agents,
+                                rng=rng, step=state.step + 1)
+    return new_state, logs
+
+  def _run_on_device(self, state: PopulationState, num_steps):
+    local = lambda x: jax.tree.map(lambda y: y[0], x)
+    stacked = lambda x: jax.tree.map(lambda y: y[None], x)
+
+    def body(state, index):
+      def inactive(state):
+        shapes = jax.eval_shape(self._meta_step, state)[1]
+        return state, jax.tree.map(
+            lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
+
+      return jax.lax.cond(index < num_steps, self._meta_step, inactive, state)
+
+    if self.config.steps_per_call == 1:
+      state, logs = self._meta_step(_map_per_device(local, state))
+      logs = jax.tree.map(lambda x: x[None], logs)
+    else:
+      state, logs = jax.lax.scan(body, _map_per_device(local, state),
+                                 jnp.arange(self.config.steps_per_call))
+    return _map_per_device(stacked, state), logs
+
+  def run(self, state: PopulationState, num_steps: int | None = None):
+    """Runs `num_steps` (<= steps_per_call, default all) meta-steps.
+
+    The given state is donated: use the returned one.
+
+    Returns:
+      (new state, {name: [num_steps] NumPy array} of scalar logs).
+    """
+    per_call = self.config.steps_per_call
+    num_steps = per_call if num_steps is None else int(num_steps)
+    if not 0 < num_steps <= per_call:
+      raise ValueError(f'num_steps must be in [1, steps_per_call={per_call}]'
+                       f', got {num_steps}.')
+    state, logs = self._run(state, jnp.int32(num_steps))
+    logs = devices_lib.fetch(logs)
+    return state, {k: v[:num_steps] for k, v in logs.items()}
+
+  def params(self, state: PopulationState) -> types.MetaParams:
+    """The current meta-parameters as NumPy arrays on the host."""
+    return devices_lib.fetch(state.update_rule_params)
+
+
+def run_meta_train(config: config_lib.MetaTrainConfig, output_dir,
+                   progress: bool = True,
+                   update_rule_params=None) -> dict[str, Any]:
+  """Meta-trains a rule; writes metrics.csv, plots and the learned rule.
+
+  Returns:
+    A summary: mean positive rewards over the last 100 meta-steps, meta-steps
+    per second after the first call, that call's time (compilation
+    included), peak memory and output paths.
+  """
+  import tqdm  # pylint: disable=g-import-not-at-top
+  output_dir = pathlib.Path(output_dir)
+  lead = jax.process_index() == 0
+  trainer = MetaTrainer(config)
+  if lead:
+    output_dir.mkdir(parents=True, exist_ok=True)
+  state = trainer.init(jax.random.PRNGKey(config.seed), update_rule_params)
+  writer = reporting.MetricsWriter(output_dir / 'metrics.csv') if lead else None
+  start = time.perf_counter()
+  compile_s = steady_start = None
+  steady_from = done = 0
+  bar = tqdm.tqdm(total=config.num_steps, disable=not (progress and lead),
+                  desc='meta-train')
+  try:
+    while done < config.num_steps:
+      count = min(config.steps_per_call, config.num_steps - done)
+      state, logs = trainer.run(state, count)
+      if compile_s is None:
+        compile_s = time.perf_counter() - start
+        steady_start, steady_from = time.perf_counter(), count
+      rss, now = reporting.resident_memory_mb(), time.perf_counter() - start
+      rows = [dict(step=done + i, **{k: float(v[i]) for k, v in logs.items()},
+                   rss_mb=rss, time_s=now) for i in range(count)]
+      if writer:
+        writer.write_rows(rows)
+      done += count
+      bar.update(count)
+      bar.set_postfix(pos_rewards=f'{rows[-1]["pos_rewards"]:.1f}',
+                      meta_loss=f'{rows[-1]["meta_loss"]:.3f}')
+  finally:
+    bar.close()
+    if writer:
+      writer.close()
+  steady_steps = config.num_steps - steady_from
+  steady_s = time.perf_counter() - steady_start
+  summary = dict(
+      steps=config.num_steps,
+      compile_s=compile_s,
+      meta_steps_per_second=(steady_steps / steady_s if steady_steps
+                             else float('nan')),
+      peak_memory_mb=reporting.peak_memory_mb(),
+      devices=len(trainer.devices),
+      processes=jax.process_count(),
+      metrics_csv=str(output_dir / 'metrics.csv'),
+  )
+  params = trainer.params(state)
+  if lead:
+    metrics = reporting.read_metrics(output_dir / 'metrics.csv')
+    summary.update(
+        final_pos_rewards=float(np.mean(metrics['pos_rewards'][-100:])),
+        first_pos_rewards=float(metrics['pos_rewards'][0]))
+    summary['plots'] = {
+        key: str(reporting.plot_curve(
+            metrics['step'], metrics[key], output_dir / f'{key}.png',
+            'meta-step', label, f'meta-training: {label}', smooth=20))
+        for key, label in PLOTS}
+    weights_path = output_dir / 'update_rule_params.npz'
+    meta_train.save_params(params, weights_path)
+    summary['params_npz'] = str(weights_path)
+  return summary
