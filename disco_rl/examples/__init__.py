@@ -2,7 +2,4 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Command-line jobs: `python -m disco_rl.examples.eval` / `.meta_train`."""
 
-
-def parse_sizes(text: str) -> tuple[int, ...]:
-  """'512,512' -> (512, 512): layer sizes given on the command line."""
-  return tuple(int(x) for x in text.split(',') if x)
+from disco_rl.loops.config import parse_sizes  # pylint: disable=unused-import

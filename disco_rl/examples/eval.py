@@ -5,66 +5,52 @@
   python -m disco_rl.examples.eval --steps 1000 --seed 0 --out runs/eval
 
 Prints progress, then the final average return and the paths of the metrics
-CSV and the learning-curve PNG.
+CSV and the learning-curve PNG. Every setting of `EvalConfig` is a flag
+(`--help` lists them). Several processes: see the README ("Several hosts").
 """
 
 import argparse
 import json
 import sys
 
-from disco_rl import evaluation
-from disco_rl.examples import parse_sizes
-
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import devices
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-  d = evaluation.EvalConfig()
-  p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  p.add_argument('--rule', choices=evaluation.RULES, default=d.rule)
-  p.add_argument('--env', choices=('jittable_catch', 'catch'), default=d.env)
-  p.add_argument('--steps', type=int, default=d.num_steps,
-                 help='learner steps')
-  p.add_argument('--seed', type=int, default=d.seed)
-  p.add_argument('--out', default='runs/eval', help='output directory')
-  p.add_argument('--rows', type=int, default=d.rows)
-  p.add_argument('--columns', type=int, default=d.columns)
-  p.add_argument('--batch-size', type=int, default=d.batch_size)
-  p.add_argument('--rollout-len', type=int, default=d.rollout_len)
-  p.add_argument('--replay-ratio', type=int, default=d.replay_ratio)
-  p.add_argument('--buffer-capacity', type=int, default=d.buffer_capacity)
-  p.add_argument('--learning-rate', type=float, default=d.learning_rate)
-  p.add_argument('--dense', type=parse_sizes, default=d.dense,
-                 help='agent MLP sizes, e.g. 512,512')
-  p.add_argument('--model-lstm-size', type=int, default=d.model_lstm_size)
-  p.add_argument('--model-head-hiddens', type=parse_sizes,
-                 default=d.model_head_hiddens)
-  p.add_argument('--num-devices', type=int, default=None)
-  p.add_argument('--weights', default=None,
-                 help='path of disco_103.npz (default: see disco_rl.weights)')
-  p.add_argument('--no-progress', action='store_true')
-  return p.parse_args(argv)
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--out', default='runs/eval', help='output directory')
+  parser.add_argument('--weights', default=None,
+                      help='path of disco_103.npz (default: see '
+                      'disco_rl.weights)')
+  parser.add_argument('--no-progress', action='store_true')
+  config_lib.add_flags(parser, config_lib.EvalConfig)
+  devices.add_distributed_flags(parser)
+  return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
   args = parse_args(argv)
-  config = evaluation.EvalConfig(
-      rule=args.rule, env=args.env, rows=args.rows, columns=args.columns,
-      num_steps=args.steps, batch_size=args.batch_size,
-      rollout_len=args.rollout_len, replay_ratio=args.replay_ratio,
-      buffer_capacity=args.buffer_capacity, learning_rate=args.learning_rate,
-      dense=args.dense, model_lstm_size=args.model_lstm_size,
-      model_head_hiddens=args.model_head_hiddens, seed=args.seed,
-      num_devices=args.num_devices)
-  rule_params = None
-  if args.rule == 'disco_103' and args.weights:
-    from disco_rl import weights  # pylint: disable=g-import-not-at-top
-    rule_params = weights.load_disco_103(args.weights)
   try:
-    summary = evaluation.run_eval(config, args.out, rule_params=rule_params,
-                                  progress=not args.no_progress)
+    config = config_lib.from_flags(config_lib.EvalConfig, args)
+    config_lib.check_eval_config(config)
+    if args.weights and config.rule != 'disco_103':
+      raise ValueError(f'--weights is for the disco_103 rule; rule '
+                       f'{config.rule!r} has no meta-parameters to load.')
+    devices.initialize_distributed(devices.distributed_config_from_flags(args))
+    # Imported after the processes have joined (it touches the devices).
+    from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
+    rule_params = None
+    if args.weights:
+      from disco_rl import weights  # pylint: disable=g-import-not-at-top
+      rule_params = weights.load_disco_103(args.weights)
+    summary = eval_loop.run_eval(config, args.out, rule_params=rule_params,
+                                 progress=not args.no_progress)
   except (ValueError, FileNotFoundError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
+  if 'plot_png' not in summary:  # Not process 0: it reports.
+    return 0
   print(json.dumps(summary, indent=2))
   print(f'final average return (last 100 steps): '
         f'{summary["final_avg_return"]:.3f}')
