@@ -107,30 +107,34 @@ def get_first(data: _T) -> _T:
   return jax.device_get(jax.tree.map(lambda x: x[0], data))
 
 
-def _device_copies(leaf) -> np.ndarray:
-  """[D, ...] copies of a leaf: its rows, or a replicated array's shards."""
-  if (isinstance(leaf, jax.Array) and leaf.sharding.is_fully_replicated
-      and len(leaf.addressable_shards) > 1):
+def _device_copies(leaf, replicated: bool) -> np.ndarray:
+  """[D, ...] copies of a leaf: its rows, or a replicated array's buffers."""
+  if replicated:
+    if not isinstance(leaf, jax.Array):
+      raise ValueError('replica_spread(replicated=True) expects jax.Arrays, '
+                       f'got {type(leaf).__name__}.')
     copies = [shard.data for shard in leaf.addressable_shards]
   else:
     copies = leaf
     if np.ndim(leaf) == 0:
       raise ValueError('replica_spread expects [D, ...] leaves (one row per '
-                       'device) or replicated arrays, got a scalar.')
+                       'device), got a scalar; for replicated jax.Arrays '
+                       'pass replicated=True.')
   copies = jax.tree.map(
       lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(
           x.dtype, jax.dtypes.prng_key) else x, copies)
   return np.asarray(jax.device_get(copies), dtype=np.float64)
 
 
-def replica_spread(data: chex.ArrayTree) -> float:
+def replica_spread(data: chex.ArrayTree, *, replicated: bool = False) -> float:
   """How far the per-device copies of a replicated tree have drifted apart.
 
   Args:
     data: a tree whose leaves are [D, ...] arrays, one row per device (what a
-      `jax.pmap` returns for replicated values), or replicated `jax.Array`s
-      (what the loops' `shard_map` programs return), whose device buffers
-      are compared.
+      `jax.pmap` returns for replicated values); with `replicated`, a tree of
+      replicated `jax.Array`s (what the loops' `shard_map` programs return),
+      whose per-device buffers are compared.
+    replicated: compare the buffers of replicated arrays instead of rows.
 
   Returns:
     The largest absolute difference between any device's copy and the first
@@ -139,7 +143,7 @@ def replica_spread(data: chex.ArrayTree) -> float:
   """
   spread = 0.0
   for leaf in jax.tree.leaves(data):
-    copies = _device_copies(leaf)
+    copies = _device_copies(leaf, replicated)
     if copies.size and copies.shape[0] > 1:
       if np.isnan(copies).any():
         return float('nan')

@@ -154,3 +154,16 @@ def pytest_runtest_makereport(item, call):
       + ' and '.join(needed)
       + ' (see .ci/run), or unset CI to allow the skip.'
   )
+
+
+
+# ---------------------------------------------------------------------------
+# Compilation.
+
+
+@pytest.fixture(scope='module')
+def fast_compile():
+  """`smoke_env.fast_compile` for a whole test module."""
+  import smoke_env  # pylint: disable=g-import-not-at-top
+  with smoke_env.fast_compile():
+    yield

@@ -24,6 +24,7 @@ from disco_rl import agent as agent_lib
 from disco_rl import types
 from disco_rl import utils
 from disco_rl import weights
+from disco_rl.loops import devices as loop_devices
 
 AXIS = 'i'
 
@@ -118,6 +119,31 @@ def check_sharding(num_devices: int) -> None:
     assert 'does not divide' in str(e) and str(num_devices) in str(e), e
   else:
     raise AssertionError('expected a ValueError for an indivisible batch')
+
+  # Replicated jax.Arrays (what the loops' shard_map programs return): the
+  # spread compares the devices' own buffers.
+  mesh = loop_devices.make_mesh(devices)
+  same = loop_devices.place({'w': np.arange(3.0)},
+                            loop_devices.replicated(mesh))
+  assert utils.replica_spread(same, replicated=True) == 0.0
+  drifted = jax.make_array_from_single_device_arrays(
+      (3,), loop_devices.replicated(mesh),
+      [jax.device_put(np.arange(3.0) + d * 0.5, device)
+       for d, device in enumerate(devices)])
+  assert utils.replica_spread({'w': drifted}, replicated=True) == (
+      0.5 * (num_devices - 1))
+
+  # The loops' device picker: all devices when every share divides, else
+  # the share is named.
+  assert loop_devices.pick_devices({'batch': 4 * num_devices}) == devices
+  assert len(loop_devices.pick_devices({'batch': 1})) == 1
+  try:
+    loop_devices.pick_devices({'buffer_capacity': num_devices + 1},
+                              num_devices)
+  except ValueError as e:
+    assert f'buffer_capacity={num_devices + 1} does not divide' in str(e), e
+  else:
+    raise AssertionError('expected a ValueError for an indivisible share')
   print('sharding: ok')
 
 

@@ -2,6 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Environment for the notebook and command-line smoke runs (subprocesses)."""
 
+import contextlib
 import os
 import pathlib
 
@@ -26,3 +27,20 @@ def fast_jax_env(tmp_path_factory) -> dict[str, str]:
       # Smoke runs: cheaper XLA compilation (same semantics, slower code).
       'JAX_DISABLE_MOST_OPTIMIZATIONS': '1',
   }
+
+
+@contextlib.contextmanager
+def fast_compile():
+  """XLA's expensive optimisations off for what is compiled inside.
+
+  For tests of loop mechanics on tiny settings, whose compile time dominates
+  (same semantics; the programs run slower). Not for numerical comparisons
+  with recorded results.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  previous = jax.config.values['jax_disable_most_optimizations']
+  jax.config.update('jax_disable_most_optimizations', True)
+  try:
+    yield
+  finally:
+    jax.config.update('jax_disable_most_optimizations', previous)

@@ -33,3 +33,13 @@ def test_replica_spread_reports_nans_and_rejects_scalars():
   assert np.isnan(utils.replica_spread(np.array([[np.nan], [np.nan]])))
   with pytest.raises(ValueError, match='one row per device'):
     utils.replica_spread({'w': np.float32(1.0)})
+
+
+def test_replica_spread_of_a_replicated_array_on_one_device_is_zero():
+  mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:1]), ('i',))
+  replicated = jax.device_put(
+      {'w': np.arange(3.0), 'step': np.int32(2)},
+      jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()))
+  assert utils.replica_spread(replicated, replicated=True) == 0.0
+  with pytest.raises(ValueError, match='expects jax.Arrays, got ndarray'):
+    utils.replica_spread({'w': np.zeros(3)}, replicated=True)

@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Loop speed: one call per step (the previous pmap design) vs the fused loops.
+
+Runs, in one process and on the same settings, side by side:
+
+eval (Disco103, the upstream notebook's settings: Catch 8x8, 64 trajectories
+of 29 steps per learner step, replay ratio 32, MLP 512x512):
+  - step-per-call: a `jax.pmap` program per iteration (act, buffer, sample,
+    learn), metrics fetched after every iteration (this project's previous
+    loop);
+  - fused: `EvalLoop`, `--eval-steps-per-call` iterations per call;
+  - the learner step alone (jit + shard_map on a sampled batch), to give the
+    fused loop's overhead over it.
+meta-train (the upstream notebook's settings):
+  - step-per-call: a `jax.pmap` meta-step with a Python loop over the inner
+    rollouts (this project's previous loop);
+  - fused: `MetaTrainer`, `--meta-steps-per-call` meta-steps per call.
+
+Timed rounds alternate between the variants so that load from elsewhere on
+the machine affects them alike. Prints steps/s, compile time (the first
+call) and the process's peak resident memory after each variant was built
+and run (it only grows: compare the increments).
+
+  python scripts/benchmark_loops.py                 # both, ~15 min on 2 CPUs
+  python scripts/benchmark_loops.py --only eval --rounds 3
+"""
+
+import argparse
+import functools
+import json
+import pathlib
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+import numpy as np
+import optax
+
+from disco_rl import actors
+from disco_rl import meta_train
+from disco_rl import weights
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import devices as devices_lib
+from disco_rl.loops import eval_loop
+from disco_rl.loops import meta_loop
+from disco_rl.loops import replay
+from disco_rl.loops import reporting
+
+AXIS = devices_lib.AXIS
+
+
+def _block(tree):
+  jax.tree.map(lambda x: x.block_until_ready(), tree)
+  return tree
+
+
+def _replicate(tree, num):
+  return jax.tree.map(lambda x: jnp.broadcast_to(x, (num,) + jnp.shape(x)),
+                      tree)
+
+
+# ----------------------------------------------------------------------------
+# The previous eval loop: one pmap program per iteration.
+
+
+class StepPerCallEval:
+  """Act, buffer, sample and learn in one `jax.pmap` call per iteration."""
+
+  def __init__(self, loop: eval_loop.EvalLoop):
+    self.loop = loop
+    self.num = len(loop.devices)
+    self._step = jax.pmap(self._iteration, axis_name=AXIS,
+                          devices=loop.devices)
+
+  def init(self, rng):
+    state = self.loop.init(rng)
+    host = jax.device_get(state)
+    # Replicated parts get a device axis, as pmap wants.
+    return host.replace(learner_state=_replicate(host.learner_state,
+                                                 self.num),
+                        rng=jax.random.split(host.rng, self.num),
+                        step=np.zeros((self.num,), np.int32))
+
+  def _iteration(self, state, rule_params):
+    loop = self.loop
+    rng, act_key, learn_key = jax.random.split(state.rng, 3)
+    rollout, actor_state, timestep, env_state = actors.unroll_jittable_actor(
+        state.learner_state.params, state.actor_state, state.timestep,
+        state.env_state, act_key, loop.env, loop.config.rollout_len,
+        loop.agent.actor_step)
+    acc, returns = actors.accumulate_rewards(
+        state.acc_rewards, (rollout.rewards, rollout.discounts))
+    total, episodes = actors.episode_returns(returns, rollout.discounts)
+    buffer = replay.add(state.replay, replay.keep_outputs(
+        rollout, loop.config.behaviour_outputs))
+    sample_key, step_key = jax.random.split(learn_key)
+    batch = replay.sample(buffer, sample_key, loop.batch_per_device)
+    learner_state, _, logs = loop.agent.learner_step(
+        step_key, batch, state.learner_state, actor_state, rule_params, False)
+    state = state.replace(learner_state=learner_state,
+                          actor_state=actor_state, timestep=timestep,
+                          env_state=env_state, acc_rewards=acc,
+                          replay=buffer, rng=rng, step=state.step + 1)
+    stats = dict(return_sum=jax.lax.psum(total, AXIS),
+                 episodes=jax.lax.psum(episodes, AXIS),
+                 **{k: logs[k] for k in loop.log_keys})
+    return state, stats
+
+  def run(self, state, rule_params, count):
+    for _ in range(count):
+      state, stats = self._step(state, rule_params)
+      jax.device_get(stats)  # The host reads every iteration's metrics.
+    return state
+
+
+def bench_eval(args) -> dict:
+  config = config_lib.EvalConfig(steps_per_call=args.eval_steps_per_call,
+                                 num_devices=1)
+  rule_params = weights.load_disco_103()
+  results = {}
+
+  start = time.perf_counter()
+  fused = eval_loop.EvalLoop(config, rule_params=rule_params)
+  fused_state = fused.init(jax.random.PRNGKey(0))
+  # Fill the buffer past the learning gate, then compile and run one call.
+  fused_state, _ = fused.run(fused_state)
+  fused_state = _block(fused_state)
+  results['fused'] = dict(compile_s=time.perf_counter() - start)
+  results['fused']['peak_rss_mb'] = reporting.peak_memory_mb()
+
+  start = time.perf_counter()
+  stepper = StepPerCallEval(fused)
+  step_state = stepper.init(jax.random.PRNGKey(0))
+  step_params = _replicate(jax.tree.map(jnp.asarray, rule_params),
+                           stepper.num)
+  step_state = _block(stepper.run(step_state, step_params, 1))
+  results['step_per_call'] = dict(compile_s=time.perf_counter() - start)
+  step_state = _block(stepper.run(step_state, step_params,
+                                  config.replay_ratio))
+  results['step_per_call']['peak_rss_mb'] = reporting.peak_memory_mb()
+
+  # The learner step alone, on a batch from the (filled) fused buffer.
+  start = time.perf_counter()
+
+  def learn_alone(state, key, params):
+    local = jax.tree.map(lambda x: x[0], state.replay)
+    batch = replay.sample(local, key, fused.batch_per_device)
+    new, _, logs = fused.agent.learner_step(
+        key, batch, state.learner_state,
+        jax.tree.map(lambda x: x[0], state.actor_state), params, False)
+    return new, jax.lax.pmean({k: logs[k] for k in fused.log_keys}, AXIS)
+
+  specs = eval_loop.state_specs()
+  learner_only = jax.jit(jax.shard_map(
+      learn_alone, mesh=fused.mesh, in_specs=(specs, P(), P()),
+      out_specs=(P(), P()), check_vma=False))
+  key = jax.random.PRNGKey(1)
+  learner_state, logs = learner_only(fused_state, key, fused.rule_params)
+  _block(learner_state)
+  results['learner_alone'] = dict(compile_s=time.perf_counter() - start)
+
+  per_call = config.steps_per_call
+  times = {name: [] for name in ('fused', 'step_per_call', 'learner_alone')}
+  for r in range(args.rounds):
+    t = time.perf_counter()
+    fused_state, _ = fused.run(fused_state)
+    times['fused'].append((time.perf_counter() - t) / per_call)
+    t = time.perf_counter()
+    step_state = _block(stepper.run(step_state, step_params, per_call))
+    times['step_per_call'].append((time.perf_counter() - t) / per_call)
+    t = time.perf_counter()
+    for _ in range(per_call):
+      learner_state, logs = learner_only(
+          fused_state.replace(learner_state=learner_state), key,
+          fused.rule_params)
+      jax.device_get(logs)
+    times['learner_alone'].append((time.perf_counter() - t) / per_call)
+    print(f'  eval round {r + 1}/{args.rounds}: ' + ', '.join(
+        f'{k} {1e3 * v[-1]:.0f} ms/step' for k, v in times.items()),
+        flush=True)
+  for name, values in times.items():
+    results[name]['ms_per_step'] = 1e3 * float(np.median(values))
+    results[name]['steps_per_s'] = 1.0 / float(np.median(values))
+  results['fused_overhead_over_learner'] = (
+      results['fused']['ms_per_step'] / results['learner_alone']['ms_per_step']
+      - 1.0)
+  results['fused_speedup'] = (results['step_per_call']['ms_per_step']
+                              / results['fused']['ms_per_step'])
+  return results
+
+
+# ----------------------------------------------------------------------------
+# The previous meta-train loop: a pmap meta-step, inner rollouts in Python.
+
+
+class StepPerCallMeta:
+  """One `jax.pmap` meta-step per call, inner rollouts in a Python loop."""
+
+  def __init__(self, trainer: meta_loop.MetaTrainer):
+    self.trainer = trainer
+    self.num = len(trainer.devices)
+    self._step = jax.pmap(self._meta_step, axis_name=AXIS,
+                          devices=trainer.devices)
+
+  def init(self, rng):
+    state = jax.device_get(self.trainer.init(rng))
+    per_device = lambda x: x[0]
+    agents = state.agents.replace(
+        env_state=jax.tree.map(per_device, state.agents.env_state),
+        env_timestep=jax.tree.map(per_device, state.agents.env_timestep))
+    return _replicate(state.replace(agents=agents), self.num)
+
+  def _agent(self, params, agent_state, act_rng, grad_rng):
+    cfg, member = self.trainer.config, self.trainer.member
+    rollouts = []
+    for key in jax.random.split(act_rng, cfg.num_inner_steps):
+      agent_state, rollout = member.unroll_actor(agent_state, key,
+                                                 cfg.rollout_len)
+      rollouts.append(rollout)
+    train = jax.tree.map(lambda *xs: jnp.stack(xs), *rollouts)
+    agent_state, valid = member.unroll_actor(agent_state, act_rng,
+                                             2 * cfg.rollout_len)
+    grads, (agent_state, _, meta_log) = meta_train.calculate_meta_gradient(
+        params, agent_state, train, valid, grad_rng, member, axis_name=AXIS)
+    return grads, agent_state, dict(
+        meta_log, pos_rewards=jnp.sum(train.rewards > 0).astype(jnp.float32))
+
+  def _meta_step(self, state):
+    n = self.trainer.config.num_agents
+    rng, step_rng = jax.random.split(state.rng)
+    act_rng, grad_rng = jax.random.split(step_rng)
+    grads, agents, logs = jax.vmap(self._agent, in_axes=(None, 0, 0, 0))(
+        state.update_rule_params, state.agents, jax.random.split(act_rng, n),
+        jax.random.split(grad_rng, n))
+    grads = jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
+    updates, opt_state = self.trainer.meta_opt.update(grads,
+                                                      state.meta_opt_state)
+    return state.replace(
+        update_rule_params=optax.apply_updates(state.update_rule_params,
+                                               updates),
+        meta_opt_state=opt_state, agents=agents, rng=rng,
+        step=state.step + 1), jax.tree.map(jnp.mean, logs)
+
+  def run(self, state, count):
+    for _ in range(count):
+      state, logs = self._step(state)
+      jax.device_get(logs)
+    return state
+
+
+def bench_meta(args) -> dict:
+  config = config_lib.MetaTrainConfig(num_devices=1,
+                                      steps_per_call=args.meta_steps_per_call)
+  results = {}
+  start = time.perf_counter()
+  trainer = meta_loop.MetaTrainer(config)
+  state = trainer.init(jax.random.PRNGKey(config.seed))
+  state, _ = trainer.run(state)
+  _block(state)
+  results['fused'] = dict(compile_s=time.perf_counter() - start,
+                          peak_rss_mb=reporting.peak_memory_mb())
+  start = time.perf_counter()
+  stepper = StepPerCallMeta(trainer)
+  step_state = _block(stepper.run(stepper.init(jax.random.PRNGKey(4)), 1))
+  results['step_per_call'] = dict(compile_s=time.perf_counter() - start,
+                                  peak_rss_mb=reporting.peak_memory_mb())
+  per_call = config.steps_per_call
+  count = max(args.meta_steps // per_call, 1) * per_call
+  times = {'fused': [], 'step_per_call': []}
+  for r in range(args.rounds):
+    t = time.perf_counter()
+    for _ in range(count // per_call):
+      state, _ = trainer.run(state)
+    times['fused'].append((time.perf_counter() - t) / count)
+    t = time.perf_counter()
+    step_state = _block(stepper.run(step_state, count))
+    times['step_per_call'].append((time.perf_counter() - t) / count)
+    print(f'  meta round {r + 1}/{args.rounds}: ' + ', '.join(
+        f'{k} {v[-1]:.2f} s/meta-step' for k, v in times.items()), flush=True)
+  for name, values in times.items():
+    results[name]['s_per_step'] = float(np.median(values))
+    results[name]['steps_per_s'] = 1.0 / float(np.median(values))
+  results['fused_speedup'] = (results['step_per_call']['s_per_step']
+                              / results['fused']['s_per_step'])
+  return results
+
+
+def _table(title, rows, results, unit):
+  print(f'\n{title}')
+  print(f'| | steps/s | {unit} | compile (first call) | peak RSS after |')
+  print('|---|---|---|---|---|')
+  for name in rows:
+    r = results[name]
+    per = r.get('ms_per_step', r.get('s_per_step'))
+    rss = r.get('peak_rss_mb')
+    print(f'| {name} | {r["steps_per_s"]:.3f} | {per:.3g} | '
+          f'{r["compile_s"]:.0f} s | '
+          f'{"-" if rss is None else f"{rss / 1024:.2f} GB"} |')
+
+
+def main() -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--only', choices=('eval', 'meta'), default=None)
+  parser.add_argument('--rounds', type=int, default=2)
+  parser.add_argument('--eval-steps-per-call', type=int, default=50)
+  parser.add_argument('--meta-steps', type=int, default=10,
+                      help='meta-steps per timed round and variant')
+  parser.add_argument('--meta-steps-per-call', type=int, default=5)
+  parser.add_argument('--out', default='runs/bench_loops')
+  args = parser.parse_args()
+  out = pathlib.Path(args.out)
+  out.mkdir(parents=True, exist_ok=True)
+  print(f'devices: {jax.devices()}', flush=True)
+  summary = {}
+  if args.only in (None, 'eval'):
+    summary['eval'] = bench_eval(args)
+    _table('eval (Disco103, Catch 8x8, 64 x 29, MLP 512x512)',
+           ('step_per_call', 'fused', 'learner_alone'), summary['eval'],
+           'ms/step')
+    print(f'fused vs step-per-call: {summary["eval"]["fused_speedup"]:.2f}x; '
+          'fused overhead over the learner step alone: '
+          f'{100 * summary["eval"]["fused_overhead_over_learner"]:.1f}%')
+  if args.only in (None, 'meta'):
+    summary['meta'] = bench_meta(args)
+    _table('meta-train (the upstream notebook settings)',
+           ('step_per_call', 'fused'), summary['meta'], 's/meta-step')
+    print(f'fused vs step-per-call: {summary["meta"]["fused_speedup"]:.2f}x')
+  (out / 'summary.json').write_text(json.dumps(summary, indent=2))
+  print(f'\nsummary: {out / "summary.json"}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

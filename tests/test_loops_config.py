@@ -1,0 +1,116 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""disco_rl.loops.config: settings checks, agent settings and flags."""
+
+import argparse
+import dataclasses
+
+import pytest
+
+from disco_rl.loops import config as config_lib
+
+CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
+
+
+@pytest.mark.parametrize('changes,fragment', [
+    (dict(rule='ppo'), "Unknown rule 'ppo'; expected one of"),
+    (dict(env='pong'), "Unknown env 'pong'"),
+    (dict(batch_size=5, replay_ratio=2),
+     'batch_size=5 must be a multiple of replay_ratio=2'),
+    (dict(buffer_capacity=8, batch_size=16, replay_ratio=2),
+     'buffer_capacity=8 is smaller than batch_size=16'),
+    (dict(rollout_len=1), 'rollout_len must be >= 2, got 1'),
+    (dict(num_steps=0), 'num_steps must be >= 1, got 0'),
+    (dict(steps_per_call=0), 'steps_per_call must be >= 1, got 0'),
+    (dict(rows=0), 'rows must be >= 1, got 0'),
+    (dict(dense=(16, 0)), r'dense must be positive layer sizes, got \(16, 0\)'),
+    (dict(num_devices=0), 'num_devices must be >= 1, got 0'),
+])
+def test_bad_eval_settings(changes, fragment):
+  with pytest.raises(ValueError, match=fragment):
+    config_lib.check_eval_config(config_lib.EvalConfig(**changes))
+
+
+@pytest.mark.parametrize('changes,fragment', [
+    (dict(num_agents=0), 'num_agents must be >= 1, got 0'),
+    (dict(init='disco_104'), "Unknown init 'disco_104'"),
+    (dict(rollout_len=1), 'rollout_len must be >= 2, got 1'),
+    (dict(value_dense=()), r'value_dense must be positive layer sizes'),
+    (dict(steps_per_call=-1), 'steps_per_call must be >= 1, got -1'),
+])
+def test_bad_meta_train_settings(changes, fragment):
+  with pytest.raises(ValueError, match=fragment):
+    config_lib.check_meta_train_config(config_lib.MetaTrainConfig(**changes))
+
+
+@pytest.mark.parametrize('config_cls', CONFIGS)
+def test_defaults_pass_their_checks(config_cls):
+  check = (config_lib.check_eval_config if config_cls is config_lib.EvalConfig
+           else config_lib.check_meta_train_config)
+  check(config_cls())
+
+
+def _parser(config_cls):
+  parser = argparse.ArgumentParser(exit_on_error=False)
+  config_lib.add_flags(parser, config_cls)
+  return parser
+
+
+@pytest.mark.parametrize('config_cls', CONFIGS)
+def test_every_field_has_a_flag_with_help_and_default(config_cls):
+  parser = _parser(config_cls)
+  by_dest = {a.dest: a for a in parser._actions}  # pylint: disable=protected-access
+  for field in dataclasses.fields(config_cls):
+    if field.metadata.get('flags') == ():
+      assert field.name not in by_dest
+      continue
+    action = by_dest[field.name]
+    assert f'--{field.name.replace("_", "-")}' in action.option_strings
+    assert action.help and 'default:' in action.help, field.name
+  # No flags: the defaults.
+  assert config_lib.from_flags(config_cls,
+                               parser.parse_args([])) == config_cls()
+
+
+def test_flags_round_trip_into_the_config():
+  parser = _parser(config_lib.EvalConfig)
+  args = parser.parse_args(['--steps', '7', '--dense', '16,8', '--rule',
+                            'actor_critic', '--learning-rate', '0.5',
+                            '--num-devices', '2', '--model-head-hiddens',
+                            '4'])
+  assert config_lib.from_flags(config_lib.EvalConfig, args) == (
+      config_lib.EvalConfig(num_steps=7, dense=(16, 8), rule='actor_critic',
+                            learning_rate=0.5, num_devices=2,
+                            model_head_hiddens=(4,)))
+
+
+@pytest.mark.parametrize('argv', [['--dense', '16,x'], ['--dense', '0'],
+                                  ['--rule', 'ppo'], ['--steps', '1.5']])
+def test_bad_flag_values_are_argparse_errors(argv):
+  with pytest.raises(argparse.ArgumentError):
+    _parser(config_lib.EvalConfig).parse_args(argv)
+
+
+@pytest.mark.parametrize('value,expected', [
+    ('(16,)', (16,)), ('16,8', (16, 8)), ([16, 8], (16, 8)), ((4,), (4,)),
+    ('[32]', (32,))])
+def test_layer_sizes_accepts_what_papermill_passes(value, expected):
+  assert config_lib.layer_sizes(value) == expected
+
+
+@pytest.mark.parametrize('rule,name', [('disco_103', 'disco'),
+                                       ('actor_critic', 'actor_critic')])
+def test_agent_settings_follow_the_arguments(rule, name):
+  settings = config_lib.agent_settings(rule, 0.5, (7,), 9, (3,))
+  assert settings.update_rule_name == name
+  assert settings.learning_rate == 0.5
+  net = settings.net_settings
+  assert net.name == 'mlp'
+  assert tuple(net.net_args['dense']) == (7,)
+  assert net.net_args['model_kwargs']['lstm_size'] == 9
+  assert tuple(net.net_args['model_kwargs']['head_mlp_hiddens']) == (3,)
+
+
+def test_agent_settings_reject_an_unknown_rule():
+  with pytest.raises(ValueError, match="Unknown rule 'ppo'"):
+    config_lib.agent_settings('ppo', 0.1, (4,), 4, (4,))

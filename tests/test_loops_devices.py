@@ -1,0 +1,69 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""disco_rl.loops.devices on this process's devices (one CPU by default).
+
+Several devices and processes: test_multidevice.py and
+test_loops_multiprocess.py.
+"""
+
+import jax
+import numpy as np
+import pytest
+
+from disco_rl.loops import devices
+
+
+def test_pick_devices_takes_the_most_that_divide_every_share():
+  picked = devices.pick_devices({'a': 6, 'b': 4})
+  count = len(picked)
+  assert 6 % count == 0 and 4 % count == 0
+  assert picked == jax.devices()[:count]
+
+
+def test_pick_devices_names_what_does_not_divide():
+  if len(jax.devices()) < 2:
+    with pytest.raises(ValueError, match='num_devices=2 but 1 devices'):
+      devices.pick_devices({'batch_size': 6}, 2)
+  with pytest.raises(ValueError, match='num_devices=0'):
+    devices.pick_devices({'batch_size': 6}, 0)
+
+
+def test_place_and_fetch_round_trip():
+  mesh = devices.make_mesh(jax.devices()[:1])
+  tree = {'w': np.arange(6.0, dtype=np.float32).reshape(1, 6)}
+  placed = devices.place(tree, devices.per_device(mesh))
+  assert placed['w'].sharding == devices.per_device(mesh)
+  np.testing.assert_array_equal(devices.fetch(placed)['w'], tree['w'])
+  replicated = devices.place(tree, devices.replicated(mesh))
+  assert replicated['w'].sharding.is_fully_replicated
+
+
+def test_distributed_config_reads_flags_then_environment(monkeypatch):
+  monkeypatch.setenv(devices.ENV_COORDINATOR, '127.0.0.1:1234')
+  monkeypatch.setenv(devices.ENV_NUM_PROCESSES, '2')
+  monkeypatch.setenv(devices.ENV_PROCESS_ID, '1')
+  config = devices.DistributedConfig.from_environment(process_id=0)
+  assert config == devices.DistributedConfig('127.0.0.1:1234', 2, 0)
+  assert config.enabled
+  monkeypatch.setenv(devices.ENV_NUM_PROCESSES, 'two')
+  with pytest.raises(ValueError, match="DISCO_RL_NUM_PROCESSES='two'"):
+    devices.DistributedConfig.from_environment()
+
+
+def test_one_process_needs_no_initialisation():
+  assert not devices.initialize_distributed(devices.DistributedConfig())
+  assert not devices.initialize_distributed(
+      devices.DistributedConfig(num_processes=1))
+
+
+@pytest.mark.parametrize('config,fragment', [
+    (devices.DistributedConfig(num_processes=2, process_id=0),
+     'needs a coordinator address'),
+    (devices.DistributedConfig('127.0.0.1:1', 2, 2),
+     r'process_id must be in \[0, 2\) with num_processes=2, got 2'),
+    (devices.DistributedConfig('127.0.0.1:1', 2, None),
+     'process_id must be in'),
+])
+def test_bad_distributed_settings_are_named(config, fragment):
+  with pytest.raises(ValueError, match=fragment):
+    devices.initialize_distributed(config)

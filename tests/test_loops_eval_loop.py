@@ -1,0 +1,102 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""disco_rl.loops.eval_loop on one CPU device, tiny settings.
+
+Several devices: the eval notebook (test_notebooks.py) and
+test_loops_multiprocess.py; learning curves: test_learning_curves.py.
+"""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import eval_loop
+
+pytestmark = pytest.mark.usefixtures('fast_compile')
+
+# Two environments, a learner batch of 4: learning starts at the second
+# iteration.
+TINY = config_lib.EvalConfig(
+    rule='actor_critic', batch_size=4, replay_ratio=2, buffer_capacity=8,
+    rollout_len=5, dense=(16,), model_lstm_size=8, model_head_hiddens=(8,),
+    num_devices=1, steps_per_call=4)
+
+
+def _run(loop, calls):
+  state = loop.init(jax.random.PRNGKey(3))
+  metrics = []
+  for count in calls:
+    state, m = loop.run(state, count)
+    metrics.append(m)
+  joined = {k: np.concatenate([m[k] for m in metrics]) for k in metrics[0]}
+  return state, joined
+
+
+@pytest.fixture(scope='module')
+def fused_run():
+  loop = eval_loop.EvalLoop(TINY)
+  return loop, _run(loop, [4, 2])
+
+
+def test_fused_calls_equal_one_step_per_call(fused_run):
+  """K iterations in one program = K programs of one iteration."""
+  _, (fused_state, fused) = fused_run
+  single = eval_loop.EvalLoop(dataclasses.replace(TINY, steps_per_call=1))
+  state, stepped = _run(single, [1] * 6)
+  assert sorted(fused) == sorted(stepped)
+  for key in fused:
+    np.testing.assert_allclose(fused[key], stepped[key], rtol=1e-5,
+                               atol=1e-6, err_msg=key)
+  np.testing.assert_array_equal(fused['episodes'], stepped['episodes'])
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5,
+                                                       atol=1e-6),
+               jax.device_get(fused_state.learner_state),
+               jax.device_get(state.learner_state))
+  assert int(fused_state.step) == int(state.step) == 6
+
+
+def test_metrics_learning_gate_and_rows(fused_run):
+  loop, (state, metrics) = fused_run
+  assert {'return_sum', 'episodes', 'learned'} | set(loop.log_keys) == set(
+      metrics)
+  assert all(len(v) == 6 for v in metrics.values())
+  # Each buffer holds a learner batch of 4 after the second rollout of 2.
+  np.testing.assert_array_equal(metrics['learned'], [0, 1, 1, 1, 1, 1])
+  for key in loop.log_keys:
+    assert np.isnan(metrics[key][0]), key
+    assert np.isfinite(metrics[key][1:]).all(), key
+  # On an 8x8 board the ball falls for 7 steps: episodes end at steps 7, 14,
+  # 21, 28 in each of the 2 environments; rollouts hold steps 1-5, 6-10, ...
+  np.testing.assert_array_equal(metrics['episodes'], [0, 2, 2, 0, 2, 2])
+  assert (np.abs(metrics['return_sum']) <= metrics['episodes']).all()
+  assert int(state.replay.size[0]) == 8
+  rows = loop.metrics_rows(metrics, first_step=10)
+  assert [r['step'] for r in rows] == list(range(10, 16))
+  assert [r['env_steps'] for r in rows] == [10 * (s + 1) for s in
+                                            range(10, 16)]
+
+
+def test_run_checks_the_step_count(fused_run):
+  loop, _ = fused_run
+  state = loop.init(jax.random.PRNGKey(0))
+  for bad in (0, 5):
+    with pytest.raises(ValueError, match=r'num_steps must be in \[1, '
+                       r'steps_per_call=4\], got ' + str(bad)):
+      loop.run(state, bad)
+
+
+def test_host_environment_needs_the_host_loop():
+  with pytest.raises(ValueError, match="env='catch' is stepped on the host"):
+    eval_loop.EvalLoop(dataclasses.replace(TINY, env='catch'))
+  loop = eval_loop.make_eval_loop(dataclasses.replace(TINY, env='catch'))
+  assert isinstance(loop, eval_loop.HostEvalLoop)
+
+
+def test_replay_stores_only_the_behaviour_logits(fused_run):
+  loop, (state, _) = fused_run
+  assert set(state.replay.data.agent_outs) == {'logits'}
+  # Per step: 8x8 float32 board, action, reward, discount, 3 logits twice.
+  assert loop.bytes_per_trajectory(state) == 5 * (256 + 4 + 4 + 1 + 12 + 12)

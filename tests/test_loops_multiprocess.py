@@ -1,0 +1,73 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Two processes on 127.0.0.1 run the loops as one process with 2 devices.
+
+Each process has one CPU device and joins the run through
+`devices.initialize_distributed` (gloo collectives); the learned agent and
+rule parameters and every metric must equal those of one process with two
+devices (tests/multiprocess_run.py does the runs).
+"""
+
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+TIMEOUT_S = 900
+
+
+def _env(num_devices: int) -> dict[str, str]:
+  env = dict(os.environ)
+  env.update(JAX_PLATFORMS='cpu', JAX_DISABLE_MOST_OPTIMIZATIONS='1',
+             XLA_FLAGS=f'--xla_force_host_platform_device_count={num_devices}')
+  return env
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+def _start(out, num_devices, *args):
+  return subprocess.Popen(
+      [sys.executable, str(HERE / 'multiprocess_run.py'), str(out), *args],
+      cwd=HERE, env=_env(num_devices), stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(processes):
+  outputs = []
+  try:
+    for p in processes:
+      outputs.append(p.communicate(timeout=TIMEOUT_S)[0])
+  finally:
+    for p in processes:
+      if p.poll() is None:
+        p.kill()
+  for p, out in zip(processes, outputs):
+    assert p.returncode == 0, out[-6000:]
+  return outputs
+
+
+def test_two_processes_equal_one_process_with_two_devices(tmp_path):
+  single, multi = tmp_path / 'single.npz', tmp_path / 'multi.npz'
+  out, = _finish([_start(single, 2)])
+  assert 'process 0 of 1: done' in out
+  address = f'127.0.0.1:{_free_port()}'
+  outs = _finish([_start(multi, 1, address, '2', str(i)) for i in range(2)])
+  assert 'process 0 of 2: done' in outs[0]
+  assert 'process 1 of 2: done' in outs[1]
+
+  a, b = np.load(single), np.load(multi)
+  assert sorted(a.files) == sorted(b.files)
+  assert any(k.startswith('agent') for k in a.files)
+  assert any(k.startswith('rule') for k in a.files)
+  assert 'eval_metrics/1/learned' in a.files and 'meta_logs/pos_rewards' in (
+      a.files)
+  for key in a.files:
+    np.testing.assert_array_equal(a[key], b[key], err_msg=key)
