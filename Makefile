@@ -6,6 +6,7 @@
 #   make meta-train  set up (if needed) and run meta-training
 #   make bench-eval  Disco103 learning curves on Catch for 3 seeds (~1 h on 2 CPUs)
 #   make bench-meta-train  meta-training from random parameters (800 steps)
+#   make bench-loops step-per-call vs fused loops, side by side (~15 min)
 #   make weights     download and verify the Disco103 weights
 #
 # Extra arguments: make eval ARGS='--flag=value', make test PYTEST_ARGS='-k x'.
@@ -29,7 +30,7 @@ else
 TEST_ENV := -u XLA_FLAGS
 endif
 
-.PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train
+.PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train bench-loops
 
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -60,3 +61,6 @@ bench-eval: $(STAMP)
 
 bench-meta-train: $(STAMP)
 	$(VPY) scripts/benchmark_meta_train.py $(ARGS)
+
+bench-loops: $(STAMP)
+	$(VPY) scripts/benchmark_loops.py $(ARGS)

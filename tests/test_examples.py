@@ -174,6 +174,14 @@ def test_eval_cli_rejects_bad_setting(run_cli, tmp_path):
     ('eval', ['--rule', 'actor_critic', '--rollout-len', '1'], 'rollout_len'),
     ('meta_train', ['--rollout-len', '1'], 'rollout_len'),
     ('meta_train', ['--num-agents', '0'], 'num_agents'),
+    ('eval', ['--steps-per-call', '0'], 'steps_per_call'),
+    ('meta_train', ['--steps-per-call', '0'], 'steps_per_call'),
+    ('eval', ['--rule', 'actor_critic', '--weights', 'w.npz'],
+     "--weights is for the disco_103 rule; rule 'actor_critic'"),
+    ('eval', ['--num-processes', '2', '--process-id', '0'],
+     'needs a coordinator address'),
+    ('meta_train', ['--num-processes', '2', '--coordinator-address',
+                    '127.0.0.1:1'], 'process_id must be in [0, 2)'),
 ])
 def test_cli_main_rejects_bad_settings(module, args, setting, tmp_path,
                                        capsys):
@@ -181,5 +189,8 @@ def test_cli_main_rejects_bad_settings(module, args, setting, tmp_path,
   main = importlib.import_module(f'disco_rl.examples.{module}').main
   status = main([*args, '--steps', '1', '--no-progress', '--out',
                  str(tmp_path / 'out')])
-  assert status != 0
-  assert setting in capsys.readouterr().err
+  assert status == 2
+  err = capsys.readouterr().err
+  assert err.startswith('error: ') and err.count('\n') == 1, err
+  assert setting in err
+  assert not (tmp_path / 'out').exists()

@@ -1,5 +1,3 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Command-line jobs: `python -m disco_rl.examples.eval` / `.meta_train`."""
-
-from disco_rl.loops.config import parse_sizes  # pylint: disable=unused-import
