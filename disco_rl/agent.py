@@ -84,8 +84,13 @@ def _check_settings(settings: config_dict.ConfigDict) -> None:
                      f'{sorted(UPDATE_RULES)}.')
   utils.check_kwargs(UPDATE_RULES[name], settings.update_rule,
                      f'agent_settings.update_rule ({name})')
-  utils.check_keys(settings.net_settings.keys(), ('name', 'net_args'),
+  utils.check_keys(settings.net_settings.keys(),
+                   ('name', 'net_args', 'precision'),
                    'agent_settings.net_settings')
+  precision = settings.net_settings.get('precision', 'float32')
+  if precision not in nets.PRECISIONS:
+    raise ValueError(f'Unknown agent_settings.net_settings.precision '
+                     f'{precision!r}; expected one of {nets.PRECISIONS}.')
   net_name = settings.net_settings.name
   if net_name not in nets.NETWORKS:
     raise ValueError(f'Unknown network name {net_name!r} in '
@@ -174,13 +179,13 @@ class Agent:
     logging.info('Update rule %s: %r', settings.update_rule_name,
                  settings.update_rule)
 
-    self._network = nets.get_network(
+    self._network = nets.with_precision(nets.get_network(
         name=settings.net_settings.name,
         action_spec=single_action_spec,
         out_spec=self.update_rule.flat_output_spec(single_action_spec),
         model_out_spec=self.update_rule.model_output_spec(single_action_spec),
         **_to_plain(settings.net_settings.net_args),
-    )
+    ), settings.net_settings.get('precision', 'float32'))
     self._optimizer = optimizers.agent_optimizer(
         learning_rate=settings.learning_rate,
         max_abs_update=settings.max_abs_update)

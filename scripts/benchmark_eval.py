@@ -21,12 +21,13 @@ TARGET_RETURN = 0.95
 MAX_MEMORY_GROWTH = 1.3
 
 
-def run_seed(seed: int, steps: int, out: pathlib.Path, rule: str) -> dict:
+def run_seed(seed: int, steps: int, out: pathlib.Path, rule: str,
+             precision: str) -> dict:
   code = (
       'import json, sys\n'
       'from disco_rl import evaluation\n'
       f'config = evaluation.EvalConfig(rule={rule!r}, num_steps={steps}, '
-      f'seed={seed})\n'
+      f'seed={seed}, precision={precision!r})\n'
       f'summary = evaluation.run_eval(config, {str(out / f"seed_{seed}")!r}, '
       'progress=False, log_every=100)\n'
       'print("SUMMARY " + json.dumps(summary))\n')
@@ -47,13 +48,16 @@ def main() -> int:
   parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
   parser.add_argument('--steps', type=int, default=1000)
   parser.add_argument('--rule', default='disco_103')
+  parser.add_argument('--precision', default='float32',
+                      choices=('float32', 'bfloat16'),
+                      help='compute dtype of the agent network')
   parser.add_argument('--out', default='runs/bench_eval')
   args = parser.parse_args()
   out = pathlib.Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   results = {}
   for seed in args.seeds:
-    s = run_seed(seed, args.steps, out, args.rule)
+    s = run_seed(seed, args.steps, out, args.rule, args.precision)
     growth = s['rss_mb_final'] / s['rss_mb_at_100']
     s['rss_growth_100_to_end'] = growth
     results[seed] = s

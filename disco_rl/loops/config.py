@@ -16,8 +16,10 @@ from typing import Any
 from ml_collections import config_dict
 
 from disco_rl import agent as agent_lib
+from disco_rl.networks import nets
 
 RULES = ('disco_103', 'actor_critic')
+PRECISIONS = nets.PRECISIONS
 
 
 def _field(default, help_text: str, **extra):
@@ -80,6 +82,9 @@ class EvalConfig:
   model_lstm_size: int = _field(128, 'size of the action-model LSTM')
   model_head_hiddens: tuple[int, ...] = _field(
       (128,), 'hidden sizes of the action-model heads')
+  precision: str = _field(
+      'float32', "compute dtype of the agent network ('bfloat16': "
+      'parameters, outputs and the rule stay float32)', choices=PRECISIONS)
   seed: int = _field(0, 'random seed')
   num_devices: int | None = _field(
       None, 'devices to use (default: as many as the batch divides into)')
@@ -180,7 +185,8 @@ def check_meta_train_config(config: MetaTrainConfig) -> None:
 
 
 def agent_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
-                   model_head_hiddens) -> config_dict.ConfigDict:
+                   model_head_hiddens,
+                   precision: str = 'float32') -> config_dict.ConfigDict:
   """Agent settings of the loops: the rule's defaults with an MLP agent.
 
   Args:
@@ -189,6 +195,8 @@ def agent_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
     dense: hidden sizes of the MLP torso.
     model_lstm_size: size of the action model's LSTM.
     model_head_hiddens: hidden sizes of the action model's heads.
+    precision: compute dtype of the agent network (see
+      `networks.nets.with_precision`).
   """
   if rule == 'disco_103':
     settings = agent_lib.get_settings_disco()
@@ -201,6 +209,8 @@ def agent_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
       dense=tuple(dense), model_arch_name='lstm', head_w_init_std=1e-2,
       model_kwargs=dict(head_mlp_hiddens=tuple(model_head_hiddens),
                         lstm_size=model_lstm_size))
+  if precision != 'float32':
+    settings.net_settings.precision = precision
   settings.learning_rate = learning_rate
   return settings
 

@@ -119,7 +119,7 @@ def make_agent(config: config_lib.EvalConfig,
   """The agent of an eval run, learning under the mesh axis."""
   settings = config_lib.agent_settings(
       config.rule, config.learning_rate, config.dense, config.model_lstm_size,
-      config.model_head_hiddens)
+      config.model_head_hiddens, config.precision)
   return agent_lib.Agent(
       single_observation_spec=env.single_observation_spec(),
       single_action_spec=env.single_action_spec(),

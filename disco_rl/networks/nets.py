@@ -15,6 +15,7 @@ import chex
 import haiku as hk
 import jax
 import jax.numpy as jnp
+import jmp
 import numpy as np
 
 from disco_rl import types
@@ -48,6 +49,45 @@ def get_network(name: str, *args, **kwargs) -> types.PolicyNetwork:
   _, unroll_apply = hk.without_apply_rng(hk.transform_with_state(unroll))
   return types.PolicyNetwork(
       init=init, one_step=one_step_apply, unroll=unroll_apply)
+
+
+PRECISIONS = ('float32', 'bfloat16')
+
+
+def with_precision(network: types.PolicyNetwork,
+                   precision: str) -> types.PolicyNetwork:
+  """The network computing in `precision`, with float32 parameters and outputs.
+
+  A `jmp.Policy`: `one_step` and `unroll` cast the parameters and the
+  observations to the compute dtype and the outputs back to float32, so the
+  parameters, their gradients, the optimiser and every consumer of the
+  outputs (the update rule, the meta-network) stay in float32. `init` is
+  unchanged.
+
+  Args:
+    network: the float32 network.
+    precision: 'float32' (returns `network` itself) or 'bfloat16'.
+  """
+  if precision not in PRECISIONS:
+    raise ValueError(f'Unknown precision {precision!r}; expected one of '
+                     f'{PRECISIONS}.')
+  if precision == 'float32':
+    return network
+  policy = jmp.Policy(param_dtype=jnp.float32,
+                      compute_dtype=jnp.dtype(precision),
+                      output_dtype=jnp.float32)
+
+  def wrap(apply):
+    def apply_in_precision(params, state, observations, should_reset=None):
+      outputs, state = apply(policy.cast_to_compute(params), state,
+                             policy.cast_to_compute(observations),
+                             should_reset)
+      return policy.cast_to_output(outputs), state
+    return apply_in_precision
+
+  return types.PolicyNetwork(init=network.init,
+                             one_step=wrap(network.one_step),
+                             unroll=wrap(network.unroll))
 
 
 class MLPHeadNet(hk.Module):
