@@ -12,7 +12,8 @@ of 29 steps per learner step, replay ratio 32, MLP 512x512):
     loop);
   - fused: `EvalLoop`, `--eval-steps-per-call` iterations per call;
   - the learner step alone (jit + shard_map on a sampled batch), to give the
-    fused loop's overhead over it.
+    fused loop's overhead over it;
+  - fused with the agent network in bfloat16 (`precision='bfloat16'`).
 meta-train (the upstream notebook's settings):
   - step-per-call: a `jax.pmap` meta-step with a Python loop over the inner
     rollouts (this project's previous loop);
@@ -28,7 +29,7 @@ and run (it only grows: compare the increments).
 """
 
 import argparse
-import functools
+import dataclasses
 import json
 import pathlib
 import sys
@@ -51,6 +52,12 @@ from disco_rl.loops import replay
 from disco_rl.loops import reporting
 
 AXIS = devices_lib.AXIS
+# --tiny: settings that only check the script runs.
+TINY_EVAL = dict(batch_size=4, replay_ratio=2, buffer_capacity=8,
+                 rollout_len=5, dense=(16,), model_lstm_size=8,
+                 model_head_hiddens=(8,))
+TINY_META = dict(batch_size_per_device=2, rollout_len=3, dense=(16,),
+                 model_lstm_size=8, model_head_hiddens=(8,), value_dense=(8,))
 
 
 def _block(tree):
@@ -119,7 +126,7 @@ class StepPerCallEval:
 
 def bench_eval(args) -> dict:
   config = config_lib.EvalConfig(steps_per_call=args.eval_steps_per_call,
-                                 num_devices=1)
+                                 num_devices=1, **TINY_EVAL if args.tiny else {})
   rule_params = weights.load_disco_103()
   results = {}
 
@@ -131,6 +138,14 @@ def bench_eval(args) -> dict:
   fused_state = _block(fused_state)
   results['fused'] = dict(compile_s=time.perf_counter() - start)
   results['fused']['peak_rss_mb'] = reporting.peak_memory_mb()
+
+  start = time.perf_counter()
+  bf16 = eval_loop.EvalLoop(dataclasses.replace(config, precision='bfloat16'),
+                            rule_params=rule_params)
+  bf16_state, _ = bf16.run(bf16.init(jax.random.PRNGKey(0)))
+  bf16_state = _block(bf16_state)
+  results['fused_bfloat16'] = dict(compile_s=time.perf_counter() - start,
+                                   peak_rss_mb=reporting.peak_memory_mb())
 
   start = time.perf_counter()
   stepper = StepPerCallEval(fused)
@@ -164,11 +179,15 @@ def bench_eval(args) -> dict:
   results['learner_alone'] = dict(compile_s=time.perf_counter() - start)
 
   per_call = config.steps_per_call
-  times = {name: [] for name in ('fused', 'step_per_call', 'learner_alone')}
+  times = {name: [] for name in ('fused', 'step_per_call', 'learner_alone',
+                                  'fused_bfloat16')}
   for r in range(args.rounds):
     t = time.perf_counter()
     fused_state, _ = fused.run(fused_state)
     times['fused'].append((time.perf_counter() - t) / per_call)
+    t = time.perf_counter()
+    bf16_state, _ = bf16.run(bf16_state)
+    times['fused_bfloat16'].append((time.perf_counter() - t) / per_call)
     t = time.perf_counter()
     step_state = _block(stepper.run(step_state, step_params, per_call))
     times['step_per_call'].append((time.perf_counter() - t) / per_call)
@@ -190,6 +209,8 @@ def bench_eval(args) -> dict:
       - 1.0)
   results['fused_speedup'] = (results['step_per_call']['ms_per_step']
                               / results['fused']['ms_per_step'])
+  results['bfloat16_speedup'] = (results['fused']['ms_per_step']
+                                 / results['fused_bfloat16']['ms_per_step'])
   return results
 
 
@@ -254,7 +275,8 @@ class StepPerCallMeta:
 
 def bench_meta(args) -> dict:
   config = config_lib.MetaTrainConfig(num_devices=1,
-                                      steps_per_call=args.meta_steps_per_call)
+                                      steps_per_call=args.meta_steps_per_call,
+                                      **TINY_META if args.tiny else {})
   results = {}
   start = time.perf_counter()
   trainer = meta_loop.MetaTrainer(config)
@@ -265,7 +287,8 @@ def bench_meta(args) -> dict:
                           peak_rss_mb=reporting.peak_memory_mb())
   start = time.perf_counter()
   stepper = StepPerCallMeta(trainer)
-  step_state = _block(stepper.run(stepper.init(jax.random.PRNGKey(4)), 1))
+  # Two calls: the second sees pmap's output layout and compiles again.
+  step_state = _block(stepper.run(stepper.init(jax.random.PRNGKey(4)), 2))
   results['step_per_call'] = dict(compile_s=time.perf_counter() - start,
                                   peak_rss_mb=reporting.peak_memory_mb())
   per_call = config.steps_per_call
@@ -309,8 +332,10 @@ def main() -> int:
   parser.add_argument('--eval-steps-per-call', type=int, default=50)
   parser.add_argument('--meta-steps', type=int, default=10,
                       help='meta-steps per timed round and variant')
-  parser.add_argument('--meta-steps-per-call', type=int, default=5)
+  parser.add_argument('--meta-steps-per-call', type=int, default=1)
   parser.add_argument('--out', default='runs/bench_loops')
+  parser.add_argument('--tiny', action='store_true',
+                      help='tiny networks and batches: checks the script')
   args = parser.parse_args()
   out = pathlib.Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
@@ -319,11 +344,14 @@ def main() -> int:
   if args.only in (None, 'eval'):
     summary['eval'] = bench_eval(args)
     _table('eval (Disco103, Catch 8x8, 64 x 29, MLP 512x512)',
-           ('step_per_call', 'fused', 'learner_alone'), summary['eval'],
+           ('step_per_call', 'fused', 'learner_alone', 'fused_bfloat16'),
+           summary['eval'],
            'ms/step')
     print(f'fused vs step-per-call: {summary["eval"]["fused_speedup"]:.2f}x; '
           'fused overhead over the learner step alone: '
-          f'{100 * summary["eval"]["fused_overhead_over_learner"]:.1f}%')
+          f'{100 * summary["eval"]["fused_overhead_over_learner"]:.1f}%; '
+          'bfloat16 agent network vs float32: '
+          f'{summary["eval"]["bfloat16_speedup"]:.2f}x')
   if args.only in (None, 'meta'):
     summary['meta'] = bench_meta(args)
     _table('meta-train (the upstream notebook settings)',

@@ -153,14 +153,20 @@ def _check_sizes(config, names) -> None:
       raise ValueError(f'{name} must be positive layer sizes, got {sizes}.')
 
 
+def _check_common(config, positive, sizes) -> None:
+  """Choices, counts >= 1, rollout_len >= 2, layer sizes, num_devices."""
+  _check_choices(config)
+  _check_positive(config, positive + ('num_steps', 'steps_per_call', 'rows',
+                                      'columns', 'model_lstm_size'))
+  _check_positive(config, ('rollout_len',), minimum=2)
+  _check_sizes(config, sizes + ('dense', 'model_head_hiddens'))
+  if config.num_devices is not None and config.num_devices < 1:
+    raise ValueError(f'num_devices must be >= 1, got {config.num_devices}.')
+
+
 def check_eval_config(config: EvalConfig) -> None:
   """Raises ValueError naming any setting that cannot work."""
-  _check_choices(config)
-  _check_positive(config, ('num_steps', 'batch_size', 'replay_ratio',
-                           'buffer_capacity', 'steps_per_call', 'rows',
-                           'columns', 'model_lstm_size'))
-  _check_positive(config, ('rollout_len',), minimum=2)
-  _check_sizes(config, ('dense', 'model_head_hiddens'))
+  _check_common(config, ('batch_size', 'replay_ratio', 'buffer_capacity'), ())
   if config.batch_size % config.replay_ratio:
     raise ValueError(
         f'batch_size={config.batch_size} must be a multiple of replay_ratio='
@@ -168,20 +174,12 @@ def check_eval_config(config: EvalConfig) -> None:
   if config.buffer_capacity < config.batch_size:
     raise ValueError(f'buffer_capacity={config.buffer_capacity} is smaller '
                      f'than batch_size={config.batch_size}.')
-  if config.num_devices is not None and config.num_devices < 1:
-    raise ValueError(f'num_devices must be >= 1, got {config.num_devices}.')
 
 
 def check_meta_train_config(config: MetaTrainConfig) -> None:
   """Raises ValueError naming any setting that cannot work."""
-  _check_choices(config)
-  _check_positive(config, ('num_steps', 'num_agents', 'batch_size_per_device',
-                           'num_inner_steps', 'steps_per_call', 'rows',
-                           'columns', 'model_lstm_size'))
-  _check_positive(config, ('rollout_len',), minimum=2)
-  _check_sizes(config, ('dense', 'model_head_hiddens', 'value_dense'))
-  if config.num_devices is not None and config.num_devices < 1:
-    raise ValueError(f'num_devices must be >= 1, got {config.num_devices}.')
+  _check_common(config, ('num_agents', 'batch_size_per_device',
+                         'num_inner_steps'), ('value_dense',))
 
 
 def agent_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,

@@ -22,10 +22,7 @@ devices (the agent's `pmean` over `devices.AXIS`), so the replicated
 parameters stay identical.
 """
 
-import functools
-import math
 import pathlib
-import time
 from typing import Any
 
 import chex
@@ -41,6 +38,7 @@ from disco_rl.environments import base as base_env
 from disco_rl.environments import get_environment
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
+from disco_rl.loops import driver
 from disco_rl.loops import replay
 from disco_rl.loops import reporting
 
@@ -494,7 +492,7 @@ def run_eval(config: config_lib.EvalConfig, output_dir, rule_params=None,
 
   Args:
     config: the run's settings.
-    output_dir: where `metrics.csv` and `returns.png` go.
+    output_dir: where `metrics.csv` and `returns.png` go (process 0 writes).
     rule_params: the rule's meta-parameters; default: the Disco103 weights
       (found by `disco_rl.weights`) for 'disco_103', none needed otherwise.
     progress: show a tqdm progress bar (in process 0).
@@ -503,76 +501,48 @@ def run_eval(config: config_lib.EvalConfig, output_dir, rule_params=None,
   Returns:
     A summary: final average return (mean over the last 100 steps or fewer),
     learner steps per second after the first call, the first call's time
-    (compilation included), peak memory and the output paths.
+    (compilation included), memory figures and the output paths.
   """
-  import tqdm  # pylint: disable=g-import-not-at-top
   output_dir = pathlib.Path(output_dir)
   loop = make_eval_loop(config, rule_params=rule_params)
   lead = jax.process_index() == 0
   if lead:
     output_dir.mkdir(parents=True, exist_ok=True)
   state = loop.init(jax.random.PRNGKey(config.seed))
+
+  def recent_return(rows):
+    recent = np.asarray([r['avg_return'] for r in rows[-100:]])
+    return (float(np.nanmean(recent)) if np.isfinite(recent).any()
+            else float('nan'))
+
   writer = reporting.MetricsWriter(output_dir / 'metrics.csv') if lead else None
-  returns = []
-  start = time.perf_counter()
-  first_call_s = steady_start = None
-  done = 0
-  bar = tqdm.tqdm(total=config.num_steps, disable=not (progress and lead),
-                  desc=f'eval {config.rule} seed {config.seed}')
   try:
-    while done < config.num_steps:
-      count = min(config.steps_per_call, config.num_steps - done)
-      state, metrics = loop.run(state, count)
-      if first_call_s is None:
-        first_call_s = time.perf_counter() - start
-        steady_start, steady_from = time.perf_counter(), done + count
-      now = time.perf_counter() - start
-      rows = loop.metrics_rows(metrics, done)
-      rss = reporting.resident_memory_mb()
-      for row in rows:
-        row.update(rss_mb=rss, time_s=now)
-        returns.append(row['avg_return'])
-      if writer:
-        writer.write_rows(rows)
-      done += count
-      recent = np.nanmean(returns[-100:]) if np.isfinite(
-          returns[-100:]).any() else float('nan')
-      bar.update(count)
-      bar.set_postfix(avg_return=f'{recent:.3f}')
-      if lead and log_every and done // log_every != (done - count) // log_every:
-        print(f'step {done}/{config.num_steps} avg_return(last 100)='
-              f'{recent:.3f} rss={rss:.0f}MB', flush=True)
+    state, rows, timing = driver.drive(
+        loop.run, state, config.num_steps, config.steps_per_call,
+        loop.metrics_rows, writer, f'eval {config.rule} seed {config.seed}',
+        progress, postfix=lambda rows: dict(
+            avg_return=f'{recent_return(rows):.3f}'), log_every=log_every)
   finally:
-    bar.close()
     if writer:
       writer.close()
-  elapsed = time.perf_counter() - start
-  steady_steps = config.num_steps - steady_from
-  steady_s = time.perf_counter() - steady_start
-  tail = np.asarray(returns[-100:])
+  rss = [r['rss_mb'] for r in rows]
   summary = dict(
-      final_avg_return=(float(np.nanmean(tail)) if np.isfinite(tail).any()
-                        else float('nan')),
+      final_avg_return=recent_return(rows),
       steps=config.num_steps,
-      seconds=elapsed,
-      compile_and_first_step_s=first_call_s,
-      steps_per_second=(steady_steps / steady_s if steady_steps
-                        else config.num_steps / elapsed),
+      compile_and_first_step_s=timing.first_call_s,
+      steps_per_second=timing.steps_per_second,
       peak_memory_mb=reporting.peak_memory_mb(),
+      rss_mb_at_100=rss[min(99, len(rss) - 1)],
+      rss_mb_final=rss[-1],
       devices=len(loop.devices),
       processes=jax.process_count(),
       replay_bytes_per_trajectory=loop.bytes_per_trajectory(state),
       metrics_csv=str(output_dir / 'metrics.csv'),
   )
   if lead:
-    metrics = reporting.read_metrics(output_dir / 'metrics.csv')
-    rss = metrics['rss_mb']
-    summary.update(
-        rss_mb_at_100=float(rss[min(99, len(rss) - 1)]),
-        rss_mb_final=float(rss[-1]),
-        plot_png=str(reporting.plot_curve(
-            metrics['env_steps'], metrics['avg_return'],
-            output_dir / 'returns.png', 'environment steps',
-            'average return', f'{config.rule} on {config.env} {config.rows}x'
-            f'{config.columns} (seed {config.seed})', smooth=20)))
+    summary['plot_png'] = str(reporting.plot_curve(
+        [r['env_steps'] for r in rows], [r['avg_return'] for r in rows],
+        output_dir / 'returns.png', 'environment steps', 'average return',
+        f'{config.rule} on {config.env} {config.rows}x{config.columns} '
+        f'(seed {config.seed})', smooth=20))
   return summary

@@ -17,7 +17,6 @@ the upstream's).
 
 import functools
 import pathlib
-import time
 from typing import Any
 
 import chex
@@ -31,6 +30,7 @@ from disco_rl import meta_train
 from disco_rl import types
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
+from disco_rl.loops import driver
 from disco_rl.loops import reporting
 
 AXIS = devices_lib.AXIS
@@ -288,48 +288,37 @@ def run_meta_train(config: config_lib.MetaTrainConfig, output_dir,
   Returns:
     A summary: mean positive rewards over the last 100 meta-steps, meta-steps
     per second after the first call, that call's time (compilation
-    included), peak memory and output paths.
+    included), peak memory and output paths (process 0 writes the files).
   """
-  import tqdm  # pylint: disable=g-import-not-at-top
   output_dir = pathlib.Path(output_dir)
   lead = jax.process_index() == 0
   trainer = MetaTrainer(config)
   if lead:
     output_dir.mkdir(parents=True, exist_ok=True)
   state = trainer.init(jax.random.PRNGKey(config.seed), update_rule_params)
+
+  def to_rows(logs, first_step):
+    count = len(next(iter(logs.values())))
+    return [dict(step=first_step + i, **{k: float(v[i]) for k, v in
+                                         logs.items()}) for i in range(count)]
+
   writer = reporting.MetricsWriter(output_dir / 'metrics.csv') if lead else None
-  start = time.perf_counter()
-  compile_s = steady_start = None
-  steady_from = done = 0
-  bar = tqdm.tqdm(total=config.num_steps, disable=not (progress and lead),
-                  desc='meta-train')
   try:
-    while done < config.num_steps:
-      count = min(config.steps_per_call, config.num_steps - done)
-      state, logs = trainer.run(state, count)
-      if compile_s is None:
-        compile_s = time.perf_counter() - start
-        steady_start, steady_from = time.perf_counter(), count
-      rss, now = reporting.resident_memory_mb(), time.perf_counter() - start
-      rows = [dict(step=done + i, **{k: float(v[i]) for k, v in logs.items()},
-                   rss_mb=rss, time_s=now) for i in range(count)]
-      if writer:
-        writer.write_rows(rows)
-      done += count
-      bar.update(count)
-      bar.set_postfix(pos_rewards=f'{rows[-1]["pos_rewards"]:.1f}',
-                      meta_loss=f'{rows[-1]["meta_loss"]:.3f}')
+    state, rows, timing = driver.drive(
+        trainer.run, state, config.num_steps, config.steps_per_call, to_rows,
+        writer, 'meta-train', progress, postfix=lambda rows: dict(
+            pos_rewards=f'{rows[-1]["pos_rewards"]:.1f}',
+            meta_loss=f'{rows[-1]["meta_loss"]:.3f}'))
   finally:
-    bar.close()
     if writer:
       writer.close()
-  steady_steps = config.num_steps - steady_from
-  steady_s = time.perf_counter() - steady_start
+  pos_rewards = [r['pos_rewards'] for r in rows]
   summary = dict(
+      final_pos_rewards=float(np.mean(pos_rewards[-100:])),
+      first_pos_rewards=pos_rewards[0],
       steps=config.num_steps,
-      compile_s=compile_s,
-      meta_steps_per_second=(steady_steps / steady_s if steady_steps
-                             else float('nan')),
+      compile_s=timing.first_call_s,
+      meta_steps_per_second=timing.steps_per_second,
       peak_memory_mb=reporting.peak_memory_mb(),
       devices=len(trainer.devices),
       processes=jax.process_count(),
@@ -337,14 +326,11 @@ def run_meta_train(config: config_lib.MetaTrainConfig, output_dir,
   )
   params = trainer.params(state)
   if lead:
-    metrics = reporting.read_metrics(output_dir / 'metrics.csv')
-    summary.update(
-        final_pos_rewards=float(np.mean(metrics['pos_rewards'][-100:])),
-        first_pos_rewards=float(metrics['pos_rewards'][0]))
     summary['plots'] = {
         key: str(reporting.plot_curve(
-            metrics['step'], metrics[key], output_dir / f'{key}.png',
-            'meta-step', label, f'meta-training: {label}', smooth=20))
+            [r['step'] for r in rows], [r[key] for r in rows],
+            output_dir / f'{key}.png', 'meta-step', label,
+            f'meta-training: {label}', smooth=20))
         for key, label in PLOTS}
     weights_path = output_dir / 'update_rule_params.npz'
     meta_train.save_params(params, weights_path)

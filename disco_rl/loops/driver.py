@@ -1,0 +1,93 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Drives a compiled loop call by call: progress, metrics rows, timing."""
+
+from collections.abc import Callable
+import dataclasses
+import time
+from typing import Any
+
+import jax
+
+from disco_rl.loops import reporting
+
+# run(state, count) -> (state, {name: [count] array}).
+RunFn = Callable[[Any, int], tuple[Any, dict[str, Any]]]
+# to_rows(metrics, first_step) -> one dict per step.
+RowsFn = Callable[[dict[str, Any], int], list[dict[str, float]]]
+
+
+@dataclasses.dataclass
+class Timing:
+  """Wall-clock figures of a driven run.
+
+  Attributes:
+    first_call_s: the first call, compilation included.
+    steady_steps: steps run after the first call.
+    steady_s: the time those took.
+  """
+
+  first_call_s: float = float('nan')
+  steady_steps: int = 0
+  steady_s: float = 0.0
+
+  @property
+  def steps_per_second(self) -> float:
+    """Steps per second after the first call (NaN if there were none)."""
+    if not self.steady_steps:
+      return float('nan')
+    return self.steady_steps / self.steady_s
+
+
+def drive(run: RunFn, state, num_steps: int, steps_per_call: int,
+          to_rows: RowsFn, writer: reporting.MetricsWriter | None,
+          desc: str, progress: bool = True,
+          postfix: Callable[[list[dict[str, float]]], dict[str, str]]
+          | None = None, log_every: int = 0):
+  """Runs `num_steps` steps in calls of at most `steps_per_call`.
+
+  After each call its rows (plus `rss_mb` and `time_s`) go to `writer`
+  (None: not written, e.g. in processes other than 0) and the progress bar
+  moves; `postfix(rows so far)` gives the bar's summary, also printed as a
+  line about every `log_every` steps (0: never) by process 0.
+
+  Returns:
+    (final state, every row, Timing).
+  """
+  import tqdm  # pylint: disable=g-import-not-at-top
+  timing = Timing()
+  rows = []
+  start = time.perf_counter()
+  bar = tqdm.tqdm(total=num_steps, desc=desc,
+                  disable=not (progress and jax.process_index() == 0))
+  try:
+    while len(rows) < num_steps:
+      count = min(steps_per_call, num_steps - len(rows))
+      call_start = time.perf_counter()
+      state, metrics = run(state, count)
+      now = time.perf_counter()
+      if rows:
+        timing.steady_steps += count
+        timing.steady_s += now - call_start
+      else:
+        timing.first_call_s = now - call_start
+      new = to_rows(metrics, len(rows))
+      rss = reporting.resident_memory_mb()
+      for row in new:
+        row.update(rss_mb=rss, time_s=now - start)
+      if writer is not None:
+        writer.write_rows(new)
+      rows.extend(new)
+      bar.update(count)
+      if postfix is not None:
+        summary = postfix(rows)
+        bar.set_postfix(summary)
+        done = len(rows)
+        if (log_every and jax.process_index() == 0
+            and done // log_every != (done - count) // log_every):
+          print(f'step {done}/{num_steps} ' + ' '.join(
+              f'{k}={v}' for k, v in summary.items()) + f' rss={rss:.0f}MB',
+                flush=True)
+  finally:
+    bar.close()
+  return state, rows, timing
