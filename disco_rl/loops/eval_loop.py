@@ -93,6 +93,13 @@ def _stacked(tree):
   return jax.tree.map(lambda x: x[None], tree)
 
 
+def _map_per_device(fn, state: EvalState) -> EvalState:
+  """Applies `fn` to the per-device parts of a state (inside shard_map)."""
+  return jax.tree.map(lambda spec, sub: fn(sub) if spec == P(AXIS) else sub,
+                      state_specs(), state,
+                      is_leaf=lambda x: isinstance(x, P))
+
+
 def _device_key(key: chex.PRNGKey) -> chex.PRNGKey:
   """A key of this device's own, derived from a replicated one."""
   return jax.random.fold_in(key, jax.lax.axis_index(AXIS))
@@ -330,18 +337,6 @@ class EvalLoop(_EvalLoopBase):
     return state.replace(rng=rng, step=state.step + 1), dict(stats, **logs)
 
   def _run_on_device(self, state: EvalState, num_steps, rule_params):
-    specs = state_specs()
-    is_per_device = lambda spec: spec == P(AXIS)
-    # Per-device parts arrive as [1, ...] blocks.
-    def unwrap(tree):
-      return jax.tree.map(lambda spec, sub: _local(sub) if is_per_device(spec)
-                          else sub, specs, tree,
-                          is_leaf=lambda x: isinstance(x, P))
-
-    def wrap(tree):
-      return jax.tree.map(lambda spec, sub: _stacked(sub) if is_per_device(
-          spec) else sub, specs, tree, is_leaf=lambda x: isinstance(x, P))
-
     def body(state, index):
       def active(state):
         return self._iteration(state, _iteration_keys(state.rng), rule_params)
@@ -353,9 +348,10 @@ class EvalLoop(_EvalLoopBase):
 
       return jax.lax.cond(index < num_steps, active, inactive, state)
 
-    state, metrics = jax.lax.scan(body, unwrap(state),
+    # Per-device parts arrive as [1, ...] blocks.
+    state, metrics = jax.lax.scan(body, _map_per_device(_local, state),
                                   jnp.arange(self.config.steps_per_call))
-    return wrap(state), metrics
+    return _map_per_device(_stacked, state), metrics
 
   def run(self, state: EvalState, num_steps: int | None = None):
     """Runs `num_steps` (<= steps_per_call, default all) iterations.
@@ -392,7 +388,7 @@ class HostEvalLoop(_EvalLoopBase):
                        f'{jax.process_count()} processes.')
     specs = state_specs()
     self._host_env_state = None
-    self._init = jax.jit(self._initial_state, static_argnums=(),
+    self._init = jax.jit(self._initial_state,
                          out_shardings=self._state_shardings())
     self._act = jax.jit(self._shard_map(
         self._act_on_device, in_specs=(P(), P(), P(AXIS), P(AXIS)),
@@ -430,17 +426,12 @@ class HostEvalLoop(_EvalLoopBase):
     return _stacked(recorded), _stacked(actor_state)
 
   def _record_and_learn_on_device(self, state, rollout, rule_params):
-    state = jax.tree.map(lambda spec, sub: _local(sub) if spec == P(AXIS)
-                         else sub, state_specs(), state,
-                         is_leaf=lambda x: isinstance(x, P))
+    state = _map_per_device(_local, state)
     rng, _, learn_key = _iteration_keys(state.rng)
     state, stats = self._observe(state, _local(rollout))
     state, logs = self._maybe_learn(state, learn_key, rule_params)
     state = state.replace(rng=rng, step=state.step + 1)
-    state = jax.tree.map(lambda spec, sub: _stacked(sub) if spec == P(AXIS)
-                         else sub, state_specs(), state,
-                         is_leaf=lambda x: isinstance(x, P))
-    return state, dict(stats, **logs)
+    return _map_per_device(_stacked, state), dict(stats, **logs)
 
   def _iterate(self, state: EvalState):
     _, act_key, _ = _iteration_keys(state.rng)
