@@ -11,13 +11,15 @@ of 29 steps per learner step, replay ratio 32, MLP 512x512):
     learn), metrics fetched after every iteration (this project's previous
     loop);
   - fused: `EvalLoop`, `--eval-steps-per-call` iterations per call;
-  - the learner step alone (jit + shard_map on a sampled batch), to give the
+  - the learner step alone (jit + shard_map on a sampled batch), one call per
+    step and `--eval-steps-per-call` steps scanned in one call, to give the
     fused loop's overhead over it;
   - fused with the agent network in bfloat16 (`precision='bfloat16'`).
 meta-train (the upstream notebook's settings):
   - step-per-call: a `jax.pmap` meta-step with a Python loop over the inner
     rollouts (this project's previous loop);
-  - fused: `MetaTrainer`, `--meta-steps-per-call` meta-steps per call.
+  - fused: `MetaTrainer` with the job's settings (`--meta-steps-per-call`
+    meta-steps per call, 10 by default; agents one after another on a CPU).
 
 Timed rounds alternate between the variants so that load from elsewhere on
 the machine affects them alike. Prints steps/s, compile time (the first
@@ -178,9 +180,27 @@ def bench_eval(args) -> dict:
   _block(learner_state)
   results['learner_alone'] = dict(compile_s=time.perf_counter() - start)
 
+  # The learner step alone, steps_per_call of them scanned in one call: the
+  # same kind of program as the fused loop, without acting and storing.
+  start = time.perf_counter()
+
+  def learn_scanned(state, key, params):
+    def body(learner_state, step_key):
+      return learn_alone(state.replace(learner_state=learner_state), step_key,
+                         params)
+    return jax.lax.scan(body, state.learner_state,
+                        jax.random.split(key, config.steps_per_call))
+
+  learner_scanned = jax.jit(jax.shard_map(
+      learn_scanned, mesh=fused.mesh, in_specs=(specs, P(), P()),
+      out_specs=(P(), P()), check_vma=False))
+  scanned_state, _ = learner_scanned(fused_state, key, fused.rule_params)
+  _block(scanned_state)
+  results['learner_scanned'] = dict(compile_s=time.perf_counter() - start)
+
   per_call = config.steps_per_call
   times = {name: [] for name in ('fused', 'step_per_call', 'learner_alone',
-                                  'fused_bfloat16')}
+                                  'learner_scanned', 'fused_bfloat16')}
   for r in range(args.rounds):
     t = time.perf_counter()
     fused_state, _ = fused.run(fused_state)
@@ -198,6 +218,12 @@ def bench_eval(args) -> dict:
           fused.rule_params)
       jax.device_get(logs)
     times['learner_alone'].append((time.perf_counter() - t) / per_call)
+    t = time.perf_counter()
+    scanned_state, logs = learner_scanned(
+        fused_state.replace(learner_state=scanned_state), key,
+        fused.rule_params)
+    jax.device_get(logs)
+    times['learner_scanned'].append((time.perf_counter() - t) / per_call)
     print(f'  eval round {r + 1}/{args.rounds}: ' + ', '.join(
         f'{k} {1e3 * v[-1]:.0f} ms/step' for k, v in times.items()),
         flush=True)
@@ -207,6 +233,9 @@ def bench_eval(args) -> dict:
   results['fused_overhead_over_learner'] = (
       results['fused']['ms_per_step'] / results['learner_alone']['ms_per_step']
       - 1.0)
+  results['fused_overhead_over_scanned_learner'] = (
+      results['fused']['ms_per_step']
+      / results['learner_scanned']['ms_per_step'] - 1.0)
   results['fused_speedup'] = (results['step_per_call']['ms_per_step']
                               / results['fused']['ms_per_step'])
   results['bfloat16_speedup'] = (results['fused']['ms_per_step']
@@ -275,8 +304,10 @@ class StepPerCallMeta:
 
 def bench_meta(args) -> dict:
   config = config_lib.MetaTrainConfig(num_devices=1,
-                                      steps_per_call=args.meta_steps_per_call,
                                       **TINY_META if args.tiny else {})
+  if args.meta_steps_per_call:
+    config = dataclasses.replace(config,
+                                 steps_per_call=args.meta_steps_per_call)
   results = {}
   start = time.perf_counter()
   trainer = meta_loop.MetaTrainer(config)
@@ -330,9 +361,10 @@ def main() -> int:
   parser.add_argument('--only', choices=('eval', 'meta'), default=None)
   parser.add_argument('--rounds', type=int, default=2)
   parser.add_argument('--eval-steps-per-call', type=int, default=50)
-  parser.add_argument('--meta-steps', type=int, default=10,
+  parser.add_argument('--meta-steps', type=int, default=20,
                       help='meta-steps per timed round and variant')
-  parser.add_argument('--meta-steps-per-call', type=int, default=1)
+  parser.add_argument('--meta-steps-per-call', type=int, default=None,
+                      help='default: the job\'s (MetaTrainConfig)')
   parser.add_argument('--out', default='runs/bench_loops')
   parser.add_argument('--tiny', action='store_true',
                       help='tiny networks and batches: checks the script')
@@ -344,12 +376,16 @@ def main() -> int:
   if args.only in (None, 'eval'):
     summary['eval'] = bench_eval(args)
     _table('eval (Disco103, Catch 8x8, 64 x 29, MLP 512x512)',
-           ('step_per_call', 'fused', 'learner_alone', 'fused_bfloat16'),
+           ('step_per_call', 'fused', 'learner_alone', 'learner_scanned',
+            'fused_bfloat16'),
            summary['eval'],
            'ms/step')
     print(f'fused vs step-per-call: {summary["eval"]["fused_speedup"]:.2f}x; '
           'fused overhead over the learner step alone: '
-          f'{100 * summary["eval"]["fused_overhead_over_learner"]:.1f}%; '
+          f'{100 * summary["eval"]["fused_overhead_over_learner"]:.1f}% (one '
+          'call per step), '
+          f'{100 * summary["eval"]["fused_overhead_over_scanned_learner"]:.1f}'
+          '% (scanned); '
           'bfloat16 agent network vs float32: '
           f'{summary["eval"]["bfloat16_speedup"]:.2f}x')
   if args.only in (None, 'meta'):

@@ -127,7 +127,11 @@ class MetaTrainConfig:
                           'the upstream notebook uses 1)')
   seed: int = _field(4, 'seed of the agents, environments and meta-steps')
   num_devices: int | None = _field(None, 'devices to use (default: all)')
-  steps_per_call: int = _field(1, 'meta-steps compiled into one call')
+  steps_per_call: int = _field(10, 'meta-steps compiled into one call')
+  population: str = _field(
+      'auto', "how a device runs its agents: 'map' one after another "
+      "(fastest on CPUs), 'vmap' vectorised (for accelerators); 'auto': map "
+      'on a CPU, vmap elsewhere', choices=('auto', 'map', 'vmap'))
 
 
 def _check_positive(config, names, minimum: int = 1) -> None:

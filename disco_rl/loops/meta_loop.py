@@ -2,7 +2,8 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Meta-training an update rule with a population of agents.
 
-One meta-step, for every agent of the population at once (`vmap`): act for
+One meta-step, for every agent of the population (`vmap`, or `lax.map` one
+agent after another, which is faster on CPUs: `population`): act for
 `num_inner_steps` training rollouts and one validation rollout (`lax.scan`),
 then differentiate the meta-objective through the agent's inner updates
 (`meta_train.calculate_meta_gradient`); the meta-gradient, averaged over the
@@ -124,6 +125,10 @@ class MetaTrainer:
         env=meta_train.catch_env(config.batch_size_per_device, config.rows,
                                  config.columns))
     self.meta_opt = optax.adam(learning_rate=config.meta_learning_rate)
+    self.population = config.population
+    if self.population == 'auto':
+      self.population = ('map' if self.devices[0].platform == 'cpu'
+                         else 'vmap')
     specs = state_specs()
     shardings = jax.tree.map(
         lambda spec: jax.sharding.NamedSharding(self.mesh, spec), specs,
@@ -195,8 +200,10 @@ class MetaTrainer:
     def act(agent_state, key):
       return self.member.unroll_actor(agent_state, key, cfg.rollout_len)
 
+    # Unrolled: a few rollouts, and XLA optimises across them.
     agent_state, train_rollouts = jax.lax.scan(
-        act, agent_state, jax.random.split(act_rng, cfg.num_inner_steps))
+        act, agent_state, jax.random.split(act_rng, cfg.num_inner_steps),
+        unroll=True)
     agent_state, valid_rollout = self.member.unroll_actor(
         agent_state, act_rng, 2 * cfg.rollout_len)
     grads, (agent_state, metrics, meta_log) = (
@@ -218,11 +225,15 @@ class MetaTrainer:
     # rollouts) and one for its meta-gradient.
     act_rng, grad_rng = jax.random.split(device_rng)
     num_agents = self.config.num_agents
-    grads, agents, metrics, meta_log = jax.vmap(
-        self._agent_meta_gradient, in_axes=(None, 0, 0, 0))(
-            state.update_rule_params, state.agents,
-            jax.random.split(act_rng, num_agents),
-            jax.random.split(grad_rng, num_agents))
+    per_agent = (state.agents, jax.random.split(act_rng, num_agents),
+                 jax.random.split(grad_rng, num_agents))
+    one_agent = functools.partial(self._agent_meta_gradient,
+                                  state.update_rule_params)
+    if self.population == 'vmap':
+      outputs = jax.vmap(one_agent)(*per_agent)
+    else:
+      outputs = jax.lax.map(lambda xs: one_agent(*xs), per_agent)
+    grads, agents, metrics, meta_log = outputs
     # The reward counts are per device: average them like the upstream logs.
     meta_log = jax.lax.pmean(meta_log, AXIS)
     avg_grads = jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
