@@ -22,9 +22,10 @@ meta-train (the upstream notebook's settings):
     meta-steps per call, 10 by default; agents one after another on a CPU).
 
 Timed rounds alternate between the variants so that load from elsewhere on
-the machine affects them alike. Prints steps/s, compile time (the first
-call) and the process's peak resident memory after each variant was built
-and run (it only grows: compare the increments).
+the machine affects them alike. Prints steps/s, compile time (tracing,
+lowering and XLA compilation of the program, measured apart from running
+it) and the process's peak resident memory after each variant was built and
+run (it only grows: compare the increments).
 
   python scripts/benchmark_loops.py                 # both, ~15 min on 2 CPUs
   python scripts/benchmark_loops.py --only eval --rounds 3
@@ -67,6 +68,13 @@ def _block(tree):
   return tree
 
 
+def _compile_seconds(lowerable, *args) -> float:
+  """Seconds to trace, lower and compile a program (not run it)."""
+  start = time.perf_counter()
+  lowerable.lower(*args).compile()
+  return time.perf_counter() - start
+
+
 def _replicate(tree, num):
   return jax.tree.map(lambda x: jnp.broadcast_to(x, (num,) + jnp.shape(x)),
                       tree)
@@ -82,8 +90,8 @@ class StepPerCallEval:
   def __init__(self, loop: eval_loop.EvalLoop):
     self.loop = loop
     self.num = len(loop.devices)
-    self._step = jax.pmap(self._iteration, axis_name=AXIS,
-                          devices=loop.devices)
+    self.program = jax.pmap(self._iteration, axis_name=AXIS,
+                            devices=loop.devices)
 
   def init(self, rng):
     state = self.loop.init(rng)
@@ -121,7 +129,7 @@ class StepPerCallEval:
 
   def run(self, state, rule_params, count):
     for _ in range(count):
-      state, stats = self._step(state, rule_params)
+      state, stats = self.program(state, rule_params)
       jax.device_get(stats)  # The host reads every iteration's metrics.
     return state
 
@@ -132,37 +140,34 @@ def bench_eval(args) -> dict:
   rule_params = weights.load_disco_103()
   results = {}
 
-  start = time.perf_counter()
   fused = eval_loop.EvalLoop(config, rule_params=rule_params)
   fused_state = fused.init(jax.random.PRNGKey(0))
-  # Fill the buffer past the learning gate, then compile and run one call.
+  results['fused'] = dict(compile_s=_compile_seconds(fused, fused_state))
+  # Fill the buffer past the learning gate.
   fused_state, _ = fused.run(fused_state)
   fused_state = _block(fused_state)
-  results['fused'] = dict(compile_s=time.perf_counter() - start)
   results['fused']['peak_rss_mb'] = reporting.peak_memory_mb()
 
-  start = time.perf_counter()
   bf16 = eval_loop.EvalLoop(dataclasses.replace(config, precision='bfloat16'),
                             rule_params=rule_params)
-  bf16_state, _ = bf16.run(bf16.init(jax.random.PRNGKey(0)))
+  bf16_state = bf16.init(jax.random.PRNGKey(0))
+  results['fused_bfloat16'] = dict(compile_s=_compile_seconds(bf16,
+                                                              bf16_state))
+  bf16_state, _ = bf16.run(bf16_state)
   bf16_state = _block(bf16_state)
-  results['fused_bfloat16'] = dict(compile_s=time.perf_counter() - start,
-                                   peak_rss_mb=reporting.peak_memory_mb())
+  results['fused_bfloat16']['peak_rss_mb'] = reporting.peak_memory_mb()
 
-  start = time.perf_counter()
   stepper = StepPerCallEval(fused)
   step_state = stepper.init(jax.random.PRNGKey(0))
   step_params = _replicate(jax.tree.map(jnp.asarray, rule_params),
                            stepper.num)
-  step_state = _block(stepper.run(step_state, step_params, 1))
-  results['step_per_call'] = dict(compile_s=time.perf_counter() - start)
+  results['step_per_call'] = dict(compile_s=_compile_seconds(
+      stepper.program, step_state, step_params))
   step_state = _block(stepper.run(step_state, step_params,
-                                  config.replay_ratio))
+                                  config.replay_ratio + 1))
   results['step_per_call']['peak_rss_mb'] = reporting.peak_memory_mb()
 
   # The learner step alone, on a batch from the (filled) fused buffer.
-  start = time.perf_counter()
-
   def learn_alone(state, key, params):
     local = jax.tree.map(lambda x: x[0], state.replay)
     batch = replay.sample(local, key, fused.batch_per_device)
@@ -176,14 +181,13 @@ def bench_eval(args) -> dict:
       learn_alone, mesh=fused.mesh, in_specs=(specs, P(), P()),
       out_specs=(P(), P()), check_vma=False))
   key = jax.random.PRNGKey(1)
+  results['learner_alone'] = dict(compile_s=_compile_seconds(
+      learner_only, fused_state, key, fused.rule_params))
   learner_state, logs = learner_only(fused_state, key, fused.rule_params)
   _block(learner_state)
-  results['learner_alone'] = dict(compile_s=time.perf_counter() - start)
 
   # The learner step alone, steps_per_call of them scanned in one call: the
   # same kind of program as the fused loop, without acting and storing.
-  start = time.perf_counter()
-
   def learn_scanned(state, key, params):
     def body(learner_state, step_key):
       return learn_alone(state.replace(learner_state=learner_state), step_key,
@@ -194,9 +198,10 @@ def bench_eval(args) -> dict:
   learner_scanned = jax.jit(jax.shard_map(
       learn_scanned, mesh=fused.mesh, in_specs=(specs, P(), P()),
       out_specs=(P(), P()), check_vma=False))
+  results['learner_scanned'] = dict(compile_s=_compile_seconds(
+      learner_scanned, fused_state, key, fused.rule_params))
   scanned_state, _ = learner_scanned(fused_state, key, fused.rule_params)
   _block(scanned_state)
-  results['learner_scanned'] = dict(compile_s=time.perf_counter() - start)
 
   per_call = config.steps_per_call
   times = {name: [] for name in ('fused', 'step_per_call', 'learner_alone',
@@ -253,8 +258,8 @@ class StepPerCallMeta:
   def __init__(self, trainer: meta_loop.MetaTrainer):
     self.trainer = trainer
     self.num = len(trainer.devices)
-    self._step = jax.pmap(self._meta_step, axis_name=AXIS,
-                          devices=trainer.devices)
+    self.program = jax.pmap(self._meta_step, axis_name=AXIS,
+                            devices=trainer.devices)
 
   def init(self, rng):
     state = jax.device_get(self.trainer.init(rng))
@@ -297,7 +302,7 @@ class StepPerCallMeta:
 
   def run(self, state, count):
     for _ in range(count):
-      state, logs = self._step(state)
+      state, logs = self.program(state)
       jax.device_get(logs)
     return state
 
@@ -309,19 +314,19 @@ def bench_meta(args) -> dict:
     config = dataclasses.replace(config,
                                  steps_per_call=args.meta_steps_per_call)
   results = {}
-  start = time.perf_counter()
   trainer = meta_loop.MetaTrainer(config)
   state = trainer.init(jax.random.PRNGKey(config.seed))
+  results['fused'] = dict(compile_s=_compile_seconds(trainer, state))
   state, _ = trainer.run(state)
   _block(state)
-  results['fused'] = dict(compile_s=time.perf_counter() - start,
-                          peak_rss_mb=reporting.peak_memory_mb())
-  start = time.perf_counter()
+  results['fused']['peak_rss_mb'] = reporting.peak_memory_mb()
   stepper = StepPerCallMeta(trainer)
+  step_state = stepper.init(jax.random.PRNGKey(4))
+  results['step_per_call'] = dict(compile_s=_compile_seconds(
+      stepper.program, step_state))
   # Two calls: the second sees pmap's output layout and compiles again.
-  step_state = _block(stepper.run(stepper.init(jax.random.PRNGKey(4)), 2))
-  results['step_per_call'] = dict(compile_s=time.perf_counter() - start,
-                                  peak_rss_mb=reporting.peak_memory_mb())
+  step_state = _block(stepper.run(step_state, 2))
+  results['step_per_call']['peak_rss_mb'] = reporting.peak_memory_mb()
   per_call = config.steps_per_call
   count = max(args.meta_steps // per_call, 1) * per_call
   times = {'fused': [], 'step_per_call': []}
@@ -345,7 +350,7 @@ def bench_meta(args) -> dict:
 
 def _table(title, rows, results, unit):
   print(f'\n{title}')
-  print(f'| | steps/s | {unit} | compile (first call) | peak RSS after |')
+  print(f'| | steps/s | {unit} | compile | peak RSS after |')
   print('|---|---|---|---|---|')
   for name in rows:
     r = results[name]

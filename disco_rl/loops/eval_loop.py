@@ -337,21 +337,29 @@ class EvalLoop(_EvalLoopBase):
     return state.replace(rng=rng, step=state.step + 1), dict(stats, **logs)
 
   def _run_on_device(self, state: EvalState, num_steps, rule_params):
+    # Traced once: the shapes of the metrics for skipped iterations come from
+    # the same (cached) trace.
+    @jax.jit
+    def active(state, rule_params):
+      return self._iteration(state, _iteration_keys(state.rng), rule_params)
+
+    def inactive(state, rule_params):
+      shapes = jax.eval_shape(active, state, rule_params)[1]
+      return state, jax.tree.map(
+          lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
+
     def body(state, index):
-      def active(state):
-        return self._iteration(state, _iteration_keys(state.rng), rule_params)
-
-      def inactive(state):
-        shapes = jax.eval_shape(active, state)[1]
-        return state, jax.tree.map(
-            lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
-
-      return jax.lax.cond(index < num_steps, active, inactive, state)
+      return jax.lax.cond(index < num_steps, active, inactive, state,
+                          rule_params)
 
     # Per-device parts arrive as [1, ...] blocks.
     state, metrics = jax.lax.scan(body, _map_per_device(_local, state),
                                   jnp.arange(self.config.steps_per_call))
     return _map_per_device(_stacked, state), metrics
+
+  def lower(self, state: EvalState) -> jax.stages.Lowered:
+    """The run program lowered for `state` (`.compile()`, cost analysis)."""
+    return self._run.lower(state, jnp.int32(1), self.rule_params)
 
   def run(self, state: EvalState, num_steps: int | None = None):
     """Runs `num_steps` (<= steps_per_call, default all) iterations.

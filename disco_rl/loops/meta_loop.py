@@ -253,13 +253,17 @@ class MetaTrainer:
     local = lambda x: jax.tree.map(lambda y: y[0], x)
     stacked = lambda x: jax.tree.map(lambda y: y[None], x)
 
+    # Traced once: the shapes of the logs for the skipped steps come from the
+    # same (cached) trace.
+    meta_step = jax.jit(self._meta_step)
+
     def body(state, index):
       def inactive(state):
-        shapes = jax.eval_shape(self._meta_step, state)[1]
+        shapes = jax.eval_shape(meta_step, state)[1]
         return state, jax.tree.map(
             lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
 
-      return jax.lax.cond(index < num_steps, self._meta_step, inactive, state)
+      return jax.lax.cond(index < num_steps, meta_step, inactive, state)
 
     if self.config.steps_per_call == 1:
       state, logs = self._meta_step(_map_per_device(local, state))
@@ -268,6 +272,10 @@ class MetaTrainer:
       state, logs = jax.lax.scan(body, _map_per_device(local, state),
                                  jnp.arange(self.config.steps_per_call))
     return _map_per_device(stacked, state), logs
+
+  def lower(self, state: PopulationState) -> jax.stages.Lowered:
+    """The run program lowered for `state` (`.compile()`, cost analysis)."""
+    return self._run.lower(state, jnp.int32(1))
 
   def run(self, state: PopulationState, num_steps: int | None = None):
     """Runs `num_steps` (<= steps_per_call, default all) meta-steps.
