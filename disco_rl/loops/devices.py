@@ -84,6 +84,34 @@ def per_device(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, PartitionSpec(AXIS))
 
 
+def shardings(mesh: Mesh, specs):
+  """A tree of `NamedSharding`s from a tree (prefix) of `PartitionSpec`s."""
+  return jax.tree.map(lambda spec: NamedSharding(mesh, spec), specs,
+                      is_leaf=lambda x: isinstance(x, PartitionSpec))
+
+
+def map_per_device(fn, specs, tree):
+  """Applies `fn` to the parts of `tree` whose spec is `PartitionSpec(AXIS)`.
+
+  Inside `shard_map` those parts arrive as one device's [1, ...] block:
+  `map_per_device(local_block, specs, state)` gives [...] and
+  `map_per_device(device_block, specs, state)` turns it back.
+  """
+  return jax.tree.map(
+      lambda spec, sub: fn(sub) if spec == PartitionSpec(AXIS) else sub,
+      specs, tree, is_leaf=lambda x: isinstance(x, PartitionSpec))
+
+
+def local_block(tree):
+  """One device's [1, ...] block of per-device leaves as [...]."""
+  return jax.tree.map(lambda x: x[0], tree)
+
+
+def device_block(tree):
+  """[...] -> [1, ...]: one device's block of per-device leaves."""
+  return jax.tree.map(lambda x: x[None], tree)
+
+
 def place(tree, sharding: NamedSharding):
   """Puts host values (the same in every process) onto the mesh.
 

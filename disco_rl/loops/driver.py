@@ -1,6 +1,10 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Drives a compiled loop call by call: progress, metrics rows, timing."""
+"""Drives a compiled loop call by call: progress, metrics rows, timing.
+
+`scan_up_to` is the compiled side (a fixed-length scan that runs a dynamic
+number of steps); `drive` the host side.
+"""
 
 from collections.abc import Callable
 import dataclasses
@@ -8,6 +12,7 @@ import time
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from disco_rl.loops import reporting
 
@@ -91,3 +96,29 @@ def drive(run: RunFn, state, num_steps: int, steps_per_call: int,
   finally:
     bar.close()
   return state, rows, timing
+
+
+def scan_up_to(step, state, num_steps, length: int, *operands):
+  """Runs `step(state, *operands) -> (state, metrics)` `num_steps` times.
+
+  Traced (inside `jit`): one program serves every `num_steps` <= `length`;
+  steps past `num_steps` leave the state alone and give NaN metrics. `step`
+  is traced once.
+
+  Returns:
+    (state, metrics with a leading [length] axis).
+  """
+  step = jax.jit(step)  # Its trace is cached: the NaN branch reuses it.
+  if length == 1:  # num_steps is 1: no scan, no branch.
+    state, metrics = step(state, *operands)
+    return state, jax.tree.map(lambda x: x[None], metrics)
+
+  def skip(state, *operands):
+    shapes = jax.eval_shape(step, state, *operands)[1]
+    return state, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype),
+                               shapes)
+
+  def body(state, index):
+    return jax.lax.cond(index < num_steps, step, skip, state, *operands)
+
+  return jax.lax.scan(body, state, jnp.arange(length))

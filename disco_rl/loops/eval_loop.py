@@ -83,21 +83,9 @@ def state_specs() -> EvalState:
                    replay=P(AXIS), rng=P(), step=P())
 
 
-def _local(tree):
-  """One device's block [1, ...] of per-device leaves as [...]."""
-  return jax.tree.map(lambda x: x[0], tree)
-
-
-def _stacked(tree):
-  """[...] -> [1, ...]: one device's block of per-device leaves."""
-  return jax.tree.map(lambda x: x[None], tree)
-
-
 def _map_per_device(fn, state: EvalState) -> EvalState:
   """Applies `fn` to the per-device parts of a state (inside shard_map)."""
-  return jax.tree.map(lambda spec, sub: fn(sub) if spec == P(AXIS) else sub,
-                      state_specs(), state,
-                      is_leaf=lambda x: isinstance(x, P))
+  return devices_lib.map_per_device(fn, state_specs(), state)
 
 
 def _device_key(key: chex.PRNGKey) -> chex.PRNGKey:
@@ -237,7 +225,7 @@ class _EvalLoopBase:
     num = len(self.devices)
     learner_rng, actor_rng, loop_rng = jax.random.split(rng, 3)
     per_device = lambda x: jnp.broadcast_to(x, (num,) + jnp.shape(x))
-    example = _local(timestep)
+    example = devices_lib.local_block(timestep)
     return EvalState(
         learner_state=self.agent.initial_learner_state(learner_rng),
         actor_state=jax.tree.map(per_device,
@@ -252,14 +240,11 @@ class _EvalLoopBase:
     )
 
   def _state_shardings(self):
-    specs = state_specs()
-    shard = lambda spec: jax.sharding.NamedSharding(self.mesh, spec)
-    return jax.tree.map(shard, specs,
-                        is_leaf=lambda x: isinstance(x, P))
+    return devices_lib.shardings(self.mesh, state_specs())
 
   def bytes_per_trajectory(self, state: EvalState) -> int:
     """Bytes one stored trajectory takes in the replay buffer."""
-    return replay.bytes_per_trajectory(_local(state.replay))
+    return replay.bytes_per_trajectory(devices_lib.local_block(state.replay))
 
   def metrics_rows(self, metrics: dict[str, np.ndarray], first_step: int
                    ) -> list[dict[str, float]]:
@@ -337,25 +322,14 @@ class EvalLoop(_EvalLoopBase):
     return state.replace(rng=rng, step=state.step + 1), dict(stats, **logs)
 
   def _run_on_device(self, state: EvalState, num_steps, rule_params):
-    # Traced once: the shapes of the metrics for skipped iterations come from
-    # the same (cached) trace.
-    @jax.jit
-    def active(state, rule_params):
+    def iteration(state, rule_params):
       return self._iteration(state, _iteration_keys(state.rng), rule_params)
 
-    def inactive(state, rule_params):
-      shapes = jax.eval_shape(active, state, rule_params)[1]
-      return state, jax.tree.map(
-          lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
-
-    def body(state, index):
-      return jax.lax.cond(index < num_steps, active, inactive, state,
-                          rule_params)
-
     # Per-device parts arrive as [1, ...] blocks.
-    state, metrics = jax.lax.scan(body, _map_per_device(_local, state),
-                                  jnp.arange(self.config.steps_per_call))
-    return _map_per_device(_stacked, state), metrics
+    state, metrics = driver.scan_up_to(
+        iteration, _map_per_device(devices_lib.local_block, state), num_steps,
+        self.config.steps_per_call, rule_params)
+    return _map_per_device(devices_lib.device_block, state), metrics
 
   def lower(self, state: EvalState) -> jax.stages.Lowered:
     """The run program lowered for `state` (`.compile()`, cost analysis)."""
@@ -430,16 +404,17 @@ class HostEvalLoop(_EvalLoopBase):
 
   def _act_on_device(self, params, key, timestep, actor_state):
     recorded, actor_state = self.agent.actor_step(
-        params, _device_key(key), _local(timestep), _local(actor_state))
-    return _stacked(recorded), _stacked(actor_state)
+        params, _device_key(key), devices_lib.local_block(timestep),
+        devices_lib.local_block(actor_state))
+    return devices_lib.device_block((recorded, actor_state))
 
   def _record_and_learn_on_device(self, state, rollout, rule_params):
-    state = _map_per_device(_local, state)
+    state = _map_per_device(devices_lib.local_block, state)
     rng, _, learn_key = _iteration_keys(state.rng)
-    state, stats = self._observe(state, _local(rollout))
+    state, stats = self._observe(state, devices_lib.local_block(rollout))
     state, logs = self._maybe_learn(state, learn_key, rule_params)
     state = state.replace(rng=rng, step=state.step + 1)
-    return _map_per_device(_stacked, state), dict(stats, **logs)
+    return _map_per_device(devices_lib.device_block, state), dict(stats, **logs)
 
   def _iterate(self, state: EvalState):
     _, act_key, _ = _iteration_keys(state.rng)

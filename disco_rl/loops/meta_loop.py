@@ -76,14 +76,9 @@ def state_specs() -> PopulationState:
       rng=P(), step=P())
 
 
-def _is_spec(x) -> bool:
-  return isinstance(x, P)
-
-
 def _map_per_device(fn, tree):
   """Applies `fn` to the per-device parts of a `PopulationState`."""
-  return jax.tree.map(lambda spec, sub: fn(sub) if spec == P(AXIS) else sub,
-                      state_specs(), tree, is_leaf=_is_spec)
+  return devices_lib.map_per_device(fn, state_specs(), tree)
 
 
 def agent_settings(config: config_lib.MetaTrainConfig):
@@ -130,10 +125,8 @@ class MetaTrainer:
       self.population = ('map' if self.devices[0].platform == 'cpu'
                          else 'vmap')
     specs = state_specs()
-    shardings = jax.tree.map(
-        lambda spec: jax.sharding.NamedSharding(self.mesh, spec), specs,
-        is_leaf=_is_spec)
-    self._init = jax.jit(self._initial_state, out_shardings=shardings)
+    self._init = jax.jit(self._initial_state,
+                         out_shardings=devices_lib.shardings(self.mesh, specs))
     self._run = jax.jit(
         jax.shard_map(self._run_on_device, mesh=self.mesh,
                       in_specs=(specs, P()), out_specs=(specs, P()),
@@ -250,28 +243,10 @@ class MetaTrainer:
     return new_state, logs
 
   def _run_on_device(self, state: PopulationState, num_steps):
-    local = lambda x: jax.tree.map(lambda y: y[0], x)
-    stacked = lambda x: jax.tree.map(lambda y: y[None], x)
-
-    # Traced once: the shapes of the logs for the skipped steps come from the
-    # same (cached) trace.
-    meta_step = jax.jit(self._meta_step)
-
-    def body(state, index):
-      def inactive(state):
-        shapes = jax.eval_shape(meta_step, state)[1]
-        return state, jax.tree.map(
-            lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
-
-      return jax.lax.cond(index < num_steps, meta_step, inactive, state)
-
-    if self.config.steps_per_call == 1:
-      state, logs = self._meta_step(_map_per_device(local, state))
-      logs = jax.tree.map(lambda x: x[None], logs)
-    else:
-      state, logs = jax.lax.scan(body, _map_per_device(local, state),
-                                 jnp.arange(self.config.steps_per_call))
-    return _map_per_device(stacked, state), logs
+    state, logs = driver.scan_up_to(
+        self._meta_step, _map_per_device(devices_lib.local_block, state),
+        num_steps, self.config.steps_per_call)
+    return _map_per_device(devices_lib.device_block, state), logs
 
   def lower(self, state: PopulationState) -> jax.stages.Lowered:
     """The run program lowered for `state` (`.compile()`, cost analysis)."""
