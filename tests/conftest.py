@@ -167,3 +167,23 @@ def fast_compile():
   import smoke_env  # pylint: disable=g-import-not-at-top
   with smoke_env.fast_compile():
     yield
+
+
+@pytest.fixture(scope='module')
+def compilation_cache(tmp_path_factory):
+  """JAX's persistent compilation cache in a fresh directory, for a module.
+
+  Tests that build the same program several times (a run, its resumed
+  continuation and a straight run) compile it once.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  names = ('jax_compilation_cache_dir',
+           'jax_persistent_cache_min_compile_time_secs')
+  previous = {name: jax.config.values[name] for name in names}
+  jax.config.update(names[0], str(tmp_path_factory.mktemp('jax_cache')))
+  jax.config.update(names[1], 0)
+  try:
+    yield
+  finally:
+    for name, value in previous.items():
+      jax.config.update(name, value)

@@ -142,6 +142,15 @@ def fetch(tree):
 # Several processes.
 
 
+def any_process(flag: bool) -> bool:
+  """Whether `flag` is true in any process (every process must call it)."""
+  if jax.process_count() == 1:
+    return bool(flag)
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  flags = multihost_utils.process_allgather(np.asarray(flag, np.int32))
+  return bool(np.any(flags))
+
+
 @dataclasses.dataclass(frozen=True)
 class DistributedConfig:
   """Where a process finds the others (see `initialize_distributed`).

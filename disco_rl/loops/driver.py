@@ -8,6 +8,8 @@ number of steps); `drive` the host side.
 
 from collections.abc import Callable
 import dataclasses
+import signal
+import threading
 import time
 from typing import Any
 
@@ -20,6 +22,9 @@ from disco_rl.loops import reporting
 RunFn = Callable[[Any, int], tuple[Any, dict[str, Any]]]
 # to_rows(metrics, first_step) -> one dict per step.
 RowsFn = Callable[[dict[str, Any], int], list[dict[str, float]]]
+# after_call(state, new rows, rows so far) -> True to stop.
+AfterCallFn = Callable[[Any, list[dict[str, float]], list[dict[str, float]]],
+                       bool]
 
 
 @dataclasses.dataclass
@@ -48,26 +53,30 @@ def drive(run: RunFn, state, num_steps: int, steps_per_call: int,
           to_rows: RowsFn, writer: reporting.MetricsWriter | None,
           desc: str, progress: bool = True,
           postfix: Callable[[list[dict[str, float]]], dict[str, str]]
-          | None = None, log_every: int = 0):
-  """Runs `num_steps` steps in calls of at most `steps_per_call`.
+          | None = None, log_every: int = 0, first_step: int = 0,
+          after_call: AfterCallFn | None = None):
+  """Runs steps `first_step`..`num_steps - 1` in calls of <= `steps_per_call`.
 
   After each call its rows (plus `rss_mb` and `time_s`) go to `writer`
-  (None: not written, e.g. in processes other than 0) and the progress bar
-  moves; `postfix(rows so far)` gives the bar's summary, also printed as a
-  line about every `log_every` steps (0: never) by process 0.
+  (None: not written, e.g. in processes other than 0), the progress bar
+  moves, and `after_call(state, new rows, rows)` may stop the run early by
+  returning True (checkpoints, signals, early stopping); `postfix(rows so
+  far)` gives the bar's summary, also printed as a line about every
+  `log_every` steps (0: never) by process 0.
 
   Returns:
-    (final state, every row, Timing).
+    (final state, the rows of this drive (from `first_step`), Timing).
   """
   import tqdm  # pylint: disable=g-import-not-at-top
   timing = Timing()
   rows = []
   start = time.perf_counter()
-  bar = tqdm.tqdm(total=num_steps, desc=desc,
+  bar = tqdm.tqdm(total=num_steps, initial=first_step, desc=desc,
                   disable=not (progress and jax.process_index() == 0))
   try:
-    while len(rows) < num_steps:
-      count = min(steps_per_call, num_steps - len(rows))
+    while first_step + len(rows) < num_steps:
+      done = first_step + len(rows)
+      count = min(steps_per_call, num_steps - done)
       call_start = time.perf_counter()
       state, metrics = run(state, count)
       now = time.perf_counter()
@@ -76,7 +85,7 @@ def drive(run: RunFn, state, num_steps: int, steps_per_call: int,
         timing.steady_s += now - call_start
       else:
         timing.first_call_s = now - call_start
-      new = to_rows(metrics, len(rows))
+      new = to_rows(metrics, done)
       rss = reporting.resident_memory_mb()
       for row in new:
         row.update(rss_mb=rss, time_s=now - start)
@@ -84,18 +93,58 @@ def drive(run: RunFn, state, num_steps: int, steps_per_call: int,
         writer.write_rows(new)
       rows.extend(new)
       bar.update(count)
+      done += count
       if postfix is not None:
         summary = postfix(rows)
         bar.set_postfix(summary)
-        done = len(rows)
         if (log_every and jax.process_index() == 0
             and done // log_every != (done - count) // log_every):
           print(f'step {done}/{num_steps} ' + ' '.join(
               f'{k}={v}' for k, v in summary.items()) + f' rss={rss:.0f}MB',
                 flush=True)
+      if after_call is not None and after_call(state, new, rows):
+        break
   finally:
     bar.close()
   return state, rows, timing
+
+
+class StopOnSignal:
+  """Turns SIGINT and SIGTERM into a request to stop at the next call's end.
+
+  A compiled call cannot be interrupted; the run stops cleanly after it
+  (`signal_name` says which signal came). A second signal stops at once
+  (KeyboardInterrupt). Outside the main thread it installs nothing.
+
+  Usage:
+    with StopOnSignal() as stop:
+      ... if stop.signal_name: break ...
+  """
+
+  SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+  def __init__(self):
+    self.signal_name: str | None = None
+    self._previous = {}
+
+  def _handle(self, signum, frame):
+    del frame
+    if self.signal_name is not None:
+      raise KeyboardInterrupt
+    self.signal_name = signal.Signals(signum).name
+    print(f'\n{self.signal_name}: stopping after the current call (again to '
+          'stop now).', flush=True)
+
+  def __enter__(self):
+    if threading.current_thread() is threading.main_thread():
+      for sig in self.SIGNALS:
+        self._previous[sig] = signal.signal(sig, self._handle)
+    return self
+
+  def __exit__(self, *exc):
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
+    self._previous = {}
 
 
 def scan_up_to(step, state, num_steps, length: int, *operands):

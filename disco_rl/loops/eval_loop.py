@@ -36,6 +36,7 @@ from disco_rl import agent as agent_lib
 from disco_rl import types
 from disco_rl.environments import base as base_env
 from disco_rl.environments import get_environment
+from disco_rl.loops import checkpoint
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import driver
@@ -369,7 +370,7 @@ class HostEvalLoop(_EvalLoopBase):
       raise ValueError('A host environment runs in one process; got '
                        f'{jax.process_count()} processes.')
     specs = state_specs()
-    self._host_env_state = None
+    self.host_env_state = None
     self._init = jax.jit(self._initial_state,
                          out_shardings=self._state_shardings())
     self._act = jax.jit(self._shard_map(
@@ -398,7 +399,7 @@ class HostEvalLoop(_EvalLoopBase):
   def init(self, rng: chex.PRNGKey) -> EvalState:
     """Resets the host environments; the initial state on the mesh."""
     env_rng, rng = jax.random.split(rng)
-    self._host_env_state, host_timestep = self.env.reset(env_rng)
+    self.host_env_state, host_timestep = self.env.reset(env_rng)
     host_timestep = jax.tree.map(np.asarray, host_timestep)
     return self._init(rng, None, self._to_devices(host_timestep))
 
@@ -424,8 +425,8 @@ class HostEvalLoop(_EvalLoopBase):
       recorded, actor_state = self._act(state.learner_state.params, step_key,
                                         timestep, actor_state)
       actions = np.asarray(recorded.actions).reshape(-1)
-      self._host_env_state, host_timestep = self.env.step(
-          self._host_env_state, actions)
+      self.host_env_state, host_timestep = self.env.step(
+          self.host_env_state, actions)
       timestep = self._to_devices(jax.tree.map(np.asarray, host_timestep))
       steps.append(recorded)
     # [D, T, E, ...]: time after the device axis.
@@ -460,63 +461,124 @@ def make_eval_loop(config: config_lib.EvalConfig, rule_params=None,
   return loop_cls(config, rule_params=rule_params, devices=devices)
 
 
+def warmup_iterations(loop: EvalLoop | HostEvalLoop) -> int:
+  """Iterations that only act: until each buffer holds a learner batch."""
+  return -(-loop.batch_per_device // loop.envs_per_device) - 1
+
+
+def _recent_return(rows) -> float:
+  recent = np.asarray([r['avg_return'] for r in rows[-100:]], float)
+  return (float(np.nanmean(recent)) if np.isfinite(recent).any()
+          else float('nan'))
+
+
+class EvalJob:
+  """The eval job as `Trainer` runs it: loop, rows, summary and outputs.
+
+  A `Trainer` step is one iteration (one rollout acted, at most one learner
+  step); `iterations(n)` is how many iterations take `n` learner steps.
+  """
+
+  name = 'eval'
+  config_cls = config_lib.EvalConfig
+  check_config = staticmethod(config_lib.check_eval_config)
+
+  def __init__(self, config: config_lib.EvalConfig, rule_params=None,
+               devices=None):
+    self.config = config
+    self.loop = make_eval_loop(config, rule_params=rule_params,
+                               devices=devices)
+    self.warmup = warmup_iterations(self.loop)
+    self.steps_per_call = config.steps_per_call
+    self.description = f'eval {config.rule} seed {config.seed}'
+
+  def iterations(self, learner_steps: int) -> int:
+    return learner_steps + self.warmup
+
+  def learner_steps(self, iterations: int) -> int:
+    return max(0, iterations - self.warmup)
+
+  def init(self) -> EvalState:
+    return self.loop.init(jax.random.PRNGKey(self.config.seed))
+
+  def run(self, state: EvalState, num_steps: int):
+    return self.loop.run(state, num_steps)
+
+  def to_rows(self, metrics, first_step: int):
+    return self.loop.metrics_rows(metrics, first_step)
+
+  def postfix(self, rows) -> dict[str, str]:
+    return dict(avg_return=f'{_recent_return(rows):.3f}')
+
+  def host_state(self) -> dict[str, Any]:
+    """What a checkpoint needs beyond the device state (JSON-able)."""
+    if isinstance(self.loop, HostEvalLoop):
+      # A dm_env keeps its state in the object (boards, random generators).
+      return dict(host_env=checkpoint.encode_object(
+          (self.loop.env, self.loop.host_env_state)))
+    return {}
+
+  def set_host_state(self, extra: dict[str, Any]) -> None:
+    if isinstance(self.loop, HostEvalLoop):
+      self.loop.env, self.loop.host_env_state = checkpoint.decode_object(
+          extra['host_env'])
+
+  def summary(self, state: EvalState, rows, timing: driver.Timing
+              ) -> dict[str, Any]:
+    """Final average return (last 100 iterations), speed, memory."""
+    rss = [r['rss_mb'] for r in rows] or [float('nan')]
+    return dict(
+        final_avg_return=_recent_return(rows),
+        steps=self.learner_steps(len(rows)),
+        iterations=len(rows),
+        compile_and_first_step_s=timing.first_call_s,
+        steps_per_second=timing.steps_per_second,
+        peak_memory_mb=reporting.peak_memory_mb(),
+        rss_mb_at_100=rss[min(99, len(rss) - 1)],
+        rss_mb_final=rss[-1],
+        devices=len(self.loop.devices),
+        processes=jax.process_count(),
+        replay_bytes_per_trajectory=self.loop.bytes_per_trajectory(state),
+    )
+
+  def write_outputs(self, state: EvalState, rows, output_dir: pathlib.Path,
+                    lead: bool) -> dict[str, str]:
+    """The learning curve (`returns.png`), written by the `lead` process."""
+    del state
+    if not lead:
+      return {}
+    cfg = self.config
+    path = reporting.plot_curve(
+        [r['env_steps'] for r in rows], [r['avg_return'] for r in rows],
+        output_dir / 'returns.png', 'environment steps', 'average return',
+        f'{cfg.rule} on {cfg.env} {cfg.rows}x{cfg.columns} (seed {cfg.seed})',
+        smooth=20)
+    return dict(plot_png=str(path))
+
+
 def run_eval(config: config_lib.EvalConfig, output_dir, rule_params=None,
-             progress: bool = True, log_every: int = 0) -> dict[str, Any]:
+             progress: bool = True, log_every: int = 0, **trainer_args
+             ) -> dict[str, Any]:
   """Trains an agent with the configured rule; writes metrics and a plot.
 
+  `Trainer(config, output_dir, ...).fit()`; see `disco_rl.loops.trainer`.
+
   Args:
-    config: the run's settings.
-    output_dir: where `metrics.csv` and `returns.png` go (process 0 writes).
+    config: the run's settings (`num_steps` learner steps).
+    output_dir: where `metrics.csv`, `returns.png` and checkpoints go
+      (process 0 writes the files); it must not hold another run unless
+      `overwrite=True` or `resume=True` is passed.
     rule_params: the rule's meta-parameters; default: the Disco103 weights
       (found by `disco_rl.weights`) for 'disco_103', none needed otherwise.
     progress: show a tqdm progress bar (in process 0).
     log_every: also print a line about every `log_every` steps (0: never).
+    **trainer_args: more `Trainer` arguments (overwrite, resume,
+      checkpoint_every, ...).
 
   Returns:
-    A summary: final average return (mean over the last 100 steps or fewer),
-    learner steps per second after the first call, the first call's time
-    (compilation included), memory figures and the output paths.
+    The summary of `EvalJob.summary` and the output paths.
   """
-  output_dir = pathlib.Path(output_dir)
-  loop = make_eval_loop(config, rule_params=rule_params)
-  lead = jax.process_index() == 0
-  if lead:
-    output_dir.mkdir(parents=True, exist_ok=True)
-  state = loop.init(jax.random.PRNGKey(config.seed))
-
-  def recent_return(rows):
-    recent = np.asarray([r['avg_return'] for r in rows[-100:]])
-    return (float(np.nanmean(recent)) if np.isfinite(recent).any()
-            else float('nan'))
-
-  writer = reporting.MetricsWriter(output_dir / 'metrics.csv') if lead else None
-  try:
-    state, rows, timing = driver.drive(
-        loop.run, state, config.num_steps, config.steps_per_call,
-        loop.metrics_rows, writer, f'eval {config.rule} seed {config.seed}',
-        progress, postfix=lambda rows: dict(
-            avg_return=f'{recent_return(rows):.3f}'), log_every=log_every)
-  finally:
-    if writer:
-      writer.close()
-  rss = [r['rss_mb'] for r in rows]
-  summary = dict(
-      final_avg_return=recent_return(rows),
-      steps=config.num_steps,
-      compile_and_first_step_s=timing.first_call_s,
-      steps_per_second=timing.steps_per_second,
-      peak_memory_mb=reporting.peak_memory_mb(),
-      rss_mb_at_100=rss[min(99, len(rss) - 1)],
-      rss_mb_final=rss[-1],
-      devices=len(loop.devices),
-      processes=jax.process_count(),
-      replay_bytes_per_trajectory=loop.bytes_per_trajectory(state),
-      metrics_csv=str(output_dir / 'metrics.csv'),
-  )
-  if lead:
-    summary['plot_png'] = str(reporting.plot_curve(
-        [r['env_steps'] for r in rows], [r['avg_return'] for r in rows],
-        output_dir / 'returns.png', 'environment steps', 'average return',
-        f'{config.rule} on {config.env} {config.rows}x{config.columns} '
-        f'(seed {config.seed})', smooth=20))
-  return summary
+  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+  return trainer.Trainer(config, output_dir, rule_params=rule_params,
+                         progress=progress, log_every=log_every,
+                         **trainer_args).fit()

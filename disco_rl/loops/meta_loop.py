@@ -274,59 +274,103 @@ class MetaTrainer:
     return devices_lib.fetch(state.update_rule_params)
 
 
-def run_meta_train(config: config_lib.MetaTrainConfig, output_dir,
-                   progress: bool = True,
-                   update_rule_params=None) -> dict[str, Any]:
-  """Meta-trains a rule; writes metrics.csv, plots and the learned rule.
+class MetaTrainJob:
+  """Meta-training as `Trainer` runs it: loop, rows, summary and outputs.
 
-  Returns:
-    A summary: mean positive rewards over the last 100 meta-steps, meta-steps
-    per second after the first call, that call's time (compilation
-    included), peak memory and output paths (process 0 writes the files).
+  A `Trainer` step is one meta-step.
   """
-  output_dir = pathlib.Path(output_dir)
-  lead = jax.process_index() == 0
-  trainer = MetaTrainer(config)
-  if lead:
-    output_dir.mkdir(parents=True, exist_ok=True)
-  state = trainer.init(jax.random.PRNGKey(config.seed), update_rule_params)
 
-  def to_rows(logs, first_step):
+  name = 'meta_train'
+  config_cls = config_lib.MetaTrainConfig
+  check_config = staticmethod(config_lib.check_meta_train_config)
+
+  def __init__(self, config: config_lib.MetaTrainConfig,
+               rule_params=None, devices=None):
+    self.config = config
+    self.trainer = MetaTrainer(config, devices=devices)
+    self.loop = self.trainer
+    self.steps_per_call = config.steps_per_call
+    self.description = 'meta-train'
+    # The rule's weights are loaded now, so that a bad file fails at once.
+    self._rule_params = self.trainer.initial_rule_params(rule_params)
+
+  def iterations(self, num_steps: int) -> int:
+    return num_steps
+
+  def learner_steps(self, iterations: int) -> int:
+    return iterations
+
+  def init(self) -> PopulationState:
+    return self.trainer.init(jax.random.PRNGKey(self.config.seed),
+                             self._rule_params)
+
+  def run(self, state: PopulationState, num_steps: int):
+    return self.trainer.run(state, num_steps)
+
+  def to_rows(self, logs, first_step: int):
     count = len(next(iter(logs.values())))
     return [dict(step=first_step + i, **{k: float(v[i]) for k, v in
                                          logs.items()}) for i in range(count)]
 
-  writer = reporting.MetricsWriter(output_dir / 'metrics.csv') if lead else None
-  try:
-    state, rows, timing = driver.drive(
-        trainer.run, state, config.num_steps, config.steps_per_call, to_rows,
-        writer, 'meta-train', progress, postfix=lambda rows: dict(
-            pos_rewards=f'{rows[-1]["pos_rewards"]:.1f}',
-            meta_loss=f'{rows[-1]["meta_loss"]:.3f}'))
-  finally:
-    if writer:
-      writer.close()
-  pos_rewards = [r['pos_rewards'] for r in rows]
-  summary = dict(
-      final_pos_rewards=float(np.mean(pos_rewards[-100:])),
-      first_pos_rewards=pos_rewards[0],
-      steps=config.num_steps,
-      compile_s=timing.first_call_s,
-      meta_steps_per_second=timing.steps_per_second,
-      peak_memory_mb=reporting.peak_memory_mb(),
-      devices=len(trainer.devices),
-      processes=jax.process_count(),
-      metrics_csv=str(output_dir / 'metrics.csv'),
-  )
-  params = trainer.params(state)
-  if lead:
-    summary['plots'] = {
+  def postfix(self, rows) -> dict[str, str]:
+    return dict(pos_rewards=f'{rows[-1]["pos_rewards"]:.1f}',
+                meta_loss=f'{rows[-1]["meta_loss"]:.3f}')
+
+  def host_state(self) -> dict[str, Any]:
+    return {}
+
+  def set_host_state(self, extra: dict[str, Any]) -> None:
+    del extra
+
+  def summary(self, state: PopulationState, rows, timing: driver.Timing
+              ) -> dict[str, Any]:
+    """Positive rewards (last 100 meta-steps), speed, memory."""
+    del state
+    pos_rewards = [r['pos_rewards'] for r in rows] or [float('nan')]
+    return dict(
+        final_pos_rewards=float(np.mean(pos_rewards[-100:])),
+        first_pos_rewards=pos_rewards[0],
+        steps=len(rows),
+        compile_s=timing.first_call_s,
+        meta_steps_per_second=timing.steps_per_second,
+        peak_memory_mb=reporting.peak_memory_mb(),
+        devices=len(self.trainer.devices),
+        processes=jax.process_count(),
+    )
+
+  def write_outputs(self, state: PopulationState, rows,
+                    output_dir: pathlib.Path, lead: bool) -> dict[str, Any]:
+    """One plot per logged curve and the learned rule's parameters.
+
+    Every process calls it (fetching the parameters may gather them); only
+    the `lead` one writes.
+    """
+    params = self.trainer.params(state)
+    if not lead:
+      return {}
+    outputs = dict(plots={
         key: str(reporting.plot_curve(
             [r['step'] for r in rows], [r[key] for r in rows],
             output_dir / f'{key}.png', 'meta-step', label,
             f'meta-training: {label}', smooth=20))
-        for key, label in PLOTS}
+        for key, label in PLOTS})
     weights_path = output_dir / 'update_rule_params.npz'
     meta_train.save_params(params, weights_path)
-    summary['params_npz'] = str(weights_path)
-  return summary
+    outputs['params_npz'] = str(weights_path)
+    return outputs
+
+
+def run_meta_train(config: config_lib.MetaTrainConfig, output_dir,
+                   progress: bool = True, update_rule_params=None,
+                   **trainer_args) -> dict[str, Any]:
+  """Meta-trains a rule; writes metrics.csv, plots and the learned rule.
+
+  `Trainer(config, output_dir, ...).fit()`; see `disco_rl.loops.trainer`.
+
+  Returns:
+    The summary of `MetaTrainJob.summary` and the output paths (process 0
+    writes the files).
+  """
+  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+  return trainer.Trainer(config, output_dir, rule_params=update_rule_params,
+                         progress=progress, **trainer_args).fit()

@@ -26,13 +26,26 @@ def peak_memory_mb() -> float:
 
 
 class MetricsWriter:
-  """Appends CSV rows as they come; the first row fixes the columns."""
+  """Appends CSV rows as they come; the first row fixes the columns.
 
-  def __init__(self, path):
+  With `append=True` an existing file is continued under its own header
+  (a resumed run; see `keep_rows`).
+  """
+
+  def __init__(self, path, append: bool = False):
     self.path = pathlib.Path(path)
     self.path.parent.mkdir(parents=True, exist_ok=True)
-    self._file = open(self.path, 'w', newline='')
-    self._writer = None
+    fieldnames = None
+    if append and self.path.is_file() and self.path.stat().st_size:
+      with open(self.path, newline='') as f:
+        fieldnames = next(csv.reader(f), None)
+    self._file = open(self.path, 'a' if fieldnames else 'w', newline='')
+    self._writer = None if fieldnames is None else self._dict_writer(
+        fieldnames)
+
+  def _dict_writer(self, fieldnames):
+    return csv.DictWriter(self._file, fieldnames=list(fieldnames),
+                          extrasaction='ignore', restval='')
 
   def write(self, row: dict[str, float]) -> None:
     self.write_rows([row])
@@ -41,8 +54,7 @@ class MetricsWriter:
     """Writes several rows and flushes once."""
     for row in rows:
       if self._writer is None:
-        self._writer = csv.DictWriter(self._file, fieldnames=list(row),
-                                      extrasaction='ignore', restval='')
+        self._writer = self._dict_writer(row)
         self._writer.writeheader()
       self._writer.writerow(row)
     self._file.flush()
@@ -57,14 +69,55 @@ class MetricsWriter:
     self.close()
 
 
+def read_table(path) -> 'pandas.DataFrame':
+  """A metrics CSV as a pandas DataFrame (empty cells are NaN)."""
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  try:
+    return pd.read_csv(path)
+  except pd.errors.EmptyDataError:
+    return pd.DataFrame()
+
+
 def read_metrics(path) -> dict[str, np.ndarray]:
   """Columns of a metrics CSV as float arrays (empty cells are NaN)."""
-  with open(path, newline='') as f:
-    rows = list(csv.DictReader(f))
-  if not rows:
-    return {}
-  return {key: np.array([float(r[key]) if r[key] != '' else np.nan
-                         for r in rows]) for key in rows[0]}
+  table = read_table(path)
+  return {key: table[key].to_numpy(dtype=float) for key in table.columns}
+
+
+def keep_rows(path, count: int) -> list[dict[str, float]]:
+  """Cuts a metrics CSV to its first `count` rows (atomically); returns them.
+
+  A resumed run continues from its checkpoint: the rows written after it
+  are dropped so that none is duplicated.
+
+  Raises:
+    ValueError: if the file has fewer than `count` rows.
+  """
+  path = pathlib.Path(path)
+  table = read_table(path) if path.is_file() else None
+  have = 0 if table is None else len(table)
+  if have < count:
+    raise ValueError(f'{path} has {have} metrics rows; the checkpoint needs '
+                     f'{count}.')
+  if table is None:
+    return []
+  table = table.iloc[:count]
+  if have > count:
+    tmp = path.with_name(path.name + '.tmp')
+    with open(path, newline='') as src, open(tmp, 'w', newline='') as dst:
+      for i, line in enumerate(src):  # Header and rows kept as written.
+        if i > count:
+          break
+        dst.write(line)
+    tmp.replace(path)
+  return table.to_dict('records')
+
+
+def smoothed(y, window: int) -> np.ndarray:
+  """The trailing `window`-point mean of `y`, NaNs skipped (pandas)."""
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  return pd.Series(np.asarray(y, float)).rolling(
+      window, min_periods=1).mean().to_numpy()
 
 
 def plot_curve(x, y, path, xlabel: str, ylabel: str, title: str,
@@ -77,10 +130,9 @@ def plot_curve(x, y, path, xlabel: str, ylabel: str, title: str,
   x, y = np.asarray(x), np.asarray(y, dtype=float)
   ax.plot(x, y, alpha=0.35 if smooth else 1.0, label=ylabel)
   if smooth and len(y) >= smooth:
-    valid = np.where(np.isnan(y), 0.0, y)
-    counts = np.convolve(~np.isnan(y), np.ones(smooth), 'valid')
-    avg = np.convolve(valid, np.ones(smooth), 'valid') / np.maximum(counts, 1)
-    ax.plot(x[smooth - 1:], avg, label=f'{ylabel} ({smooth}-step mean)')
+    avg = smoothed(y, smooth)
+    ax.plot(x[smooth - 1:], avg[smooth - 1:],
+            label=f'{ylabel} ({smooth}-step mean)')
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)
   ax.set_title(title)

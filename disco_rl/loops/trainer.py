@@ -1,0 +1,332 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""One object for a run: build from a config, fit, checkpoint, resume.
+
+  trainer = Trainer(EvalConfig(num_steps=500), 'runs/catch')
+  summary = trainer.fit()          # metrics.csv, returns.png, checkpoints/
+
+  trainer = Trainer(EvalConfig(num_steps=1000), 'runs/catch', resume=True)
+  trainer.fit()                    # continues from the last checkpoint
+
+An `EvalConfig` gives the eval job (an agent trained by a fixed rule), a
+`MetaTrainConfig` meta-training. The whole loop state (parameters,
+optimisers, the rule's state, actors, environments, replay buffer, key,
+step) is checkpointed with orbax every `checkpoint_every` steps, at the end
+of `fit`, and when the process gets SIGINT or SIGTERM (the run stops after
+the current compiled call, then writes its plots and, for meta-training,
+the learned rule). A resumed run gives the same metrics rows and parameters
+as one that was never interrupted, bit for bit.
+
+Steps: one row of metrics per loop step (an eval iteration, a meta-step).
+`fit(num_steps)` counts learner steps for the eval job (the first
+iterations only fill the replay buffer) and meta-steps for meta-training.
+"""
+
+from collections.abc import Callable, Sequence
+import json
+import math
+import pathlib
+from typing import Any
+
+import jax
+import numpy as np
+
+from disco_rl.loops import checkpoint as checkpoint_lib
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import devices as devices_lib
+from disco_rl.loops import driver
+from disco_rl.loops import reporting
+from disco_rl.loops import run_dir
+
+# callback(trainer, new rows) -> True to stop the run early.
+Callback = Callable[['Trainer', list[dict[str, float]]], bool | None]
+SUMMARY = 'summary.json'
+
+
+def _job_for(config):
+  if isinstance(config, config_lib.EvalConfig):
+    from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
+    return eval_loop.EvalJob
+  if isinstance(config, config_lib.MetaTrainConfig):
+    from disco_rl.loops import meta_loop  # pylint: disable=g-import-not-at-top
+    return meta_loop.MetaTrainJob
+  raise TypeError('config must be an EvalConfig or a MetaTrainConfig, got '
+                  f'{type(config).__name__}.')
+
+
+def _json_safe(value):
+  """NaN and infinities as None (JSON has no NaN), containers recursed."""
+  if isinstance(value, dict):
+    return {k: _json_safe(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_json_safe(v) for v in value]
+  if isinstance(value, (float, np.floating)):
+    return float(value) if math.isfinite(value) else None
+  if isinstance(value, np.integer):
+    return int(value)
+  return value
+
+
+# Settings a resumed run may change: they do not change its numbers.
+RESUMABLE_CHANGES = ('num_steps',)
+
+
+def check_same_settings(saved, given, changeable=RESUMABLE_CHANGES) -> None:
+  """Raises ValueError naming each setting that differs from the saved run."""
+  differ = [f'{name}: saved {getattr(saved, name)!r}, given '
+            f'{getattr(given, name)!r}'
+            for name in vars(saved) if name not in changeable
+            and getattr(saved, name) != getattr(given, name)]
+  if differ:
+    raise ValueError('A resumed run keeps the settings it was started with; '
+                     'these differ: ' + '; '.join(differ) + '.')
+
+
+def stop_when(metric: str, *, above: float | None = None,
+              below: float | None = None, window: int = 1) -> Callback:
+  """A callback that stops `fit` when a metric's recent mean crosses a bound.
+
+  Args:
+    metric: a metrics column, e.g. 'avg_return' or 'pos_rewards'.
+    above: stop once the mean of the last `window` rows is >= `above`.
+    below: stop once it is <= `below`.
+    window: rows averaged (NaN rows skipped).
+  """
+  if (above is None) == (below is None):
+    raise ValueError('stop_when needs exactly one of above= or below=.')
+  if window < 1:
+    raise ValueError(f'window must be >= 1, got {window}.')
+
+  def callback(trainer: 'Trainer', new_rows) -> bool:
+    del new_rows
+    values = np.asarray([r[metric] for r in trainer.rows[-window:]], float)
+    if len(values) < window or not np.isfinite(values).any():
+      return False
+    mean = float(np.nanmean(values))
+    return mean >= above if above is not None else mean <= below
+
+  return callback
+
+
+class Trainer:
+  """Runs an eval or meta-training job: fit, checkpoints, resume, outputs.
+
+  Attributes:
+    config: the run's settings.
+    output_dir: where its files go (None: nothing is written).
+    job: the job (`EvalJob` or `MetaTrainJob`) with its compiled loop.
+    state: the loop state now (a pytree of arrays on the mesh).
+    rows: the metrics rows so far, one per loop step.
+  """
+
+  def __init__(self, config, output_dir=None, *, rule_params=None,
+               resume: bool = False, overwrite: bool = False,
+               checkpoint_every: int | None = None, keep_checkpoints: int = 3,
+               progress: bool = True, log_every: int = 0, devices=None):
+    """Builds the job and its initial state (or the resumed one).
+
+    Args:
+      config: an `EvalConfig` or a `MetaTrainConfig`.
+      output_dir: the run directory (metrics, plots, checkpoints); None
+        writes nothing (checkpoints then need `save(directory)`).
+      rule_params: meta-parameters of the rule (default: see the job).
+      resume: continue the run in `output_dir` from its last checkpoint;
+        `config` must equal the run's saved settings but for `num_steps`.
+      overwrite: replace a run already in `output_dir`.
+      checkpoint_every: save every this many loop steps (rounded up to whole
+        calls); None: 10 times per run; 0: only at the end and on signals.
+      keep_checkpoints: how many checkpoints to keep.
+      progress: show a progress bar (process 0).
+      log_every: print a line about every `log_every` steps (0: never).
+      devices: the devices to use (default: the config's choice).
+
+    Raises:
+      ValueError: bad settings, an output directory that cannot be used, a
+        resumed run whose settings differ (nothing is created then).
+    """
+    job_cls = _job_for(config)
+    job_cls.check_config(config)
+    if checkpoint_every is not None and checkpoint_every < 0:
+      raise ValueError(f'checkpoint_every must be >= 0, got '
+                       f'{checkpoint_every}.')
+    self.config = config
+    self.output_dir = None
+    self._lead = jax.process_index() == 0
+    if output_dir is not None:
+      path = run_dir.check_writable(output_dir)
+      if resume:
+        run_dir.prepare(path, resume=True)
+        check_same_settings(
+            run_dir.read_settings(path, job_cls.name, type(config)), config)
+      elif run_dir.holds_run(path) and not overwrite:
+        run_dir.prepare(path)  # Raises: the directory holds a run.
+      self.output_dir = path
+    elif resume:
+      raise ValueError('resume=True needs the output_dir of the run.')
+    self.job = job_cls(config, rule_params=rule_params, devices=devices)
+    self.progress, self.log_every = progress, log_every
+    self.checkpoint_every = checkpoint_every
+    self.keep_checkpoints = keep_checkpoints
+    self.state = self.job.init()
+    self.rows: list[dict[str, float]] = []
+    self._checkpointer = None
+    self.interrupted: str | None = None
+    if self.output_dir is not None:
+      if resume:
+        self.restore()
+      else:
+        run_dir.prepare(self.output_dir, overwrite=overwrite)
+        if self._lead:
+          run_dir.write_settings(self.output_dir, job_cls.name, config)
+
+  # -- Progress ---------------------------------------------------------------
+
+  @property
+  def step(self) -> int:
+    """Loop steps done (metrics rows)."""
+    return len(self.rows)
+
+  @property
+  def learner_steps(self) -> int:
+    """Learner steps (eval) or meta-steps done."""
+    return self.job.learner_steps(self.step)
+
+  # -- Checkpoints -----------------------------------------------------------
+
+  def _checkpoints(self, directory=None) -> checkpoint_lib.Checkpointer:
+    if directory is not None:
+      return checkpoint_lib.Checkpointer(directory, self.keep_checkpoints)
+    if self.output_dir is None:
+      raise ValueError('This Trainer has no output_dir: pass a directory.')
+    if self._checkpointer is None:
+      self._checkpointer = checkpoint_lib.Checkpointer(
+          self.output_dir / run_dir.CHECKPOINTS, self.keep_checkpoints)
+    return self._checkpointer
+
+  def save(self, directory=None) -> int:
+    """Checkpoints the whole state now (default: `output_dir/checkpoints`).
+
+    Returns:
+      The checkpoint's step (loop steps done).
+    """
+    extra = dict(rows=self.step, **self.job.host_state())
+    self._checkpoints(directory).save(self.step, self.state, extra)
+    return self.step
+
+  def restore(self, directory=None, step: int | None = None) -> int:
+    """Continues from a checkpoint (default: the latest in `output_dir`).
+
+    The metrics rows after the checkpoint are dropped from `metrics.csv`
+    (they will be computed again, identically).
+
+    Returns:
+      The restored step.
+    """
+    checkpoints = self._checkpoints(directory)
+    target = checkpoint_lib.abstract_like(self.state)
+    self.state, extra = checkpoints.restore(target, step)
+    self.job.set_host_state(extra)
+    count = int(extra['rows'])
+    if self.output_dir is not None and self._lead:
+      self.rows = reporting.keep_rows(self.output_dir / run_dir.METRICS,
+                                      count)
+    else:  # Only process 0 keeps the rows: stand-ins count the steps.
+      self.rows = [dict(step=i) for i in range(count)]
+    return count
+
+  # -- Running ---------------------------------------------------------------
+
+  def _checkpoint_due(self, done: int, count: int) -> bool:
+    every = self.checkpoint_every
+    if every is None:
+      every = max(1, self.job.iterations(self.config.num_steps) // 10)
+    return bool(every) and done // every != (done - count) // every
+
+  def fit(self, num_steps: int | None = None,
+          callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
+    """Trains until `num_steps` steps are done in all (default: config's).
+
+    Writes the metrics rows as they come, checkpoints on schedule, and stops
+    early when a callback returns True or a SIGINT/SIGTERM arrives; then
+    (and at the end) saves a checkpoint, the plots and the job's outputs.
+
+    Args:
+      num_steps: learner steps (eval) or meta-steps (meta-training) the run
+        has in all when `fit` returns.
+      callbacks: `callback(trainer, new_rows)` after every compiled call;
+        True stops the run (e.g. `stop_when('avg_return', above=0.9)`).
+
+    Returns:
+      The job's summary (JSON-safe: NaN as None), with `interrupted` (the
+      signal's name, 'callback' or None) and the output paths; also written
+      to `output_dir/summary.json`.
+    """
+    num_steps = self.config.num_steps if num_steps is None else num_steps
+    if num_steps < 1:
+      raise ValueError(f'num_steps must be >= 1, got {num_steps}.')
+    target = self.job.iterations(num_steps)
+    self.interrupted = None
+    writer = None
+    if self.output_dir is not None and self._lead:
+      writer = reporting.MetricsWriter(self.output_dir / run_dir.METRICS,
+                                       append=True)
+    first = self.step
+
+    def after_call(state, new_rows, rows) -> bool:
+      self.state = state
+      self.rows.extend(new_rows)
+      del rows
+      stop = False
+      for callback in callbacks:
+        stop = bool(callback(self, new_rows)) or stop
+      if stop:
+        self.interrupted = 'callback'
+      if signals.signal_name:
+        self.interrupted = signals.signal_name
+      stop = devices_lib.any_process(self.interrupted is not None)
+      if stop and self.interrupted is None:
+        self.interrupted = 'another process'
+      if (self.output_dir is not None and not stop
+          and self._checkpoint_due(self.step, len(new_rows))
+          and self.step < target):
+        self.save()
+      return stop
+
+    try:
+      with driver.StopOnSignal() as signals:
+        _, _, timing = driver.drive(
+            self.job.run, self.state, target, self.job.steps_per_call,
+            self.job.to_rows, writer, self.job.description, self.progress,
+            postfix=self.job.postfix,
+            log_every=self.log_every, first_step=first,
+            after_call=after_call)
+    finally:
+      if writer is not None:
+        writer.close()
+    return self._finish(timing, target)
+
+  def _finish(self, timing: driver.Timing, target: int) -> dict[str, Any]:
+    """Final checkpoint, outputs and summary (process 0's is complete)."""
+    summary = (self.job.summary(self.state, self.rows, timing) if self._lead
+               else {})
+    summary['interrupted'] = self.interrupted
+    if self.step < target and self.interrupted is not None:
+      summary['stopped_at_step'] = self.learner_steps
+    if self.output_dir is not None:
+      if self._checkpoints().latest_step() != self.step:
+        self.save()
+      summary.update(self.job.write_outputs(self.state, self.rows,
+                                            self.output_dir, self._lead))
+      summary['output_dir'] = str(self.output_dir)
+      summary['metrics_csv'] = str(self.output_dir / run_dir.METRICS)
+      summary['checkpoint_step'] = self.step
+    summary = _json_safe(summary)
+    if self.output_dir is not None and self._lead:
+      (self.output_dir / SUMMARY).write_text(
+          json.dumps(summary, indent=2, allow_nan=False) + '\n')
+    return summary
+
+  def close(self) -> None:
+    if self._checkpointer is not None:
+      self._checkpointer.close()
+      self._checkpointer = None

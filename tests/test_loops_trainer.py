@@ -1,0 +1,224 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""disco_rl.loops.trainer: fit, exact resume, outputs, callbacks."""
+
+import json
+
+import chex
+import jax
+import numpy as np
+import pandas as pd
+import pytest
+
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import reporting
+from disco_rl.loops import trainer as trainer_lib
+
+pytestmark = pytest.mark.usefixtures('fast_compile', 'compilation_cache')
+
+TIMING = ('rss_mb', 'time_s')
+
+
+def eval_config(**overrides):
+  settings = dict(rule='actor_critic', batch_size=8, replay_ratio=4,
+                  buffer_capacity=32, rollout_len=5, dense=(16,),
+                  model_lstm_size=8, model_head_hiddens=(8,),
+                  steps_per_call=4, num_steps=10)
+  settings.update(overrides)
+  return config_lib.EvalConfig(**settings)
+
+
+def meta_config(**overrides):
+  settings = dict(num_agents=2, batch_size_per_device=4, rollout_len=4,
+                  num_inner_steps=1, dense=(16,), model_lstm_size=8,
+                  model_head_hiddens=(8,), value_dense=(8,),
+                  steps_per_call=2, num_steps=3)
+  settings.update(overrides)
+  return config_lib.MetaTrainConfig(**settings)
+
+
+def metrics_without_timing(path):
+  table = reporting.read_table(path).drop(columns=list(TIMING))
+  return table
+
+
+def assert_same_run(dir_a, dir_b, state_a, state_b):
+  """Identical metrics rows (but wall-clock columns) and identical state."""
+  a, b = metrics_without_timing(dir_a / 'metrics.csv'), metrics_without_timing(
+      dir_b / 'metrics.csv')
+  assert list(a['step']) == list(range(len(a)))  # No duplicate, no gap.
+  assert a.equals(b), (a.compare(b) if a.shape == b.shape else
+                       (a.shape, b.shape))
+  chex.assert_trees_all_equal(jax.device_get(state_a),
+                              jax.device_get(state_b))
+
+
+@pytest.mark.parametrize('env', ['jittable_catch', 'catch'])
+def test_eval_resume_is_exact(tmp_path, env):
+  """N steps, stop, resume to 2N == 2N straight, bit for bit."""
+  first = trainer_lib.Trainer(eval_config(env=env, num_steps=10),
+                              tmp_path / 'a', progress=False,
+                              checkpoint_every=4)
+  summary = first.fit()
+  assert summary['steps'] == 10 and summary['iterations'] == 13
+  assert summary['checkpoint_step'] == 13
+  first.close()
+  resumed = trainer_lib.Trainer(eval_config(env=env, num_steps=21),
+                                tmp_path / 'a', resume=True, progress=False,
+                                checkpoint_every=4)
+  assert resumed.step == 13
+  resumed.fit()
+  straight = trainer_lib.Trainer(eval_config(env=env, num_steps=21),
+                                 tmp_path / 'b', progress=False,
+                                 checkpoint_every=4)
+  straight.fit()
+  assert_same_run(tmp_path / 'a', tmp_path / 'b', resumed.state,
+                  straight.state)
+  # The checkpoints kept (last 3 by default) hold the last step.
+  assert sorted(int(p.name) for p in (tmp_path / 'a/checkpoints').iterdir()
+                if p.name.isdigit())[-1] == 24
+
+
+def test_resume_from_an_earlier_checkpoint_drops_later_rows(tmp_path):
+  run = trainer_lib.Trainer(eval_config(num_steps=10), tmp_path / 'a',
+                            progress=False, checkpoint_every=4)
+  run.fit()
+  # Back to step 8 (a periodic checkpoint): rows 8.. are computed again.
+  again = trainer_lib.Trainer(eval_config(num_steps=10), tmp_path / 'a',
+                              resume=True, progress=False)
+  assert again.restore(step=8) == 8 and again.step == 8
+  assert len(reporting.read_table(tmp_path / 'a/metrics.csv')) == 8
+  again.fit()
+  straight = trainer_lib.Trainer(eval_config(num_steps=10), tmp_path / 'b',
+                                 progress=False)
+  straight.fit()
+  assert_same_run(tmp_path / 'a', tmp_path / 'b', again.state,
+                  straight.state)
+
+
+def test_meta_train_resume_is_exact(tmp_path):
+  first = trainer_lib.Trainer(meta_config(num_steps=3), tmp_path / 'a',
+                              progress=False)
+  first.fit()
+  resumed = trainer_lib.Trainer(meta_config(num_steps=5), tmp_path / 'a',
+                                resume=True, progress=False)
+  summary = resumed.fit()
+  assert summary['steps'] == 5
+  straight = trainer_lib.Trainer(meta_config(num_steps=5), tmp_path / 'b',
+                                 progress=False)
+  straight.fit()
+  assert_same_run(tmp_path / 'a', tmp_path / 'b', resumed.state,
+                  straight.state)
+  rule_a = np.load(tmp_path / 'a/update_rule_params.npz')
+  rule_b = np.load(tmp_path / 'b/update_rule_params.npz')
+  assert sorted(rule_a.files) == sorted(rule_b.files)
+  for key in rule_a.files:
+    np.testing.assert_array_equal(rule_a[key], rule_b[key])
+
+
+def test_same_seed_same_metrics_other_seed_differs():
+  def metrics(seed):
+    run = trainer_lib.Trainer(eval_config(seed=seed, num_steps=6),
+                              progress=False)
+    run.fit()
+    return pd.DataFrame(run.rows).drop(columns=list(TIMING))
+
+  first, again, other = metrics(0), metrics(0), metrics(1)
+  assert first.equals(again)  # NaN (before learning) equals NaN here.
+  assert not first.equals(other)
+  # The seeds differ from the first learner step on.
+  learned = first['learned'] == 1
+  assert (first['total_loss'][learned] != other['total_loss'][learned]).all()
+
+
+def test_summary_is_valid_json_without_nan(tmp_path):
+  # A one-step run: the first iterations end no episode on a 50-row board.
+  run = trainer_lib.Trainer(eval_config(num_steps=1, rows=50),
+                            tmp_path / 'a', progress=False)
+  summary = run.fit()
+  assert summary['final_avg_return'] is None
+  written = json.loads((tmp_path / 'a/summary.json').read_text())
+  assert written['final_avg_return'] is None and written['steps'] == 1
+
+
+def test_stop_when_callback_stops_early(tmp_path):
+  run = trainer_lib.Trainer(eval_config(num_steps=40), tmp_path / 'a',
+                            progress=False)
+  seen = []
+
+  def record(trainer, new_rows):
+    seen.append(len(new_rows))
+
+  summary = run.fit(callbacks=[
+      record, trainer_lib.stop_when('learned', above=1.0, window=2)])
+  # Learning starts at iteration 4 (3 warm-up iterations); calls of 4.
+  assert summary['interrupted'] == 'callback'
+  assert run.step == 8 and seen == [4, 4]
+  assert summary['stopped_at_step'] == 5
+  # Stopped runs still leave their checkpoint, plot and rows.
+  assert (tmp_path / 'a/returns.png').is_file()
+  assert len(reporting.read_table(tmp_path / 'a/metrics.csv')) == 8
+  assert summary['checkpoint_step'] == 8
+
+
+def test_stop_when_rejects_bad_arguments():
+  with pytest.raises(ValueError, match='exactly one of above= or below='):
+    trainer_lib.stop_when('avg_return')
+  with pytest.raises(ValueError, match='window must be >= 1, got 0'):
+    trainer_lib.stop_when('avg_return', above=1.0, window=0)
+
+
+def test_existing_run_is_not_overwritten(tmp_path):
+  trainer_lib.Trainer(eval_config(num_steps=1), tmp_path / 'a',
+                      progress=False).fit()
+  before = (tmp_path / 'a/metrics.csv').read_bytes()
+  with pytest.raises(ValueError, match='already holds a run'):
+    trainer_lib.Trainer(eval_config(num_steps=1), tmp_path / 'a')
+  assert (tmp_path / 'a/metrics.csv').read_bytes() == before
+  (tmp_path / 'a/notes.txt').write_text('mine')
+  run = trainer_lib.Trainer(eval_config(num_steps=2), tmp_path / 'a',
+                            overwrite=True, progress=False)
+  # The old run's files are gone, the user's are not.
+  assert not (tmp_path / 'a/metrics.csv').exists()
+  assert (tmp_path / 'a/notes.txt').read_text() == 'mine'
+  run.fit()
+  assert len(reporting.read_table(tmp_path / 'a/metrics.csv')) == 5
+
+
+def test_resume_with_other_settings_is_an_error(tmp_path):
+  trainer_lib.Trainer(eval_config(num_steps=1), tmp_path / 'a',
+                      progress=False).fit()
+  with pytest.raises(ValueError,
+                     match=r'these differ: seed: saved 0, given 3'):
+    trainer_lib.Trainer(eval_config(num_steps=4, seed=3), tmp_path / 'a',
+                        resume=True)
+  with pytest.raises(ValueError, match='holds a eval run, not a meta_train'):
+    trainer_lib.Trainer(meta_config(), tmp_path / 'a', resume=True)
+  with pytest.raises(ValueError, match='Nothing to resume in'):
+    trainer_lib.Trainer(eval_config(), tmp_path / 'empty', resume=True)
+  assert not (tmp_path / 'empty').exists()
+
+
+def test_bad_trainer_arguments():
+  with pytest.raises(TypeError, match='EvalConfig or a MetaTrainConfig, got '
+                     'dict'):
+    trainer_lib.Trainer({'num_steps': 3})
+  with pytest.raises(ValueError, match='checkpoint_every must be >= 0, got -1'):
+    trainer_lib.Trainer(eval_config(), checkpoint_every=-1)
+  with pytest.raises(ValueError, match='resume=True needs the output_dir'):
+    trainer_lib.Trainer(eval_config(), resume=True)
+  with pytest.raises(ValueError, match='batch_size=8 must be a multiple of '
+                     'replay_ratio=3'):
+    trainer_lib.Trainer(eval_config(replay_ratio=3))
+
+
+def test_save_and_restore_without_output_dir(tmp_path):
+  run = trainer_lib.Trainer(eval_config(num_steps=3), progress=False)
+  run.fit()
+  assert run.save(tmp_path / 'ckpt') == 6
+  other = trainer_lib.Trainer(eval_config(num_steps=3), progress=False)
+  assert other.restore(tmp_path / 'ckpt') == 6
+  chex.assert_trees_all_equal(jax.device_get(run.state),
+                              jax.device_get(other.state))
+  with pytest.raises(ValueError, match='no output_dir: pass a directory'):
+    other.save()
