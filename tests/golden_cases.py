@@ -15,6 +15,28 @@ from disco_rl import types
 from disco_rl.environments import jittable_envs
 
 
+def from_golden(template, case, prefix: str):
+  """`template`'s tree with every leaf read from the golden key it maps to.
+
+  The structure (dataclasses, LSTM states, optax states) is the port's own;
+  only the values come from the file.
+  """
+
+  def part(key) -> str:
+    for attr in ('key', 'name', 'idx'):
+      if hasattr(key, attr):
+        return str(getattr(key, attr))
+    raise TypeError(f'unsupported tree path element {key!r}')
+
+  def read(path, leaf):
+    key = '|'.join([prefix, *map(part, path)])
+    value = case.arrays[key]
+    assert value.shape == np.shape(leaf), (key, value.shape, np.shape(leaf))
+    return jnp.asarray(value, dtype=leaf.dtype)
+
+  return jax.tree_util.tree_map_with_path(read, template)
+
+
 def settings_from_case(meta: dict):
   """Our settings for the rule of a golden case, with its recorded overrides.
 
