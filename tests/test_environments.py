@@ -3,9 +3,6 @@
 """Tests of the Catch environments, their wrappers and the factory."""
 
 import functools
-import importlib.util
-import os
-import pathlib
 
 import dm_env
 from dm_env import specs
@@ -15,14 +12,10 @@ from ml_collections import config_dict
 import numpy as np
 import pytest
 
+import golden_cases
 from disco_rl import environments
 from disco_rl.environments import catch
 from disco_rl.environments import jittable_envs
-
-_REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-_GOLDEN_DIR = pathlib.Path(
-    os.environ.get('DISCO_RL_GOLDEN_DIR', _REPO_ROOT / '..' / 'shared' /
-                   'golden'))
 
 _ENV_NAMES = ('catch', 'jittable_catch')
 
@@ -84,23 +77,13 @@ def _positions(board):
 # Golden parity.
 
 
-def _load_golden_case(name):
-  module_path = _GOLDEN_DIR / 'golden.py'
-  if not (module_path.is_file() and (_GOLDEN_DIR / f'{name}.npz').is_file()):
-    pytest.skip(f'golden files not found in {_GOLDEN_DIR} (set '
-                'DISCO_RL_GOLDEN_DIR to the directory holding golden.py and '
-                f'{name}.npz)')
-  spec = importlib.util.spec_from_file_location('_disco_golden', module_path)
-  golden = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(golden)
-  return golden, golden.load(name, str(_GOLDEN_DIR))
-
-
 @pytest.mark.golden
+@pytest.mark.parametrize('reference', golden_cases.REFERENCES,
+                         ids=lambda r: r.name)
 @pytest.mark.parametrize('name, prefix', [('jittable_catch', 'jittable'),
                                           ('catch', 'cpu')])
-def test_matches_golden(name, prefix):
-  golden, case = _load_golden_case('envs')
+def test_matches_golden(golden, golden_dir, reference, name, prefix):
+  case = golden_cases.load_case(golden, golden_dir, reference, 'envs')
   meta = case.meta
   actions = case.arrays['inputs|actions']
   assert actions.shape == (meta['steps'], meta['batch'])
@@ -116,8 +99,7 @@ def test_matches_golden(name, prefix):
   for key in ('observation', 'step_type', 'reward'):
     want = case.arrays[f'{prefix}|{key}']
     assert got[key].dtype == want.dtype, key
-    np.testing.assert_array_equal(got[key], want, err_msg=key)
-  golden.assert_close(got, case, prefix, exact=True)
+  case.check(got, prefix, exact=True)
 
 
 # ----------------------------------------------------------------------------

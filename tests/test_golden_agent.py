@@ -1,7 +1,8 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Parity with the upstream for whole agents: initial states, rollouts on the
-jittable Catch and three learner steps, for the disco and actor-critic rules."""
+jittable Catch and three learner steps, for the disco and actor-critic rules,
+against each golden reference (golden_cases.REFERENCES)."""
 
 import functools
 
@@ -15,20 +16,6 @@ pytestmark = pytest.mark.golden
 
 CASES = {'disco': 'learner_disco', 'actor_critic': 'learner_actor_critic'}
 
-
-@pytest.fixture(scope='module', params=sorted(CASES))
-def learner_case(request, load_golden):
-  case = load_golden(CASES[request.param])
-  agent, env = golden_cases.make_agent(case.meta)
-  return request.param, case, agent, env
-
-
-def _rule_params(rule_name, agent, request):
-  if rule_name == 'disco':
-    return request.getfixturevalue('disco_103_params')
-  return agent.update_rule.init_params(jax.random.PRNGKey(0))[0]
-
-
 # The upstream actor-critic rule writes its new EMA states into the meta-state
 # dict it was given and returns that same dict, so with an eager learner every
 # recorded LearnerState (init and steps 0-2) aliases one dict that ends up
@@ -38,64 +25,95 @@ def _rule_params(rule_name, agent, request):
 _ALIASED_META_STATE = ('actor_critic',)
 
 
-def test_initial_states(golden, learner_case):
-  rule_name, case, agent, _ = learner_case
+@pytest.fixture(scope='module', params=[
+    pytest.param('disco', marks=pytest.mark.weights), 'actor_critic'])
+def learner(request, golden, golden_dir):
+  """(rule name, agent, env, rule params) for the rule, built once."""
+  rule_name = request.param
+  case = golden_cases.load_case(golden, golden_dir, golden_cases.CURRENT_JAX,
+                                CASES[rule_name])
+  agent, env = golden_cases.make_agent(case.meta)
+  if rule_name == 'disco':
+    rule_params = request.getfixturevalue('disco_103_params')
+  else:
+    rule_params = agent.update_rule.init_params(jax.random.PRNGKey(0))[0]
+  return rule_name, agent, env, rule_params
+
+
+@pytest.fixture(params=golden_cases.REFERENCES, ids=lambda r: r.name)
+def case(request, learner, golden, golden_dir):
+  """The learner's case in each reference (same settings in each)."""
+  rule_name = learner[0]
+  return golden_cases.load_case(golden, golden_dir, request.param,
+                                CASES[rule_name])
+
+
+def _initial_states(agent, case):
   seed = case.meta['seed']
-  learner_state = agent.initial_learner_state(jax.random.PRNGKey(seed))
-  actor_state = agent.initial_actor_state(jax.random.PRNGKey(seed))
+  return (agent.initial_learner_state(jax.random.PRNGKey(seed)),
+          agent.initial_actor_state(jax.random.PRNGKey(seed)))
+
+
+def test_initial_states(learner, case):
+  rule_name, agent, _, _ = learner
+  learner_state, actor_state = _initial_states(agent, case)
   assert not jax.tree.leaves(actor_state)
   if rule_name not in _ALIASED_META_STATE:
-    golden.assert_close(learner_state, case, 'init|learner_state')
+    case.check(learner_state, 'init|learner_state')
     return
   # The recorded meta-state is the final one (see above); ours starts at zero
   # moments and a unit decay product, and is compared in the learner test.
-  golden.assert_close(learner_state.params, case, 'init|learner_state|params')
-  golden.assert_close(learner_state.opt_state, case,
-                      'init|learner_state|opt_state')
+  case.check(learner_state.params, 'init|learner_state|params')
+  case.check(learner_state.opt_state, 'init|learner_state|opt_state')
   for ema in jax.tree.leaves(learner_state.meta_state):
     assert float(ema) in (0.0, 1.0)
 
 
-def test_learner_steps_on_recorded_rollouts(golden, learner_case, request):
-  """Three jitted learner steps, each on the rollout the upstream recorded;
-  every key of every state and log (meta_out included) is compared."""
-  rule_name, case, agent, _ = learner_case
-  rule_params = _rule_params(rule_name, agent, request)
-  seed = case.meta['seed']
-  learner_state = agent.initial_learner_state(jax.random.PRNGKey(seed))
-  actor_state = agent.initial_actor_state(jax.random.PRNGKey(seed))
-  learner_step = jax.jit(agent.learner_step, static_argnums=5)
+def test_learner_steps_on_recorded_rollouts(learner, case):
+  """Three learner steps, each on the rollout the upstream recorded; every key
+  of every state and log (meta_out included) is compared."""
+  rule_name, agent, _, rule_params = learner
+  learner_state, actor_state = _initial_states(agent, case)
+  learner_step = agent.learner_step
+  if case.reference.compiled:
+    learner_step = jax.jit(learner_step, static_argnums=5)
   states = {'init': learner_state}
   for i in range(3):
     rollout = golden_cases.rollout_from(case.subtree(f'step|{i}|rollout'))
     rng = golden_cases.as_key(case.arrays[f'step|{i}|rng_learn'])
     learner_state, _, logs = learner_step(rng, rollout, learner_state,
                                           actor_state, rule_params, False)
-    golden.assert_close(logs, case, f'step|{i}|logs')
+    case.check(logs, f'step|{i}|logs')
     states[f'step|{i}'] = learner_state
   for prefix, state in states.items():
     if rule_name in _ALIASED_META_STATE:
       state = state.replace(meta_state=learner_state.meta_state)
-    golden.assert_close(state, case, f'{prefix}|learner_state')
+    case.check(state, f'{prefix}|learner_state')
 
 
-def test_rollouts_regenerate_from_recorded_rngs(golden, learner_case):
+def test_rollouts_regenerate_from_recorded_rngs(learner, case):
   """Stricter: acting with the recorded rngs reproduces the rollouts.
 
   Uses the recorded learner states for acting, so each step is independent
   of float differences accumulated by the learner.
   """
-  _, case, agent, env = learner_case
+  _, agent, env, _ = learner
   seed = case.meta['seed']
-  params = agent.initial_learner_state(jax.random.PRNGKey(seed)).params
-  actor_state = agent.initial_actor_state(jax.random.PRNGKey(seed))
+  params, actor_state = _initial_states(agent, case)
+  params = params.params
   env_state, timestep = env.reset(jax.random.PRNGKey(seed))
-  unroll = jax.jit(functools.partial(golden_cases.unroll_actor, agent, env),
-                   static_argnums=5)
+  unroll = _jitted_unroll(agent, env)
   for i in range(3):
     rng = golden_cases.as_key(case.arrays[f'step|{i}|rng_act'])
     rollout, actor_state, env_state, timestep = unroll(
         params, actor_state, env_state, timestep, rng, case.meta['T'])
-    golden.assert_close(rollout, case, f'step|{i}|rollout')
+    case.check(rollout, f'step|{i}|rollout')
     params = jax.tree.map(
         jnp.asarray, case.subtree(f'step|{i}|learner_state')['params'])
+
+
+@functools.cache
+def _jitted_unroll(agent, env):
+  """One compiled unroll per agent, shared by both references."""
+  return jax.jit(functools.partial(golden_cases.unroll_actor, agent, env),
+                 static_argnums=5)

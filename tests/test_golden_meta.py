@@ -1,7 +1,11 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Parity with the upstream's meta-gradient of Disco103 (meta_train notebook,
-`calculate_meta_gradient`, one agent, no pmap)."""
+`calculate_meta_gradient`, one agent, no pmap), against each golden reference.
+
+The upstream recorded the gradient compiled, so both references are compared
+with one compiled gradient function.
+"""
 
 import functools
 
@@ -16,14 +20,22 @@ from disco_rl import types
 pytestmark = [pytest.mark.golden, pytest.mark.weights]
 
 
-@pytest.fixture(scope='module')
-def case(load_golden):
-  return load_golden('meta_gradient')
+@pytest.fixture(params=golden_cases.REFERENCES, ids=lambda r: r.name)
+def case(request, golden, golden_dir):
+  return golden_cases.load_case(golden, golden_dir, request.param,
+                                'meta_gradient')
 
 
 @pytest.fixture(scope='module')
-def member(case):
-  meta = case.meta
+def meta(golden, golden_dir):
+  """The recorded settings (the same in each reference)."""
+  return golden_cases.load_case(golden, golden_dir, golden_cases.CURRENT_JAX,
+                                'meta_gradient').meta
+
+
+@pytest.fixture(scope='module')
+def member(meta):
+  """The meta-training agent, built from the recorded settings."""
   vf = meta['value_fn']
   value_fn_config = types.ValueFnConfig(
       net=vf['net'],
@@ -45,7 +57,19 @@ def member(case):
       env=env)
 
 
-def _state_before_gradient(member, case):
+@pytest.fixture(scope='module')
+def init_state(member, meta):
+  return member.init_state(jax.random.PRNGKey(meta['seed']))
+
+
+@pytest.fixture(scope='module')
+def grad_fn(member):
+  """The compiled meta-gradient, shared by both references."""
+  return jax.jit(functools.partial(meta_train.calculate_meta_gradient,
+                                   agent=member, axis_name=None))
+
+
+def _state_before_gradient(state, case):
   """The agent state the upstream took its gradient from.
 
   The recording acted with the initial agent (inputs|train, inputs|valid)
@@ -53,7 +77,6 @@ def _state_before_gradient(member, case):
   is our own initial state (compared with the record in test_init_state)
   with the recorded environment state and timestep put in.
   """
-  state = member.init_state(jax.random.PRNGKey(case.meta['seed']))
   recorded = case.under('inputs|state')
   initial = case.under('inputs|init_state')
   moved = sorted({k.split('|')[0] for k in recorded
@@ -66,21 +89,18 @@ def _state_before_gradient(member, case):
                                             'inputs|state|env_timestep'))
 
 
-def test_init_state(golden, case, member):
-  state = member.init_state(jax.random.PRNGKey(case.meta['seed']))
-  golden.assert_close(state, case, 'inputs|init_state')
+def test_init_state(case, init_state):
+  case.check(init_state, 'inputs|init_state')
 
 
-def test_meta_gradient(golden, case, member, disco_103_params):
-  state = _state_before_gradient(member, case)
+def test_meta_gradient(case, init_state, grad_fn, disco_103_params):
+  state = _state_before_gradient(init_state, case)
   train = golden_cases.rollout_from(case.subtree('inputs|train'))
   valid = golden_cases.rollout_from(case.subtree('inputs|valid'))
   rng = golden_cases.as_key(case.arrays['inputs|rng'])
-  grad_fn = jax.jit(functools.partial(meta_train.calculate_meta_gradient,
-                                      agent=member, axis_name=None))
   grads, (new_state, metrics, meta_log) = grad_fn(disco_103_params, state,
                                                   train, valid, rng)
-  golden.assert_close(meta_log, case, 'out|meta_log')
-  golden.assert_close(metrics, case, 'out|metrics')
-  golden.assert_close(new_state, case, 'out|new_state')
-  golden.assert_close(grads, case, 'out|meta_grads')
+  case.check(meta_log, 'out|meta_log')
+  case.check(metrics, 'out|metrics')
+  case.check(new_state, 'out|new_state')
+  case.check(grads, 'out|meta_grads')
