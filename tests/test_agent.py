@@ -61,29 +61,40 @@ def dc():
 
 
 class LearnerStepVariantsTest(chex.TestCase):
-  """The actor-critic learner step gives the same result with and without jit."""
+  """The actor-critic learner step, compiled and op by op, against one op-by-op
+  reference computed without any jit."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.agent, env = _agent(agent_lib.get_settings_actor_critic())
+    cls.state = cls.agent.initial_learner_state(jax.random.PRNGKey(0))
+    cls.rollout = _rollout(cls.agent, env, cls.state.params)
+    cls.reference = cls._step(cls.agent.learner_step)
+
+  @classmethod
+  def _step(cls, learner_step):
+    new_state, _, logs = learner_step(
+        jax.random.PRNGKey(2), cls.rollout, cls.state, {},
+        {'dummy': jnp.zeros(())}, False)
+    return new_state, logs
 
   @chex.variants(with_jit=True, without_jit=True)
   def test_learner_step(self):
-    agent, env = _agent(agent_lib.get_settings_actor_critic())
-    state = agent.initial_learner_state(jax.random.PRNGKey(0))
-    rollout = _rollout(agent, env, state.params)
-    step = self.variant(functools.partial(agent.learner_step,
-                                          is_meta_training=False))
-    new_state, _, logs = step(jax.random.PRNGKey(2), rollout, state, {},
-                              {'dummy': jnp.zeros(())})
-    reference, _, ref_logs = jax.jit(agent.learner_step, static_argnums=5)(
-        jax.random.PRNGKey(2), rollout, state, {}, {'dummy': jnp.zeros(())},
-        False)
-    # Eager and compiled float32 reductions round differently (e.g. the
-    # expectation over 601 value bins), and the first debiased EMA step
-    # divides by 1 - 0.99, amplifying that; hence the golden files' tolerance.
-    chex.assert_trees_all_close(new_state, reference, rtol=1e-3, atol=1e-3)
-    chex.assert_trees_all_close(logs, ref_logs, rtol=1e-3, atol=1e-3)
+    got = self._step(self.variant(self.agent.learner_step, static_argnums=5))
+    if self.variant.type == chex.ChexVariantType.WITHOUT_JIT:
+      chex.assert_trees_all_equal(got, self.reference)
+    else:
+      # Compiled float32 reductions round differently from op-by-op ones
+      # (e.g. the expectation over 601 value bins), and the first debiased
+      # EMA step divides by 1 - 0.99, amplifying that: the upstream's own
+      # compiled learner step is 3.4e-4 off its op-by-op record.
+      chex.assert_trees_all_close(got, self.reference, rtol=1e-3, atol=1e-3)
+    new_state, _ = got
     # The step changed the parameters and counted one Adam step.
     assert int(new_state.opt_state[0].count) == 1
     moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))),
-                         new_state.params, state.params)
+                         new_state.params, self.state.params)
     assert max(jax.tree.leaves(moved)) > 0
 
 
