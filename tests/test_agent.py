@@ -2,9 +2,8 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Agent behaviour beyond the golden cases: jit, grad, acting, unrolling."""
 
-import functools
-
 import chex
+import dm_env
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -148,12 +147,17 @@ def test_actor_step_records_discounts_and_valid_actions(ac):
 
 def test_rollout_round_trips_through_env_timestep(ac):
   _, _, _, rollout = ac
+  assert not np.all(rollout.discounts)  # The rollout ends an episode.
   timestep = rollout.to_env_timestep()
-  np.testing.assert_array_equal(timestep.step_type == 2,
-                                ~np.asarray(rollout.discounts))
-  back = types.ActorTimestep.from_rollout(rollout)
-  assert types.ActorRollout.from_timestep(back).rewards.shape == (
-      rollout.rewards.shape)
+  np.testing.assert_array_equal(timestep.observation, rollout.observations)
+  np.testing.assert_array_equal(timestep.reward, rollout.rewards)
+  np.testing.assert_array_equal(
+      timestep.step_type, np.where(rollout.discounts, dm_env.StepType.MID,
+                                   dm_env.StepType.LAST))
+  back = types.ActorRollout.from_timestep(
+      types.ActorTimestep.from_rollout(rollout))
+  assert type(back) is types.ActorRollout
+  chex.assert_trees_all_equal(back, rollout)
 
 
 def test_accumulated_returns_match_a_python_loop():
