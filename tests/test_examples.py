@@ -15,8 +15,10 @@ import math
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -83,7 +85,11 @@ def assert_png(path):
 
 
 def check_eval_run(stdout: str, out: pathlib.Path, learner_keys):
-  """Final lines, files and metrics of a 4-step eval run with 2 envs."""
+  """Final lines, files and metrics of a 4-step eval run with 2 envs.
+
+  `--steps 4` counts learner steps: 5 iterations, the first fills the
+  buffer (a batch of 4 trajectories from 2 environments).
+  """
   summary = summary_of(stdout)
   final = line_value(stdout, 'final average return (last 100 steps):')
   metrics_path = line_value(stdout, 'metrics:')
@@ -92,11 +98,12 @@ def check_eval_run(stdout: str, out: pathlib.Path, learner_keys):
   assert pathlib.Path(plot_path) == out / 'returns.png'
   assert_png(plot_path)
   assert summary['steps'] == 4 and summary['devices'] == 1
+  assert summary['iterations'] == 5 and summary['interrupted'] is None
 
   metrics = evaluation.read_metrics(metrics_path)
-  assert all(len(v) == 4 for v in metrics.values())
-  np.testing.assert_array_equal(metrics['env_steps'], [12, 24, 36, 48])
-  np.testing.assert_array_equal(metrics['learned'], [0, 1, 1, 1])
+  assert all(len(v) == 5 for v in metrics.values())
+  np.testing.assert_array_equal(metrics['env_steps'], [12, 24, 36, 48, 60])
+  np.testing.assert_array_equal(metrics['learned'], [0, 1, 1, 1, 1])
   learned = metrics['learned'] == 1
   for key in learner_keys:
     assert np.isfinite(metrics[key][learned]).all(), (key, metrics[key])
@@ -194,3 +201,215 @@ def test_cli_main_rejects_bad_settings(module, args, setting, tmp_path,
   assert err.startswith('error: ') and err.count('\n') == 1, err
   assert setting in err
   assert not (tmp_path / 'out').exists()
+
+
+# ----------------------------------------------------------------------------
+# Interrupt and resume, output directories, weights files, flags.
+
+
+def _rows_written(path) -> int:
+  try:
+    return max(0, len(pathlib.Path(path).read_text().splitlines()) - 1)
+  except FileNotFoundError:
+    return 0
+
+
+def _timing_free_metrics(path):
+  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
+  return reporting.read_table(path).drop(columns=['rss_mb', 'time_s'])
+
+
+INTERRUPTED_RUNS = {
+    'eval': [*EVAL_TINY, '--rule', 'actor_critic', '--steps-per-call', '2'],
+    'meta_train': [*META_TINY, '--steps-per-call', '1'],
+}
+
+
+@pytest.mark.parametrize('module, sig', [
+    ('eval', signal.SIGTERM),
+    pytest.param('meta_train', signal.SIGINT, marks=pytest.mark.slow),
+])
+def test_cli_interrupt_then_resume_equals_a_straight_run(
+    module, sig, run_cli, tmp_path, tmp_path_factory):
+  """A signal stops the run with its outputs saved; --resume finishes it,
+  giving the metrics rows (and rule) of a run never interrupted."""
+  out = tmp_path / 'interrupted'
+  env = dict(os.environ, **fast_jax_env(tmp_path_factory), JAX_PLATFORMS='cpu',
+             XLA_FLAGS='--xla_force_host_platform_device_count=1',
+             MPLBACKEND='Agg')
+  proc = subprocess.Popen(
+      [sys.executable, '-m', f'disco_rl.examples.{module}',
+       *INTERRUPTED_RUNS[module], '--steps', '100000', '--out', str(out)],
+      cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      text=True)
+  try:
+    deadline = time.monotonic() + TIMEOUT_S
+    while _rows_written(out / 'metrics.csv') < 3:
+      assert proc.poll() is None and time.monotonic() < deadline, (
+          proc.communicate())
+      time.sleep(0.2)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+  finally:
+    proc.kill()
+  assert proc.returncode == 128 + sig.value, stderr[-4000:]
+  assert f'interrupted by {sig.name} after step' in stdout
+  assert f'--resume {out}' in stdout
+  summary = summary_of(stdout)
+  assert summary['interrupted'] == sig.name
+  done = summary['stopped_at_step']
+  assert done >= 1 and (out / 'checkpoints').is_dir()
+  assert summary['checkpoint_step'] == _rows_written(out / 'metrics.csv')
+  if module == 'eval':
+    assert_png(out / 'returns.png')
+  else:  # The rule learned so far is saved, in the Disco103 layout.
+    weights.load_disco_103(out / 'update_rule_params.npz', download=False,
+                           check_architecture=True)
+
+  target = str(done + 3)
+  ok(run_cli(f'disco_rl.examples.{module}', '--resume', str(out), '--steps',
+             target, '--no-progress'))
+  straight = tmp_path / 'straight'
+  ok(run_cli(f'disco_rl.examples.{module}', *INTERRUPTED_RUNS[module],
+             '--steps', target, '--out', str(straight)))
+  resumed, expected = (_timing_free_metrics(out / 'metrics.csv'),
+                       _timing_free_metrics(straight / 'metrics.csv'))
+  assert list(resumed['step']) == list(range(len(expected)))
+  assert resumed.equals(expected)
+  if module == 'meta_train':
+    rule, rule_straight = (np.load(out / 'update_rule_params.npz'),
+                           np.load(straight / 'update_rule_params.npz'))
+    for key in rule_straight.files:
+      np.testing.assert_array_equal(rule[key], rule_straight[key])
+
+
+def _main(module):
+  return importlib.import_module(f'disco_rl.examples.{module}').main
+
+
+def _error_of(capsys) -> str:
+  err = capsys.readouterr().err
+  assert err.startswith('error: ') and err.count('\n') == 1, err
+  return err[len('error: '):].strip()
+
+
+@pytest.mark.parametrize('module', ['eval', 'meta_train'])
+def test_cli_refuses_unusable_output_dirs(module, tmp_path, capsys):
+  main = _main(module)
+  a_file = tmp_path / 'file'
+  a_file.write_text('x')
+  cases = [
+      (['--out', str(a_file)], f'output directory {a_file} is a file'),
+      (['--out', str(a_file / 'sub')], f'cannot be created: {a_file} is a '
+       'file'),
+      (['--out', '/sys/disco_rl_run'], 'inside a system directory'),
+      (['--out', '/proc/disco_rl_run'], 'inside a system directory'),
+      (['--resume', str(tmp_path / 'none')], 'Nothing to resume in'),
+      (['--resume', str(tmp_path / 'none'), '--overwrite'],
+       '--resume and --overwrite exclude each other'),
+      (['--resume', str(tmp_path), '--out', str(tmp_path)],
+       '--resume DIR is the run directory: leave out --out'),
+      (['--keep-checkpoints', '0', '--out', str(tmp_path / 'k')],
+       '--keep-checkpoints must be >= 1, got 0'),
+  ]
+  for args, message in cases:
+    assert main([*args, '--steps', '1', '--no-progress']) == 2, args
+    assert message in _error_of(capsys), args
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['file']
+
+
+def test_eval_cli_never_overwrites_a_run_unless_told(tmp_path, capsys,
+                                                    fast_compile):
+  out = tmp_path / 'run'
+  tiny = [*EVAL_TINY, '--rule', 'actor_critic', '--out', str(out)]
+  assert _main('eval')(tiny) == 0
+  capsys.readouterr()
+  before = (out / 'metrics.csv').read_bytes()
+  assert _main('eval')(tiny) == 2
+  assert 'already holds a run' in _error_of(capsys)
+  assert (out / 'metrics.csv').read_bytes() == before
+  # A resumed run keeps its settings: another seed is refused.
+  assert _main('eval')(['--resume', str(out), '--seed', '5']) == 2
+  assert 'these differ: seed: saved 0, given 5' in _error_of(capsys)
+  assert _main('eval')(['--resume', str(out), '--weights', 'w.npz']) == 2
+  assert '--weights cannot be given with --resume' in _error_of(capsys)
+  assert _main('eval')([*tiny, '--overwrite', '--steps', '2']) == 0
+  assert len(evaluation.read_metrics(out / 'metrics.csv')['step']) == 3
+
+
+def _broken_weights(tmp_path, disco_103_path):
+  """(description, path) of files a user might pass by mistake."""
+  truncated = tmp_path / 'truncated.npz'
+  truncated.write_bytes(pathlib.Path(disco_103_path).read_bytes()[:4096])
+  with np.load(disco_103_path) as full:
+    kept = {k: full[k] for k in list(full.files)[1:]}
+  missing_leaf = tmp_path / 'missing_leaf.npz'
+  np.savez(missing_leaf, **kept)
+  return [('missing', tmp_path / 'missing.npz', 'file not found'),
+          ('truncated', truncated, 'not a valid npz file'),
+          ('wrong tree', missing_leaf, 'missing_leaf.npz')]
+
+
+@pytest.mark.weights
+@pytest.mark.parametrize('module, extra', [
+    ('eval', []), ('meta_train', ['--init', 'disco_103'])])
+def test_cli_bad_weights_file_is_one_error_line(module, extra, tmp_path,
+                                                capsys, monkeypatch,
+                                                disco_103_path):
+  """Missing, truncated or mis-shaped: the same error as $DISCO_RL_WEIGHTS."""
+  for what, path, fragment in _broken_weights(tmp_path, disco_103_path):
+    out = tmp_path / f'out_{what.replace(" ", "_")}'
+    status = _main(module)([*extra, '--weights', str(path), '--out', str(out),
+                            '--steps', '1', '--no-progress'])
+    assert status == 2, what
+    flag_error = _error_of(capsys)
+    assert fragment in flag_error and str(path.name) in flag_error, what
+    assert not out.exists(), what
+    if what == 'missing':
+      continue  # $DISCO_RL_WEIGHTS names itself when it points nowhere.
+    monkeypatch.setenv('DISCO_RL_WEIGHTS', str(path))
+    status = _main(module)([*extra, '--out', str(out), '--steps', '1',
+                            '--no-progress'])
+    assert status == 2, what
+    assert _error_of(capsys) == flag_error, what
+    monkeypatch.setenv('DISCO_RL_WEIGHTS', str(disco_103_path))
+
+
+def test_meta_train_cli_weights_need_init_disco_103(tmp_path, capsys):
+  status = _main('meta_train')(['--weights', 'w.npz', '--out',
+                                str(tmp_path / 'o'), '--steps', '1'])
+  assert status == 2
+  assert ('--weights is the rule to fine-tune: it needs --init disco_103, '
+          'got --init random') in _error_of(capsys)
+
+
+@pytest.mark.parametrize('module, flags, expected', [
+    ('eval', ['--seed', '7', '--rows', '5', '--columns', '6',
+              '--learning-rate', '0.003', '--num-devices', '1',
+              '--dense', '32,16', '--steps', '12', '--precision',
+              'bfloat16'],
+     dict(seed=7, rows=5, columns=6, learning_rate=0.003, num_devices=1,
+          dense=(32, 16), num_steps=12, precision='bfloat16')),
+    ('meta_train', ['--seed', '3', '--rule-seed', '9', '--num-inner-steps',
+                    '4', '--learning-rate', '0.001', '--meta-learning-rate',
+                    '0.0002', '--rows', '6', '--columns', '7', '--init',
+                    'disco_103', '--num-devices', '2', '--value-dense', '64'],
+     dict(seed=3, rule_seed=9, num_inner_steps=4, learning_rate=0.001,
+          meta_learning_rate=0.0002, rows=6, columns=7, init='disco_103',
+          num_devices=2, value_dense=(64,))),
+])
+def test_cli_flags_reach_the_settings(module, flags, expected):
+  from disco_rl.examples import cli  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+  config_cls = (config_lib.EvalConfig if module == 'eval'
+                else config_lib.MetaTrainConfig)
+  parser = cli.make_parser('test', config_cls, 'runs/x')
+  config = config_lib.from_flags(config_cls, parser.parse_args(flags))
+  for name, value in expected.items():
+    assert getattr(config, name) == value, name
+  # Everything else keeps its default.
+  default = config_cls()
+  for name in vars(default):
+    if name not in expected:
+      assert getattr(config, name) == getattr(default, name), name
+  assert cli.given_flags(parser, flags) == set(expected)

@@ -121,9 +121,13 @@ def make_agent(config: config_lib.EvalConfig,
 
 
 def default_rule_params(config: config_lib.EvalConfig,
-                        agent: agent_lib.Agent):
-  """Disco103's weights, or the (empty) parameters of a hand-written rule."""
-  if config.rule == 'disco_103':
+                        agent: agent_lib.Agent, load: bool = True):
+  """Disco103's weights, or the (empty) parameters of a hand-written rule.
+
+  With `load=False` a fresh meta-network stands in for the weights (same
+  structure; e.g. to be replaced by a checkpoint's).
+  """
+  if config.rule == 'disco_103' and load:
     from disco_rl import weights  # pylint: disable=g-import-not-at-top
     return weights.load_disco_103()
   params, _ = agent.update_rule.init_params(jax.random.PRNGKey(0))
@@ -134,7 +138,7 @@ class _EvalLoopBase:
   """Agent, devices, initial state and the buffer-and-learn step."""
 
   def __init__(self, config: config_lib.EvalConfig, rule_params=None,
-               devices=None):
+               devices=None, load_weights: bool = True):
     config_lib.check_eval_config(config)
     self.config = config
     self.devices = list(devices) if devices is not None else (
@@ -152,7 +156,7 @@ class _EvalLoopBase:
     self.env = self._make_env()
     self.agent = make_agent(config, self.env)
     if rule_params is None:
-      rule_params = default_rule_params(config, self.agent)
+      rule_params = default_rule_params(config, self.agent, load_weights)
     self.rule_params = devices_lib.place(
         rule_params, devices_lib.replicated(self.mesh))
     self.log_keys = default_log_keys(config.rule)
@@ -280,11 +284,11 @@ class EvalLoop(_EvalLoopBase):
   """
 
   def __init__(self, config: config_lib.EvalConfig, rule_params=None,
-               devices=None):
+               devices=None, load_weights: bool = True):
     if config.env == 'catch':
       raise ValueError("env='catch' is stepped on the host: use HostEvalLoop "
                        '(or make_eval_loop).')
-    super().__init__(config, rule_params, devices)
+    super().__init__(config, rule_params, devices, load_weights)
     specs = state_specs()
     self._init = jax.jit(self._initial_state_on_device,
                          out_shardings=self._state_shardings())
@@ -364,8 +368,8 @@ class HostEvalLoop(_EvalLoopBase):
   """
 
   def __init__(self, config: config_lib.EvalConfig, rule_params=None,
-               devices=None):
-    super().__init__(config, rule_params, devices)
+               devices=None, load_weights: bool = True):
+    super().__init__(config, rule_params, devices, load_weights)
     if jax.process_count() > 1:
       raise ValueError('A host environment runs in one process; got '
                        f'{jax.process_count()} processes.')
@@ -454,11 +458,17 @@ class HostEvalLoop(_EvalLoopBase):
 
 
 def make_eval_loop(config: config_lib.EvalConfig, rule_params=None,
-                   devices=None) -> EvalLoop | HostEvalLoop:
-  """The loop for the configured environment (fused unless it is a host one)."""
+                   devices=None, load_weights: bool = True
+                   ) -> EvalLoop | HostEvalLoop:
+  """The loop for the configured environment (fused unless it is a host one).
+
+  `load_weights=False`: without `rule_params`, a fresh meta-network stands
+  in for Disco103's weights (a run about to be restored from a checkpoint).
+  """
   config_lib.check_eval_config(config)
   loop_cls = HostEvalLoop if config.env == 'catch' else EvalLoop
-  return loop_cls(config, rule_params=rule_params, devices=devices)
+  return loop_cls(config, rule_params=rule_params, devices=devices,
+                  load_weights=load_weights)
 
 
 def warmup_iterations(loop: EvalLoop | HostEvalLoop) -> int:
@@ -484,10 +494,10 @@ class EvalJob:
   check_config = staticmethod(config_lib.check_eval_config)
 
   def __init__(self, config: config_lib.EvalConfig, rule_params=None,
-               devices=None):
+               devices=None, restoring: bool = False):
     self.config = config
     self.loop = make_eval_loop(config, rule_params=rule_params,
-                               devices=devices)
+                               devices=devices, load_weights=not restoring)
     self.warmup = warmup_iterations(self.loop)
     self.steps_per_call = config.steps_per_call
     self.description = f'eval {config.rule} seed {config.seed}'
@@ -509,6 +519,15 @@ class EvalJob:
 
   def postfix(self, rows) -> dict[str, str]:
     return dict(avg_return=f'{_recent_return(rows):.3f}')
+
+  @property
+  def rule_params(self):
+    """The rule's meta-parameters (checkpointed: a resumed run needs no file)."""
+    return self.loop.rule_params
+
+  @rule_params.setter
+  def rule_params(self, params) -> None:
+    self.loop.rule_params = params
 
   def host_state(self) -> dict[str, Any]:
     """What a checkpoint needs beyond the device state (JSON-able)."""

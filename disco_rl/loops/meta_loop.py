@@ -285,14 +285,21 @@ class MetaTrainJob:
   check_config = staticmethod(config_lib.check_meta_train_config)
 
   def __init__(self, config: config_lib.MetaTrainConfig,
-               rule_params=None, devices=None):
+               rule_params=None, devices=None, restoring: bool = False):
     self.config = config
     self.trainer = MetaTrainer(config, devices=devices)
     self.loop = self.trainer
     self.steps_per_call = config.steps_per_call
     self.description = 'meta-train'
-    # The rule's weights are loaded now, so that a bad file fails at once.
+    # The rule's weights are loaded now, so that a bad file fails at once;
+    # a run about to be restored starts from a fresh meta-network instead.
+    if restoring and rule_params is None:
+      rule_params, _ = self.trainer.member.agent.update_rule.init_params(
+          jax.random.PRNGKey(config.rule_seed))
     self._rule_params = self.trainer.initial_rule_params(rule_params)
+
+  # The rule is part of the loop state (PopulationState.update_rule_params).
+  rule_params = None
 
   def iterations(self, num_steps: int) -> int:
     return num_steps

@@ -163,7 +163,8 @@ class Trainer:
       self.output_dir = path
     elif resume:
       raise ValueError('resume=True needs the output_dir of the run.')
-    self.job = job_cls(config, rule_params=rule_params, devices=devices)
+    self.job = job_cls(config, rule_params=rule_params, devices=devices,
+                       restoring=resume)
     self.progress, self.log_every = progress, log_every
     self.checkpoint_every = checkpoint_every
     self.keep_checkpoints = keep_checkpoints
@@ -210,8 +211,12 @@ class Trainer:
       The checkpoint's step (loop steps done).
     """
     extra = dict(rows=self.step, **self.job.host_state())
-    self._checkpoints(directory).save(self.step, self.state, extra)
+    self._checkpoints(directory).save(self.step, self._saved_state(), extra)
     return self.step
+
+  def _saved_state(self):
+    """The loop state and the rule's parameters when they are apart from it."""
+    return dict(loop=self.state, rule=self.job.rule_params)
 
   def restore(self, directory=None, step: int | None = None) -> int:
     """Continues from a checkpoint (default: the latest in `output_dir`).
@@ -223,8 +228,11 @@ class Trainer:
       The restored step.
     """
     checkpoints = self._checkpoints(directory)
-    target = checkpoint_lib.abstract_like(self.state)
-    self.state, extra = checkpoints.restore(target, step)
+    target = checkpoint_lib.abstract_like(self._saved_state())
+    saved, extra = checkpoints.restore(target, step)
+    self.state = saved['loop']
+    if saved['rule'] is not None:
+      self.job.rule_params = saved['rule']
     self.job.set_host_state(extra)
     count = int(extra['rows'])
     if self.output_dir is not None and self._lead:

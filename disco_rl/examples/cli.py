@@ -1,0 +1,176 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""What the eval and meta-train commands share: run flags and the main flow.
+
+Every run writes into `--out`; a directory that holds a run is refused
+unless `--overwrite` (replace it) or `--resume DIR` (continue it, with the
+settings it was started with; only `--steps` may change). Bad input prints
+one `error:` line and exits 2. SIGINT/SIGTERM stop the run after the
+current compiled call, save a checkpoint and the outputs, and exit with
+128 + the signal's number.
+"""
+
+import argparse
+from collections.abc import Callable, Sequence
+import dataclasses
+import json
+import signal
+import sys
+from typing import Any
+
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import devices
+
+# Errors that are the user's input (a bad setting, path or file).
+USER_ERRORS = (ValueError, FileNotFoundError, TypeError, KeyError)
+EXIT_BAD_INPUT = 2
+_UNSET = object()
+
+
+def make_parser(description: str, config_cls, default_out: str
+                ) -> argparse.ArgumentParser:
+  """Flags of every setting of `config_cls`, the run's and the processes'."""
+  parser = argparse.ArgumentParser(description=description)
+  group = parser.add_argument_group('run')
+  group.add_argument('--out', default=default_out,
+                     help=f'output directory (default: {default_out})')
+  group.add_argument('--resume', metavar='DIR', default=None,
+                     help='continue the run in DIR from its last checkpoint '
+                     '(its saved settings; --steps may raise the total)')
+  group.add_argument('--overwrite', action='store_true',
+                     help='replace a run already in --out')
+  group.add_argument('--checkpoint-every', type=int, default=None,
+                     metavar='N', help='checkpoint every N steps (default: '
+                     '10 times per run; 0: only at the end and on a signal)')
+  group.add_argument('--keep-checkpoints', type=int, default=3, metavar='K',
+                     help='checkpoints kept (default: 3)')
+  group.add_argument('--no-progress', action='store_true',
+                     help='no progress bar')
+  config_lib.add_flags(parser, config_cls)
+  devices.add_distributed_flags(parser)
+  return parser
+
+
+def add_weights_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
+  parser.add_argument('--weights', default=None, metavar='NPZ',
+                      help=help_text)
+
+
+def load_weights(args, needed: bool, why_not: str):
+  """The --weights file's parameters (checked now), or None if not given.
+
+  Args:
+    args: the parsed flags.
+    needed: whether the run's settings use a rule file.
+    why_not: the error message when the file is given but not `needed`.
+
+  Raises:
+    ValueError: --weights given but not needed, or with --resume (the
+      resumed run's rule is in its checkpoint); the weights module's errors
+      for a missing, truncated or mis-shaped file (the same as for a bad
+      $DISCO_RL_WEIGHTS).
+  """
+  if not args.weights:
+    return None
+  if args.resume is not None:
+    raise ValueError('--weights cannot be given with --resume: the resumed '
+                     'run continues with the rule saved in its checkpoint.')
+  if not needed:
+    raise ValueError(why_not)
+  from disco_rl import weights  # pylint: disable=g-import-not-at-top
+  return weights.load_disco_103(args.weights)
+
+
+def given_flags(parser: argparse.ArgumentParser, argv) -> set[str]:
+  """The destinations of the flags given on the command line."""
+  probe = argparse.Namespace(**{a.dest: _UNSET for a in parser._actions})  # pylint: disable=protected-access
+  parser.parse_args(argv, namespace=probe)
+  return {name for name, value in vars(probe).items() if value is not _UNSET}
+
+
+def config_from_args(parser, argv, args, job: str, config_cls):
+  """The run's settings: the flags', or on --resume the saved ones.
+
+  On --resume the saved settings stand; a flag given for a setting must
+  equal the saved value, except --steps.
+  """
+  config = config_lib.from_flags(config_cls, args)
+  if args.resume is None:
+    return config
+  if args.overwrite:
+    raise ValueError('--resume and --overwrite exclude each other.')
+  if '--out' in argv or any(a.startswith('--out=') for a in argv):
+    raise ValueError('--resume DIR is the run directory: leave out --out.')
+  from disco_rl.loops import run_dir  # pylint: disable=g-import-not-at-top
+  path = run_dir.prepare(args.resume, resume=True)
+  saved = run_dir.read_settings(path, job, config_cls)
+  given = given_flags(parser, argv)
+  changes = {f.name: getattr(config, f.name)
+             for f in dataclasses.fields(config_cls) if f.name in given}
+  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+  trainer.check_same_settings(saved, dataclasses.replace(saved, **changes))
+  return dataclasses.replace(saved, **changes)
+
+
+def run(argv: Sequence[str] | None, *, description: str, config_cls,
+        default_out: str, prepare: Callable[[argparse.Namespace, Any], Any]
+        | None = None, extra_flags: Callable[[argparse.ArgumentParser], None]
+        | None = None, report: Callable[[dict[str, Any]], None]) -> int:
+  """Parses, trains and reports; returns the exit status.
+
+  Args:
+    argv: the arguments (default: sys.argv[1:]).
+    description: the command's one-line description.
+    config_cls: `EvalConfig` or `MetaTrainConfig`.
+    default_out: the default output directory.
+    prepare: `prepare(args, config) -> rule_params` (None: the default);
+      runs after the settings are checked, before anything is created.
+    extra_flags: adds the command's own flags.
+    report: prints the final lines from the summary (process 0).
+  """
+  argv = list(sys.argv[1:] if argv is None else argv)
+  parser = make_parser(description, config_cls, default_out)
+  if extra_flags is not None:
+    extra_flags(parser)
+  args = parser.parse_args(argv)
+  job = 'eval' if config_cls is config_lib.EvalConfig else 'meta_train'
+  try:
+    config = config_from_args(parser, argv, args, job, config_cls)
+    if config_cls is config_lib.EvalConfig:
+      config_lib.check_eval_config(config)
+    else:
+      config_lib.check_meta_train_config(config)
+    if args.keep_checkpoints < 1:
+      raise ValueError(f'--keep-checkpoints must be >= 1, got '
+                       f'{args.keep_checkpoints}.')
+    out = args.resume if args.resume is not None else args.out
+    from disco_rl.loops import run_dir  # pylint: disable=g-import-not-at-top
+    run_dir.check_writable(out)
+    rule_params = prepare(args, config) if prepare is not None else None
+    devices.initialize_distributed(devices.distributed_config_from_flags(args))
+    # Imported after the processes have joined (it touches the devices).
+    from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+    run_trainer = trainer.Trainer(
+        config, out, rule_params=rule_params,
+        resume=args.resume is not None, overwrite=args.overwrite,
+        checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints,
+        progress=not args.no_progress)
+    summary = run_trainer.fit()
+    run_trainer.close()
+  except USER_ERRORS as e:
+    message = ' '.join(str(e).split()) or type(e).__name__
+    print(f'error: {message}', file=sys.stderr)
+    return EXIT_BAD_INPUT
+  import jax  # pylint: disable=g-import-not-at-top
+  if jax.process_index() == 0:
+    print(json.dumps(summary, indent=2))
+    report(summary)
+  interrupted = summary.get('interrupted')
+  if interrupted in ('SIGINT', 'SIGTERM'):
+    if jax.process_index() == 0:
+      print(f'interrupted by {interrupted} after step '
+            f'{summary["stopped_at_step"]}: checkpoint, metrics and outputs '
+            f'saved; continue with --resume {summary["output_dir"]}')
+    return 128 + signal.Signals[interrupted].value
+  return 0
