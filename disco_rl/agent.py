@@ -19,6 +19,7 @@ import dm_env
 import haiku as hk
 import jax
 import jax.numpy as jnp
+from jax.experimental import checkify
 from ml_collections import config_dict
 import numpy as np
 import optax
@@ -144,6 +145,89 @@ def check_rollout(rollout: types.ActorRollout, what: str = 'rollout') -> None:
                      f'T={reward_shape[0]}.')
 
 
+def _spec_shapes(spec) -> Any:
+  return jax.tree.map(lambda s: tuple(s.shape), spec,
+                      is_leaf=lambda x: hasattr(x, 'shape'))
+
+
+def check_observations(observations, spec, lead: tuple[str, ...],
+                       what: str) -> None:
+  """Checks observations against the single-observation spec.
+
+  Args:
+    observations: the observations, each leaf [*lead, *spec shape].
+    spec: the agent's `single_observation_spec`.
+    lead: names of the leading axes, e.g. ('T', 'B').
+    what: the argument's name in messages, e.g. 'rollout.observations'.
+
+  Raises:
+    ValueError: naming the argument, the expected and the received shape.
+  """
+  # Leaves in order: a bare array stands for a one-entry spec (as upstream).
+  flat_expected = jax.tree.leaves(_spec_shapes(spec),
+                                  is_leaf=lambda x: isinstance(x, tuple))
+  leaves = jax.tree.leaves(observations)
+  if len(leaves) != len(flat_expected):
+    raise ValueError(f'{what} must hold {len(flat_expected)} array(s), one '
+                     f'per entry of the observation spec, got {len(leaves)}.')
+  for (path, leaf), shape in zip(
+      jax.tree_util.tree_leaves_with_path(observations), flat_expected):
+    got = tuple(jnp.shape(leaf))
+    if len(got) != len(lead) + len(shape) or got[len(lead):] != shape:
+      axes = ', '.join(lead)
+      raise ValueError(
+          f'{what}{jax.tree_util.keystr(path)} must have shape [{axes}, '
+          f'*{shape}] (the observation spec {shape} after the {axes} axes), '
+          f'got {got}.')
+
+
+_DTYPE_KINDS = {
+    'float': ((jnp.floating,), 'a floating dtype'),
+    'discount': ((jnp.floating, jnp.bool_), 'a floating (or bool) dtype'),
+    'int': ((jnp.integer,), 'an integer dtype (discrete actions)'),
+}
+
+
+def _check_dtype(value, kind: str, what: str) -> None:
+  dtype = jnp.result_type(value)
+  allowed, expected = _DTYPE_KINDS[kind]
+  if not any(jnp.issubdtype(dtype, a) for a in allowed):
+    raise ValueError(f'{what} must have {expected}, got {dtype}.')
+
+
+def check_rollout_values(rollout: types.ActorRollout, num_actions: int,
+                         what: str = 'rollout',
+                         step: chex.Array | None = None) -> None:
+  """Actions in [0, num_actions) and finite rewards, as `checkify` checks.
+
+  Each failure names the field, the time step t and the batch index b of
+  the first bad entry (and `step`, e.g. the loop iteration, if given). Runs
+  eagerly as it is; under `jit` the caller must functionalise it with
+  `jax.experimental.checkify.checkify(..., errors=checkify.user_checks)`.
+  """
+  suffix = '' if step is None else ' (loop step {step})'
+  extra = {} if step is None else dict(step=step)
+
+  def first_bad(bad):
+    index = jnp.argmax(bad.reshape(-1))
+    t, b = jnp.divmod(index, bad.shape[1])
+    return index, t, b
+
+  actions = jnp.asarray(rollout.actions)
+  bad = (actions < 0) | (actions >= num_actions)
+  index, t, b = first_bad(bad)
+  checkify.check(
+      ~jnp.any(bad), f'{what}.actions[t={{t}}, b={{b}}] = {{value}} is '
+      f'outside [0, {num_actions}){suffix}', t=t, b=b,
+      value=actions.reshape(-1)[index], **extra)
+  rewards = jnp.asarray(rollout.rewards)
+  bad = ~jnp.isfinite(rewards)
+  index, t, b = first_bad(bad)
+  checkify.check(
+      ~jnp.any(bad), f'{what}.rewards[t={{t}}, b={{b}}] = {{value}} is not '
+      f'finite{suffix}', t=t, b=b, value=rewards.reshape(-1)[index], **extra)
+
+
 class Agent:
   """A generic agent trained by an update rule.
 
@@ -157,7 +241,7 @@ class Agent:
   def __init__(self, *, single_observation_spec: types.Specs,
                single_action_spec: types.ActionSpec,
                agent_settings: config_dict.ConfigDict,
-               batch_axis_name: str | None):
+               batch_axis_name: str | None, debug_checks: bool = False):
     """Builds the agent.
 
     Args:
@@ -165,6 +249,12 @@ class Agent:
       single_action_spec: a scalar int32 `dm_env.specs.BoundedArray`.
       agent_settings: e.g. `get_settings_disco()`; unknown keys are errors.
       batch_axis_name: the `pmap` axis name the learner runs under, or None.
+      debug_checks: also check the values of every rollout `learner_step`
+        gets (`check_rollout_values`: actions in range, finite rewards),
+        naming the field, time step and batch index of the first bad entry.
+        Eager calls raise at once; a jitted call must be functionalised with
+        `checkify.checkify(..., errors=checkify.user_checks)` (the loops do).
+        Off by default (the checks cost a little); the jobs turn it on.
     """
     settings = _as_config(agent_settings)
     _check_settings(settings)
@@ -173,6 +263,8 @@ class Agent:
     self.single_observation_spec = single_observation_spec
     self.single_action_spec = single_action_spec
     self._batch_axis_name = batch_axis_name
+    self.debug_checks = debug_checks
+    self.num_actions = int(single_action_spec.maximum) + 1
 
     rule_cls = UPDATE_RULES[settings.update_rule_name]
     self.update_rule = rule_cls(**settings.update_rule)
@@ -239,6 +331,8 @@ class Agent:
       The `ActorTimestep` to record (with the state *before* this step) and
       the network state after it.
     """
+    check_observations(timestep.observation, self.single_observation_spec,
+                       ('B',), 'timestep.observation')
     should_reset = timestep.step_type == dm_env.StepType.LAST
     agent_outs, next_actor_state = self._network.one_step(
         actor_params, actor_state, timestep.observation, should_reset)
@@ -299,6 +393,16 @@ class Agent:
                 **jax.tree.map(jnp.mean, {**log_no_meta, **log_meta}))
     return total_loss, (meta_state, new_agent_net_state, logs)
 
+  def _check_rollout_inputs(self, rollout: types.ActorRollout) -> None:
+    """Shapes and dtypes at the call; values too with `debug_checks`."""
+    check_observations(rollout.observations, self.single_observation_spec,
+                       ('T', 'B'), 'rollout.observations')
+    _check_dtype(rollout.rewards, 'float', 'rollout.rewards')
+    _check_dtype(rollout.discounts, 'discount', 'rollout.discounts')
+    _check_dtype(rollout.actions, 'int', 'rollout.actions')
+    if self.debug_checks:
+      check_rollout_values(rollout, self.num_actions)
+
   def learner_step(
       self, rng: chex.PRNGKey, rollout: types.ActorRollout,
       learner_state: LearnerState, agent_net_state: hk.State,
@@ -320,6 +424,7 @@ class Agent:
       scalars plus `meta_out`, the rule's [T-1, B, ...] outputs.
     """
     check_rollout(rollout)
+    self._check_rollout_inputs(rollout)
     agent_out, _ = self.unroll_net(learner_state.params, agent_net_state,
                                    rollout)
     meta_out, new_meta_state = self.update_rule.unroll_meta_net(

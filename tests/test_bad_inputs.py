@@ -2,10 +2,14 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Mistakes a user can make get a clear error at the call."""
 
+import re
+
 import jax
+from jax.experimental import checkify
 import jax.numpy as jnp
 from dm_env import specs
 import numpy as np
+import optax
 import pytest
 
 from disco_rl import agent as agent_lib
@@ -187,6 +191,87 @@ def test_rollout_of_the_wrong_type(ac_agent):
   with pytest.raises(TypeError, match='rollout must be a types.ActorRollout'):
     agent.learner_step(jax.random.PRNGKey(0), {'rewards': 1}, state, {}, {},
                        False)
+
+
+@pytest.mark.parametrize('overrides, fragment', [
+    (dict(observations=jnp.zeros((5, 2, 8, 7, 1))),
+     r'rollout.observations must have shape \[T, B, \*\(8, 8, 1\)\].*got '
+     r'\(5, 2, 8, 7, 1\)'),
+    (dict(observations=(jnp.zeros((5, 2, 8, 8, 1)),) * 2),
+     r'rollout.observations must hold 1 array\(s\).*got 2'),
+    (dict(rewards=jnp.zeros((5, 2), jnp.int32)),
+     'rollout.rewards must have a floating dtype, got int32'),
+    (dict(discounts=jnp.ones((5, 2), jnp.int32)),
+     r'rollout.discounts must have a floating \(or bool\) dtype, got int32'),
+    (dict(actions=jnp.zeros((5, 2), jnp.float32)),
+     'rollout.actions must have an integer dtype .*, got float32'),
+])
+def test_rollout_of_the_wrong_shape_or_dtype(ac_agent, overrides, fragment):
+  agent, state = ac_agent
+  with pytest.raises(ValueError, match=fragment):
+    agent.learner_step(jax.random.PRNGKey(0), _rollout(**overrides), state,
+                       {}, {}, False)
+
+
+def test_actor_step_names_the_observation_shape(ac_agent):
+  agent, state = ac_agent
+  timestep = types.EnvironmentTimestep(
+      observation=jnp.zeros((2, 8, 8)), step_type=jnp.zeros((2,), jnp.int32),
+      reward=jnp.zeros((2,)))
+  with pytest.raises(ValueError, match=r'timestep.observation must have shape '
+                     r'\[B, \*\(8, 8, 1\)\].*got \(2, 8, 8\)'):
+    agent.actor_step(state.params, jax.random.PRNGKey(0), timestep,
+                     agent.initial_actor_state(jax.random.PRNGKey(0)))
+
+
+def _debug_agent():
+  env = _env()
+  return agent_lib.Agent(
+      single_observation_spec=env.single_observation_spec(),
+      single_action_spec=env.single_action_spec(),
+      agent_settings=agent_lib.get_settings_actor_critic(),
+      batch_axis_name=None, debug_checks=True)
+
+
+BAD_VALUES = [
+    ('actions', lambda r: r.replace(actions=r.actions.at[3, 1].set(3)),
+     r'rollout.actions\[t=3, b=1\] = 3 is outside \[0, 3\)'),
+    ('negative action', lambda r: r.replace(actions=r.actions.at[0, 0].set(-1)),
+     r'rollout.actions\[t=0, b=0\] = -1 is outside \[0, 3\)'),
+    ('rewards', lambda r: r.replace(rewards=r.rewards.at[2, 1].set(jnp.nan)),
+     r'rollout.rewards\[t=2, b=1\] = nan is not finite'),
+    ('inf reward', lambda r: r.replace(rewards=r.rewards.at[4, 0].set(
+        jnp.inf)), r'rollout.rewards\[t=4, b=0\] = inf is not finite'),
+]
+
+
+@pytest.mark.parametrize('name, corrupt, fragment', BAD_VALUES)
+def test_debug_checks_name_the_field_step_and_batch_index(name, corrupt,
+                                                          fragment):
+  """Eagerly, and jitted under checkify (as the loops run it)."""
+  del name
+  agent = _debug_agent()
+  state = agent.initial_learner_state(jax.random.PRNGKey(0))
+  rollout = corrupt(_rollout())
+  step = lambda r: agent.learner_step(jax.random.PRNGKey(0), r, state, {}, {},
+                                      False)
+  with pytest.raises(checkify.JaxRuntimeError, match=fragment):
+    step(rollout)
+  checked = jax.jit(checkify.checkify(step, errors=checkify.user_checks))
+  error, _ = checked(rollout)
+  assert re.search(fragment, error.get()), error.get()
+  error, (new_state, _, _) = checked(_rollout())
+  assert error.get() is None
+  assert np.isfinite(optax.global_norm(new_state.params))
+
+
+def test_without_debug_checks_bad_values_pass_silently(ac_agent):
+  """Why the jobs turn the checks on: NaN rewards reach the parameters."""
+  agent, state = ac_agent
+  rollout = _rollout(rewards=jnp.full((5, 2), jnp.nan))
+  new_state, _, _ = jax.jit(agent.learner_step, static_argnums=5)(
+      jax.random.PRNGKey(0), rollout, state, {}, {}, False)
+  assert not np.isfinite(optax.global_norm(new_state.params))
 
 
 def _rule_inputs(t=3, b=2, a=3, outputs=('logits', 'y', 'z', 'aux_pi', 'q'),
