@@ -319,3 +319,18 @@ def test_devices_batch_must_divide():
     utils.shard_across_devices({'x': np.float32(1.0)}, devices)
   with pytest.raises(ValueError, match=r'batch_size=5 does not divide across 2 devices'):
     utils.check_divisible(5, 2, 'batch_size')
+
+
+@pytest.mark.parametrize('name', ['catch', 'jittable_catch'])
+@pytest.mark.parametrize('rows, columns, bad', [
+    (1, 8, 'rows must be an integer >= 2 .*got 1'),
+    (8, 0, 'columns must be an integer >= 2 .*got 0'),
+    (2.5, 8, 'rows must be an integer >= 2 .*got 2.5'),
+])
+def test_impossible_boards(name, rows, columns, bad):
+  from disco_rl.environments import get_environment  # pylint: disable=g-import-not-at-top
+  settings = {'rows': rows, 'columns': columns}
+  if name == 'catch':
+    settings['random_seed'] = 0
+  with pytest.raises(ValueError, match='Catch ' + bad):
+    get_environment(name, batch_size=2, env_settings=settings)

@@ -22,7 +22,8 @@ CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
     (dict(rollout_len=1), 'rollout_len must be >= 2, got 1'),
     (dict(num_steps=0), 'num_steps must be >= 1, got 0'),
     (dict(steps_per_call=0), 'steps_per_call must be >= 1, got 0'),
-    (dict(rows=0), 'rows must be >= 1, got 0'),
+    (dict(rows=0), 'rows must be >= 2, got 0'),
+    (dict(columns=1), 'columns must be >= 2, got 1'),
     (dict(dense=(16, 0)), r'dense must be positive layer sizes, got \(16, 0\)'),
     (dict(num_devices=0), 'num_devices must be >= 1, got 0'),
 ])

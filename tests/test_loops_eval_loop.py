@@ -9,6 +9,7 @@ test_loops_multiprocess.py; learning curves: test_learning_curves.py.
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -100,3 +101,56 @@ def test_replay_stores_only_the_behaviour_logits(fused_run):
   assert set(state.replay.data.agent_outs) == {'logits'}
   # Per step: 8x8 float32 board, action, reward, discount, 3 logits twice.
   assert loop.bytes_per_trajectory(state) == 5 * (256 + 4 + 4 + 1 + 12 + 12)
+
+
+class _NanRewardForEnv1:
+  """Wraps a batched jittable env: environment 1 returns NaN rewards."""
+
+  def __init__(self, env):
+    self._env = env
+
+  def __getattr__(self, name):
+    return getattr(self._env, name)
+
+  def step(self, state, actions):
+    state, timestep = self._env.step(state, actions)
+    return state, timestep.replace(
+        reward=timestep.reward.at[1].set(jnp.nan))
+
+
+@pytest.mark.parametrize('loop_cls', ['fused', 'host'])
+def test_debug_checks_stop_at_the_bad_rollout(loop_cls):
+  """An environment bug is reported with field, time step, env and step."""
+  config = dataclasses.replace(TINY, rule='actor_critic', num_devices=1,
+                               env='jittable_catch' if loop_cls == 'fused'
+                               else 'catch')
+  loop = eval_loop.make_eval_loop(config)
+  if loop_cls == 'fused':
+    loop.env = _NanRewardForEnv1(loop.env)
+    first_bad = r'rollout.rewards\[t=1, b=1\] = nan is not finite'
+  else:  # Host Catch: corrupt what the host environment returns.
+    host_step = loop.env.step
+
+    def nan_step(state, actions):
+      state, timestep = host_step(state, actions)
+      reward = np.asarray(timestep.reward).copy()
+      reward[1] = np.nan
+      return state, timestep.replace(reward=reward)
+
+    loop.env.step = nan_step
+    first_bad = r'rollout.rewards\[t=1, b=1\] = nan is not finite'
+  state = loop.init(jax.random.PRNGKey(0))
+  with pytest.raises(eval_loop.driver.RolloutError,
+                     match=first_bad + r' \(loop step 0\)'):
+    loop.run(state, 1)
+
+
+def test_without_debug_checks_nan_rewards_reach_the_parameters():
+  config = dataclasses.replace(TINY, rule='actor_critic', num_devices=1,
+                               debug_checks=False)
+  loop = eval_loop.make_eval_loop(config)
+  loop.env = _NanRewardForEnv1(loop.env)
+  state, metrics = loop.run(loop.init(jax.random.PRNGKey(0)),
+                            config.steps_per_call)
+  assert metrics['learned'].any()
+  assert not np.isfinite(metrics['total_loss'][metrics['learned'] == 1]).any()

@@ -73,6 +73,15 @@ def check_batch_size(batch_size: Any) -> int:
   return int(batch_size)
 
 
+def check_board(rows: Any, columns: Any, what: str) -> None:
+  """Raises a ValueError unless the board is at least 2x2 (integers)."""
+  for name, value in (('rows', rows), ('columns', columns)):
+    if (not isinstance(value, (int, np.integer)) or isinstance(value, bool)
+        or value < 2):
+      raise ValueError(f'{what} {name} must be an integer >= 2 (a board of at '
+                       f'least 2x2), got {value!r}.')
+
+
 def as_config(settings: Any, what: str) -> config_dict.ConfigDict:
   """Accepts a `ConfigDict` (returned as is) or a plain mapping (wrapped)."""
   if isinstance(settings, config_dict.ConfigDict):

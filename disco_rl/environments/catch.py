@@ -28,6 +28,7 @@ class SingleStreamCatch:
 
   def __init__(self, env_settings: config_dict.ConfigDict):
     """Reads `rows`, `columns` and `random_seed` from `env_settings`."""
+    base.check_board(env_settings.rows, env_settings.columns, 'Catch')
     self._rows, self._columns = env_settings.rows, env_settings.columns
     self._paddle_y = self._rows - 1
     self._board = np.zeros((self._rows, self._columns), np.float32)

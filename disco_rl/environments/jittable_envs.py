@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 from ml_collections import config_dict
 
+from disco_rl.environments import base
 from disco_rl.environments.wrappers import batched_jittable_env
 
 # Layout of the Catch state vector (int32).
@@ -24,6 +25,7 @@ class _SingleStreamCatch:
   """
 
   def __init__(self, rows: int = 10, columns: int = 5):
+    base.check_board(rows, columns, 'Catch')
     self._rows, self._columns = rows, columns
 
   @property

@@ -90,6 +90,9 @@ class EvalConfig:
       None, 'devices to use (default: as many as the batch divides into)')
   steps_per_call: int = _field(
       20, 'learner steps compiled into one call of the fused loop')
+  debug_checks: bool = _field(
+      True, 'check every acted rollout (actions in range, finite rewards) '
+      'and stop with the field, step and batch index of the first bad entry')
   behaviour_outputs: tuple[str, ...] | None = _field(
       ('logits',), 'agent outputs kept in the replay buffer (the rules read '
       'only the behaviour logits)', flags=())
@@ -132,6 +135,10 @@ class MetaTrainConfig:
       'auto', "how a device runs its agents: 'map' one after another "
       "(fastest on CPUs), 'vmap' vectorised (for accelerators); 'auto': map "
       'on a CPU, vmap elsewhere', choices=('auto', 'map', 'vmap'))
+  debug_checks: bool = _field(
+      True, "check the agents' training rollouts (actions in range, finite "
+      'rewards) and stop with the field, step and batch index of the first '
+      'bad entry')
 
 
 def _check_positive(config, names, minimum: int = 1) -> None:
@@ -160,9 +167,9 @@ def _check_sizes(config, names) -> None:
 def _check_common(config, positive, sizes) -> None:
   """Choices, counts >= 1, rollout_len >= 2, layer sizes, num_devices."""
   _check_choices(config)
-  _check_positive(config, positive + ('num_steps', 'steps_per_call', 'rows',
-                                      'columns', 'model_lstm_size'))
-  _check_positive(config, ('rollout_len',), minimum=2)
+  _check_positive(config, positive + ('num_steps', 'steps_per_call',
+                                      'model_lstm_size'))
+  _check_positive(config, ('rollout_len', 'rows', 'columns'), minimum=2)
   _check_sizes(config, sizes + ('dense', 'model_head_hiddens'))
   if config.num_devices is not None and config.num_devices < 1:
     raise ValueError(f'num_devices must be >= 1, got {config.num_devices}.')
@@ -230,6 +237,8 @@ def _flag_type(annotation) -> tuple[Any, bool]:
     annotation = args[0]
   if typing.get_origin(annotation) is tuple:
     return parse_sizes, optional
+  if annotation is bool:
+    return bool, optional
   if annotation in (int, float, str):
     return annotation, optional
   raise TypeError(f'No flag type for {annotation!r}.')
@@ -254,6 +263,11 @@ def add_flags(parser: argparse.ArgumentParser, config_cls) -> None:
     help_text = field.metadata.get('help', '')
     help_text += ' (default: %s)' % ('none' if optional and default is None
                                      else shown)
+    if flag_type is bool:  # --name / --no-name
+      group.add_argument(f'--{field.name.replace("_", "-")}', dest=field.name,
+                         action=argparse.BooleanOptionalAction,
+                         default=default, help=help_text.replace('%', '%%'))
+      continue
     group.add_argument(
         f'--{field.name.replace("_", "-")}', *(aliases or ()),
         dest=field.name, type=flag_type, default=default,

@@ -147,6 +147,18 @@ class StopOnSignal:
     self._previous = {}
 
 
+class RolloutError(ValueError):
+  """An acted rollout failed the debug checks (an environment's bug)."""
+
+
+def raise_if_failed(error) -> None:
+  """Raises RolloutError with a failed debug check's message, if any."""
+  message = None if error is None else error.get()
+  if message:
+    message = message.replace(' (`check` failed)', '')
+    raise RolloutError(f'debug check failed: {message}')
+
+
 def scan_up_to(step, state, num_steps, length: int, *operands):
   """Runs `step(state, *operands) -> (state, metrics)` `num_steps` times.
 

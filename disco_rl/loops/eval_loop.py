@@ -28,6 +28,7 @@ from typing import Any
 import chex
 import jax
 import jax.numpy as jnp
+from jax.experimental import checkify
 from jax.sharding import PartitionSpec as P
 import numpy as np
 
@@ -168,6 +169,12 @@ class _EvalLoopBase:
     return jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs,
                          out_specs=out_specs, check_vma=False)
 
+  def _checked(self, fn):
+    """`fn` with the debug checks functionalised (returns (error, out))."""
+    if not self.config.debug_checks:
+      return lambda *args: (None, fn(*args))
+    return checkify.checkify(fn, errors=checkify.user_checks)
+
   # -- Per-device pieces (run inside shard_map) ------------------------------
 
   def _example_rollout(self, timestep) -> types.ActorRollout:
@@ -185,7 +192,15 @@ class _EvalLoopBase:
         rollout)
 
   def _observe(self, state: EvalState, rollout: types.ActorRollout):
-    """Episode statistics of a [T, E] rollout, and the rollout buffered."""
+    """Episode statistics of a [T, E] rollout, and the rollout buffered.
+
+    With `config.debug_checks` the rollout's actions and rewards are checked
+    first (`checkify`: the error names the field, time step, environment
+    and loop step).
+    """
+    if self.config.debug_checks:
+      agent_lib.check_rollout_values(rollout, self.agent.num_actions,
+                                     step=state.step)
     acc_rewards, returns = actors.accumulate_rewards(
         state.acc_rewards, (rollout.rewards, rollout.discounts))
     total, episodes = actors.episode_returns(returns, rollout.discounts)
@@ -292,10 +307,10 @@ class EvalLoop(_EvalLoopBase):
     specs = state_specs()
     self._init = jax.jit(self._initial_state_on_device,
                          out_shardings=self._state_shardings())
-    self._run = jax.jit(
+    self._run = jax.jit(self._checked(
         self._shard_map(self._run_on_device, in_specs=(specs, P(), P()),
-                        out_specs=(specs, P())),
-        donate_argnums=0)
+                        out_specs=(specs, P()))),
+                        donate_argnums=0)
 
   def _make_env(self) -> base_env.Environment:
     return get_environment(
@@ -354,7 +369,9 @@ class EvalLoop(_EvalLoopBase):
     if not 0 < num_steps <= per_call:
       raise ValueError(f'num_steps must be in [1, steps_per_call={per_call}]'
                        f', got {num_steps}.')
-    state, metrics = self._run(state, jnp.int32(num_steps), self.rule_params)
+    error, (state, metrics) = self._run(state, jnp.int32(num_steps),
+                                        self.rule_params)
+    driver.raise_if_failed(error)
     metrics = devices_lib.fetch(metrics)
     return state, {k: v[:num_steps] for k, v in metrics.items()}
 
@@ -380,11 +397,11 @@ class HostEvalLoop(_EvalLoopBase):
     self._act = jax.jit(self._shard_map(
         self._act_on_device, in_specs=(P(), P(), P(AXIS), P(AXIS)),
         out_specs=(P(AXIS), P(AXIS))))
-    self._learn_program = jax.jit(
+    self._learn_program = jax.jit(self._checked(
         self._shard_map(self._record_and_learn_on_device,
                         in_specs=(specs, P(AXIS), P()),
-                        out_specs=(specs, P())),
-        donate_argnums=0)
+                        out_specs=(specs, P()))),
+                                  donate_argnums=0)
 
   def _make_env(self) -> base_env.Environment:
     return get_environment(
@@ -437,7 +454,9 @@ class HostEvalLoop(_EvalLoopBase):
     rollout = types.ActorRollout.from_timestep(
         jax.tree.map(lambda *xs: jnp.stack(xs, axis=1), *steps))
     state = state.replace(timestep=timestep, actor_state=actor_state)
-    return self._learn_program(state, rollout, self.rule_params)
+    error, outputs = self._learn_program(state, rollout, self.rule_params)
+    driver.raise_if_failed(error)
+    return outputs
 
   def run(self, state: EvalState, num_steps: int | None = None):
     """Runs `num_steps` iterations (default `steps_per_call`).

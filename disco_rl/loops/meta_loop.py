@@ -23,10 +23,12 @@ from typing import Any
 import chex
 import jax
 import jax.numpy as jnp
+from jax.experimental import checkify
 from jax.sharding import PartitionSpec as P
 import numpy as np
 import optax
 
+from disco_rl import agent as agent_lib
 from disco_rl import meta_train
 from disco_rl import types
 from disco_rl.loops import config as config_lib
@@ -127,11 +129,14 @@ class MetaTrainer:
     specs = state_specs()
     self._init = jax.jit(self._initial_state,
                          out_shardings=devices_lib.shardings(self.mesh, specs))
-    self._run = jax.jit(
-        jax.shard_map(self._run_on_device, mesh=self.mesh,
-                      in_specs=(specs, P()), out_specs=(specs, P()),
-                      check_vma=False),
-        donate_argnums=0)
+    run = jax.shard_map(self._run_on_device, mesh=self.mesh,
+                        in_specs=(specs, P()), out_specs=(specs, P()),
+                        check_vma=False)
+    if config.debug_checks:
+      run = checkify.checkify(run, errors=checkify.user_checks)
+    else:
+      run = functools.partial(lambda fn, *args: (None, fn(*args)), run)
+    self._run = jax.jit(run, donate_argnums=0)
 
   # -- Initial state ----------------------------------------------------------
 
@@ -185,8 +190,8 @@ class MetaTrainer:
 
   # -- The meta-step (inside shard_map; per-device parts unwrapped) ----------
 
-  def _agent_meta_gradient(self, update_rule_params, agent_state, act_rng,
-                           grad_rng):
+  def _agent_meta_gradient(self, update_rule_params, step, agent_state,
+                           act_rng, grad_rng):
     """Rollouts and the meta-gradient of one agent on one device."""
     cfg = self.config
 
@@ -199,6 +204,15 @@ class MetaTrainer:
         unroll=True)
     agent_state, valid_rollout = self.member.unroll_actor(
         agent_state, act_rng, 2 * cfg.rollout_len)
+    if cfg.debug_checks:  # [K, T, B] -> [T, K * B]: b counts over all K.
+      actions, rewards = (
+          jnp.swapaxes(x, 0, 1).reshape(x.shape[1], -1)
+          for x in (train_rollouts.actions, train_rollouts.rewards))
+      agent_lib.check_rollout_values(
+          types.ActorRollout(observations=None, actions=actions,
+                             rewards=rewards, discounts=None, agent_outs=None,
+                             states=None, logits=None),
+          self.member.agent.num_actions, 'training rollout', step=step)
     grads, (agent_state, metrics, meta_log) = (
         meta_train.calculate_meta_gradient(
             update_rule_params, agent_state, train_rollouts, valid_rollout,
@@ -221,7 +235,7 @@ class MetaTrainer:
     per_agent = (state.agents, jax.random.split(act_rng, num_agents),
                  jax.random.split(grad_rng, num_agents))
     one_agent = functools.partial(self._agent_meta_gradient,
-                                  state.update_rule_params)
+                                  state.update_rule_params, state.step)
     if self.population == 'vmap':
       outputs = jax.vmap(one_agent)(*per_agent)
     else:
@@ -265,7 +279,8 @@ class MetaTrainer:
     if not 0 < num_steps <= per_call:
       raise ValueError(f'num_steps must be in [1, steps_per_call={per_call}]'
                        f', got {num_steps}.')
-    state, logs = self._run(state, jnp.int32(num_steps))
+    error, (state, logs) = self._run(state, jnp.int32(num_steps))
+    driver.raise_if_failed(error)
     logs = devices_lib.fetch(logs)
     return state, {k: v[:num_steps] for k, v in logs.items()}
 
