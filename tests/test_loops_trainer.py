@@ -114,6 +114,13 @@ def test_meta_train_resume_is_exact(tmp_path):
   assert sorted(rule_a.files) == sorted(rule_b.files)
   for key in rule_a.files:
     np.testing.assert_array_equal(rule_a[key], rule_b[key])
+  # The learned rule trains a fresh agent (a held-out board size here).
+  held_out = eval_config(rule='disco_103', rows=6, columns=4, num_steps=2)
+  summary = resumed.evaluate(env=held_out)
+  assert summary['steps'] == 2 and summary['iterations'] == 5
+  with pytest.raises(ValueError, match='env must be an EvalConfig with rule '
+                     'disco_103'):
+    resumed.evaluate(env=eval_config())
 
 
 def test_same_seed_same_metrics_other_seed_differs():
@@ -222,3 +229,28 @@ def test_save_and_restore_without_output_dir(tmp_path):
                               jax.device_get(other.state))
   with pytest.raises(ValueError, match='no output_dir: pass a directory'):
     other.save()
+
+
+def test_evaluate_the_agent_policy():
+  from disco_rl.environments import get_environment  # pylint: disable=g-import-not-at-top
+  run = trainer_lib.Trainer(eval_config(num_steps=2), progress=False)
+  run.fit()
+  before = jax.device_get(run.state.learner_state.params)
+  result = run.evaluate(num_rollouts=4)
+  # 2 environments x 4 rollouts x 5 steps; an episode on an 8-row board
+  # lasts 7 steps (the ball falls from row 0 to row 7): 2 episodes each.
+  assert result['episodes'] == 2 * (4 * 5 // 7)
+  assert -1.0 <= result['avg_return'] <= 1.0
+  assert run.evaluate(num_rollouts=4) == result  # Same seed, same result.
+  chex.assert_trees_all_equal(before,
+                              jax.device_get(run.state.learner_state.params))
+  other = get_environment('jittable_catch', batch_size=3,
+                          env_settings={'rows': 5, 'columns': 5})
+  with pytest.raises(ValueError, match=r'timestep.observation must have shape '
+                     r'\[B, \*\(8, 8, 1\)\].*got \(3, 5, 5, 1\)'):
+    run.evaluate(env=other)
+  host = get_environment('catch', batch_size=2)
+  with pytest.raises(TypeError, match='env must be a jittable'):
+    run.evaluate(env=host)
+  with pytest.raises(ValueError, match='num_rollouts must be >= 1, got 0'):
+    run.evaluate(num_rollouts=0)

@@ -490,6 +490,58 @@ def make_eval_loop(config: config_lib.EvalConfig, rule_params=None,
                   load_weights=load_weights)
 
 
+def evaluate_policy(agent: agent_lib.Agent, params, env: base_env.Environment,
+                    rng: chex.PRNGKey, num_rollouts: int, rollout_len: int
+                    ) -> dict[str, float]:
+  """Average return of a policy acting (sampling, no learning) in `env`.
+
+  Args:
+    agent: the agent whose network acts.
+    params: the network's parameters.
+    env: a jittable environment (its batch acts at once).
+    rng: a random key.
+    num_rollouts: rollouts of `rollout_len` steps to act for.
+    rollout_len: steps per rollout.
+
+  Returns:
+    {'avg_return': mean return of the episodes that ended (NaN if none),
+     'episodes': how many ended}.
+  """
+  from disco_rl.environments.wrappers import batched_env  # pylint: disable=g-import-not-at-top
+  if (not isinstance(env, base_env.Environment)
+      or isinstance(env, batched_env.BatchedSingleStreamEnvironment)):
+    raise TypeError('env must be a jittable disco_rl Environment (e.g. '
+                    f"get_environment('jittable_catch', ...)), got {env!r}.")
+  if num_rollouts < 1:
+    raise ValueError(f'num_rollouts must be >= 1, got {num_rollouts}.')
+
+  @jax.jit
+  def act(rng):
+    reset_rng, rng = jax.random.split(rng)
+    env_state, timestep = env.reset(reset_rng)
+    carry = (agent.initial_actor_state(rng), timestep, env_state,
+             jnp.zeros(timestep.reward.shape, jnp.float32))
+
+    def one_rollout(carry, key):
+      actor_state, timestep, env_state, acc = carry
+      rollout, actor_state, timestep, env_state = (
+          actors.unroll_jittable_actor(params, actor_state, timestep,
+                                       env_state, key, env, rollout_len,
+                                       agent.actor_step))
+      acc, returns = actors.accumulate_rewards(
+          acc, (rollout.rewards, rollout.discounts))
+      stats = actors.episode_returns(returns, rollout.discounts)
+      return (actor_state, timestep, env_state, acc), stats
+
+    _, (totals, episodes) = jax.lax.scan(
+        one_rollout, carry, jax.random.split(rng, num_rollouts))
+    return jnp.sum(totals), jnp.sum(episodes)
+
+  total, episodes = (float(x) for x in act(rng))
+  return dict(avg_return=total / episodes if episodes else float('nan'),
+              episodes=episodes)
+
+
 def warmup_iterations(loop: EvalLoop | HostEvalLoop) -> int:
   """Iterations that only act: until each buffer holds a learner batch."""
   return -(-loop.batch_per_device // loop.envs_per_device) - 1
@@ -560,6 +612,28 @@ class EvalJob:
     if isinstance(self.loop, HostEvalLoop):
       self.loop.env, self.loop.host_env_state = checkpoint.decode_object(
           extra['host_env'])
+
+  def evaluate(self, state: EvalState, params=None, env=None,
+               num_rollouts: int = 20, seed: int = 0) -> dict[str, float]:
+    """The agent's policy acting without learning (see `evaluate_policy`).
+
+    Args:
+      state: the loop state (its parameters are the default).
+      params: the agent network's parameters (default: the current ones).
+      env: a jittable `Environment` whose observations fit the agent, or
+        None: the run's own environment (its jittable version for 'catch').
+      num_rollouts: rollouts of `rollout_len` steps.
+      seed: the acting key's seed.
+    """
+    cfg = self.config
+    if params is None:
+      params = devices_lib.fetch(state.learner_state.params)
+    if env is None:
+      env = get_environment('jittable_catch', batch_size=cfg.num_envs,
+                            env_settings={'rows': cfg.rows,
+                                          'columns': cfg.columns})
+    return evaluate_policy(self.loop.agent, params, env, jax.random.PRNGKey(seed),
+                           num_rollouts, cfg.rollout_len)
 
   def summary(self, state: EvalState, rows, timing: driver.Timing
               ) -> dict[str, Any]:

@@ -344,6 +344,29 @@ class MetaTrainJob:
   def set_host_state(self, extra: dict[str, Any]) -> None:
     del extra
 
+  def evaluate(self, state: PopulationState, params=None, env=None,
+               **trainer_args) -> dict[str, Any]:
+    """Trains a fresh agent with the rule: the eval job's summary.
+
+    Args:
+      state: the population state (its rule is the default).
+      params: the rule's meta-parameters (default: the current ones).
+      env: an `EvalConfig` (rule 'disco_103') for the agent, e.g. a held-out
+        board size; default: `EvalConfig(num_steps=200)` on this run's board.
+      **trainer_args: more `Trainer` arguments (output_dir, progress, ...).
+    """
+    from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+    if params is None:
+      params = self.trainer.params(state)
+    if env is None:
+      env = config_lib.EvalConfig(num_steps=200, rows=self.config.rows,
+                                  columns=self.config.columns)
+    if not isinstance(env, config_lib.EvalConfig) or env.rule != 'disco_103':
+      raise ValueError('env must be an EvalConfig with rule disco_103 (a '
+                       f'meta-learned rule), got {env!r}.')
+    trainer_args.setdefault('progress', False)
+    return trainer.Trainer(env, rule_params=params, **trainer_args).fit()
+
   def summary(self, state: PopulationState, rows, timing: driver.Timing
               ) -> dict[str, Any]:
     """Positive rewards (last 100 meta-steps), speed, memory."""

@@ -334,6 +334,18 @@ class Trainer:
           json.dumps(summary, indent=2, allow_nan=False) + '\n')
     return summary
 
+  def evaluate(self, params=None, env=None, **kwargs) -> dict[str, Any]:
+    """Evaluates without changing the run.
+
+    Eval job: the agent's policy (default: its current parameters) acting in
+    `env` (a jittable Environment; default: the run's board) without
+    learning: {'avg_return', 'episodes'}; `num_rollouts`, `seed`.
+    Meta-training: a fresh agent trained by the rule (default: the current
+    one) under `env` (an `EvalConfig`; default 200 learner steps on the
+    run's board): that eval run's summary.
+    """
+    return self.job.evaluate(self.state, params, env, **kwargs)
+
   def close(self) -> None:
     if self._checkpointer is not None:
       self._checkpointer.close()
