@@ -17,8 +17,10 @@ import subprocess
 import sys
 import threading
 
+import chex
 import jax
 import numpy as np
+import platformdirs
 import pytest
 
 from disco_rl import weights
@@ -64,11 +66,6 @@ def real_file(disco_103_path, tmp_path):
   return copy
 
 
-def _flat(params):
-  return {f'{m}/{leaf}': v for m, leaves in params.items()
-          for leaf, v in leaves.items()}
-
-
 def _save_flat(path, flat):
   with open(path, 'wb') as f:
     np.savez(f, **flat)
@@ -80,7 +77,7 @@ def _check_disco_103_tree(params, source):
   assert isinstance(params, dict)
   assert len(params) == NUM_MODULES
   assert all(set(leaves) == {'w', 'b'} for leaves in params.values())
-  flat = _flat(params)
+  flat = weights.flatten_params(params)
   assert len(flat) == NUM_ARRAYS
   assert sum(v.size for v in flat.values()) == NUM_PARAMETERS
   with np.load(source, allow_pickle=False) as raw:
@@ -127,7 +124,9 @@ def server_dir(real_file, tmp_path):
 
 
 def _leftovers(directory):
-  return sorted(p.name for p in pathlib.Path(directory).glob('*.part'))
+  """Files in `directory` other than a finished download."""
+  return sorted(p.name for p in pathlib.Path(directory).glob('*')
+                if p.name != weights.FILENAME)
 
 
 def _run_cli(*args, env=None):
@@ -174,39 +173,33 @@ def test_path_argument_wins_over_env_var(real_file, tmp_path, monkeypatch):
 
 
 @pytest.mark.weights
-def test_load_from_env_var(real_file, monkeypatch):
-  monkeypatch.setenv(weights.ENV_WEIGHTS, str(real_file))
-  assert weights.find_disco_103() == real_file
-  _check_disco_103_tree(weights.load_disco_103(download=False), real_file)
-
-
-@pytest.mark.weights
-def test_load_from_source_checkout(real_file, isolated):
-  checkout, _ = isolated
-  shutil.copyfile(real_file, checkout / weights.FILENAME)
-  assert weights.find_disco_103() == checkout / weights.FILENAME
-  params = weights.load_disco_103(download=False)
-  _check_disco_103_tree(params, checkout / weights.FILENAME)
+@pytest.mark.parametrize('route', ['env var', 'source checkout', 'cache'])
+def test_load_without_a_path(real_file, isolated, monkeypatch, route):
+  checkout, cache = isolated
+  if route == 'env var':
+    monkeypatch.setenv(weights.ENV_WEIGHTS, str(real_file))
+    where = real_file
+  else:
+    where = (checkout if route == 'source checkout' else cache) / (
+        weights.FILENAME)
+    where.parent.mkdir(exist_ok=True)
+    shutil.copyfile(real_file, where)
+  assert weights.find_disco_103() == where
+  _check_disco_103_tree(weights.load_disco_103(download=False), where)
 
 
 def test_checkout_dir_is_weights_beside_package():
   assert _ORIGINAL_CHECKOUT_DIR() == REPO_ROOT / 'weights'
 
 
-@pytest.mark.weights
-def test_load_from_cache(real_file, isolated):
-  _, cache = isolated
-  cache.mkdir()
-  shutil.copyfile(real_file, cache / weights.FILENAME)
-  assert weights.find_disco_103() == cache / weights.FILENAME
-  _check_disco_103_tree(weights.load_disco_103(download=False),
-                        cache / weights.FILENAME)
-
-
 def test_cache_dir_resolution(tmp_path, monkeypatch):
   monkeypatch.setenv(weights.ENV_CACHE_DIR, str(tmp_path / 'mine'))
   assert weights.cache_dir() == tmp_path / 'mine'
   monkeypatch.delenv(weights.ENV_CACHE_DIR)
+  assert weights.cache_dir() == platformdirs.user_cache_path('disco_rl',
+                                                             appauthor=False)
+  if not sys.platform.startswith('linux'):
+    return
   monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'xdg'))
   assert weights.cache_dir() == tmp_path / 'xdg' / 'disco_rl'
   monkeypatch.delenv('XDG_CACHE_HOME')
@@ -304,6 +297,19 @@ def test_failed_download_lists_every_place(isolated):
   assert not cache.exists() or not _leftovers(cache)
 
 
+def test_offline_message_names_the_url_and_the_way_by_hand(isolated):
+  _, cache = isolated
+  with pytest.raises(weights.DownloadError) as info:
+    weights.fetch_disco_103()
+  message = str(info.value)
+  for expected in (UNREACHABLE_URL, 'Without network access',
+                   str(cache / weights.FILENAME), weights.ENV_WEIGHTS,
+                   f'python -m disco_rl.weights --verify {cache}',
+                   weights.DISCO_103_SHA256):
+    assert expected in message
+  assert isinstance(info.value, OSError)
+
+
 @pytest.mark.weights
 def test_download_404_is_file_not_found(server_dir, isolated, monkeypatch):
   _, cache = isolated
@@ -373,7 +379,8 @@ def test_keys_must_be_module_w_or_b(tmp_path):
 
 @pytest.mark.weights
 def test_missing_parameter_is_named(real_file, tmp_path):
-  flat = _flat(weights.load_disco_103(real_file, check_architecture=False))
+  flat = weights.flatten_params(
+      weights.load_disco_103(real_file, check_architecture=False))
   del flat['lstm/mlp_1/~/linear_1/b']
   bad = _save_flat(tmp_path / 'dropped.npz', flat)
   with pytest.raises(weights.ArchitectureError) as info:
@@ -387,13 +394,15 @@ def test_missing_parameter_is_named(real_file, tmp_path):
 
 @pytest.mark.weights
 def test_wrong_shape_is_named(real_file, tmp_path):
-  flat = _flat(weights.load_disco_103(real_file, check_architecture=False))
+  flat = weights.flatten_params(
+      weights.load_disco_103(real_file, check_architecture=False))
   flat['lstm/linear/w'] = flat['lstm/linear/w'][:, :255]
   bad = _save_flat(tmp_path / 'reshaped.npz', flat)
   with pytest.raises(
       weights.ArchitectureError,
-      match=r"parameter 'lstm/linear/w' has shape \(128, 255\), "
-            r'expected \(128, 256\)'):
+      match=r"does not match the Disco103 meta-network: parameter "
+            r"'lstm/linear/w': shapes: \(128, 255\) != \(128, 256\) "
+            r'\(given != expected\)'):
     weights.load_disco_103(bad)
 
 
@@ -420,11 +429,29 @@ def test_validate_params(disco_103_params):
 
   as_f64 = {m: {k: v.astype(np.float64) for k, v in leaves.items()}
             for m, leaves in disco_103_params.items()}
-  with pytest.raises(weights.ArchitectureError, match='dtype float64'):
+  with pytest.raises(weights.ArchitectureError,
+                     match=r"^parameter '.*': types: float64 != float32"):
     weights.validate_params(as_f64)
 
-  with pytest.raises(TypeError):
+  with pytest.raises(TypeError, match='must map module names'):
     weights.validate_params([1, 2, 3])
+
+
+@pytest.mark.weights
+def test_save_params_round_trips(disco_103_params, tmp_path):
+  path = tmp_path / 'saved.npz'
+  weights.save_params(jax.tree.map(jax.numpy.asarray, disco_103_params), path)
+  chex.assert_trees_all_equal(weights.load_disco_103(path), disco_103_params)
+
+
+def test_flat_layout_round_trips_and_rejects_other_trees():
+  params = {'a/~/linear': {'w': np.ones((2, 3)), 'b': np.zeros(3)}}
+  flat = weights.flatten_params(params)
+  assert sorted(flat) == ['a/~/linear/b', 'a/~/linear/w']
+  chex.assert_trees_all_equal(weights.unflatten_params(flat), params)
+  for bad in ([1, 2], {'a': np.ones(2)}):
+    with pytest.raises(TypeError, match='must map module names'):
+      weights.flatten_params(bad)
 
 
 @pytest.mark.golden
@@ -470,6 +497,20 @@ def test_cli_verify_rejects_bad_files(server_dir, tmp_path):
   result = _run_cli('--verify', str(tmp_path / 'absent.npz'), env=_cli_env())
   assert result.returncode != 0
   assert 'absent.npz' in result.stderr
+
+
+def test_cli_offline_says_how_to_put_the_file_in_place(tmp_path):
+  cache = tmp_path / 'cache'
+  result = _run_cli(env=_cli_env(DISCO_RL_WEIGHTS_URL=UNREACHABLE_URL,
+                                 DISCO_RL_CACHE_DIR=str(cache)))
+  assert result.returncode == 1
+  error, = [line for line in result.stderr.splitlines()
+            if line.startswith('error:')]
+  assert error.startswith(f'error: Downloading {UNREACHABLE_URL} failed')
+  for expected in ('Without network access', str(cache / weights.FILENAME),
+                   'python -m disco_rl.weights --verify'):
+    assert expected in result.stderr
+  assert not result.stdout
 
 
 @pytest.mark.weights
