@@ -146,10 +146,6 @@ class MetaTrainAgent:
                          env_timestep=timestep), rollout
 
 
-def _entropy(logits: chex.Array) -> chex.Array:
-  return distrax.Softmax(logits).entropy()
-
-
 def _act_on(agent: agent_lib.Agent, params, rng, rollout: types.ActorRollout):
   """The agent's outputs [T, B, ...] on the observations of a rollout."""
   timestep = rollout.to_env_timestep()
@@ -220,11 +216,11 @@ def meta_loss(
       backprop=False)
 
   # Regularisers of the validation agent.
-  entropy_t = _entropy(logits_t)
+  entropy_t = distrax.Softmax(logits_t).entropy()
   outs = on_valid['agent_outs']
   z_a_t = utils.batch_lookup(outs['z'][:-1], a_t)
-  prediction_entropy = (jnp.mean(_entropy(outs['y']))
-                        + jnp.mean(_entropy(z_a_t)))
+  prediction_entropy = (jnp.mean(distrax.Softmax(outs['y']).entropy())
+                        + jnp.mean(distrax.Softmax(z_a_t).entropy()))
   reg_loss = (-weights.entropy * jnp.mean(entropy_t)
               - weights.prediction_entropy * prediction_entropy)
 
@@ -238,7 +234,8 @@ def meta_loss(
   target_logits = train_meta_out['target_out']['logits'][:, :-1]
   chex.assert_equal_shape([target_logits, pi_hat])
   reg_loss += weights.target_kl * jnp.mean(
-      utils.categorical_kl(jax.lax.stop_gradient(target_logits), pi_hat))
+      distrax.Softmax(jax.lax.stop_gradient(target_logits)).kl_divergence(
+          distrax.Softmax(pi_hat)))
 
   loss = jnp.mean(pg_loss) + reg_loss
   meta_log = dict(

@@ -272,13 +272,6 @@ def differentiable_policy_gradient_loss(
   return -log_pi_a_t * weight
 
 
-def categorical_kl(p_logits: chex.Array, q_logits: chex.Array) -> chex.Array:
-  """KL(softmax(p_logits) || softmax(q_logits)) over the last axis, [...]."""
-  log_p = jax.nn.log_softmax(p_logits)
-  return jnp.sum(jnp.exp(log_p) * (log_p - jax.nn.log_softmax(q_logits)),
-                 axis=-1)
-
-
 # ----------------------------------------------------------------------------
 # Moving averages.
 

@@ -34,10 +34,6 @@ def _plain(config: Any) -> dict[str, Any]:
   return dict(config.items()) if hasattr(config, 'items') else dict(config)
 
 
-def _softmax_entropy(logits: chex.Array) -> chex.Array:
-  return jnp.mean(distrax.Softmax(logits).entropy())
-
-
 class DiscoUpdateRule(base.UpdateRule):
   """The discovered rule; `net` configures its meta-network."""
 
@@ -212,16 +208,15 @@ class DiscoUpdateRule(base.UpdateRule):
     chex.assert_equal_shape([pi_hat, logits_t])
     chex.assert_equal_shape([y_hat, y_t])
     chex.assert_equal_shape([z_hat, z_a_t])
-    pi_loss = utils.categorical_kl(pi_hat, logits_t)
-    y_loss = utils.categorical_kl(y_hat, y_t)
-    z_loss = utils.categorical_kl(z_hat, z_a_t)
-
     # Auxiliary: from (s_t, a_t) predict the policy at s_{t+1}; no target
     # across an episode boundary.
     aux_pi_a_t = utils.batch_lookup(out_t['aux_pi'], a_t)  # [T, B, A]
     next_logits = rollout.agent_out['logits'][1:]
-    aux_loss = utils.categorical_kl(
-        jax.lax.stop_gradient(next_logits), aux_pi_a_t)
+    # KL(target || output) per step for pi, y, z and the auxiliary policy.
+    pi_loss, y_loss, z_loss, aux_loss = (
+        distrax.Softmax(target).kl_divergence(distrax.Softmax(out))
+        for target, out in ((pi_hat, logits_t), (y_hat, y_t), (z_hat, z_a_t),
+                            (jax.lax.stop_gradient(next_logits), aux_pi_a_t)))
     aux_loss = aux_loss * (1.0 - rollout.is_terminal)
 
     chex.assert_shape([pi_loss, y_loss, z_loss, aux_loss], (t, b))
@@ -230,22 +225,14 @@ class DiscoUpdateRule(base.UpdateRule):
             + hyper_params['z_cost'] * z_loss
             + hyper_params['aux_policy_cost'] * aux_loss)
 
-    log = dict(
-        logits=jnp.mean(logits_t),
-        y=jnp.mean(y_t),
-        z=jnp.mean(out_t['z']),
-        entropy=_softmax_entropy(logits_t),
-        y_entropy=_softmax_entropy(y_t),
-        z_entropy=_softmax_entropy(z_a_t),
-        pi_loss=jnp.mean(pi_loss),
-        aux_kl_loss=jnp.mean(aux_loss),
-        pi_hat=jnp.mean(pi_hat),
-        y_hat=jnp.mean(y_hat),
-        z_hat=jnp.mean(z_hat),
-        pi_hat_entropy=_softmax_entropy(pi_hat),
-        aux_policy_entropy=_softmax_entropy(aux_pi_a_t),
-        aux_target_entropy=_softmax_entropy(next_logits),
-    )
+    means = dict(logits=logits_t, y=y_t, z=out_t['z'], pi_loss=pi_loss,
+                 aux_kl_loss=aux_loss, pi_hat=pi_hat, y_hat=y_hat, z_hat=z_hat)
+    entropies = dict(entropy=logits_t, y_entropy=y_t, z_entropy=z_a_t,
+                     pi_hat_entropy=pi_hat, aux_policy_entropy=aux_pi_a_t,
+                     aux_target_entropy=next_logits)
+    log = {k: jnp.mean(v) for k, v in means.items()}
+    log.update({k: jnp.mean(distrax.Softmax(v).entropy())
+                for k, v in entropies.items()})
     return loss, log
 
   def agent_loss_no_meta(
