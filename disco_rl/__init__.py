@@ -3,3 +3,23 @@
 """DiscoRL: the Disco103 meta-learned RL update rule in JAX/Haiku."""
 
 __version__ = '0.1.0'
+
+# The common case, importable from the package (loaded on first use):
+#   from disco_rl import Trainer, EvalConfig
+_EXPORTS = {
+    'Trainer': 'disco_rl.loops.trainer',
+    'stop_when': 'disco_rl.loops.trainer',
+    'EvalConfig': 'disco_rl.loops.config',
+    'MetaTrainConfig': 'disco_rl.loops.config',
+}
+
+
+def __getattr__(name):
+  if name in _EXPORTS:
+    import importlib  # pylint: disable=g-import-not-at-top
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def __dir__():
+  return sorted(list(globals()) + list(_EXPORTS))

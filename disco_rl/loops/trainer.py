@@ -180,6 +180,11 @@ class Trainer:
         if self._lead:
           run_dir.write_settings(self.output_dir, job_cls.name, config)
 
+  @property
+  def loop(self):
+    """The compiled loop (`EvalLoop`, `HostEvalLoop` or `MetaTrainer`)."""
+    return self.job.loop
+
   # -- Progress ---------------------------------------------------------------
 
   @property
