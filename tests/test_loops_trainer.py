@@ -3,6 +3,8 @@
 """disco_rl.loops.trainer: fit, exact resume, outputs, callbacks."""
 
 import json
+import os
+import signal
 
 import chex
 import jax
@@ -97,9 +99,22 @@ def test_resume_from_an_earlier_checkpoint_drops_later_rows(tmp_path):
 
 
 def test_meta_train_resume_is_exact(tmp_path):
-  first = trainer_lib.Trainer(meta_config(num_steps=3), tmp_path / 'a',
+  """Interrupted by SIGINT after its first call, then resumed."""
+  first = trainer_lib.Trainer(meta_config(num_steps=4), tmp_path / 'a',
                               progress=False)
-  first.fit()
+
+  def interrupt(trainer, new_rows):
+    del trainer, new_rows
+    os.kill(os.getpid(), signal.SIGINT)  # As Ctrl-C would.
+
+  summary = first.fit(callbacks=[interrupt])
+  assert summary['interrupted'] == 'SIGINT' and summary['stopped_at_step'] == 2
+  # Stopped: its checkpoint, plots and the rule learned so far are saved.
+  assert summary['checkpoint_step'] == 2
+  assert (tmp_path / 'a/pos_rewards.png').is_file()
+  np.testing.assert_array_equal(
+      np.load(tmp_path / 'a/update_rule_params.npz')['lstm/linear/w'],
+      jax.device_get(first.state.update_rule_params['lstm/linear']['w']))
   resumed = trainer_lib.Trainer(meta_config(num_steps=5), tmp_path / 'a',
                                 resume=True, progress=False)
   summary = resumed.fit()
