@@ -30,10 +30,6 @@ HYPER_PARAMS = ('pi_cost', 'y_cost', 'z_cost', 'value_cost', 'aux_policy_cost',
                 'target_params_coeff', 'value_fn_td_lambda')
 
 
-def _plain(config: Any) -> dict[str, Any]:
-  return dict(config.items()) if hasattr(config, 'items') else dict(config)
-
-
 class DiscoUpdateRule(base.UpdateRule):
   """The discovered rule; `net` configures its meta-network."""
 
@@ -53,13 +49,12 @@ class DiscoUpdateRule(base.UpdateRule):
       moving_average_eps: epsilon of that normalisation.
     """
     super().__init__()
-    net = _plain(net)
+    net = dict(net)  # A ConfigDict or a mapping.
     net_name = net.get('name')
     if net_name not in META_NETWORKS:
       raise ValueError(f'Unknown meta-network name {net_name!r}; expected one '
                        f'of {sorted(META_NETWORKS)}.')
     utils.check_kwargs(META_NETWORKS[net_name], net, 'disco meta-network (net)')
-    self._net_settings = net
     self._prediction_size = net['prediction_size']
     self._value_discount = value_discount
     self._max_abs_value = max_abs_value
