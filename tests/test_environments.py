@@ -14,6 +14,7 @@ import pytest
 
 import golden_cases
 from disco_rl import environments
+from disco_rl import utils
 from disco_rl.environments import catch
 from disco_rl.environments import jittable_envs
 
@@ -63,8 +64,7 @@ def _run(reset, step, actions, rng_key=None):
   for action in actions:
     state, timestep = step(state, action)
     timesteps.append(timestep)
-  return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]),
-                      *timesteps)
+  return jax.tree.map(np.asarray, utils.tree_stack(timesteps))
 
 
 def _positions(board):
