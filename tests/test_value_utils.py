@@ -613,108 +613,100 @@ def _v_head(num_t=6, num_b=2):
   return np.zeros((num_t, num_b, 1), np.float32)
 
 
-def test_error_both_heads_none():
-  rollout = _actor_rollout(0)
-  with pytest.raises(ValueError, match='both are None'):
-    value_utils.get_value_outs(None, None, None, None, rollout,
-                               rollout.logits, discount=0.9)
+def _outs(*heads, rollout=None, pi_logits=None, **kwargs):
+  """get_value_outs(*heads, rollout, pi_logits, discount=0.9, **kwargs); by
+  default on the actor rollout of seed 0 and the rollout's own logits."""
+  rollout = _actor_rollout(0) if rollout is None else rollout
+  if pi_logits is None:
+    pi_logits = getattr(rollout, 'logits', None)
+    if pi_logits is None:  # UpdateRuleInputs.
+      pi_logits = rollout.behaviour_agent_out['logits']
+  return value_utils.get_value_outs(*heads, rollout, pi_logits, discount=0.9,
+                                    **kwargs)
 
 
-def test_error_categorical_without_max_abs_value():
-  rollout = _actor_rollout(0)
-  match = r'max_abs_value.*categorical_value=True'
+_CATEGORICAL = r'max_abs_value.*categorical_value=True'
+_POSITIVE = r'max_abs_value.*greater than 0'
+_CASE = _random_case(0)
+_ERRORS = {
+    'both heads None': (
+        lambda: _outs(None, None, None, None), 'both are None'),
+    'categorical without bound, outs': (
+        lambda: _outs(np.zeros((6, 2, 5), np.float32), None, None, None,
+                      categorical_value=True), _CATEGORICAL),
+    'categorical without bound, net outs': (
+        lambda: value_utils.get_values_from_net_outs(
+            np.zeros((6, 2, 5)), True, None, False), _CATEGORICAL),
+    'categorical without bound, target loss': (
+        lambda: value_utils.value_loss_from_target(
+            np.zeros((6, 2, 5)), np.zeros((6, 2)), categorical_value=True),
+        _CATEGORICAL),
+    'categorical without bound, td loss': (
+        lambda: value_utils.value_loss_from_td(
+            np.zeros((6, 2, 5)), np.zeros((6, 2)), categorical_value=True),
+        _CATEGORICAL),
+    **{f'bound {bound}, {where}': (fn, _POSITIVE) for bound in (0.0, -1.0)
+       for where, fn in (
+           ('logits to scalar', lambda b=bound: value_utils.
+            value_logits_to_scalar(jnp.zeros((2, 5)), b)),
+           ('scalar to categorical', lambda b=bound: value_utils.
+            scalar_to_categorical_value(5, jnp.zeros((2,)), b)),
+           ('outs', lambda b=bound: _outs(
+               np.zeros((6, 2, 5), np.float32), None, None, None,
+               categorical_value=True, max_abs_value=b)))},
+    # Values have T+1 = 5 steps, so rewards need 4; given 5.
+    'rewards time axis, drop_last=False': (
+        lambda: _outs(np.zeros((5, 2, 1), np.float32), None, None, None,
+                      rollout=_update_inputs(0, reward_steps=5),
+                      drop_last=False),
+        r'rollout\.rewards.*\(4, 2\).*\(5, 2\).*T-1=4'),
+    'discounts time axis, drop_last=True': (
+        lambda: _outs(_v_head(), None, None, None, rollout=_actor_rollout(
+            0).replace(discounts=_actor_rollout(0).discounts[:-1])),
+        r'rollout\.discounts.*\(6, 2\).*\(5, 2\)'),
+    'pi_logits shape': (
+        lambda: _outs(_v_head(), None, None, None,
+                      pi_logits=_actor_rollout(0).logits[:-1]),
+        r'pi_logits.*\(6, 2\).*\(5, 2, 3\)'),
+    'missing target q': (
+        lambda: _outs(None, np.zeros((5, 2, 3, 1), np.float32),
+                      np.zeros((5, 2, 1), np.float32), None,
+                      rollout=_update_inputs(0), drop_last=False),
+        'target_q_net_out'),
+    'estimator rewards shape': (
+        lambda: value_utils.estimate_values(
+            _CASE['rewards'][:-1], _CASE['actions'], _CASE['env_discounts'],
+            _CASE['rho'], _CASE['values'], _CASE['target_values']),
+        r'rewards.*\(5, 3\).*\(4, 3\)'),
+    'estimator rho shape': (
+        lambda: value_utils.estimate_q_values(
+            _CASE['rewards'], _CASE['actions'], _CASE['env_discounts'],
+            np.ones((6, 3), np.float32), _CASE['values'],
+            _CASE['target_values'], _CASE['q_values'],
+            _CASE['target_q_values']),
+        r'rho.*\(5, 3\).*\(6, 3\)'),
+    'head rank': (
+        lambda: value_utils.get_values_from_net_outs(
+            np.zeros((6, 2)), False, None, False),
+        r'\[T, B, 1 or num_bins\].*\(6, 2\)'),
+    'scalar head size': (
+        lambda: value_utils.get_values_from_net_outs(
+            np.zeros((6, 2, 3)), False, None, False), r'size 1.*\(6, 2, 3\)'),
+    'td shape': (
+        lambda: value_utils.value_loss_from_td(
+            np.zeros((6, 2, 1)), np.zeros((5, 2))),
+        r'td.*\(6, 2\).*\(5, 2\)'),
+}
+
+
+@pytest.mark.parametrize('call, match', _ERRORS.values(), ids=_ERRORS.keys())
+def test_bad_inputs_are_named(call, match):
   with pytest.raises(ValueError, match=match):
-    value_utils.get_value_outs(np.zeros((6, 2, 5), np.float32), None, None,
-                               None, rollout, rollout.logits, discount=0.9,
-                               categorical_value=True)
-  with pytest.raises(ValueError, match=match):
-    value_utils.get_values_from_net_outs(
-        np.zeros((6, 2, 5)), True, None, False)
-  with pytest.raises(ValueError, match=match):
-    value_utils.value_loss_from_target(
-        np.zeros((6, 2, 5)), np.zeros((6, 2)), categorical_value=True)
-  with pytest.raises(ValueError, match=match):
-    value_utils.value_loss_from_td(
-        np.zeros((6, 2, 5)), np.zeros((6, 2)), categorical_value=True)
-
-
-@pytest.mark.parametrize('bound', [0.0, -1.0])
-def test_error_non_positive_max_abs_value(bound):
-  match = r'max_abs_value.*greater than 0'
-  with pytest.raises(ValueError, match=match):
-    value_utils.value_logits_to_scalar(jnp.zeros((2, 5)), bound)
-  with pytest.raises(ValueError, match=match):
-    value_utils.scalar_to_categorical_value(5, jnp.zeros((2,)), bound)
-  rollout = _actor_rollout(0)
-  with pytest.raises(ValueError, match=match):
-    value_utils.get_value_outs(np.zeros((6, 2, 5), np.float32), None, None,
-                               None, rollout, rollout.logits, discount=0.9,
-                               categorical_value=True, max_abs_value=bound)
-
-
-def test_error_rewards_time_axis_drop_last_false():
-  # Values have T+1 = 5 steps, so rewards need 4; give 5.
-  inputs = _update_inputs(0, num_t=4, reward_steps=5)
-  head = np.zeros((5, 2, 1), np.float32)
-  with pytest.raises(ValueError,
-                     match=r'rollout\.rewards.*\(4, 2\).*\(5, 2\).*T-1=4'):
-    value_utils.get_value_outs(
-        head, None, None, None, inputs,
-        inputs.behaviour_agent_out['logits'], discount=0.9, drop_last=False)
-
-
-def test_error_discounts_time_axis_drop_last_true():
-  rollout = _actor_rollout(0)
-  rollout = rollout.replace(discounts=rollout.discounts[:-1])
-  with pytest.raises(ValueError,
-                     match=r'rollout\.discounts.*\(6, 2\).*\(5, 2\)'):
-    value_utils.get_value_outs(_v_head(), None, None, None, rollout,
-                               rollout.logits, discount=0.9)
-
-
-def test_error_pi_logits_shape():
-  rollout = _actor_rollout(0)
-  with pytest.raises(ValueError, match=r'pi_logits.*\(6, 2\).*\(5, 2, 3\)'):
-    value_utils.get_value_outs(_v_head(), None, None, None, rollout,
-                               rollout.logits[:-1], discount=0.9)
+    call()
 
 
 def test_error_ema_state_type():
-  rollout = _actor_rollout(0)
   adv_fn, _ = _emas()
   with pytest.raises(TypeError, match='adv_ema_state'):
-    value_utils.get_value_outs(_v_head(), None, None, None, rollout,
-                               rollout.logits, discount=0.9,
-                               adv_ema_state={'m': 0.0}, adv_ema_fn=adv_fn)
-
-
-def test_error_missing_target_q():
-  inputs = _update_inputs(0)
-  q_head = np.zeros((5, 2, 3, 1), np.float32)
-  with pytest.raises(ValueError, match='target_q_net_out'):
-    value_utils.get_value_outs(
-        None, q_head, np.zeros((5, 2, 1), np.float32), None, inputs,
-        inputs.behaviour_agent_out['logits'], discount=0.9, drop_last=False)
-
-
-def test_error_estimator_shapes():
-  case = _random_case(0)
-  with pytest.raises(ValueError, match=r'rewards.*\(5, 3\).*\(4, 3\)'):
-    value_utils.estimate_values(
-        case['rewards'][:-1], case['actions'], case['env_discounts'],
-        case['rho'], case['values'], case['target_values'])
-  with pytest.raises(ValueError, match=r'rho.*\(5, 3\).*\(6, 3\)'):
-    value_utils.estimate_q_values(
-        case['rewards'], case['actions'], case['env_discounts'],
-        np.ones((6, 3), np.float32), case['values'], case['target_values'],
-        case['q_values'], case['target_q_values'])
-
-
-def test_error_head_shapes():
-  with pytest.raises(ValueError, match=r'\[T, B, 1 or num_bins\].*\(6, 2\)'):
-    value_utils.get_values_from_net_outs(np.zeros((6, 2)), False, None, False)
-  with pytest.raises(ValueError, match=r'size 1.*\(6, 2, 3\)'):
-    value_utils.get_values_from_net_outs(
-        np.zeros((6, 2, 3)), False, None, False)
-  with pytest.raises(ValueError, match=r'td.*\(6, 2\).*\(5, 2\)'):
-    value_utils.value_loss_from_td(np.zeros((6, 2, 1)), np.zeros((5, 2)))
+    _outs(_v_head(), None, None, None, adv_ema_state={'m': 0.0},
+          adv_ema_fn=adv_fn)
