@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Host-side helpers of disco_rl.utils."""
+"""disco_rl.utils: replica spread, tree stacking, batch look-up."""
 
 import jax
 import numpy as np
@@ -43,3 +43,21 @@ def test_replica_spread_of_a_replicated_array_on_one_device_is_zero():
   assert utils.replica_spread(replicated, replicated=True) == 0.0
   with pytest.raises(ValueError, match='expects jax.Arrays, got ndarray'):
     utils.replica_spread({'w': np.zeros(3)}, replicated=True)
+
+
+@pytest.mark.parametrize('axis', [0, 1, -1])
+def test_tree_stack_stacks_each_leaf_on_a_new_axis(axis):
+  trees = [{'a': np.full((2, 3), i), 'b': (np.arange(3.0) * i,)}
+           for i in range(4)]
+  stacked = utils.tree_stack(trees, axis=axis)
+  assert jax.tree.structure(stacked) == jax.tree.structure(trees[0])
+  for got, *leaves in zip(*map(jax.tree.leaves, [stacked] + trees)):
+    np.testing.assert_array_equal(got, np.stack(leaves, axis=axis))
+
+
+def test_batch_lookup_picks_one_entry_per_prefix():
+  table = np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5)
+  index = np.array([[0, 3, 1], [2, 2, 0]])
+  got = utils.batch_lookup(jax.numpy.asarray(table), jax.numpy.asarray(index))
+  want = np.take_along_axis(table, index[..., None, None], axis=2)[:, :, 0]
+  np.testing.assert_array_equal(got, want)
