@@ -1,5 +1,14 @@
 # Copyright 2025 The disco_rl authors. Licensed under Apache-2.0.
-"""Environments: host (dm_env) and pure-JAX Catch, and a factory for them."""
+"""Environments: Catch (host dm_env and pure JAX), gymnax and Craftax by name.
+
+  get_environment('jittable_catch', 8)
+  get_environment('gymnax:Breakout-MinAtar', 8)
+  get_environment('gymnax:DeepSea-bsuite', 8, {'size': 10})
+  get_environment('craftax:Craftax-Classic-Symbolic-v1', 8)  # [craftax] extra
+"""
+
+from collections.abc import Mapping
+from typing import Any
 
 from ml_collections import config_dict
 
@@ -13,29 +22,89 @@ _ENVIRONMENTS = {
     'jittable_catch': (jittable_envs.CatchJittableEnvironment,
                        jittable_envs.get_config_catch),
 }
+# Names of environments from other packages start with one of these.
+PREFIXES = ('gymnax:', 'craftax:')
+
+
+def is_package_name(name: str) -> bool:
+  """Whether `name` is a 'gymnax:<id>' or 'craftax:<id>' name."""
+  return isinstance(name, str) and name.startswith(PREFIXES)
+
+
+def _unknown_name(name: Any, what: str = 'environment') -> ValueError:
+  """The error for an unknown name: the valid ones and the close matches."""
+  from disco_rl.environments import gymnax_env  # pylint: disable=g-import-not-at-top
+  known = sorted(_ENVIRONMENTS)
+  matches = gymnax_env.close_matches(
+      str(name), known + gymnax_env.known_names())
+  hint = (f' Close matches: {", ".join(map(repr, matches))}.' if matches
+          else '')
+  valid = ', '.join(repr(n) for n in known)
+  return ValueError(
+      f'Unknown {what} {name!r}; valid names are {valid}, '
+      "'gymnax:<id>' (any id gymnax registers, e.g. "
+      "'gymnax:Breakout-MinAtar') and 'craftax:<id>' (e.g. "
+      f"'craftax:Craftax-Classic-Symbolic-v1').{hint}")
+
+
+def check_name(name: Any, what: str = 'environment') -> None:
+  """Raises a ValueError (with close matches) unless `name` can be built.
+
+  For 'gymnax:'/'craftax:' names this imports the package and looks the id
+  up; a `gymnax_env.MissingPackageError` names the extra to install.
+
+  Args:
+    name: the environment's name.
+    what: the argument's name in messages (e.g. 'env').
+  """
+  if isinstance(name, str) and name in _ENVIRONMENTS:
+    return
+  if not is_package_name(name):
+    raise _unknown_name(name, what)
+  from disco_rl.environments import gymnax_env  # pylint: disable=g-import-not-at-top
+  prefix = name.split(':', 1)[0] + ':'
+  gymnax_env.import_optional(prefix)
+  if name not in gymnax_env.known_names():
+    raise gymnax_env.unknown_id_error(
+        name, [n for n in gymnax_env.known_names() if n.startswith(prefix)],
+        what)
 
 
 def get_environment(
     name: str,
     batch_size: int,
-    env_settings: config_dict.ConfigDict | None = None,
+    env_settings: config_dict.ConfigDict | Mapping[str, Any] | None = None,
 ) -> base.Environment:
   """Builds the environment called `name`.
 
   Args:
-    name: 'catch' (host dm_env Catch) or 'jittable_catch' (pure-JAX Catch).
+    name: 'catch' (host dm_env Catch), 'jittable_catch' (pure-JAX Catch),
+      'gymnax:<id>' (any gymnax environment with discrete actions, e.g.
+      'gymnax:Breakout-MinAtar', 'gymnax:CartPole-v1',
+      'gymnax:DeepSea-bsuite') or 'craftax:<id>' (e.g.
+      'craftax:Craftax-Classic-Symbolic-v1'; `pip install
+      'disco_rl[craftax]'`).
     batch_size: the number of parallel instances (>= 1).
-    env_settings: the environment's settings; its module's defaults if None.
+    env_settings: the environment's settings; for Catch its module's
+      defaults if None; for gymnax/Craftax keyword arguments of the
+      environment's constructor or fields of its `EnvParams` (e.g.
+      {'size': 10} for DeepSea, {'max_steps_in_episode': 500}).
 
   Returns:
     The batched environment.
 
   Raises:
-    ValueError: on an unknown name, a bad batch size or unknown settings.
+    ValueError: on an unknown name (listing close matches), a bad batch
+      size, unknown settings or a continuous action space.
+    gymnax_env.MissingPackageError: (an ImportError) when the package a name
+      needs is not installed, naming the pip extra.
   """
+  if is_package_name(name):
+    from disco_rl.environments import gymnax_env  # pylint: disable=g-import-not-at-top
+    settings = base.as_config(env_settings or {}, name).to_dict()
+    return gymnax_env.make(name, batch_size, settings)
   if name not in _ENVIRONMENTS:
-    valid = ', '.join(repr(n) for n in sorted(_ENVIRONMENTS))
-    raise ValueError(f'Unknown environment {name!r}; valid names are {valid}.')
+    raise _unknown_name(name)
   env_class, default_settings = _ENVIRONMENTS[name]
   base.check_batch_size(batch_size)
   if env_settings is None:

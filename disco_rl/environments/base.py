@@ -10,6 +10,7 @@ from collections.abc import Collection, Mapping
 from typing import Any, TypeVar
 
 import chex
+import jax
 from ml_collections import config_dict
 import numpy as np
 
@@ -119,3 +120,119 @@ def check_setting_keys(
     names = ', '.join(repr(k) for k in missing)
     raise ValueError(
         f'Missing {what} setting(s) {names}; expected keys are {valid}.')
+
+
+# ----------------------------------------------------------------------------
+# Checks of an environment object (e.g. a user's own), before anything runs.
+
+
+def check_action_spec(spec: Any, what: str = 'single_action_spec()') -> None:
+  """Raises unless `spec` is a scalar int32 BoundedArray with minimum 0.
+
+  The agent acts with one of `maximum + 1` discrete actions.
+  """
+  shape = getattr(spec, 'shape', None)
+  dtype = getattr(spec, 'dtype', None)
+  if (shape is None or tuple(shape) != () or dtype != np.int32
+      or not hasattr(spec, 'maximum') or not hasattr(spec, 'minimum')):
+    raise ValueError(
+        f'{what}: expected a scalar int32 dm_env.specs.BoundedArray '
+        '(one discrete action per instance, no batch axis), got '
+        f'{type(spec).__name__} of shape {shape} and dtype {dtype}.')
+  minimum, maximum = np.asarray(spec.minimum), np.asarray(spec.maximum)
+  if minimum.shape or maximum.shape or minimum != 0 or maximum < 0:
+    raise ValueError(f'{what}: expected minimum 0 and a scalar maximum >= 0 '
+                     f'(actions 0..maximum), got minimum {spec.minimum!r} '
+                     f'and maximum {spec.maximum!r}.')
+
+
+def _shapes(tree: Any) -> str:
+  return str(jax.tree.map(lambda x: (tuple(x.shape), str(x.dtype)), tree))
+
+
+def check_timestep(timestep: Any, observation_spec: types.Specs,
+                   batch_size: int, what: str) -> None:
+  """Raises unless `timestep` (abstract or not) fits the specs, batched.
+
+  Args:
+    timestep: what `reset` or `step` returned (second element).
+    observation_spec: the environment's `single_observation_spec()`.
+    batch_size: B, the leading axis of every leaf.
+    what: the call, for messages (e.g. 'env.step(state, actions)').
+  """
+  if not isinstance(timestep, types.EnvironmentTimestep):
+    raise ValueError(f'{what} must return (state, types.EnvironmentTimestep),'
+                     f' got a {type(timestep).__name__} as the timestep.')
+  expected = jax.tree.leaves(observation_spec)
+  got = jax.tree.leaves(timestep.observation)
+  if len(got) != len(expected):
+    raise ValueError(
+        f'{what}.observation: expected {len(expected)} array(s), one per '
+        f'leaf of single_observation_spec() {observation_spec}, got '
+        f'{len(got)}: {_shapes(timestep.observation)}.')
+  for spec, leaf in zip(expected, got):
+    want = ((batch_size,) + tuple(spec.shape), np.dtype(spec.dtype))
+    have = (tuple(leaf.shape), np.dtype(leaf.dtype))
+    if want != have:
+      raise ValueError(
+          f'{what}.observation: expected shape {want[0]} and dtype '
+          f'{want[1]} ([batch_size={batch_size}] + '
+          f'single_observation_spec() {tuple(spec.shape)}), got shape '
+          f'{have[0]} and dtype {have[1]}.')
+  for field, kind, kind_name in (('step_type', np.integer, 'an integer'),
+                                 ('reward', np.floating, 'a floating')):
+    leaf = getattr(timestep, field)
+    shape, dtype = tuple(np.shape(leaf)), np.dtype(leaf.dtype)
+    if shape != (batch_size,) or not np.issubdtype(dtype, kind):
+      raise ValueError(
+          f'{what}.{field}: expected shape ({batch_size},) with {kind_name} '
+          f'dtype, got shape {shape} and dtype {dtype}.')
+
+
+def check_jittable_environment(env: Any, what: str = 'env') -> None:
+  """Checks an environment the fused loops will compile, without running it.
+
+  Traces `reset` and `step` abstractly (`jax.eval_shape`) and compares what
+  they return with the specs; a mistake is reported here, naming the call,
+  the expected and the received value, instead of deep inside XLA.
+
+  Args:
+    env: an `Environment` whose `reset`/`step` are traceable.
+    what: its name in messages.
+
+  Raises:
+    TypeError: `env` is not an `Environment`.
+    ValueError: a bad batch size or action spec, a timestep that does not
+      match the specs, a `step` state unlike `reset`'s, or a `reset`/`step`
+      that cannot be traced.
+  """
+  if not isinstance(env, Environment):
+    raise TypeError(f'{what} must be a disco_rl.environments.base.'
+                    f'Environment, got {type(env).__name__}.')
+  try:
+    batch = check_batch_size(getattr(env, 'batch_size', None))
+  except ValueError as e:
+    raise ValueError(f'{what}.{e}') from None
+  check_action_spec(env.single_action_spec(), f'{what}.single_action_spec()')
+  obs_spec = env.single_observation_spec()
+  calls = (f'{what}.reset(rng)', f'{what}.step(state, actions)')
+  try:
+    state, timestep = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+  except Exception as e:  # pylint: disable=broad-except
+    raise ValueError(f'{calls[0]} cannot be traced by JAX (the fused loops '
+                     f'compile it): {type(e).__name__}: {e}') from e
+  check_timestep(timestep, obs_spec, batch, calls[0])
+  actions = jax.ShapeDtypeStruct((batch,), np.int32)
+  try:
+    next_state, timestep = jax.eval_shape(env.step, state, actions)
+  except Exception as e:  # pylint: disable=broad-except
+    raise ValueError(f'{calls[1]} cannot be traced by JAX with [{batch}] '
+                     f'int32 actions: {type(e).__name__}: {e}') from e
+  check_timestep(timestep, obs_spec, batch, calls[1])
+  try:
+    chex.assert_trees_all_equal_shapes_and_dtypes(next_state, state)
+  except (AssertionError, ValueError) as e:
+    raise ValueError(
+        f'{calls[1]} must return a state of the same structure, shapes and '
+        f'dtypes as {calls[0]} (it is carried through a lax.scan): '
+        f'expected {_shapes(state)}, got {_shapes(next_state)}.') from e

@@ -8,6 +8,7 @@ default and help text (field metadata) give the command-line flag
 """
 
 import argparse
+import ast
 import dataclasses
 import types as pytypes
 import typing
@@ -16,10 +17,15 @@ from typing import Any
 from ml_collections import config_dict
 
 from disco_rl import agent as agent_lib
+from disco_rl import environments
 from disco_rl.networks import nets
 
 RULES = ('disco_103', 'actor_critic')
 PRECISIONS = nets.PRECISIONS
+NETS = ('mlp', 'conv')
+CATCH_ENVS = ('jittable_catch', 'catch')
+# env='custom': the Environment object given to Trainer/EvalLoop (env=...).
+CUSTOM_ENV = 'custom'
 
 
 def _field(default, help_text: str, **extra):
@@ -30,6 +36,53 @@ def _field(default, help_text: str, **extra):
   """
   return dataclasses.field(default=default,
                            metadata=dict(help=help_text, **extra))
+
+
+def _dict_field(help_text: str, **extra):
+  """A dict-valued field (default: empty) whose flag reads `k=v,k2=v2`."""
+  return dataclasses.field(default_factory=dict,
+                           metadata=dict(help=help_text, **extra))
+
+
+def _parse_value(text: str) -> Any:
+  """'10' -> 10, '0.5' -> 0.5, 'true'/'false' -> bool, anything else: str."""
+  lowered = text.strip().lower()
+  if lowered in ('true', 'false'):
+    return lowered == 'true'
+  try:
+    value = ast.literal_eval(text.strip())
+  except (ValueError, SyntaxError):
+    return text.strip()
+  return value if isinstance(value, (int, float, str)) else text.strip()
+
+
+def parse_kwargs(text: str) -> dict[str, Any]:
+  """'size=10,deterministic=false' -> {'size': 10, 'deterministic': False}."""
+  kwargs = {}
+  for item in (i for i in text.split(',') if i.strip()):
+    key, sep, value = item.partition('=')
+    if not sep or not key.strip().isidentifier():
+      raise argparse.ArgumentTypeError(
+          f'expected comma-separated name=value pairs such as '
+          f'size=10,max_steps_in_episode=500, got {text!r}')
+    kwargs[key.strip()] = _parse_value(value)
+  return kwargs
+
+
+def env_kwargs(value) -> dict[str, Any]:
+  """Environment keyword arguments from a mapping or text ('size=10,...').
+
+  Papermill passes a notebook parameter given as a dict as its text.
+  """
+  if isinstance(value, str):
+    text = value.strip()
+    if text.startswith('{'):
+      parsed = ast.literal_eval(text)
+      if not isinstance(parsed, dict):
+        raise ValueError(f'env_kwargs must be a dict, got {value!r}.')
+      return parsed
+    return parse_kwargs(text)
+  return dict(value or {})
 
 
 def parse_sizes(text: str) -> tuple[int, ...]:
@@ -63,8 +116,17 @@ class EvalConfig:
   rule: str = _field('disco_103', 'update rule', choices=RULES)
   env: str = _field('jittable_catch',
                     "environment: 'jittable_catch' (acting compiled on the "
-                    "device) or 'catch' (the dm_env Catch, stepped on the "
-                    'host)', choices=('jittable_catch', 'catch'))
+                    "device), 'catch' (the dm_env Catch, stepped on the "
+                    "host), 'gymnax:<id>' (any gymnax environment with "
+                    "discrete actions, e.g. gymnax:Breakout-MinAtar), "
+                    "'craftax:<id>' (e.g. craftax:Craftax-Classic-Symbolic-v1"
+                    ", pip install 'disco_rl[craftax]') or 'custom' (the "
+                    'Environment object passed as Trainer(..., env=...))')
+  env_kwargs: dict[str, Any] = _dict_field(
+      'environment settings as name=value pairs, e.g. size=10 (DeepSea) or '
+      'max_steps_in_episode=500: constructor arguments or EnvParams fields '
+      'of a gymnax/craftax environment; Catch takes them besides --rows and '
+      '--columns')
   rows: int = _field(8, 'Catch board rows')
   columns: int = _field(8, 'Catch board columns')
   num_steps: int = _field(1000, 'learner steps (one actor rollout each)',
@@ -77,8 +139,17 @@ class EvalConfig:
   buffer_capacity: int = _field(1024, 'replay buffer size in trajectories, '
                                 'over all devices')
   learning_rate: float = _field(1e-2, "the agent's learning rate")
+  net: str = _field('mlp', "agent network: 'mlp' (observations flattened, "
+                    "then the MLP torso) or 'conv' (MinAtar-style: 3x3 "
+                    'convolutions on [H, W, C] images, then the MLP torso)',
+                    choices=NETS)
   dense: tuple[int, ...] = _field((512, 512), "hidden sizes of the agent's "
                                   'MLP torso, e.g. 512,512')
+  conv_channels: tuple[int, ...] = _field(
+      (16,), "output channels of the conv torso's layers (net conv), e.g. "
+      '16 (MinAtar) or 32,64')
+  conv_kernel: int = _field(3, "kernel size of the conv torso's layers "
+                            '(stride 1, SAME padding)')
   model_lstm_size: int = _field(128, 'size of the action-model LSTM')
   model_head_hiddens: tuple[int, ...] = _field(
       (128,), 'hidden sizes of the action-model heads')
@@ -135,6 +206,19 @@ class MetaTrainConfig:
       'auto', "how a device runs its agents: 'map' one after another "
       "(fastest on CPUs), 'vmap' vectorised (for accelerators); 'auto': map "
       'on a CPU, vmap elsewhere', choices=('auto', 'map', 'vmap'))
+  meta_grad_norm: str = _field(
+      'average', "'average': one Adam on the agents' averaged meta-gradient "
+      "(the upstream notebook); 'per_agent_adam': each agent's meta-gradient "
+      'normalised by its own Adam, the updates averaged (the paper)',
+      choices=('average', 'per_agent_adam'))
+  meta_grad_clip: float = _field(
+      0.0, "clip each agent's meta-gradient to this global norm (0: no clip)")
+  remat: bool = _field(
+      False, 'recompute the inner updates in the backward pass (memory flat '
+      'in num_inner_steps, about a third more compute)')
+  agent_lifetime: int = _field(
+      0, 'agent updates after which an agent starts afresh, staggered over '
+      'the population so that ages differ (0: agents live for the run)')
   debug_checks: bool = _field(
       True, "check the agents' training rollouts (actions in range, finite "
       'rewards) and stop with the field, step and batch index of the first '
@@ -175,9 +259,46 @@ def _check_common(config, positive, sizes) -> None:
     raise ValueError(f'num_devices must be >= 1, got {config.num_devices}.')
 
 
+def check_env_kwargs(config: EvalConfig) -> None:
+  """`env_kwargs` is a mapping of names; Catch's may not repeat rows/columns.
+
+  Whether a gymnax/craftax environment accepts the names is checked when
+  it is built (`environments.get_environment`).
+  """
+  kwargs = config.env_kwargs
+  if not isinstance(kwargs, dict) or not all(
+      isinstance(k, str) for k in kwargs):
+    raise ValueError('env_kwargs must be a dict of setting names to values, '
+                     f'got {kwargs!r}.')
+  if config.env in CATCH_ENVS:
+    repeated = sorted({'rows', 'columns', 'random_seed'} & set(kwargs))
+    if repeated:
+      raise ValueError(
+          f'env_kwargs {repeated} are set by EvalConfig fields for '
+          f"env={config.env!r}: use rows=, columns= (--rows, --columns); the "
+          'seed comes from seed.')
+  if config.env == CUSTOM_ENV and kwargs:
+    raise ValueError("env_kwargs must be empty for env='custom' (the "
+                     'Environment object is built by you), got '
+                     f'{kwargs!r}.')
+
+
+def check_env_name(name: Any) -> None:
+  """Raises ValueError unless `name` is an environment an EvalConfig can use.
+
+  Lists the valid names and the close matches (`environments.check_name`);
+  a missing optional package names the extra to install.
+  """
+  if name != CUSTOM_ENV:
+    environments.check_name(name, 'env')
+
+
 def check_eval_config(config: EvalConfig) -> None:
   """Raises ValueError naming any setting that cannot work."""
-  _check_common(config, ('batch_size', 'replay_ratio', 'buffer_capacity'), ())
+  _check_common(config, ('batch_size', 'replay_ratio', 'buffer_capacity',
+                         'conv_kernel'), ('conv_channels',))
+  check_env_name(config.env)
+  check_env_kwargs(config)
   if config.batch_size % config.replay_ratio:
     raise ValueError(
         f'batch_size={config.batch_size} must be a multiple of replay_ratio='
@@ -191,12 +312,43 @@ def check_meta_train_config(config: MetaTrainConfig) -> None:
   """Raises ValueError naming any setting that cannot work."""
   _check_common(config, ('num_agents', 'batch_size_per_device',
                          'num_inner_steps'), ('value_dense',))
+  _check_positive(config, ('meta_grad_clip', 'agent_lifetime'), minimum=0)
+  if 0 < config.agent_lifetime < config.num_inner_steps:
+    raise ValueError(
+        f'agent_lifetime={config.agent_lifetime} is shorter than one '
+        f'meta-step (num_inner_steps={config.num_inner_steps} updates).')
+
+
+# Named starting points for meta-training; flags and fields override them.
+META_TRAIN_PRESETS = {
+    # The upstream meta-training notebook (the MetaTrainConfig defaults).
+    'notebook': {},
+    # The paper's meta-optimisation (Oh et al. 2025, Methods): Adam
+    # normalisation per agent, meta learning rate 1e-3 with clipping 1.0,
+    # backpropagation through 20 agent updates, 96 trajectories of 29 steps
+    # per agent update. The population size and lifetime are this project's
+    # choice for Catch on a small machine (the paper's population is far
+    # larger, on Atari).
+    'paper': dict(meta_grad_norm='per_agent_adam', meta_learning_rate=1e-3,
+                  meta_grad_clip=1.0, num_inner_steps=20, remat=True,
+                  batch_size_per_device=96, rollout_len=29, num_agents=8,
+                  agent_lifetime=2000),
+}
+
+
+def meta_train_preset(name: str, **overrides) -> MetaTrainConfig:
+  """A `MetaTrainConfig` from a named preset, with fields overridden."""
+  if name not in META_TRAIN_PRESETS:
+    raise ValueError(f'Unknown preset {name!r}; expected one of '
+                     f'{tuple(META_TRAIN_PRESETS)}.')
+  return MetaTrainConfig(**{**META_TRAIN_PRESETS[name], **overrides})
 
 
 def agent_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
-                   model_head_hiddens,
-                   precision: str = 'float32') -> config_dict.ConfigDict:
-  """Agent settings of the loops: the rule's defaults with an MLP agent.
+                   model_head_hiddens, precision: str = 'float32',
+                   net: str = 'mlp', conv_channels=(16,),
+                   conv_kernel: int = 3) -> config_dict.ConfigDict:
+  """Agent settings of the loops: the rule's defaults with an MLP/conv agent.
 
   Args:
     rule: 'disco_103' (the Disco agent) or 'actor_critic'.
@@ -206,18 +358,27 @@ def agent_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
     model_head_hiddens: hidden sizes of the action model's heads.
     precision: compute dtype of the agent network (see
       `networks.nets.with_precision`).
+    net: 'mlp' or 'conv' (`networks.nets.ConvNet`: conv layers before the
+      MLP torso).
+    conv_channels: the conv layers' output channels (net 'conv').
+    conv_kernel: their kernel size (net 'conv').
   """
+  if net not in NETS:
+    raise ValueError(f'Unknown net {net!r}; expected one of {NETS}.')
   if rule == 'disco_103':
     settings = agent_lib.get_settings_disco()
   elif rule == 'actor_critic':
     settings = agent_lib.get_settings_actor_critic()
   else:
     raise ValueError(f'Unknown rule {rule!r}; expected one of {RULES}.')
-  settings.net_settings.name = 'mlp'
+  settings.net_settings.name = net
   settings.net_settings.net_args = dict(
       dense=tuple(dense), model_arch_name='lstm', head_w_init_std=1e-2,
       model_kwargs=dict(head_mlp_hiddens=tuple(model_head_hiddens),
                         lstm_size=model_lstm_size))
+  if net == 'conv':
+    settings.net_settings.net_args.update(
+        conv_channels=tuple(conv_channels), conv_kernel=conv_kernel)
   if precision != 'float32':
     settings.net_settings.precision = precision
   settings.learning_rate = learning_rate
@@ -237,11 +398,22 @@ def _flag_type(annotation) -> tuple[Any, bool]:
     annotation = args[0]
   if typing.get_origin(annotation) is tuple:
     return parse_sizes, optional
+  if typing.get_origin(annotation) is dict:
+    return parse_kwargs, optional
   if annotation is bool:
     return bool, optional
   if annotation in (int, float, str):
     return annotation, optional
   raise TypeError(f'No flag type for {annotation!r}.')
+
+
+def _shown(default) -> Any:
+  """A default as its flag would be written ('512,512', 'size=10', 'none')."""
+  if isinstance(default, tuple):
+    return ','.join(map(str, default))
+  if isinstance(default, dict):
+    return ','.join(f'{k}={v}' for k, v in default.items()) or 'none'
+  return default
 
 
 def add_flags(parser: argparse.ArgumentParser, config_cls) -> None:
@@ -257,9 +429,9 @@ def add_flags(parser: argparse.ArgumentParser, config_cls) -> None:
     if aliases == ():
       continue
     flag_type, optional = _flag_type(hints[field.name])
-    default = field.default
-    shown = ','.join(map(str, default)) if isinstance(default, tuple) else (
-        default)
+    default = (field.default_factory() if field.default is dataclasses.MISSING
+               else field.default)
+    shown = _shown(default)
     help_text = field.metadata.get('help', '')
     help_text += ' (default: %s)' % ('none' if optional and default is None
                                      else shown)

@@ -22,6 +22,7 @@ devices (the agent's `pmean` over `devices.AXIS`), so the replicated
 parameters stay identical.
 """
 
+import dataclasses
 import pathlib
 from typing import Any
 
@@ -43,6 +44,7 @@ from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import driver
 from disco_rl.loops import replay
 from disco_rl.loops import reporting
+from disco_rl.networks import nets
 
 AXIS = devices_lib.AXIS
 
@@ -111,14 +113,38 @@ def default_log_keys(rule: str) -> tuple[str, ...]:
 
 def make_agent(config: config_lib.EvalConfig,
                env: base_env.Environment) -> agent_lib.Agent:
-  """The agent of an eval run, learning under the mesh axis."""
+  """The agent of an eval run, learning under the mesh axis.
+
+  Raises:
+    ValueError: if the environment's observations do not fit `config.net`
+      (e.g. 'conv' on vectors), naming the environment and the shapes.
+  """
+  nets.check_observation_spec(
+      config.net, env.single_observation_spec(),
+      f'env {config.env!r} (its single_observation_spec())')
   settings = config_lib.agent_settings(
       config.rule, config.learning_rate, config.dense, config.model_lstm_size,
-      config.model_head_hiddens, config.precision)
+      config.model_head_hiddens, config.precision, net=config.net,
+      conv_channels=config.conv_channels, conv_kernel=config.conv_kernel)
   return agent_lib.Agent(
       single_observation_spec=env.single_observation_spec(),
       single_action_spec=env.single_action_spec(),
       agent_settings=settings, batch_axis_name=AXIS)
+
+
+def env_settings(config: config_lib.EvalConfig,
+                 seed: int | None = None) -> dict[str, Any]:
+  """The settings `get_environment` gets for `config.env`.
+
+  Catch: its board (`rows`, `columns`), the host one also `random_seed`,
+  plus `env_kwargs`; gymnax/craftax: `env_kwargs`.
+  """
+  settings = dict(config.env_kwargs)
+  if config.env in config_lib.CATCH_ENVS:
+    settings.update(rows=config.rows, columns=config.columns)
+    if seed is not None:
+      settings['random_seed'] = seed
+  return settings
 
 
 def default_rule_params(config: config_lib.EvalConfig,
@@ -139,9 +165,16 @@ class _EvalLoopBase:
   """Agent, devices, initial state and the buffer-and-learn step."""
 
   def __init__(self, config: config_lib.EvalConfig, rule_params=None,
-               devices=None, load_weights: bool = True):
+               devices=None, load_weights: bool = True,
+               env: base_env.Environment | None = None):
     config_lib.check_eval_config(config)
+    if (env is None) != (config.env != config_lib.CUSTOM_ENV):
+      raise ValueError(
+          "An Environment object goes with env='custom' and env='custom' "
+          'needs one: pass both EvalConfig(env=\'custom\', ...) and env= '
+          f'(got env={config.env!r} and an env object: {env is not None}).')
     self.config = config
+    self._given_env = env
     self.devices = list(devices) if devices is not None else (
         devices_lib.pick_devices(
             {'number of environments (batch_size // replay_ratio)':
@@ -299,11 +332,24 @@ class EvalLoop(_EvalLoopBase):
   """
 
   def __init__(self, config: config_lib.EvalConfig, rule_params=None,
-               devices=None, load_weights: bool = True):
+               devices=None, load_weights: bool = True,
+               env: base_env.Environment | None = None):
+    """Builds the environment, the agent and the compiled programs.
+
+    Args:
+      config: the run's settings.
+      rule_params: the rule's meta-parameters (default: see
+        `default_rule_params`).
+      devices: the devices to use (default: the config's choice).
+      load_weights: see `default_rule_params`.
+      env: with `config.env == 'custom'`, a jittable `Environment` of
+        `batch_size // replay_ratio // devices` instances (one device's
+        share), checked now (`base.check_jittable_environment`).
+    """
     if config.env == 'catch':
       raise ValueError("env='catch' is stepped on the host: use HostEvalLoop "
                        '(or make_eval_loop).')
-    super().__init__(config, rule_params, devices, load_weights)
+    super().__init__(config, rule_params, devices, load_weights, env)
     specs = state_specs()
     self._init = jax.jit(self._initial_state_on_device,
                          out_shardings=self._state_shardings())
@@ -313,10 +359,19 @@ class EvalLoop(_EvalLoopBase):
                         donate_argnums=0)
 
   def _make_env(self) -> base_env.Environment:
-    return get_environment(
-        self.config.env, batch_size=self.envs_per_device,
-        env_settings={'rows': self.config.rows,
-                      'columns': self.config.columns})
+    env = self._given_env
+    if env is None:
+      return get_environment(self.config.env,
+                             batch_size=self.envs_per_device,
+                             env_settings=env_settings(self.config))
+    base_env.check_jittable_environment(env)
+    if env.batch_size != self.envs_per_device:
+      raise ValueError(
+          f'env.batch_size must be the environments per device, '
+          f'batch_size // replay_ratio // devices = {self.config.batch_size}'
+          f' // {self.config.replay_ratio} // {len(self.devices)} = '
+          f'{self.envs_per_device}, got {env.batch_size}.')
+    return env
 
   def _initial_state_on_device(self, rng):
     env_rng, rng = jax.random.split(rng)
@@ -406,9 +461,7 @@ class HostEvalLoop(_EvalLoopBase):
   def _make_env(self) -> base_env.Environment:
     return get_environment(
         self.config.env, batch_size=self.config.num_envs,
-        env_settings={'rows': self.config.rows,
-                      'columns': self.config.columns,
-                      'random_seed': self.config.seed})
+        env_settings=env_settings(self.config, seed=self.config.seed))
 
   def _to_devices(self, host_timestep) -> types.EnvironmentTimestep:
     num = len(self.devices)
@@ -477,17 +530,21 @@ class HostEvalLoop(_EvalLoopBase):
 
 
 def make_eval_loop(config: config_lib.EvalConfig, rule_params=None,
-                   devices=None, load_weights: bool = True
+                   devices=None, load_weights: bool = True,
+                   env: base_env.Environment | None = None
                    ) -> EvalLoop | HostEvalLoop:
   """The loop for the configured environment (fused unless it is a host one).
 
   `load_weights=False`: without `rule_params`, a fresh meta-network stands
   in for Disco103's weights (a run about to be restored from a checkpoint).
+  `env`: the jittable Environment of `env='custom'` (see `EvalLoop`).
   """
   config_lib.check_eval_config(config)
-  loop_cls = HostEvalLoop if config.env == 'catch' else EvalLoop
-  return loop_cls(config, rule_params=rule_params, devices=devices,
-                  load_weights=load_weights)
+  if config.env == 'catch':
+    return HostEvalLoop(config, rule_params=rule_params, devices=devices,
+                        load_weights=load_weights)
+  return EvalLoop(config, rule_params=rule_params, devices=devices,
+                  load_weights=load_weights, env=env)
 
 
 def evaluate_policy(agent: agent_lib.Agent, params, env: base_env.Environment,
@@ -565,10 +622,12 @@ class EvalJob:
   check_config = staticmethod(config_lib.check_eval_config)
 
   def __init__(self, config: config_lib.EvalConfig, rule_params=None,
-               devices=None, restoring: bool = False):
+               devices=None, restoring: bool = False,
+               env: base_env.Environment | None = None):
     self.config = config
     self.loop = make_eval_loop(config, rule_params=rule_params,
-                               devices=devices, load_weights=not restoring)
+                               devices=devices, load_weights=not restoring,
+                               env=env)
     self.warmup = warmup_iterations(self.loop)
     self.steps_per_call = config.steps_per_call
     self.description = f'eval {config.rule} seed {config.seed}'
@@ -621,17 +680,21 @@ class EvalJob:
       state: the loop state (its parameters are the default).
       params: the agent network's parameters (default: the current ones).
       env: a jittable `Environment` whose observations fit the agent, or
-        None: the run's own environment (its jittable version for 'catch').
+        None: the run's own environment (its jittable version for 'catch';
+        for 'custom' the given object itself).
       num_rollouts: rollouts of `rollout_len` steps.
       seed: the acting key's seed.
     """
     cfg = self.config
     if params is None:
       params = devices_lib.fetch(state.learner_state.params)
-    if env is None:
-      env = get_environment('jittable_catch', batch_size=cfg.num_envs,
-                            env_settings={'rows': cfg.rows,
-                                          'columns': cfg.columns})
+    if env is None and cfg.env == config_lib.CUSTOM_ENV:
+      env = self.loop.env
+    elif env is None:
+      name = 'jittable_catch' if cfg.env == 'catch' else cfg.env
+      env = get_environment(name, batch_size=cfg.num_envs,
+                            env_settings=env_settings(
+                                dataclasses.replace(cfg, env=name)))
     return evaluate_policy(self.loop.agent, params, env, jax.random.PRNGKey(seed),
                            num_rollouts, cfg.rollout_len)
 
@@ -663,9 +726,17 @@ class EvalJob:
     path = reporting.plot_curve(
         [r['env_steps'] for r in rows], [r['avg_return'] for r in rows],
         output_dir / 'returns.png', 'environment steps', 'average return',
-        f'{cfg.rule} on {cfg.env} {cfg.rows}x{cfg.columns} (seed {cfg.seed})',
+        f'{cfg.rule} on {_env_title(cfg)} (seed {cfg.seed})',
         smooth=20)
     return dict(plot_png=str(path))
+
+
+def _env_title(config: config_lib.EvalConfig) -> str:
+  """'jittable_catch 8x8', 'gymnax:DeepSea-bsuite size=10', 'custom'."""
+  if config.env in config_lib.CATCH_ENVS:
+    return f'{config.env} {config.rows}x{config.columns}'
+  kwargs = ','.join(f'{k}={v}' for k, v in config.env_kwargs.items())
+  return f'{config.env} {kwargs}'.strip()
 
 
 def run_eval(config: config_lib.EvalConfig, output_dir, rule_params=None,

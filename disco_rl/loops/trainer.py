@@ -122,7 +122,8 @@ class Trainer:
   def __init__(self, config, output_dir=None, *, rule_params=None,
                resume: bool = False, overwrite: bool = False,
                checkpoint_every: int | None = None, keep_checkpoints: int = 3,
-               progress: bool = True, log_every: int = 0, devices=None):
+               progress: bool = True, log_every: int = 0, devices=None,
+               env=None):
     """Builds the job and its initial state (or the resumed one).
 
     Args:
@@ -139,6 +140,9 @@ class Trainer:
       progress: show a progress bar (process 0).
       log_every: print a line about every `log_every` steps (0: never).
       devices: the devices to use (default: the config's choice).
+      env: eval job only: the jittable `Environment` object of
+        `EvalConfig(env='custom')` (one device's share of the environments;
+        see `disco_rl.examples.custom_env`). Give it again on resume.
 
     Raises:
       ValueError: bad settings, an output directory that cannot be used, a
@@ -163,8 +167,12 @@ class Trainer:
       self.output_dir = path
     elif resume:
       raise ValueError('resume=True needs the output_dir of the run.')
+    if env is not None and not isinstance(config, config_lib.EvalConfig):
+      raise ValueError('env= is for an EvalConfig run (env=\'custom\'); '
+                       f'got a {type(config).__name__}.')
+    env_arg = {} if env is None else dict(env=env)
     self.job = job_cls(config, rule_params=rule_params, devices=devices,
-                       restoring=resume)
+                       restoring=resume, **env_arg)
     self.progress, self.log_every = progress, log_every
     self.checkpoint_every = checkpoint_every
     self.keep_checkpoints = keep_checkpoints

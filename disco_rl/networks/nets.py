@@ -172,4 +172,72 @@ class MLP(MLPHeadNet):
     return hk.nets.MLP(self._dense, name='torso')(jnp.concatenate(leaves, -1))
 
 
-NETWORKS = {'mlp': MLP}
+def check_observation_spec(name: str, observation_spec: Any,
+                           what: str = 'single_observation_spec()') -> None:
+  """Raises unless observations of `observation_spec` fit network `name`.
+
+  'mlp' flattens every observation, so any shape fits; 'conv' needs one
+  image [H, W, C].
+
+  Args:
+    name: the network's name (a key of `NETWORKS`).
+    observation_spec: one observation's spec tree (no batch axis).
+    what: the spec's name in messages.
+  """
+  if name != 'conv':
+    return
+  shapes = [tuple(s.shape) for s in jax.tree.leaves(
+      observation_spec, is_leaf=lambda x: hasattr(x, 'shape'))]
+  if len(shapes) != 1 or len(shapes[0]) != 3:
+    raise ValueError(
+        f"net='conv' needs one image observation of shape [H, W, C]; {what} "
+        f'gives shape(s) {shapes or "(none)"}. Use net=\'mlp\' for vector '
+        'observations.')
+
+
+class ConvNet(MLPHeadNet):
+  """MinAtar-style agent: conv layers, then the MLP torso, heads and model.
+
+  The observation (one [B, H, W, C] image) goes through `conv_channels`
+  convolutions (`conv_kernel` x `conv_kernel`, stride 1, SAME padding, ReLU
+  after each) and is flattened; an MLP of sizes `dense` gives the embedding
+  that feeds the same heads and action model as `MLP`. Parameters:
+  `conv_net/~_embedding_pass/conv_0` ..., `conv_net/~_embedding_pass/torso/~/
+  linear_0` ..., then the `MLP` names under `conv_net/`.
+  """
+
+  def __init__(
+      self, out_spec: chex.ArrayTree, dense: Iterable[int],
+      action_spec: types.Specs, head_w_init_std: float | None,
+      conv_channels: Iterable[int] = (16,), conv_kernel: int = 3,
+      model_out_spec: chex.ArrayTree | None = None,
+      model_arch_name: str | None = None,
+      model_kwargs: Mapping[str, Any] | None = None,
+      module_name: str | None = None) -> None:
+    super().__init__(
+        out_spec, action_spec=action_spec, head_w_init_std=head_w_init_std,
+        model_out_spec=model_out_spec, model_arch_name=model_arch_name,
+        model_kwargs=model_kwargs, module_name=module_name)
+    self._dense = tuple(dense)
+    self._channels = tuple(conv_channels)
+    self._kernel = conv_kernel
+    if not self._channels or min(self._channels) < 1 or conv_kernel < 1:
+      raise ValueError(
+          f'conv_channels must be positive sizes and conv_kernel >= 1, got '
+          f'conv_channels={self._channels} and conv_kernel={conv_kernel}.')
+
+  def _embedding_pass(self, inputs: chex.ArrayTree,
+                      should_reset: chex.Array | None = None) -> chex.Array:
+    """[B, H, W, C] image -> [B, dense[-1]] embedding."""
+    del should_reset  # Stateless.
+    leaves = jax.tree.leaves(inputs)
+    check_observation_spec('conv', [x[0] for x in leaves],
+                           'the observation (without its batch axis)')
+    x = leaves[0]
+    for i, channels in enumerate(self._channels):
+      x = jax.nn.relu(hk.Conv2D(channels, self._kernel, stride=1,
+                                padding='SAME', name=f'conv_{i}')(x))
+    return hk.nets.MLP(self._dense, name='torso')(hk.Flatten()(x))
+
+
+NETWORKS = {'mlp': MLP, 'conv': ConvNet}

@@ -1,0 +1,390 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Any gymnax-style environment with discrete actions as a batched `Environment`.
+
+`GymnaxEnvironment` wraps one gymnax environment object (gymnax >= 1.0, or
+anything with its `reset(key, params)` / `step(key, state, action, params)`
+/ `action_space(params)` / `observation_space(params)` methods, such as
+Craftax) and runs `batch_size` instances with `jax.vmap`:
+
+* `reset(rng)` splits `rng` into one key per instance; instance b keeps
+  `jax.random.split(key_b)[0]` as its state's key and resets with `[1]`.
+  Every later step splits the instance's key the same way:
+  `next_key, step_key = jax.random.split(key)`; `step_key` goes to the
+  wrapped `step`.
+* The wrapped `step` restarts finished episodes itself (gymnax and Craftax
+  auto-reset): the step that ends an episode reports `LAST` and that
+  episode's last reward, while its observation and state already belong to
+  the next episode. This is how every environment of the package encodes an
+  episode end (the agent records discount 0 there and resets its recurrent
+  state).
+* Termination and truncation both end the episode (`LAST`). They differ in
+  the dm_env discount, returned by `step_with_info`: 0 on termination, 1
+  on truncation (a time limit: the return could have continued) and on
+  every other step. gymnax >= 1.0 reports `terminated` and `truncated`;
+  the older five-value API (Craftax) reports `done` and `info['discount']`.
+* Observations are float32; a discrete observation space (an index, e.g.
+  FrozenLake) becomes a one-hot vector, a scalar one a vector of one.
+
+Environments are named 'gymnax:<id>' (any id in `gymnax.registered_envs`)
+or 'craftax:<id>' (`CRAFTAX_NAMES`, with `pip install 'disco_rl[craftax]'`).
+Their keyword arguments go to the environment's constructor or, by field
+name, into its `EnvParams` (e.g. `size` of DeepSea, `max_steps_in_episode`).
+"""
+
+from collections.abc import Callable, Mapping
+import dataclasses
+import difflib
+import importlib
+import inspect
+from typing import Any
+
+import chex
+import dm_env
+from dm_env import specs
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from disco_rl import types
+from disco_rl.environments import base
+
+GYMNAX_PREFIX = 'gymnax:'
+CRAFTAX_PREFIX = 'craftax:'
+# Craftax environments that restart episodes on their own.
+CRAFTAX_NAMES = ('Craftax-Classic-Symbolic-v1', 'Craftax-Classic-Pixels-v1',
+                 'Craftax-Symbolic-v1', 'Craftax-Pixels-v1')
+# The optional package behind each prefix, and the extra that installs it.
+_PACKAGES = {GYMNAX_PREFIX: ('gymnax', 'disco_rl'),
+             CRAFTAX_PREFIX: ('craftax', 'disco_rl[craftax]')}
+
+
+@chex.dataclass(mappable_dataclass=False)
+class GymnaxState:
+  """The batch's state: the wrapped environments' states and keys, each [B, ...]."""
+
+  env_state: Any
+  rng: chex.PRNGKey
+
+
+@chex.dataclass(mappable_dataclass=False)
+class StepInfo:
+  """How each instance's step ended, all [B].
+
+  Attributes:
+    terminated: the episode reached a terminal state.
+    truncated: the episode was cut (a time limit) without terminating.
+    discount: dm_env's discount, float32: 0 where `terminated`, else 1.
+  """
+
+  terminated: chex.Array
+  truncated: chex.Array
+  discount: chex.Array
+
+
+# ----------------------------------------------------------------------------
+# Spaces.
+
+
+def is_discrete(space: Any) -> bool:
+  """Whether a gymnax-style space is one integer in [0, n)."""
+  return hasattr(space, 'n') and tuple(getattr(space, 'shape', ())) == ()
+
+
+def action_spec_from_space(space: Any, what: str) -> specs.BoundedArray:
+  """The scalar int32 action spec of a discrete space.
+
+  Raises:
+    ValueError: for any other space (continuous, multi-dimensional), naming
+      `what`, the space and what is expected.
+  """
+  if not is_discrete(space) or int(space.n) < 1:
+    raise ValueError(
+        f'{what}: expected a discrete action space (a gymnax '
+        f'spaces.Discrete with n >= 1), got {space!r}. Disco103 and the '
+        'actor-critic agent choose one of n actions; continuous and '
+        'multi-dimensional action spaces are not supported.')
+  return specs.BoundedArray(shape=(), dtype=np.int32, minimum=0,
+                            maximum=int(space.n) - 1, name='action')
+
+
+def _observation_fn(space: Any) -> Callable[[chex.ArrayTree],
+                                            chex.ArrayTree]:
+  """One instance's observation -> float32 arrays of rank >= 1."""
+  if is_discrete(space):
+    return lambda obs: jax.nn.one_hot(obs, int(space.n), dtype=jnp.float32)
+
+  def to_float(obs):
+    return jax.tree.map(
+        lambda x: jnp.atleast_1d(jnp.asarray(x, jnp.float32)), obs)
+
+  return to_float
+
+
+def _observation_spec(example: chex.ArrayTree) -> types.Specs:
+  """{'observation': spec} of one array, or one spec per leaf of a mapping."""
+  def spec(x):
+    return specs.Array(shape=tuple(x.shape), dtype=np.float32)
+  if isinstance(example, Mapping):
+    return jax.tree.map(spec, dict(example))
+  return {'observation': spec(example)}
+
+
+# ----------------------------------------------------------------------------
+# The batched environment.
+
+
+def _step_info(outputs: tuple[Any, ...], what: str) -> StepInfo:
+  """Terminated/truncated/discount of one wrapped `step`'s outputs."""
+  if len(outputs) == 6:  # gymnax >= 1.0: obs, state, r, terminated, truncated, info
+    terminated, truncated = (jnp.asarray(x, bool) for x in outputs[3:5])
+  elif len(outputs) == 5:  # obs, state, reward, done, info (Craftax)
+    done, info = jnp.asarray(outputs[3], bool), outputs[4]
+    if isinstance(info, Mapping) and 'discount' in info:
+      terminated = done & (jnp.asarray(info['discount']) == 0)
+    else:
+      terminated = done
+    truncated = done & ~terminated
+  else:
+    raise ValueError(
+        f'{what}.step must return (obs, state, reward, terminated, '
+        'truncated, info) as gymnax >= 1.0 does, or (obs, state, reward, '
+        f'done, info); got {len(outputs)} values.')
+  return StepInfo(terminated=terminated, truncated=truncated,
+                  discount=jnp.where(terminated, 0.0, 1.0).astype(
+                      jnp.float32))
+
+
+class GymnaxEnvironment(base.Environment):
+  """`batch_size` instances of a gymnax-style environment, vmapped.
+
+  `reset` and `step` are pure and jittable. See the module docstring for
+  the keys, the episode ends and the observations.
+
+  Attributes:
+    batch_size: the number of instances B.
+    env: the wrapped (single) environment.
+    env_params: its parameters, used at every reset and step.
+    name: the environment's name, for messages.
+  """
+
+  def __init__(self, env: Any, env_params: Any, batch_size: int,
+               name: str | None = None):
+    """Derives the specs; raises if the action space is not discrete.
+
+    Args:
+      env: a gymnax-style environment object.
+      env_params: its parameters (e.g. `env.default_params`).
+      batch_size: the number of instances (>= 1).
+      name: shown in messages (default: the class name).
+    """
+    self.batch_size = base.check_batch_size(batch_size)
+    self.env, self.env_params = env, env_params
+    self.name = name or type(env).__name__
+    self._single_action_spec = action_spec_from_space(
+        env.action_space(env_params), repr(self.name))
+    self._observe = _observation_fn(env.observation_space(env_params))
+    obs, _ = jax.eval_shape(lambda key: env.reset(key, env_params),
+                            jax.random.PRNGKey(0))
+    self._single_observation_spec = _observation_spec(
+        jax.eval_shape(self._observe, obs))
+
+  def _timestep(self, obs, reward, step_type) -> types.EnvironmentTimestep:
+    return types.EnvironmentTimestep(
+        observation=self._observe(obs),
+        step_type=jnp.asarray(step_type, jnp.int32),
+        reward=jnp.asarray(reward, jnp.float32))
+
+  def _reset_one(self, key: chex.PRNGKey):
+    carry, reset_key = jax.random.split(key)
+    obs, env_state = self.env.reset(reset_key, self.env_params)
+    timestep = self._timestep(obs, 0.0, dm_env.StepType.FIRST)
+    return GymnaxState(env_state=env_state, rng=carry), timestep
+
+  def _step_one(self, state: GymnaxState, action: chex.Array):
+    carry, step_key = jax.random.split(state.rng)
+    outputs = self.env.step(step_key, state.env_state, action,
+                            self.env_params)
+    info = _step_info(outputs, repr(self.name))
+    ended = info.terminated | info.truncated
+    step_type = jnp.where(ended, dm_env.StepType.LAST, dm_env.StepType.MID)
+    timestep = self._timestep(outputs[0], outputs[2], step_type)
+    return GymnaxState(env_state=outputs[1], rng=carry), timestep, info
+
+  def reset(  # pytype: disable=signature-mismatch
+      self, rng_key: chex.PRNGKey
+  ) -> tuple[GymnaxState, types.EnvironmentTimestep]:
+    """Starts B episodes: step types FIRST [B], rewards 0 [B]."""
+    return jax.vmap(self._reset_one)(jax.random.split(rng_key,
+                                                      self.batch_size))
+
+  def step_with_info(
+      self, state: GymnaxState, actions: chex.Array
+  ) -> tuple[GymnaxState, types.EnvironmentTimestep, StepInfo]:
+    """`step`, and how each episode ended (terminated, truncated, discount).
+
+    Args:
+      state: the batch's state.
+      actions: [B] integer actions in [0, num_actions).
+
+    Returns:
+      (next state, timestep with [B] leaves, `StepInfo` [B]).
+    """
+    chex.assert_shape(actions, (self.batch_size,))
+    return jax.vmap(self._step_one)(state, jnp.asarray(actions, jnp.int32))
+
+  def step(  # pytype: disable=signature-mismatch
+      self, state: GymnaxState, actions: chex.Array
+  ) -> tuple[GymnaxState, types.EnvironmentTimestep]:
+    """Steps every instance with its action ([B]); LAST ends an episode."""
+    state, timestep, _ = self.step_with_info(state, actions)
+    return state, timestep
+
+  def single_observation_spec(self) -> types.Specs:
+    return self._single_observation_spec
+
+  def single_action_spec(self) -> types.ActionSpec:
+    return self._single_action_spec
+
+
+# ----------------------------------------------------------------------------
+# Construction by name.
+
+
+class MissingPackageError(ImportError, ValueError):
+  """An optional package an environment needs is not installed.
+
+  Also a ValueError: to the command-line jobs it is bad input (one line).
+  """
+
+
+def import_optional(prefix: str) -> Any:
+  """The package behind 'gymnax:' or 'craftax:' names.
+
+  Raises:
+    MissingPackageError: naming the package and the pip extra that installs
+      it.
+  """
+  package, extra = _PACKAGES[prefix]
+  try:
+    return importlib.import_module(package)
+  except ImportError as e:
+    raise MissingPackageError(
+        f"Environments named '{prefix}<id>' need the {package!r} package, "
+        f"which is not installed ({e}); install it with: pip install "
+        f"'{extra}'.") from e
+
+
+def gymnax_names() -> list[str]:
+  """'gymnax:<id>' for every environment gymnax registers."""
+  gymnax = import_optional(GYMNAX_PREFIX)
+  return [GYMNAX_PREFIX + n for n in gymnax.registered_envs]
+
+
+def craftax_names() -> list[str]:
+  """'craftax:<id>' of the auto-resetting Craftax environments."""
+  return [CRAFTAX_PREFIX + n for n in CRAFTAX_NAMES]
+
+
+def known_names() -> list[str]:
+  """Every 'gymnax:'/'craftax:' name (gymnax's only if it is installed)."""
+  try:
+    names = gymnax_names()
+  except ImportError:
+    names = []
+  return names + craftax_names()
+
+
+def close_matches(name: str, candidates: list[str]) -> list[str]:
+  """Up to 5 candidates close to `name`, ignoring case and a 'pkg:' prefix."""
+  def bare(n):
+    return n.split(':', 1)[-1].lower()
+  by_key = {}
+  for candidate in candidates:
+    by_key.setdefault(candidate.lower(), candidate)
+    by_key.setdefault(bare(candidate), candidate)
+  found = difflib.get_close_matches(bare(name), list(by_key), n=10,
+                                    cutoff=0.5)
+  return list(dict.fromkeys(by_key[k] for k in found))[:5]
+
+
+def unknown_id_error(name: str, candidates: list[str],
+                     what: str = 'environment') -> ValueError:
+  """The error for a 'pkg:<id>' name whose id `candidates` do not hold."""
+  prefix = name.split(':', 1)[0] + ':'
+  matches = close_matches(name, candidates)
+  hint = (f' Close matches: {", ".join(map(repr, matches))}.' if matches
+          else '')
+  return ValueError(
+      f'Unknown {what} {name!r}: no {prefix}<id> of that id.{hint} '
+      f'Known ids: {", ".join(c[len(prefix):] for c in candidates)}.')
+
+
+def split_kwargs(constructor: Callable[..., Any], params: Any,
+                 env_kwargs: Mapping[str, Any], what: str
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+  """Splits keyword arguments into constructor ones and `EnvParams` fields.
+
+  Raises:
+    ValueError: on a key that is neither, naming the accepted ones.
+  """
+  taken = inspect.signature(constructor).parameters
+  fields = ({f.name for f in dataclasses.fields(params)}
+            if dataclasses.is_dataclass(params) else set())
+  unknown = sorted(set(env_kwargs) - set(taken) - fields)
+  if unknown:
+    matches = [m for k in unknown
+               for m in difflib.get_close_matches(k, set(taken) | fields, 1)]
+    hint = f' Did you mean {matches}?' if matches else ''
+    raise ValueError(
+        f'env_kwargs {unknown} are not settings of {what}: expected '
+        f'constructor arguments {sorted(taken) or "(none)"} or EnvParams '
+        f'fields {sorted(fields) or "(none)"}.{hint}')
+  ctor = {k: v for k, v in env_kwargs.items() if k in taken}
+  return ctor, {k: v for k, v in env_kwargs.items() if k not in taken}
+
+
+def _make_gymnax(env_id: str, env_kwargs: Mapping[str, Any], name: str):
+  gymnax = import_optional(GYMNAX_PREFIX)
+  if env_id not in gymnax.registered_envs:
+    raise unknown_id_error(name, gymnax_names())
+  env, params = gymnax.make(env_id)
+  ctor, fields = split_kwargs(type(env), params, env_kwargs, name)
+  if ctor:
+    env, params = gymnax.make(env_id, **ctor)
+  return env, params.replace(**fields) if fields else params
+
+
+def _make_craftax(env_id: str, env_kwargs: Mapping[str, Any], name: str):
+  import_optional(CRAFTAX_PREFIX)
+  if env_id not in CRAFTAX_NAMES:
+    raise unknown_id_error(name, craftax_names())
+  from craftax import craftax_env  # pylint: disable=g-import-not-at-top
+  env = craftax_env.make_craftax_env_from_name(env_id, auto_reset=True)
+  params = env.default_params
+  _, fields = split_kwargs(type(env), params, env_kwargs, name)
+  return env, params.replace(**fields) if fields else params
+
+
+def make(name: str, batch_size: int,
+         env_kwargs: Mapping[str, Any] | None = None) -> GymnaxEnvironment:
+  """The environment named 'gymnax:<id>' or 'craftax:<id>', batched.
+
+  Args:
+    name: e.g. 'gymnax:Breakout-MinAtar', 'craftax:Craftax-Classic-Symbolic-v1'.
+    batch_size: the number of instances (>= 1).
+    env_kwargs: constructor arguments or `EnvParams` fields, by name.
+
+  Raises:
+    MissingPackageError: the package is not installed (naming the extra).
+    ValueError: an unknown id (with close matches), unknown keyword
+      arguments, a bad batch size or a non-discrete action space.
+  """
+  base.check_batch_size(batch_size)
+  prefix, _, env_id = name.partition(':')
+  builders = {GYMNAX_PREFIX: _make_gymnax, CRAFTAX_PREFIX: _make_craftax}
+  if prefix + ':' not in builders:
+    raise ValueError(f'{name!r} is not a gymnax or craftax name; expected '
+                     f"'{GYMNAX_PREFIX}<id>' or '{CRAFTAX_PREFIX}<id>'.")
+  env, params = builders[prefix + ':'](env_id, dict(env_kwargs or {}), name)
+  return GymnaxEnvironment(env, params, batch_size, name=name)

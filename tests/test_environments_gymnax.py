@@ -1,0 +1,307 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""The gymnax/Craftax adapter: exact semantics, every discrete env, errors."""
+
+import functools
+import importlib
+import json
+import urllib.error
+
+import dm_env
+import gymnax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from disco_rl import environments
+from disco_rl.environments import base
+from disco_rl.environments import gymnax_env
+from disco_rl.examples import eval as eval_cli
+
+pytestmark = pytest.mark.usefixtures('fast_compile')
+
+_BATCH = 4
+_STEPS = 60
+LAST, MID, FIRST = (int(dm_env.StepType.LAST), int(dm_env.StepType.MID),
+                    int(dm_env.StepType.FIRST))
+
+
+def _random_actions(num_actions, seed=0):
+  return jax.random.randint(jax.random.PRNGKey(seed), (_STEPS, _BATCH), 0,
+                            num_actions, dtype=jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _adapter_rollout(env, rng, actions):
+  """The adapter's reset, then one `step_with_info` per row of actions."""
+  state, first = env.reset(rng)
+
+  def step(state, action):
+    state, timestep, info = env.step_with_info(state, action)
+    return state, (timestep, info)
+
+  _, (timesteps, infos) = jax.lax.scan(step, state, actions)
+  return first, timesteps, infos
+
+
+def _by_hand(gym_env, params, rng, actions):
+  """gymnax driven directly, with the keys the adapter documents.
+
+  Instance b: key_b = split(rng, B)[b]; reset with split(key_b)[1], keep
+  split(key_b)[0]; each step: (next key, step key) = split(key).
+  """
+
+  def reset_one(key):
+    carry, reset_key = jax.random.split(key)
+    obs, state = gym_env.reset(reset_key, params)
+    return carry, state, obs
+
+  def step_one(key, state, action):
+    carry, step_key = jax.random.split(key)
+    obs, state, reward, terminated, truncated, _ = gym_env.step(
+        step_key, state, action, params)
+    return carry, state, (obs, reward, terminated, truncated)
+
+  @jax.jit
+  def run(rng, actions):
+    keys, states, first_obs = jax.vmap(reset_one)(
+        jax.random.split(rng, _BATCH))
+
+    def step(carry, action):
+      keys, states = carry
+      keys, states, out = jax.vmap(step_one)(keys, states, action)
+      return (keys, states), out
+
+    _, outs = jax.lax.scan(step, (keys, states), actions)
+    return first_obs, outs
+
+  return run(rng, actions)
+
+
+# (gymnax id, keyword arguments, the episode ends the rollout must show):
+# short time limits so that episodes are truncated as well as terminated.
+_EXACT_CASES = [
+    ('CartPole-v1', dict(max_steps_in_episode=12), ('truncated',)),
+    ('Breakout-MinAtar', dict(max_steps_in_episode=25),
+     ('terminated', 'truncated')),
+    ('Catch-bsuite', dict(rows=5, columns=4), ('terminated',)),
+    ('DeepSea-bsuite', dict(size=6), ('terminated',)),
+]
+
+
+@pytest.mark.parametrize('env_id,kwargs,ends', _EXACT_CASES)
+def test_adapter_matches_gymnax_stepped_by_hand(env_id, kwargs, ends):
+  env = environments.get_environment(f'gymnax:{env_id}', _BATCH, kwargs)
+  actions = _random_actions(env.single_action_spec().maximum + 1)
+  rng = jax.random.PRNGKey(3)
+  first, timesteps, infos = _adapter_rollout(env, rng, actions)
+  first_obs, (obs, reward, terminated, truncated) = _by_hand(
+      env.env, env.env_params, rng, actions)
+
+  np.testing.assert_array_equal(first.step_type, np.full(_BATCH, FIRST))
+  np.testing.assert_array_equal(first.reward, np.zeros(_BATCH))
+  np.testing.assert_array_equal(first.observation,
+                                np.asarray(first_obs, np.float32))
+  # Every step: the auto-reset observation, the reward, LAST at every end.
+  np.testing.assert_array_equal(timesteps.observation,
+                                np.asarray(obs, np.float32))
+  np.testing.assert_array_equal(timesteps.reward,
+                                np.asarray(reward, np.float32))
+  assert timesteps.reward.dtype == timesteps.observation.dtype == np.float32
+  np.testing.assert_array_equal(
+      timesteps.step_type, np.where(terminated | truncated, LAST, MID))
+  # Termination: discount 0; truncation: the episode ends, discount 1.
+  np.testing.assert_array_equal(infos.terminated, terminated)
+  np.testing.assert_array_equal(infos.truncated, truncated)
+  np.testing.assert_array_equal(infos.discount, np.where(terminated, 0., 1.))
+  seen = dict(terminated=np.sum(terminated),
+              truncated=np.sum(truncated & ~terminated))
+  for end in ends:
+    assert seen[end] > 0, f'no episode was {end} in {_STEPS} steps: {seen}'
+
+
+def test_step_info_of_the_five_value_api():
+  """Craftax's API: `done` with info['discount'] tells the two ends apart."""
+  done = jnp.array([True, True, False])
+  info = dict(discount=jnp.array([0.0, 1.0, 1.0]))
+  step_info = gymnax_env._step_info(  # pylint: disable=protected-access
+      (None, None, None, done, info), 'env')
+  np.testing.assert_array_equal(step_info.terminated, [True, False, False])
+  np.testing.assert_array_equal(step_info.truncated, [False, True, False])
+  np.testing.assert_array_equal(step_info.discount, [0.0, 1.0, 1.0])
+  with pytest.raises(ValueError, match='got 3 values'):
+    gymnax_env._step_info((1, 2, 3), 'env')  # pylint: disable=protected-access
+
+
+# ----------------------------------------------------------------------------
+# Every environment gymnax registers.
+
+
+def _is_continuous(env_id):
+  env, params = gymnax.make(env_id)
+  return not gymnax_env.is_discrete(env.action_space(params))
+
+
+_NEEDS_DOWNLOAD = ('MNISTBandit-bsuite',)  # Downloads MNIST when built.
+_IDS = [i for i in gymnax.registered_envs if i not in _NEEDS_DOWNLOAD]
+_CONTINUOUS = [i for i in _IDS if _is_continuous(i)]
+_DISCRETE = [i for i in gymnax.registered_envs if i not in _CONTINUOUS]
+
+
+@pytest.mark.parametrize('env_id', _DISCRETE)
+def test_every_discrete_gymnax_environment_resets_and_steps(env_id):
+  try:
+    env = environments.get_environment(f'gymnax:{env_id}', 2)
+  except (urllib.error.URLError, OSError) as e:
+    pytest.skip(f'{env_id} downloads its data when built: {e}')
+  base.check_jittable_environment(env)
+  spec = env.single_action_spec()
+  assert spec.shape == () and spec.dtype == np.int32 and spec.minimum == 0
+  obs_spec = env.single_observation_spec()
+
+  @jax.jit
+  def reset_and_step(rng):
+    state, first = env.reset(rng)
+    _, second = env.step(state, jnp.full((2,), spec.maximum, jnp.int32))
+    return first, second
+
+  for timestep in reset_and_step(jax.random.PRNGKey(0)):
+    for leaf, leaf_spec in zip(jax.tree.leaves(timestep.observation),
+                               jax.tree.leaves(obs_spec)):
+      assert leaf.shape == (2,) + leaf_spec.shape
+      assert leaf.dtype == np.float32 and len(leaf_spec.shape) >= 1
+    assert timestep.step_type.shape == timestep.reward.shape == (2,)
+    assert np.all(np.isfinite(timestep.reward))
+
+
+@pytest.mark.parametrize('env_id', _CONTINUOUS)
+def test_continuous_action_spaces_are_refused(env_id):
+  with pytest.raises(ValueError, match=(
+      rf"'gymnax:{env_id}': expected a discrete action space .*got Box")):
+    environments.get_environment(f'gymnax:{env_id}', 2)
+
+
+def test_discrete_observation_spaces_are_one_hot():
+  env = environments.get_environment('gymnax:FrozenLake-misc', 2)
+  assert env.single_observation_spec()['observation'].shape == (16,)
+  _, timestep = env.reset(jax.random.PRNGKey(0))
+  np.testing.assert_array_equal(timestep.observation.sum(-1), [1.0, 1.0])
+
+
+# ----------------------------------------------------------------------------
+# Names, settings and bad input.
+
+
+def test_env_kwargs_reach_the_constructor_and_the_params():
+  env = environments.get_environment(
+      'gymnax:DeepSea-bsuite', 2, dict(size=5, unscaled_move_cost=0.5))
+  assert env.single_observation_spec()['observation'].shape == (5, 5)
+  assert env.env_params.max_steps_in_episode == 5  # The size's default.
+  assert env.env_params.unscaled_move_cost == 0.5
+  env = environments.get_environment('gymnax:CartPole-v1', 2,
+                                     dict(max_steps_in_episode=7))
+  assert env.env_params.max_steps_in_episode == 7
+
+
+def test_unknown_env_kwargs_are_named_with_the_accepted_ones():
+  with pytest.raises(ValueError, match=(
+      r"env_kwargs \['sise'\] are not settings of gymnax:DeepSea-bsuite: "
+      r"expected constructor arguments .*'size'.* or EnvParams fields "
+      r".*'max_steps_in_episode'.*Did you mean \['size'\]")):
+    environments.get_environment('gymnax:DeepSea-bsuite', 2, dict(sise=5))
+
+
+@pytest.mark.parametrize('name,match', [
+    ('gymnax:Breakout', r"Unknown environment 'gymnax:Breakout': no "
+     r"gymnax:<id> .*Close matches: 'gymnax:Breakout-MinAtar'"),
+    ('breakout-minatar', r"Unknown environment 'breakout-minatar'; valid "
+     r"names are 'catch', 'jittable_catch', 'gymnax:<id>'.*Close matches: "
+     r"'gymnax:Breakout-MinAtar'"),
+    ('gymnax:cartpole-v1', r"Close matches: 'gymnax:CartPole-v1'"),
+    ('craftax:Craftax-Classic', r"no craftax:<id> .*Close matches: "
+     r"'craftax:Craftax-Classic-"),
+])
+def test_unknown_names_list_close_matches(name, match):
+  with pytest.raises(ValueError, match=match):
+    environments.get_environment(name, 2)
+  with pytest.raises(ValueError, match=match.replace('environment', 'env')):
+    environments.check_name(name, 'env')
+
+
+def test_a_missing_optional_package_names_its_extra(monkeypatch):
+  real_import = importlib.import_module
+
+  def without_craftax(name, *args):
+    if name == 'craftax':
+      raise ImportError("No module named 'craftax'")
+    return real_import(name, *args)
+
+  monkeypatch.setattr(importlib, 'import_module', without_craftax)
+  for call in (lambda: environments.get_environment(
+      'craftax:Craftax-Classic-Symbolic-v1', 2),
+               lambda: environments.check_name('craftax:Craftax-Symbolic-v1')):
+    with pytest.raises(ImportError, match=(
+        r"need the 'craftax' package, which is not installed .*pip install "
+        r"'disco_rl\[craftax\]'")) as caught:
+      call()
+    # A ValueError too: the command-line jobs print it as bad input.
+    assert isinstance(caught.value, ValueError)
+
+
+def test_craftax_classic_symbolic_resets_and_steps():
+  pytest.importorskip(
+      'craftax', reason="craftax is not installed: pip install "
+      "'disco_rl[craftax]'")
+  env = environments.get_environment('craftax:Craftax-Classic-Symbolic-v1', 2)
+  assert env.single_observation_spec()['observation'].shape == (1345,)
+  assert env.single_action_spec().maximum == 16
+
+  @jax.jit
+  def reset_and_step(rng):
+    state, _ = env.reset(rng)
+    _, timestep, info = env.step_with_info(state, jnp.zeros(2, jnp.int32))
+    return timestep, info
+
+  timestep, info = reset_and_step(jax.random.PRNGKey(0))
+  assert timestep.observation.shape == (2, 1345)
+  assert timestep.observation.dtype == np.float32
+  np.testing.assert_array_equal(timestep.step_type, [MID, MID])
+  np.testing.assert_array_equal(info.discount, [1.0, 1.0])
+
+
+# ----------------------------------------------------------------------------
+# From the command line: a MinAtar game with the conv torso.
+
+
+def test_eval_cli_trains_on_minatar_with_the_conv_torso(tmp_path, capsys):
+  out = tmp_path / 'run'
+  status = eval_cli.main([
+      '--env', 'gymnax:Breakout-MinAtar', '--net', 'conv',
+      '--env-kwargs', 'max_steps_in_episode=6', '--rule', 'actor_critic',
+      '--steps', '3', '--batch-size', '4', '--replay-ratio', '2',
+      '--buffer-capacity', '8', '--rollout-len', '4', '--dense', '8',
+      '--conv-channels', '4', '--model-lstm-size', '4',
+      '--model-head-hiddens', '4', '--steps-per-call', '2', '--no-progress',
+      '--out', str(out)])
+  assert status == 0, capsys.readouterr().err
+  settings = json.loads((out / 'run.json').read_text())['settings']
+  assert settings['env'] == 'gymnax:Breakout-MinAtar'
+  assert settings['env_kwargs'] == {'max_steps_in_episode': 6}
+  assert settings['net'] == 'conv'
+  summary = json.loads((out / 'summary.json').read_text())
+  assert summary['steps'] == 3
+  assert summary['final_avg_return'] is not None  # Episodes of 6 steps end.
+  # observations [4, 10, 10, 4] float32, actions, rewards, discounts, logits.
+  assert summary['replay_bytes_per_trajectory'] == (
+      4 * 400 * 4 + 4 * 4 + 4 * 4 + 4 * 1 + 2 * 4 * 3 * 4)
+
+
+def test_eval_cli_reports_a_bad_env_in_one_line(tmp_path, capsys):
+  status = eval_cli.main(['--env', 'gymnax:Breakout', '--out',
+                          str(tmp_path / 'run')])
+  assert status == 2
+  err = capsys.readouterr().err.strip()
+  assert err.startswith("error: Unknown env 'gymnax:Breakout'")
+  assert "'gymnax:Breakout-MinAtar'" in err and '\n' not in err
+  assert not (tmp_path / 'run').exists()
