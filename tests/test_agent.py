@@ -1,9 +1,8 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Agent behaviour beyond the golden cases: jit, grad, acting, unrolling."""
+"""disco_rl.agent beyond the golden cases: jit, meta-gradients, acting."""
 
 import chex
-import dm_env
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -143,34 +142,3 @@ def test_actor_step_records_discounts_and_valid_actions(ac):
   assert set(np.asarray(recorded.actions).tolist()) <= {0, 1, 2}
   np.testing.assert_array_equal(recorded.logits,
                                 recorded.agent_outs['logits'])
-
-
-def test_rollout_round_trips_through_env_timestep(ac):
-  _, _, _, rollout = ac
-  assert not np.all(rollout.discounts)  # The rollout ends an episode.
-  timestep = rollout.to_env_timestep()
-  np.testing.assert_array_equal(timestep.observation, rollout.observations)
-  np.testing.assert_array_equal(timestep.reward, rollout.rewards)
-  np.testing.assert_array_equal(
-      timestep.step_type, np.where(rollout.discounts, dm_env.StepType.MID,
-                                   dm_env.StepType.LAST))
-  back = types.ActorRollout.from_timestep(
-      types.ActorTimestep.from_rollout(rollout))
-  assert type(back) is types.ActorRollout
-  chex.assert_trees_all_equal(back, rollout)
-
-
-def test_accumulated_returns_match_a_python_loop():
-  rng = np.random.default_rng(0)
-  rewards = rng.choice([-1.0, 0.0, 1.0], size=(9, 3)).astype(np.float32)
-  discounts = rng.random((9, 3)) > 0.3
-  carry, returns = actors.accumulate_rewards(
-      jnp.zeros(3), (jnp.asarray(rewards), jnp.asarray(discounts)))
-  expected = np.zeros((9, 3))
-  running = np.zeros(3)
-  for t in range(9):
-    running = running + rewards[t]
-    expected[t] = running
-    running = running * discounts[t]
-  np.testing.assert_allclose(returns, expected)
-  np.testing.assert_allclose(carry, running)
