@@ -67,3 +67,107 @@ def test_unknown_precision_is_named():
     nets.with_precision(_agent('float32')[0].network, 'float16')
   with pytest.raises(ValueError, match=r'net_settings.precision \'fp8\''):
     _agent('fp8')
+
+
+# ----------------------------------------------------------------------------
+# The conv torso ('conv') next to the MLP.
+
+_MINATAR_SHAPE = (10, 10, 4)  # Breakout-MinAtar's observation.
+
+
+def _spec_agent(net, obs_shape, rule='disco_103', **conv):
+  from dm_env import specs  # pylint: disable=g-import-not-at-top
+  settings = config_lib.agent_settings(rule, 1e-2, (16,), 8, (8,), net=net,
+                                       **conv)
+  return agent_lib.Agent(
+      single_observation_spec={
+          'observation': specs.Array(obs_shape, np.float32)},
+      single_action_spec=specs.BoundedArray((), np.int32, 0, 2),
+      agent_settings=settings, batch_axis_name=None)
+
+
+def _param_names(agent):
+  params = jax.eval_shape(agent.initial_learner_state,
+                          jax.random.PRNGKey(0)).params
+  return {k: {n: v.shape for n, v in p.items()} for k, p in params.items()}
+
+
+def test_mlp_parameter_names_are_unchanged():
+  """The golden cases and checkpoints load the MLP's parameters by name."""
+  names = set(_param_names(_agent('float32')[0]))
+  assert names == {
+      'mlp/action_cond/linear', 'mlp/linear', 'mlp/mlp/~/linear_0',
+      'mlp/mlp/~/linear_1', 'mlp/mlp_1/~/linear_0', 'mlp/mlp_1/~/linear_1',
+      'mlp/mlp_2/~/linear_0', 'mlp/mlp_2/~/linear_1',
+      'mlp/~_embedding_pass/torso/~/linear_0',
+      'mlp/~_head_pass/torso_head/~/linear_0',
+      'mlp/~_head_pass/torso_head_1/~/linear_0'}
+
+
+def test_conv_torso_parameters_and_output_shapes(fast_compile):
+  del fast_compile
+  conv = _spec_agent('conv', _MINATAR_SHAPE, conv_channels=(4, 6),
+                     conv_kernel=3)
+  mlp = _spec_agent('mlp', _MINATAR_SHAPE)
+  names = _param_names(conv)
+  assert names['conv_net/~_embedding_pass/conv_0']['w'] == (3, 3, 4, 4)
+  assert names['conv_net/~_embedding_pass/conv_1']['w'] == (3, 3, 4, 6)
+  # SAME padding, stride 1: the MLP torso sees all 10 x 10 x 6 features.
+  assert names['conv_net/~_embedding_pass/torso/~/linear_0']['w'] == (600,
+                                                                     16)
+  # The heads and the action model are the MLP's, under 'conv_net/'.
+  mlp_rest = {k[len('mlp/'):] for k in _param_names(mlp)
+              if 'embedding_pass' not in k}
+  conv_rest = {k[len('conv_net/'):] for k in names
+               if 'embedding_pass' not in k}
+  assert conv_rest == mlp_rest
+
+  obs = jax.random.uniform(jax.random.PRNGKey(1), (5, 2) + _MINATAR_SHAPE)
+  reset = jnp.zeros((5, 2), bool)
+
+  @jax.jit
+  def outputs(key):
+    params = conv.initial_learner_state(key).params
+    state = conv.initial_actor_state(key)
+    out, _ = conv.network.unroll(params, state, obs, reset)
+    step, _ = conv.network.one_step(params, state, obs[0], reset[0])
+    return out, step
+
+  out, step = outputs(jax.random.PRNGKey(0))
+  mlp_out = jax.eval_shape(
+      lambda key: mlp.network.unroll(mlp.initial_learner_state(key).params,
+                                     {}, obs, reset)[0],
+      jax.random.PRNGKey(0))
+  chex.assert_trees_all_equal_shapes_and_dtypes(out, mlp_out)
+  assert out['logits'].shape == (5, 2, 3)
+  chex.assert_trees_all_close(jax.tree.map(lambda x: x[0], out), step,
+                              rtol=1e-5, atol=1e-6)
+
+
+def test_conv_torso_needs_images_and_the_mlp_takes_anything():
+  with pytest.raises(ValueError, match=(
+      r"net='conv' needs one image observation of shape \[H, W, C\]; .*"
+      r'gives shape\(s\) \[\(4,\)\]')):
+    nets.check_observation_spec(
+        'conv', {'observation': jax.ShapeDtypeStruct((4,), jnp.float32)})
+  nets.check_observation_spec(
+      'mlp', {'observation': jax.ShapeDtypeStruct((4,), jnp.float32)})
+  # Built on vectors anyway, the network says so when it first runs.
+  agent = _spec_agent('conv', (4,))
+  with pytest.raises(ValueError, match=r"net='conv' needs one image"):
+    jax.eval_shape(agent.initial_learner_state, jax.random.PRNGKey(0))
+  # The MLP flattens images.
+  _param_names(_spec_agent('mlp', _MINATAR_SHAPE))
+
+
+def test_conv_with_a_vector_environment_is_refused_by_name(fast_compile):
+  del fast_compile
+  from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
+  config = config_lib.EvalConfig(env='gymnax:CartPole-v1', net='conv',
+                                 batch_size=2, replay_ratio=1,
+                                 buffer_capacity=2, dense=(4,),
+                                 model_lstm_size=4, model_head_hiddens=(4,))
+  with pytest.raises(ValueError, match=(
+      r"net='conv' needs one image observation of shape \[H, W, C\]; env "
+      r"'gymnax:CartPole-v1' .* gives shape\(s\) \[\(4,\)\]. Use net='mlp'")):
+    eval_loop.EvalLoop(config, rule_params={})
