@@ -115,3 +115,83 @@ def test_agent_settings_follow_the_arguments(rule, name):
 def test_agent_settings_reject_an_unknown_rule():
   with pytest.raises(ValueError, match="Unknown rule 'ppo'"):
     config_lib.agent_settings('ppo', 0.1, (4,), 4, (4,))
+
+
+# ----------------------------------------------------------------------------
+# Environments beyond Catch, env_kwargs and the conv torso.
+
+
+def test_env_net_and_env_kwargs_flags_reach_the_config():
+  args = _parser(config_lib.EvalConfig).parse_args([
+      '--env', 'gymnax:DeepSea-bsuite', '--env-kwargs',
+      'size=10,deterministic=false,unscaled_move_cost=0.5,tag=abc',
+      '--net', 'conv', '--conv-channels', '16,32', '--conv-kernel', '5'])
+  config = config_lib.from_flags(config_lib.EvalConfig, args)
+  assert config == config_lib.EvalConfig(
+      env='gymnax:DeepSea-bsuite', net='conv', conv_channels=(16, 32),
+      conv_kernel=5, env_kwargs=dict(size=10, deterministic=False,
+                                     unscaled_move_cost=0.5, tag='abc'))
+  config_lib.check_eval_config(config)
+
+
+@pytest.mark.parametrize('argv', [['--env-kwargs', 'size'],
+                                  ['--env-kwargs', '=3'],
+                                  ['--net', 'resnet']])
+def test_bad_env_kwargs_and_net_flags_are_argparse_errors(argv):
+  with pytest.raises(argparse.ArgumentError):
+    _parser(config_lib.EvalConfig).parse_args(argv)
+
+
+@pytest.mark.parametrize('value,expected', [
+    ('size=10', {'size': 10}), ("{'size': 10}", {'size': 10}),
+    ({'rows': 5}, {'rows': 5}), ('', {}), (None, {})])
+def test_env_kwargs_accepts_what_papermill_passes(value, expected):
+  assert config_lib.env_kwargs(value) == expected
+
+
+@pytest.mark.parametrize('changes,fragment', [
+    (dict(env='gymnax:Breakout'), r"Unknown env 'gymnax:Breakout'.*Close "
+     r"matches: 'gymnax:Breakout-MinAtar'"),
+    (dict(env='breakout'), r"Unknown env 'breakout'; valid names are "
+     r"'catch', 'jittable_catch', 'gymnax:<id>'"),
+    (dict(env_kwargs=dict(rows=4)), r"env_kwargs \['rows'\] are set by "
+     r'EvalConfig fields'),
+    (dict(env='custom', env_kwargs=dict(size=3)),
+     "env_kwargs must be empty for env='custom'"),
+    (dict(env_kwargs=[('size', 3)]), 'env_kwargs must be a dict'),
+    (dict(conv_kernel=0), 'conv_kernel must be >= 1, got 0'),
+    (dict(conv_channels=(16, 0)), 'conv_channels must be positive layer'),
+    (dict(net='resnet'), "Unknown net 'resnet'"),
+])
+def test_bad_environment_and_network_settings(changes, fragment):
+  with pytest.raises(ValueError, match=fragment):
+    config_lib.check_eval_config(config_lib.EvalConfig(**changes))
+
+
+@pytest.mark.parametrize('env', ['gymnax:CartPole-v1', 'custom', 'catch'])
+def test_environment_names_pass_the_checks(env):
+  config_lib.check_eval_config(config_lib.EvalConfig(env=env))
+
+
+def test_agent_settings_build_the_conv_torso():
+  settings = config_lib.agent_settings('actor_critic', 0.5, (7,), 9, (3,),
+                                       net='conv', conv_channels=(4, 8),
+                                       conv_kernel=5)
+  net = settings.net_settings
+  assert net.name == 'conv'
+  assert tuple(net.net_args['conv_channels']) == (4, 8)
+  assert net.net_args['conv_kernel'] == 5
+  mlp = config_lib.agent_settings('actor_critic', 0.5, (7,), 9, (3,))
+  assert 'conv_channels' not in mlp.net_settings.net_args
+  with pytest.raises(ValueError, match="Unknown net 'resnet'"):
+    config_lib.agent_settings('actor_critic', 0.5, (7,), 9, (3,),
+                              net='resnet')
+
+
+def test_env_kwargs_survive_the_run_record(tmp_path):
+  from disco_rl.loops import run_dir  # pylint: disable=g-import-not-at-top
+  config = config_lib.EvalConfig(env='gymnax:DeepSea-bsuite', net='conv',
+                                 env_kwargs=dict(size=10, deterministic=False))
+  run_dir.write_settings(tmp_path, 'eval', config)
+  assert run_dir.read_settings(tmp_path, 'eval',
+                               config_lib.EvalConfig) == config
