@@ -22,13 +22,15 @@ longer a class) become `x is not None`, so the meta-RNN state still
 multiplies the features when it has a shape, as `golden/README.md` describes.
 The notebook's own code needs one shim: `jax.device_put_replicated`, which JAX
 has removed, is put back as copies of its argument stacked along a leading
-device axis. Its shell lines (pip, wget) and plotting cells are skipped, and it reads the
-Disco103 weights (only to check that the random rule has their shapes) from
---weights (default: $DISCO_RL_WEIGHTS) instead of /content/.
+device axis. Its shell lines (pip, wget) and plotting cells are skipped, and
+it reads the Disco103 weights (only to check that the random rule has their
+shapes) from --weights (default: $DISCO_RL_WEIGHTS) instead of /content/.
+It needs the upstream's dependencies: this project's, and immutabledict.
 """
 
 import argparse
 import importlib.metadata
+import importlib.util
 import json
 import os
 import pathlib
@@ -104,14 +106,18 @@ def _device_put_replicated(tree, devices):
 
 
 def run(upstream: pathlib.Path, num_steps: int, weights: pathlib.Path) -> dict:
+  if importlib.util.find_spec('immutabledict') is None:
+    raise SystemExit('the upstream needs immutabledict: pip install '
+                     'immutabledict')
   with tempfile.TemporaryDirectory() as tmp:
     root = patched_copy(upstream, pathlib.Path(tmp))
     sys.path.insert(0, str(root))
     import jax  # pylint: disable=g-import-not-at-top
     jax.device_put_replicated = _device_put_replicated
     namespace = {'__name__': '__upstream_notebook__'}
-    exec(compile(notebook_code(upstream, num_steps, weights), 'meta_train.ipynb',  # pylint: disable=exec-used
-                 'exec'), namespace)
+    code = notebook_code(upstream, num_steps, weights)
+    # pylint: disable-next=exec-used
+    exec(compile(code, 'meta_train.ipynb', 'exec'), namespace)
     stray = sorted(name for name, module in sys.modules.items()
                    if name.split('.')[0] == 'disco_rl'
                    and not str(getattr(module, '__file__', '') or
