@@ -344,7 +344,8 @@ class EvalLoop(_EvalLoopBase):
       load_weights: see `default_rule_params`.
       env: with `config.env == 'custom'`, a jittable `Environment` of
         `batch_size // replay_ratio // devices` instances (one device's
-        share), checked now (`base.check_jittable_environment`).
+        share), or a function of that number that builds one (e.g. the
+        class); checked now (`base.check_jittable_environment`).
     """
     if config.env == 'catch':
       raise ValueError("env='catch' is stepped on the host: use HostEvalLoop "
@@ -364,6 +365,8 @@ class EvalLoop(_EvalLoopBase):
       return get_environment(self.config.env,
                              batch_size=self.envs_per_device,
                              env_settings=env_settings(self.config))
+    if callable(env) and not isinstance(env, base_env.Environment):
+      env = env(self.envs_per_device)  # A factory of batch_size.
     base_env.check_jittable_environment(env)
     if env.batch_size != self.envs_per_device:
       raise ValueError(

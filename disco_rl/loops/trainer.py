@@ -140,9 +140,10 @@ class Trainer:
       progress: show a progress bar (process 0).
       log_every: print a line about every `log_every` steps (0: never).
       devices: the devices to use (default: the config's choice).
-      env: eval job only: the jittable `Environment` object of
-        `EvalConfig(env='custom')` (one device's share of the environments;
-        see `disco_rl.examples.custom_env`). Give it again on resume.
+      env: eval job only: the jittable `Environment` of
+        `EvalConfig(env='custom')`, or a function of `batch_size` that
+        builds it (called with one device's share of the environments);
+        see `disco_rl.examples.custom_env`. Give it again on resume.
 
     Raises:
       ValueError: bad settings, an output directory that cannot be used, a
