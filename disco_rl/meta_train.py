@@ -123,17 +123,19 @@ class MetaTrainAgent:
 
   def init_state(self, rng_key: chex.PRNGKey) -> MetaTrainState:
     """A fresh agent: parameters, value function and a reset environment."""
-    learner_rng, actor_rng, value_rng = jax.random.split(rng_key, 3)
     env_state, env_timestep = self.env.reset(rng_key)
+    return MetaTrainState(**self.fresh_agent(rng_key), env_state=env_state,
+                          env_timestep=env_timestep)
+
+  def fresh_agent(self, rng_key: chex.PRNGKey) -> dict[str, Any]:
+    """A new agent's learner, actor and value states (no environment)."""
+    learner_rng, actor_rng, value_rng = jax.random.split(rng_key, 3)
     dummy_obs = utils.zeros_like_spec(self.env.single_observation_spec(),
                                       prepend_shape=(self.batch_size_per_device,))
-    return MetaTrainState(
+    return dict(
         learner_state=self.agent.initial_learner_state(learner_rng),
         actor_state=self.agent.initial_actor_state(actor_rng),
-        value_state=self.value_fn.initial_state(value_rng, dummy_obs),
-        env_state=env_state,
-        env_timestep=env_timestep,
-    )
+        value_state=self.value_fn.initial_state(value_rng, dummy_obs))
 
   def unroll_actor(self, state: MetaTrainState, rng: chex.PRNGKey,
                    rollout_len: int) -> tuple[MetaTrainState,
@@ -164,6 +166,7 @@ def meta_loss(
     rng: chex.PRNGKey,
     agent: MetaTrainAgent,
     weights: MetaLossWeights = MetaLossWeights(),
+    remat: bool = False,
 ) -> tuple[chex.Array, tuple[MetaTrainState, types.LogDict, types.LogDict]]:
   """The meta-objective of one agent, differentiable w.r.t. the rule.
 
@@ -175,6 +178,10 @@ def meta_loss(
     rng: a random key.
     agent: the population member.
     weights: regulariser weights.
+    remat: recompute each inner update in the backward pass
+      (`jax.checkpoint`) instead of keeping its activations: the memory of a
+      long window of updates stays that of a few, for about a third more
+      compute.
 
   Returns:
     (meta-loss, (agent state after the inner updates, inner-step metrics
@@ -197,6 +204,8 @@ def meta_loss(
                                                   agent_out['logits'])
     return (new_learner_state, new_actor_state, new_value_state), metrics
 
+  if remat:
+    inner_step = jax.checkpoint(inner_step)
   (learner_state, actor_state, value_state), metrics = jax.lax.scan(
       inner_step,
       (agent_state.learner_state, agent_state.actor_state,
@@ -263,6 +272,7 @@ def calculate_meta_gradient(
     agent: MetaTrainAgent,
     axis_name: str | None = None,
     weights: MetaLossWeights = MetaLossWeights(),
+    remat: bool = False,
 ) -> tuple[types.MetaParams, tuple[MetaTrainState, types.LogDict,
                                    types.LogDict]]:
   """Gradient of `meta_loss` w.r.t. the rule, averaged over `axis_name`.
@@ -274,7 +284,7 @@ def calculate_meta_gradient(
   """
   grads, (new_state, metrics, meta_log) = jax.grad(meta_loss, has_aux=True)(
       update_rule_params, agent_state, train_rollouts, valid_rollout, rng,
-      agent, weights)
+      agent, weights, remat)
   if axis_name is not None:
     grads, metrics, meta_log = jax.lax.pmean((grads, metrics, meta_log),
                                              axis_name)

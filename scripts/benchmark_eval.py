@@ -22,14 +22,14 @@ MAX_MEMORY_GROWTH = 1.3
 
 
 def run_seed(seed: int, steps: int, out: pathlib.Path, rule: str,
-             precision: str) -> dict:
+             precision: str, overwrite: bool) -> dict:
   code = (
       'import json, sys\n'
       'from disco_rl import evaluation\n'
       f'config = evaluation.EvalConfig(rule={rule!r}, num_steps={steps}, '
       f'seed={seed}, precision={precision!r})\n'
       f'summary = evaluation.run_eval(config, {str(out / f"seed_{seed}")!r}, '
-      'progress=False, log_every=100)\n'
+      f'progress=False, log_every=100, overwrite={overwrite})\n'
       'print("SUMMARY " + json.dumps(summary))\n')
   proc = subprocess.run([sys.executable, '-c', code], capture_output=True,
                         text=True, check=False)
@@ -52,12 +52,15 @@ def main() -> int:
                       choices=('float32', 'bfloat16'),
                       help='compute dtype of the agent network')
   parser.add_argument('--out', default='runs/bench_eval')
+  parser.add_argument('--overwrite', action='store_true',
+                      help='replace the runs already in --out')
   args = parser.parse_args()
   out = pathlib.Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   results = {}
   for seed in args.seeds:
-    s = run_seed(seed, args.steps, out, args.rule, args.precision)
+    s = run_seed(seed, args.steps, out, args.rule, args.precision,
+                 args.overwrite)
     growth = s['rss_mb_final'] / s['rss_mb_at_100']
     s['rss_growth_100_to_end'] = growth
     results[seed] = s

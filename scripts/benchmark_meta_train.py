@@ -28,10 +28,13 @@ def main() -> int:
   parser.add_argument('--init', choices=('random', 'disco_103'),
                       default='random')
   parser.add_argument('--out', default='runs/bench_meta_train')
+  parser.add_argument('--overwrite', action='store_true',
+                      help='replace a run already in --out')
   args = parser.parse_args()
   config = meta_train.MetaTrainConfig(num_steps=args.steps, seed=args.seed,
                                       init=args.init)
-  summary = meta_train.run_meta_train(config, args.out, progress=True)
+  summary = meta_train.run_meta_train(config, args.out, progress=True,
+                                      overwrite=args.overwrite)
   out = pathlib.Path(args.out)
   (out / 'summary.json').write_text(json.dumps(summary, indent=2))
   ok = summary['final_pos_rewards'] >= TARGET_POS_REWARDS

@@ -414,3 +414,28 @@ def test_cli_flags_reach_the_settings(module, flags, expected):
     if name not in expected:
       assert getattr(config, name) == getattr(default, name), name
   assert cli.given_flags(parser, flags) == set(expected)
+
+
+def test_meta_train_preset_flag_and_overrides(tmp_path, capsys, monkeypatch):
+  """--preset paper gives the paper's settings; flags given override them."""
+  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+  seen = {}
+
+  class Stop(Exception):
+    pass
+
+  def fake_trainer(config, *args, **kwargs):
+    del args, kwargs
+    seen['config'] = config
+    raise Stop
+
+  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(trainer, 'Trainer', fake_trainer)
+  with pytest.raises(Stop):
+    _main('meta_train')(['--preset', 'paper', '--num-agents', '2',
+                         '--out', str(tmp_path / 'o'), '--no-progress'])
+  expected = config_lib.meta_train_preset('paper', num_agents=2)
+  assert seen['config'] == expected
+  assert _main('meta_train')(['--preset', 'paper', '--resume',
+                              str(tmp_path / 'none')]) == 2
+  assert '--preset cannot be given with --resume' in _error_of(capsys)

@@ -85,3 +85,103 @@ def test_meta_training_repeats_the_upstream_first_steps():
   for key in ('meta_grad_norm', 'meta_up_norm'):
     np.testing.assert_allclose(logs[key], recorded[key][:steps], rtol=1e-3,
                                err_msg=key)
+
+
+# ----------------------------------------------------------------------------
+# The paper's meta-optimisation: per-agent Adam, clipping, remat, lifetimes.
+
+ONE_STEP = dataclasses.replace(TINY, steps_per_call=1, num_steps=1)
+
+
+def _first_update(config):
+  """The rule's change over one meta-step, in units of the learning rate."""
+  trainer = meta_loop.MetaTrainer(config)
+  state = trainer.init(jax.random.PRNGKey(config.seed))
+  before = trainer.params(state)
+  state, logs = trainer.run(state, 1)
+  after = trainer.params(state)
+  steps = jax.tree.map(lambda a, b: (a - b) / config.meta_learning_rate,
+                       after, before)
+  return np.concatenate([np.ravel(x) for x in jax.tree.leaves(steps)]), logs
+
+
+def test_per_agent_adam_averages_each_agents_normalised_step(fast_compile):
+  """Adam's first step is g / (|g| + eps), about sign(g) (m = g, v = g^2,
+  bias corrected): one Adam on the mean moves (nearly) every weight by the
+  learning rate; per-agent Adams move a weight by lr * mean_i sign(g_i):
+  about 0 where the two agents disagree, about lr where they agree."""
+  del fast_compile
+  average, _ = _first_update(ONE_STEP)
+  per_agent, logs = _first_update(dataclasses.replace(
+      ONE_STEP, meta_grad_norm='per_agent_adam', meta_grad_clip=1.0))
+  for steps in (average, per_agent):
+    assert (np.abs(steps) <= 1 + 1e-3).all()
+  assert (np.abs(average) > 0.5).mean() > 0.95
+  stopped = (np.abs(per_agent) < 0.1).mean()
+  moved = (np.abs(per_agent) > 0.9).mean()
+  assert 0.05 < stopped < 0.95, stopped  # The agents disagree somewhere.
+  assert stopped + moved > 0.9, (stopped, moved)  # Two clusters.
+  assert np.isfinite(logs['meta_grad_norm']).all()
+
+
+def test_remat_gives_the_same_meta_gradient(fast_compile):
+  del fast_compile
+  config = dataclasses.replace(ONE_STEP, num_inner_steps=3)
+  plain, plain_logs = _first_update(config)
+  remat, remat_logs = _first_update(dataclasses.replace(config, remat=True))
+  np.testing.assert_allclose(remat, plain, atol=1e-4)
+  np.testing.assert_allclose(remat_logs['meta_grad_norm'],
+                             plain_logs['meta_grad_norm'], rtol=1e-4)
+
+
+def test_agents_are_renewed_at_the_end_of_their_lifetime(fast_compile):
+  """Lifetime 4 updates, 2 updates per meta-step, 2 agents: ages start
+  staggered at 0 and 2; agent 1 is renewed after the first meta-step, agent
+  0 after the second."""
+  del fast_compile
+  config = dataclasses.replace(ONE_STEP, agent_lifetime=4, steps_per_call=2)
+  trainer = meta_loop.MetaTrainer(config)
+  state = trainer.init(jax.random.PRNGKey(0))
+  np.testing.assert_array_equal(state.ages, [0, 2])
+
+  def step_counts(state):
+    """The agents' [2] optimiser step counts (Adam's `count`)."""
+    counts = [np.asarray(x) for x in jax.tree.leaves(
+        state.agents.learner_state.opt_state)
+              if np.asarray(x).dtype.kind == 'i' and np.shape(x) == (2,)]
+    assert counts, 'no optimiser step count found'
+    return counts[0]
+
+  state, logs = trainer.run(state, 1)
+  np.testing.assert_array_equal(state.ages, [2, 0])
+  np.testing.assert_array_equal(logs['agents_renewed'], [1.0])
+  # The renewed agent's optimiser starts again.
+  np.testing.assert_array_equal(step_counts(state), [2, 0])
+  state, logs = trainer.run(state, 1)
+  np.testing.assert_array_equal(state.ages, [0, 2])
+  np.testing.assert_array_equal(step_counts(state), [0, 2])
+
+
+@pytest.mark.parametrize('changes, fragment', [
+    (dict(agent_lifetime=1, num_inner_steps=2),
+     'agent_lifetime=1 is shorter than one meta-step'),
+    (dict(meta_grad_clip=-1.0), 'meta_grad_clip must be >= 0, got -1.0'),
+    (dict(meta_grad_norm='median'), "Unknown meta_grad_norm 'median'"),
+])
+def test_bad_meta_optimisation_settings(changes, fragment):
+  with pytest.raises(ValueError, match=fragment):
+    config_lib.check_meta_train_config(dataclasses.replace(TINY, **changes))
+
+
+def test_presets():
+  paper = config_lib.meta_train_preset('paper', num_agents=2)
+  assert paper.meta_grad_norm == 'per_agent_adam'
+  assert paper.meta_learning_rate == 1e-3 and paper.meta_grad_clip == 1.0
+  assert paper.num_inner_steps == 20 and paper.remat
+  assert paper.batch_size_per_device == 96 and paper.rollout_len == 29
+  assert paper.num_agents == 2  # Overridden.
+  config_lib.check_meta_train_config(paper)
+  assert config_lib.meta_train_preset('notebook') == (
+      config_lib.MetaTrainConfig())
+  with pytest.raises(ValueError, match="Unknown preset 'nature'"):
+    config_lib.meta_train_preset('nature')

@@ -95,8 +95,17 @@ def config_from_args(parser, argv, args, job: str, config_cls):
   equal the saved value, except --steps.
   """
   config = config_lib.from_flags(config_cls, args)
+  preset = getattr(args, 'preset', None)
   if args.resume is None:
-    return config
+    if preset is None:
+      return config
+    given = given_flags(parser, argv)
+    return config_lib.meta_train_preset(preset, **{
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(config_cls) if f.name in given})
+  if preset is not None:
+    raise ValueError('--preset cannot be given with --resume: the resumed '
+                     'run keeps the settings it was started with.')
   if args.overwrite:
     raise ValueError('--resume and --overwrite exclude each other.')
   if '--out' in argv or any(a.startswith('--out=') for a in argv):
@@ -113,9 +122,10 @@ def config_from_args(parser, argv, args, job: str, config_cls):
 
 
 def run(argv: Sequence[str] | None, *, description: str, config_cls,
-        default_out: str, prepare: Callable[[argparse.Namespace, Any], Any]
-        | None = None, extra_flags: Callable[[argparse.ArgumentParser], None]
-        | None = None, report: Callable[[dict[str, Any]], None]) -> int:
+        default_out: str, weights_help: str,
+        weights_unusable: Callable[[Any], str | None],
+        report: Callable[[dict[str, Any]], None],
+        presets: Sequence[str] = ()) -> int:
   """Parses, trains and reports; returns the exit status.
 
   Args:
@@ -123,15 +133,20 @@ def run(argv: Sequence[str] | None, *, description: str, config_cls,
     description: the command's one-line description.
     config_cls: `EvalConfig` or `MetaTrainConfig`.
     default_out: the default output directory.
-    prepare: `prepare(args, config) -> rule_params` (None: the default);
-      runs after the settings are checked, before anything is created.
-    extra_flags: adds the command's own flags.
+    weights_help: the help of the command's `--weights` flag.
+    weights_unusable: `(config) -> None` if the settings read a rule file,
+      else the error message for a `--weights` given anyway.
     report: prints the final lines from the summary (process 0).
+    presets: names for `--preset` (settings to start from; flags given
+      override them), e.g. `config.META_TRAIN_PRESETS`.
   """
   argv = list(sys.argv[1:] if argv is None else argv)
   parser = make_parser(description, config_cls, default_out)
-  if extra_flags is not None:
-    extra_flags(parser)
+  add_weights_flag(parser, weights_help)
+  if presets:
+    parser.add_argument('--preset', choices=tuple(presets), default=None,
+                        help='start from these settings (flags given '
+                        'override them): ' + ', '.join(presets))
   args = parser.parse_args(argv)
   job = 'eval' if config_cls is config_lib.EvalConfig else 'meta_train'
   try:
@@ -146,7 +161,8 @@ def run(argv: Sequence[str] | None, *, description: str, config_cls,
     out = args.resume if args.resume is not None else args.out
     from disco_rl.loops import run_dir  # pylint: disable=g-import-not-at-top
     run_dir.check_writable(out)
-    rule_params = prepare(args, config) if prepare is not None else None
+    why_not = weights_unusable(config)
+    rule_params = load_weights(args, needed=why_not is None, why_not=why_not)
     devices.initialize_distributed(devices.distributed_config_from_flags(args))
     # Imported after the processes have joined (it touches the devices).
     from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top

@@ -17,18 +17,11 @@ from disco_rl.examples import cli
 from disco_rl.loops import config as config_lib
 
 
-def _add_weights_flag(parser) -> None:
-  cli.add_weights_flag(parser, 'the rule\'s parameters: disco_103.npz or a '
-                       'meta-trained update_rule_params.npz (default: '
-                       'Disco103, found by disco_rl.weights)')
-
-
-def _rule_params(args, config):
-  """The --weights file's parameters (checked now), or None (the default)."""
-  return cli.load_weights(
-      args, needed=config.rule == 'disco_103',
-      why_not=f'--weights is for the disco_103 rule; rule {config.rule!r} '
-      'has no meta-parameters to load.')
+def _weights_unusable(config) -> str | None:
+  if config.rule == 'disco_103':
+    return None
+  return (f'--weights is for the disco_103 rule; rule {config.rule!r} has no '
+          'meta-parameters to load.')
 
 
 def _report(summary) -> None:
@@ -43,8 +36,10 @@ def _report(summary) -> None:
 def main(argv=None) -> int:
   return cli.run(argv, description=__doc__.split('\n\n')[0],
                  config_cls=config_lib.EvalConfig, default_out='runs/eval',
-                 prepare=_rule_params, extra_flags=_add_weights_flag,
-                 report=_report)
+                 weights_help="the rule's parameters: disco_103.npz or a "
+                 'meta-trained update_rule_params.npz (default: Disco103, '
+                 'found by disco_rl.weights)',
+                 weights_unusable=_weights_unusable, report=_report)
 
 
 if __name__ == '__main__':

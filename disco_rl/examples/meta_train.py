@@ -8,7 +8,10 @@ Prints progress, then the positive rewards per meta-step over the last 100
 steps, meta-steps per second, compile time, and the output paths (metrics CSV,
 plots, and the learned parameters in the disco_103.npz layout, also written
 when the run is interrupted). Every setting of `MetaTrainConfig` is a flag
-(`--help` lists them); `--resume DIR` continues an interrupted run.
+(`--help` lists them); `--preset paper` starts from the paper's
+meta-optimisation (per-agent Adam normalisation, 20 updates per
+meta-gradient with rematerialisation, clipping, agent lifetimes); `--resume
+DIR` continues an interrupted run.
 """
 
 import sys
@@ -27,24 +30,22 @@ def _report(summary) -> None:
   print(f'rule:    {summary["params_npz"]}')
 
 
-def _add_weights_flag(parser) -> None:
-  cli.add_weights_flag(parser, 'with --init disco_103: the rule to fine-tune '
-                       '(disco_103.npz or a previous run\'s '
-                       'update_rule_params.npz; default: Disco103)')
-
-
-def _rule_params(args, config):
-  return cli.load_weights(
-      args, needed=config.init == 'disco_103',
-      why_not='--weights is the rule to fine-tune: it needs --init '
-      f'disco_103, got --init {config.init}.')
+def _weights_unusable(config) -> str | None:
+  if config.init == 'disco_103':
+    return None
+  return ('--weights is the rule to fine-tune: it needs --init disco_103, '
+          f'got --init {config.init}.')
 
 
 def main(argv=None) -> int:
   return cli.run(argv, description=__doc__.split('\n\n')[0],
                  config_cls=config_lib.MetaTrainConfig,
-                 default_out='runs/meta_train', prepare=_rule_params,
-                 extra_flags=_add_weights_flag, report=_report)
+                 default_out='runs/meta_train',
+                 weights_help='with --init disco_103: the rule to fine-tune '
+                 "(disco_103.npz or a previous run's update_rule_params.npz; "
+                 'default: Disco103)',
+                 weights_unusable=_weights_unusable, report=_report,
+                 presets=tuple(config_lib.META_TRAIN_PRESETS))
 
 
 if __name__ == '__main__':

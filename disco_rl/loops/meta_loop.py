@@ -57,6 +57,7 @@ class PopulationState:
     update_rule_params: the rule's meta-parameters.
     meta_opt_state: the meta-optimiser's state.
     agents: the population, stacked on a leading agent axis.
+    ages: [N] int32, agent updates each agent has taken since it started.
     rng: the key the next meta-step splits.
     step: [] int32, meta-steps done.
   """
@@ -64,6 +65,7 @@ class PopulationState:
   update_rule_params: types.MetaParams
   meta_opt_state: optax.OptState
   agents: meta_train.MetaTrainState
+  ages: chex.Array
   rng: chex.PRNGKey
   step: chex.Array
 
@@ -75,7 +77,7 @@ def state_specs() -> PopulationState:
       agents=meta_train.MetaTrainState(
           learner_state=P(), actor_state=P(), value_state=P(),
           env_state=P(AXIS), env_timestep=P(AXIS)),
-      rng=P(), step=P())
+      ages=P(), rng=P(), step=P())
 
 
 def _map_per_device(fn, tree):
@@ -95,6 +97,72 @@ def value_fn_config(config: config_lib.MetaTrainConfig) -> types.ValueFnConfig:
   default = meta_train.default_value_fn_config()
   return default.replace(net_args=dict(default.net_args,
                                        dense=tuple(config.value_dense)))
+
+
+@chex.dataclass(frozen=True)
+class MetaOptimizer:
+  """How the agents' meta-gradients [N, ...] update the rule.
+
+  Attributes:
+    init: (rule params, N) -> optimiser state.
+    update: (meta-gradients [N, ...], state) -> (updates, state, the
+      gradient whose norm is logged).
+  """
+
+  init: Any
+  update: Any
+
+
+def make_meta_optimizer(config: config_lib.MetaTrainConfig) -> MetaOptimizer:
+  """The rule's optimiser: `config.meta_grad_norm` and `meta_grad_clip`.
+
+  'average' (the upstream notebook): Adam(meta_learning_rate) on the mean of
+  the agents' meta-gradients, each clipped first when `meta_grad_clip` > 0.
+  'per_agent_adam' (the paper): every agent's meta-gradient, clipped, goes
+  through that agent's own Adam moments; the normalised updates are averaged
+  and scaled by the meta learning rate, eta <- eta - lr * mean_i ADAM_i(g_i)
+  (minimising the meta-loss).
+  """
+  clip = (optax.clip_by_global_norm(config.meta_grad_clip)
+          if config.meta_grad_clip > 0 else optax.identity())
+  per_agent_clip = jax.vmap(lambda g: clip.update(g, clip.init(g))[0])
+
+  if config.meta_grad_norm == 'average':
+    adam = optax.adam(learning_rate=config.meta_learning_rate)
+
+    def update(grads, state):
+      mean = jax.tree.map(lambda g: jnp.mean(g, axis=0), per_agent_clip(grads))
+      updates, state = adam.update(mean, state)
+      return updates, state, mean
+
+    return MetaOptimizer(init=lambda params, num: adam.init(params),
+                         update=update)
+
+  adam = optax.scale_by_adam()
+  scale = optax.scale(-config.meta_learning_rate)
+
+  def init(params, num):
+    return jax.vmap(lambda _: adam.init(params))(jnp.arange(num))
+
+  def per_agent_update(grads, state):
+    normalised, state = jax.vmap(lambda g, s: adam.update(g, s))(
+        per_agent_clip(grads), state)
+    mean = jax.tree.map(lambda u: jnp.mean(u, axis=0), normalised)
+    updates, _ = scale.update(mean, scale.init(mean))
+    return updates, state, jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
+
+  return MetaOptimizer(init=init, update=per_agent_update)
+
+
+def initial_ages(num_agents: int, lifetime: int) -> np.ndarray:
+  """[N] starting ages, staggered over a lifetime (all 0 without one).
+
+  Agent i starts at age `i * lifetime // N`, so that at any time the
+  population holds agents at every stage of learning.
+  """
+  if lifetime <= 0:
+    return np.zeros((num_agents,), np.int32)
+  return (np.arange(num_agents) * lifetime // num_agents).astype(np.int32)
 
 
 class MetaTrainer:
@@ -121,7 +189,7 @@ class MetaTrainer:
         axis_name=AXIS,
         env=meta_train.catch_env(config.batch_size_per_device, config.rows,
                                  config.columns))
-    self.meta_opt = optax.adam(learning_rate=config.meta_learning_rate)
+    self.meta_opt = make_meta_optimizer(config)
     self.population = config.population
     if self.population == 'auto':
       self.population = ('map' if self.devices[0].platform == 'cpu'
@@ -167,8 +235,9 @@ class MetaTrainer:
         reset_keys)
     return PopulationState(
         update_rule_params=update_rule_params,
-        meta_opt_state=self.meta_opt.init(update_rule_params),
+        meta_opt_state=self.meta_opt.init(update_rule_params, cfg.num_agents),
         agents=agents.replace(env_state=env_state, env_timestep=timestep),
+        ages=jnp.asarray(initial_ages(cfg.num_agents, cfg.agent_lifetime)),
         rng=loop_rng, step=jnp.zeros((), jnp.int32))
 
   def init(self, rng: chex.PRNGKey, update_rule_params=None
@@ -216,7 +285,7 @@ class MetaTrainer:
     grads, (agent_state, metrics, meta_log) = (
         meta_train.calculate_meta_gradient(
             update_rule_params, agent_state, train_rollouts, valid_rollout,
-            grad_rng, self.member, axis_name=AXIS))
+            grad_rng, self.member, axis_name=AXIS, remat=cfg.remat))
     rewards = train_rollouts.rewards
     meta_log = dict(meta_log,
                     rewards=jnp.mean(rewards),
@@ -243,18 +312,46 @@ class MetaTrainer:
     grads, agents, metrics, meta_log = outputs
     # The reward counts are per device: average them like the upstream logs.
     meta_log = jax.lax.pmean(meta_log, AXIS)
-    avg_grads = jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
-    updates, meta_opt_state = self.meta_opt.update(avg_grads,
-                                                   state.meta_opt_state)
+    updates, meta_opt_state, logged_grads = self.meta_opt.update(
+        grads, state.meta_opt_state)
     params = optax.apply_updates(state.update_rule_params, updates)
+    agents, ages = self._renew_old_agents(
+        agents, state.ages + self.config.num_inner_steps, rng)
     logs = jax.tree.map(jnp.mean, dict(meta_log, **{
         f'agent_{k}': v for k, v in metrics.items()}))
-    logs['meta_grad_norm'] = optax.global_norm(avg_grads)
+    logs['meta_grad_norm'] = optax.global_norm(logged_grads)
     logs['meta_up_norm'] = optax.global_norm(updates)
+    if self.config.agent_lifetime:
+      logs['agents_renewed'] = jnp.sum(ages == 0).astype(jnp.float32)
     new_state = PopulationState(update_rule_params=params,
                                 meta_opt_state=meta_opt_state, agents=agents,
-                                rng=rng, step=state.step + 1)
+                                ages=ages, rng=rng, step=state.step + 1)
     return new_state, logs
+
+  def _renew_old_agents(self, agents, ages, rng):
+    """Agents whose lifetime is over start afresh (their environments go on).
+
+    Returns:
+      (agents, ages) with every agent of age >= lifetime replaced by a new
+      one of age 0 (keys from `rng` folded with the agent's index).
+    """
+    lifetime = self.config.agent_lifetime
+    if not lifetime:
+      return agents, ages
+    renew = ages >= lifetime
+    keys = jax.vmap(lambda i: jax.random.fold_in(
+        jax.random.fold_in(rng, 0x11fe), i))(jnp.arange(ages.shape[0]))
+    fresh = jax.vmap(self.member.fresh_agent)(keys)
+
+    def pick(new, old):
+      mask = renew.reshape(renew.shape + (1,) * (old.ndim - 1))
+      return jnp.where(mask, new, old)
+
+    learned = dict(learner_state=agents.learner_state,
+                   actor_state=agents.actor_state,
+                   value_state=agents.value_state)
+    learned = jax.tree.map(pick, fresh, learned)
+    return agents.replace(**learned), jnp.where(renew, 0, ages)
 
   def _run_on_device(self, state: PopulationState, num_steps):
     state, logs = driver.scan_up_to(
