@@ -245,3 +245,24 @@ def test_meta_train_notebook(num_devices, tmp_path, execute):
              for x in m.values())
   moved = number_after(stdout_of(nb, 'save'), 'rule parameters:')
   assert moved > 0
+
+
+# ----------------------------------------------------------------------------
+# Eval notebook on a gymnax environment: a MinAtar game with the conv torso.
+
+
+def test_eval_notebook_on_minatar_with_the_conv_torso(tmp_path, execute):
+  out = tmp_path / 'out'
+  params = dict(EVAL_TINY, **EVAL_SPLIT[1], output_dir=str(out),
+                rule='actor_critic', env='gymnax:Breakout-MinAtar',
+                env_kwargs={'max_steps_in_episode': 6}, net='conv',
+                conv_channels=(4,))
+  nb = execute('eval', params, 1)
+  assert "'conv_channels': (4,)" in stdout_of(nb, 'build-agent') or (
+      "'conv_channels': [4]" in stdout_of(nb, 'build-agent'))
+  metrics = evaluation.read_metrics(out / 'metrics.csv')
+  assert len(metrics['step']) == params['num_steps'] + 1
+  ended = metrics['episodes'] > 0
+  assert ended.any(), metrics['episodes']  # Episodes of 6 steps end.
+  assert np.isfinite(metrics['avg_return'][ended]).all()
+  assert_png(out / 'returns.png')
