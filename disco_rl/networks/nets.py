@@ -195,15 +195,14 @@ def check_observation_spec(name: str, observation_spec: Any,
         'observations.')
 
 
-class ConvNet(MLPHeadNet):
+class ConvNet(MLP):
   """MinAtar-style agent: conv layers, then the MLP torso, heads and model.
 
   The observation (one [B, H, W, C] image) goes through `conv_channels`
   convolutions (`conv_kernel` x `conv_kernel`, stride 1, SAME padding, ReLU
-  after each) and is flattened; an MLP of sizes `dense` gives the embedding
-  that feeds the same heads and action model as `MLP`. Parameters:
-  `conv_net/~_embedding_pass/conv_0` ..., `conv_net/~_embedding_pass/torso/~/
-  linear_0` ..., then the `MLP` names under `conv_net/`.
+  after each); the `MLP`'s torso (flatten, hidden sizes `dense`), heads and
+  action model follow. Parameters: `conv_net/~_embedding_pass/conv_0` ...,
+  then the `MLP`'s names under `conv_net/`.
   """
 
   def __init__(
@@ -214,11 +213,9 @@ class ConvNet(MLPHeadNet):
       model_arch_name: str | None = None,
       model_kwargs: Mapping[str, Any] | None = None,
       module_name: str | None = None) -> None:
-    super().__init__(
-        out_spec, action_spec=action_spec, head_w_init_std=head_w_init_std,
-        model_out_spec=model_out_spec, model_arch_name=model_arch_name,
-        model_kwargs=model_kwargs, module_name=module_name)
-    self._dense = tuple(dense)
+    super().__init__(out_spec, dense, action_spec, head_w_init_std,
+                     model_out_spec, model_arch_name, model_kwargs,
+                     module_name)
     self._channels = tuple(conv_channels)
     self._kernel = conv_kernel
     if not self._channels or min(self._channels) < 1 or conv_kernel < 1:
@@ -229,7 +226,6 @@ class ConvNet(MLPHeadNet):
   def _embedding_pass(self, inputs: chex.ArrayTree,
                       should_reset: chex.Array | None = None) -> chex.Array:
     """[B, H, W, C] image -> [B, dense[-1]] embedding."""
-    del should_reset  # Stateless.
     leaves = jax.tree.leaves(inputs)
     check_observation_spec('conv', [x[0] for x in leaves],
                            'the observation (without its batch axis)')
@@ -237,7 +233,7 @@ class ConvNet(MLPHeadNet):
     for i, channels in enumerate(self._channels):
       x = jax.nn.relu(hk.Conv2D(channels, self._kernel, stride=1,
                                 padding='SAME', name=f'conv_{i}')(x))
-    return hk.nets.MLP(self._dense, name='torso')(hk.Flatten()(x))
+    return super()._embedding_pass(x, should_reset)
 
 
 NETWORKS = {'mlp': MLP, 'conv': ConvNet}
