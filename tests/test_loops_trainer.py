@@ -31,10 +31,14 @@ def eval_config(**overrides):
 
 
 def meta_config(**overrides):
+  """Tiny meta-training with the paper's recipe: per-agent Adam states,
+  clipping, remat and agent lifetimes (2 updates: renewals every 2 steps)."""
   settings = dict(num_agents=2, batch_size_per_device=4, rollout_len=4,
                   num_inner_steps=1, dense=(16,), model_lstm_size=8,
                   model_head_hiddens=(8,), value_dense=(8,),
-                  steps_per_call=2, num_steps=3)
+                  steps_per_call=2, num_steps=3,
+                  meta_grad_norm='per_agent_adam', meta_grad_clip=1.0,
+                  remat=True, agent_lifetime=2)
   settings.update(overrides)
   return config_lib.MetaTrainConfig(**settings)
 
@@ -119,6 +123,8 @@ def test_meta_train_resume_is_exact(tmp_path):
                                 resume=True, progress=False)
   summary = resumed.fit()
   assert summary['steps'] == 5
+  assert reporting.read_table(tmp_path / 'a/metrics.csv')[
+      'agents_renewed'].sum() >= 4  # Renewals before and after the resume.
   straight = trainer_lib.Trainer(meta_config(num_steps=5), tmp_path / 'b',
                                  progress=False)
   straight.fit()
