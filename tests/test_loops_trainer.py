@@ -275,3 +275,20 @@ def test_evaluate_the_agent_policy():
     run.evaluate(env=host)
   with pytest.raises(ValueError, match='num_rollouts must be >= 1, got 0'):
     run.evaluate(num_rollouts=0)
+
+
+@pytest.mark.weights
+def test_meta_training_fine_tunes_disco_103_or_a_saved_rule(tmp_path,
+                                                            disco_103_params):
+  """init='disco_103' starts from the published weights; rule_params from
+  any saved rule (e.g. a previous run's update_rule_params.npz)."""
+  from disco_rl import meta_train  # pylint: disable=g-import-not-at-top
+  from disco_rl import weights  # pylint: disable=g-import-not-at-top
+  run = trainer_lib.Trainer(meta_config(init='disco_103'), progress=False)
+  chex.assert_trees_all_equal(run.loop.params(run.state), disco_103_params)
+  shifted = jax.tree.map(lambda x: np.asarray(x) + 1.0, disco_103_params)
+  meta_train.save_params(shifted, tmp_path / 'rule.npz')
+  saved = weights.load_disco_103(tmp_path / 'rule.npz', download=False)
+  run = trainer_lib.Trainer(meta_config(init='disco_103'), rule_params=saved,
+                            progress=False)
+  chex.assert_trees_all_equal(run.loop.params(run.state), shifted)
