@@ -292,12 +292,9 @@ def calculate_meta_gradient(
 
 
 def save_params(params: types.MetaParams, path) -> None:
-  """Saves meta-parameters in the disco_103.npz layout ('MODULE/w' keys)."""
-  flat = {f'{module}/{name}': np.asarray(value)
-          for module, leaves in params.items()
-          for name, value in leaves.items()}
-  np.savez(path, **flat)
-
+  """Saves meta-parameters in the disco_103.npz layout (`weights.save_params`)."""
+  from disco_rl import weights  # pylint: disable=g-import-not-at-top
+  weights.save_params(params, path)
 
 
 # The population loop lives in `disco_rl.loops.meta_loop` (it builds on this

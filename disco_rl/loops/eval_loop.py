@@ -36,6 +36,7 @@ import numpy as np
 from disco_rl import actors
 from disco_rl import agent as agent_lib
 from disco_rl import types
+from disco_rl import utils
 from disco_rl.environments import base as base_env
 from disco_rl.environments import get_environment
 from disco_rl.loops import checkpoint
@@ -507,8 +508,7 @@ class HostEvalLoop(_EvalLoopBase):
       timestep = self._to_devices(jax.tree.map(np.asarray, host_timestep))
       steps.append(recorded)
     # [D, T, E, ...]: time after the device axis.
-    rollout = types.ActorRollout.from_timestep(
-        jax.tree.map(lambda *xs: jnp.stack(xs, axis=1), *steps))
+    rollout = types.ActorRollout.from_timestep(utils.tree_stack(steps, axis=1))
     state = state.replace(timestep=timestep, actor_state=actor_state)
     error, outputs = self._learn_program(state, rollout, self.rule_params)
     driver.raise_if_failed(error)

@@ -319,8 +319,8 @@ class MetaTrainer:
         agents, state.ages + self.config.num_inner_steps, rng)
     logs = jax.tree.map(jnp.mean, dict(meta_log, **{
         f'agent_{k}': v for k, v in metrics.items()}))
-    logs['meta_grad_norm'] = optax.global_norm(logged_grads)
-    logs['meta_up_norm'] = optax.global_norm(updates)
+    logs['meta_grad_norm'] = optax.tree_utils.tree_l2_norm(logged_grads)
+    logs['meta_up_norm'] = optax.tree_utils.tree_l2_norm(updates)
     if self.config.agent_lifetime:
       logs['agents_renewed'] = jnp.sum(ages == 0).astype(jnp.float32)
     new_state = PopulationState(update_rule_params=params,
