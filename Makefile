@@ -7,6 +7,8 @@
 #   make bench-eval  Disco103 learning curves on Catch for 3 seeds (~1 h on 2 CPUs)
 #   make bench-meta-train  meta-training from random parameters (800 steps)
 #   make bench-loops step-per-call vs fused loops, side by side (~15 min)
+#   make bench-minatar Disco103 vs actor-critic on the MinAtar games (hours)
+#   make bench-meta-window meta-gradient windows K=2,5,20: speed and memory
 #   make weights     download and verify the Disco103 weights
 #
 # Extra arguments: make eval ARGS='--flag=value', make test PYTEST_ARGS='-k x'.
@@ -30,7 +32,7 @@ else
 TEST_ENV := -u XLA_FLAGS
 endif
 
-.PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train bench-loops
+.PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train bench-loops bench-minatar bench-meta-window
 
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -64,3 +66,9 @@ bench-meta-train: $(STAMP)
 
 bench-loops: $(STAMP)
 	$(VPY) scripts/benchmark_loops.py $(ARGS)
+
+bench-minatar: $(STAMP)
+	$(VPY) scripts/benchmark_minatar.py $(ARGS)
+
+bench-meta-window: $(STAMP)
+	$(VPY) scripts/benchmark_meta_window.py $(ARGS)
