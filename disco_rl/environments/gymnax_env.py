@@ -356,9 +356,9 @@ def _make_gymnax(env_id: str, env_kwargs: Mapping[str, Any], name: str):
 
 
 def _make_craftax(env_id: str, env_kwargs: Mapping[str, Any], name: str):
-  import_optional(CRAFTAX_PREFIX)
-  if env_id not in CRAFTAX_NAMES:
+  if env_id not in CRAFTAX_NAMES:  # Known without the package.
     raise unknown_id_error(name, craftax_names())
+  import_optional(CRAFTAX_PREFIX)
   from craftax import craftax_env  # pylint: disable=g-import-not-at-top
   env = craftax_env.make_craftax_env_from_name(env_id, auto_reset=True)
   params = env.default_params
