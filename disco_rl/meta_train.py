@@ -109,17 +109,10 @@ class MetaTrainAgent:
     self.value_fn = value_fn_lib.ValueFunction(value_fn_config,
                                                axis_name=axis_name)
 
-  @property
-  def learner_step(self):
-    return self.agent.learner_step
-
-  @property
-  def actor_step(self):
-    return self.agent.actor_step
-
-  @property
-  def unroll_net(self):
-    return self.agent.unroll_net
+  # The agent's own methods, also reachable on the member.
+  learner_step = property(lambda self: self.agent.learner_step)
+  actor_step = property(lambda self: self.agent.actor_step)
+  unroll_net = property(lambda self: self.agent.unroll_net)
 
   def init_state(self, rng_key: chex.PRNGKey) -> MetaTrainState:
     """A fresh agent: parameters, value function and a reset environment."""
