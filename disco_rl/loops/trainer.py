@@ -225,7 +225,12 @@ class Trainer:
       The checkpoint's step (loop steps done).
     """
     extra = dict(rows=self.step, **self.job.host_state())
-    self._checkpoints(directory).save(self.step, self._saved_state(), extra)
+    checkpoints = self._checkpoints(directory)
+    try:
+      checkpoints.save(self.step, self._saved_state(), extra)
+    finally:
+      if directory is not None:  # A one-off directory: release its manager.
+        checkpoints.close()
     return self.step
 
   def _saved_state(self):
@@ -243,7 +248,11 @@ class Trainer:
     """
     checkpoints = self._checkpoints(directory)
     target = checkpoint_lib.abstract_like(self._saved_state())
-    saved, extra = checkpoints.restore(target, step)
+    try:
+      saved, extra = checkpoints.restore(target, step)
+    finally:
+      if directory is not None:
+        checkpoints.close()
     self.state = saved['loop']
     if saved['rule'] is not None:
       self.job.rule_params = saved['rule']
