@@ -34,7 +34,8 @@ def test_pmap_golden_two_devices(golden_dir, disco_103_path):
   out = run_check('pmap_golden', 2, {
       'DISCO_RL_GOLDEN_DIR': str(golden_dir),
       'DISCO_RL_WEIGHTS': str(disco_103_path)})
-  assert 'pmap golden: ok' in out
+  assert 'pmap golden (current_jax): ok' in out
+  assert 'pmap golden (jax_0.6.2): ok' in out
 
 
 @pytest.mark.parametrize('num_devices', [2, 4])
