@@ -9,7 +9,6 @@ actor-critic baseline or policy gradient, and can be differentiated through
 for meta-training (`is_meta_training=True`).
 """
 
-from collections.abc import Mapping
 import logging
 from typing import Any
 
@@ -58,15 +57,6 @@ class LearnerState:
   params: hk.Params
   opt_state: optax.OptState
   meta_state: types.MetaState
-
-
-def _as_config(settings: Any) -> config_dict.ConfigDict:
-  if isinstance(settings, config_dict.ConfigDict):
-    return settings
-  if isinstance(settings, Mapping):
-    return config_dict.ConfigDict(dict(settings))
-  raise TypeError('agent_settings must be an ml_collections ConfigDict or a '
-                  f'dict, got {type(settings).__name__}.')
 
 
 def _to_plain(x: Any) -> Any:
@@ -256,7 +246,7 @@ class Agent:
         `checkify.checkify(..., errors=checkify.user_checks)` (the loops do).
         Off by default (the checks cost a little); the jobs turn it on.
     """
-    settings = _as_config(agent_settings)
+    settings = utils.as_config(agent_settings, 'agent_settings')
     _check_settings(settings)
     _check_action_spec(single_action_spec)
     self.settings = settings

@@ -2,13 +2,14 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Small helpers: devices, trees, specs, losses and moving averages."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 import inspect
 from typing import Any, TypeVar
 
 import chex
 import jax
 import jax.numpy as jnp
+from ml_collections import config_dict
 import numpy as np
 import rlax
 
@@ -348,6 +349,24 @@ class MovingAverage:
 
 # ----------------------------------------------------------------------------
 # Argument checking.
+
+
+def as_config(settings: Any, argument: str) -> config_dict.ConfigDict:
+  """`settings` as a ConfigDict: one is returned as is, a mapping is wrapped.
+
+  Args:
+    settings: a ConfigDict or a mapping.
+    argument: how the caller names the argument, for the error message.
+
+  Raises:
+    TypeError: for anything else.
+  """
+  if isinstance(settings, config_dict.ConfigDict):
+    return settings
+  if isinstance(settings, Mapping):
+    return config_dict.ConfigDict(dict(settings))
+  raise TypeError(f'{argument} must be an ml_collections ConfigDict or a '
+                  f'mapping, got {type(settings).__name__}.')
 
 
 def check_keys(given, accepted, what: str) -> None:

@@ -367,3 +367,17 @@ def test_unknown_setting(name):
 def test_cpu_catch_missing_setting():
   with pytest.raises(ValueError, match=r"'random_seed'"):
     catch.CatchEnvironment(2, config_dict.ConfigDict(dict(rows=5, columns=5)))
+
+
+@pytest.mark.parametrize('name', _ENV_NAMES)
+def test_settings_of_the_wrong_type(name):
+  with pytest.raises(TypeError,
+                     match=r'env_settings must be an ml_collections ConfigDict '
+                     r'or a mapping, got list'):
+    _ENV_CLASSES[name](2, [('rows', 5)])
+
+
+def test_package_settings_of_the_wrong_type():
+  with pytest.raises(TypeError, match=r'gymnax:CartPole-v1 env_settings must '
+                     r'be .* got str'):
+    environments.get_environment('gymnax:CartPole-v1', 2, 'rows=5')

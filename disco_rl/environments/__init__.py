@@ -12,6 +12,7 @@ from typing import Any
 
 from ml_collections import config_dict
 
+from disco_rl import utils
 from disco_rl.environments import base
 from disco_rl.environments import catch
 from disco_rl.environments import jittable_envs
@@ -105,7 +106,8 @@ def get_environment(
   """
   if is_package_name(name):
     from disco_rl.environments import gymnax_env  # pylint: disable=g-import-not-at-top
-    settings = base.as_config(env_settings or {}, name).to_dict()
+    settings = utils.as_config(env_settings or {},
+                               f'{name} env_settings').to_dict()
     return gymnax_env.make(name, batch_size, settings)
   if name not in _ENVIRONMENTS:
     raise _unknown_name(name)

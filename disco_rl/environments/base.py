@@ -6,7 +6,7 @@ Also holds the argument checks the concrete environments share.
 """
 
 import abc
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from typing import Any, TypeVar
 
 import chex
@@ -81,17 +81,6 @@ def check_board(rows: Any, columns: Any, what: str) -> None:
         or value < 2):
       raise ValueError(f'{what} {name} must be an integer >= 2 (a board of at '
                        f'least 2x2), got {value!r}.')
-
-
-def as_config(settings: Any, what: str) -> config_dict.ConfigDict:
-  """Accepts a `ConfigDict` (returned as is) or a plain mapping (wrapped)."""
-  if isinstance(settings, config_dict.ConfigDict):
-    return settings
-  if isinstance(settings, Mapping):
-    return config_dict.ConfigDict(dict(settings))
-  raise ValueError(
-      f'{what} settings must be an ml_collections ConfigDict or a mapping, '
-      f'got {type(settings).__name__}.')
 
 
 def check_setting_keys(

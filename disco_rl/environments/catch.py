@@ -7,6 +7,7 @@ from dm_env import specs
 from ml_collections import config_dict
 import numpy as np
 
+from disco_rl import utils
 from disco_rl.environments import base
 from disco_rl.environments.wrappers import batched_env
 from disco_rl.environments.wrappers import single_stream_env
@@ -85,7 +86,7 @@ class CatchEnvironment(batched_env.BatchedSingleStreamEnvironment):
   def __init__(self, batch_size: int,
                env_settings: config_dict.ConfigDict) -> None:
     base.check_batch_size(batch_size)
-    env_settings = base.as_config(env_settings, 'Catch')
+    env_settings = utils.as_config(env_settings, 'Catch env_settings')
     base.check_setting_keys(env_settings, _SETTING_KEYS, 'Catch',
                             required=_SETTING_KEYS)
     super().__init__(_make_stream, batch_size, env_settings)

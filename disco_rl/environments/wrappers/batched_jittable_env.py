@@ -22,6 +22,7 @@ from ml_collections import config_dict
 import numpy as np
 
 from disco_rl import types
+from disco_rl import utils
 from disco_rl.environments import base
 
 
@@ -81,7 +82,7 @@ class BatchedJittableEnvironment(base.Environment):
     """
     self.batch_size = base.check_batch_size(batch_size)
     what = type(self).__name__
-    env_settings = base.as_config(env_settings, what)
+    env_settings = utils.as_config(env_settings, f'{what} env_settings')
     accepted = _accepted_settings(env_class)
     if accepted is not None:
       base.check_setting_keys(env_settings, accepted, what)
