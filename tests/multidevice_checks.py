@@ -42,41 +42,48 @@ def check_pmap_golden(num_devices: int) -> None:
   """learner_disco_pmap2 under pmap on 2 devices, against both references.
 
   The current-JAX recording is the primary check (its tight tolerance); the
-  jax 0.6.2 one is the historical record at its own.
+  jax 0.6.2 one is the historical record at its own. Both were recorded with
+  the same settings, so the compiled steps serve both.
   """
   assert num_devices == 2, 'the golden case was recorded on 2 devices'
   golden, directory = _golden()
+  cases = []
   for reference in golden_cases.REFERENCES:
     subdir = directory / reference.subdir
     if not (subdir / 'learner_disco_pmap2.npz').is_file():
       raise FileNotFoundError(
           f'golden case learner_disco_pmap2 missing from {subdir}')
-    case = golden_cases.CheckedCase(
-        golden, golden.load('learner_disco_pmap2', str(subdir)), reference)
-    _replay_pmap_case(case, num_devices)
-    print(f'pmap golden ({reference.name}): ok')
-
-
-def _replay_pmap_case(case: golden_cases.CheckedCase, num_devices: int):
-  """Acts and learns under pmap with the recorded keys, checking each step."""
-  agent, env = golden_cases.make_agent(case.meta, batch_axis_name=AXIS)
+    cases.append(golden_cases.CheckedCase(
+        golden, golden.load('learner_disco_pmap2', str(subdir)), reference))
+  settings = [{k: v for k, v in case.meta.items() if k != 'jax_version'}
+              for case in cases]
+  assert all(s == settings[0] for s in settings), settings
+  agent, env = golden_cases.make_agent(cases[0].meta, batch_axis_name=AXIS)
   devices = jax.devices()[:num_devices]
-  rule_params = weights.load_disco_103(os.environ['DISCO_RL_WEIGHTS'],
-                                       download=False)
+  learner_step = jax.pmap(agent.learner_step, axis_name=AXIS,
+                          static_broadcasted_argnums=5, devices=devices)
+  unroll = jax.pmap(actors.unroll_jittable_actor, axis_name=AXIS,
+                    static_broadcasted_argnums=(5, 6, 7), devices=devices)
+  rule_params = utils.replicate_across_devices(
+      weights.load_disco_103(os.environ['DISCO_RL_WEIGHTS'], download=False),
+      devices)
+  for case in cases:
+    _replay_pmap_case(case, agent, env, devices, learner_step, unroll,
+                      rule_params)
+    print(f'pmap golden ({case.reference.name}): ok')
+
+
+def _replay_pmap_case(case, agent, env, devices, learner_step, unroll,
+                      rule_params):
+  """Acts and learns with the recorded keys, checking every step's values."""
   seed = case.meta['seed']
   replicate = functools.partial(utils.replicate_across_devices,
                                 devices=devices)
   learner_state = replicate(agent.initial_learner_state(
       jax.random.PRNGKey(seed)))
   actor_state = replicate(agent.initial_actor_state(jax.random.PRNGKey(seed)))
-  rule_params = replicate(rule_params)
-
-  learner_step = jax.pmap(agent.learner_step, axis_name=AXIS,
-                          static_broadcasted_argnums=5, devices=devices)
-  unroll = jax.pmap(actors.unroll_jittable_actor, axis_name=AXIS,
-                    static_broadcasted_argnums=(5, 6, 7), devices=devices)
   env_state, timestep = jax.vmap(env.reset)(
-      jax.random.split(jax.random.PRNGKey(seed + 2), num_devices))
+      jax.random.split(jax.random.PRNGKey(seed + 2), len(devices)))
   acting_params = learner_state.params
   num_steps = len({k.split('|')[1] for k in case.arrays
                    if k.startswith('step|')})

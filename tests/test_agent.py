@@ -53,8 +53,10 @@ def ac():
 @pytest.fixture(scope='module')
 def dc():
   agent, env = _agent(agent_lib.get_settings_disco())
-  state = agent.initial_learner_state(jax.random.PRNGKey(0))
-  meta_params, _ = agent.update_rule.init_params(jax.random.PRNGKey(1))
+  # Compiled: initialising the meta-network op by op takes far longer.
+  state = jax.jit(agent.initial_learner_state)(jax.random.PRNGKey(0))
+  meta_params, _ = jax.jit(agent.update_rule.init_params)(
+      jax.random.PRNGKey(1))
   return agent, env, state, meta_params, _rollout(agent, env, state.params)
 
 

@@ -160,6 +160,9 @@ def test_meta_optimizer_against_adam_written_out(norm, clip):
     assert not np.allclose(got[0], plain, rtol=1e-2)
 
 
+# Slow (two meta-gradient compilations); the default run trains with remat in
+# test_loops_trainer.py's resume test.
+@pytest.mark.slow
 def test_remat_gives_the_same_meta_gradient(fast_compile):
   del fast_compile
   config = dataclasses.replace(ONE_STEP, num_inner_steps=3)

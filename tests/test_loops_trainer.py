@@ -19,13 +19,17 @@ from disco_rl.loops import trainer as trainer_lib
 pytestmark = pytest.mark.usefixtures('fast_compile', 'compilation_cache')
 
 TIMING = ('rss_mb', 'time_s')
+# The debug checks (checkify) are tested elsewhere; off here because checkify
+# numbers its errors with process-wide counters, so a program traced again
+# (a resumed or a straight run) misses JAX's persistent compilation cache.
+NO_CHECKS = dict(debug_checks=False)
 
 
 def eval_config(**overrides):
   settings = dict(rule='actor_critic', batch_size=8, replay_ratio=4,
                   buffer_capacity=32, rollout_len=5, dense=(16,),
                   model_lstm_size=8, model_head_hiddens=(8,),
-                  steps_per_call=4, num_steps=10)
+                  steps_per_call=4, num_steps=10, **NO_CHECKS)
   settings.update(overrides)
   return config_lib.EvalConfig(**settings)
 
@@ -38,7 +42,7 @@ def meta_config(**overrides):
                   model_head_hiddens=(8,), value_dense=(8,),
                   steps_per_call=2, num_steps=3,
                   meta_grad_norm='per_agent_adam', meta_grad_clip=1.0,
-                  remat=True, agent_lifetime=2)
+                  remat=True, agent_lifetime=2, **NO_CHECKS)
   settings.update(overrides)
   return config_lib.MetaTrainConfig(**settings)
 
@@ -119,13 +123,14 @@ def test_meta_train_resume_is_exact(tmp_path):
   np.testing.assert_array_equal(
       np.load(tmp_path / 'a/update_rule_params.npz')['lstm/linear/w'],
       jax.device_get(first.state.update_rule_params['lstm/linear']['w']))
-  resumed = trainer_lib.Trainer(meta_config(num_steps=5), tmp_path / 'a',
+  resumed = trainer_lib.Trainer(meta_config(num_steps=4), tmp_path / 'a',
                                 resume=True, progress=False)
   summary = resumed.fit()
-  assert summary['steps'] == 5
-  assert reporting.read_table(tmp_path / 'a/metrics.csv')[
-      'agents_renewed'].sum() >= 4  # Renewals before and after the resume.
-  straight = trainer_lib.Trainer(meta_config(num_steps=5), tmp_path / 'b',
+  assert summary['steps'] == 4
+  renewed = reporting.read_table(tmp_path / 'a/metrics.csv')['agents_renewed']
+  # Renewals before and after the resume.
+  assert renewed[:2].sum() > 0 and renewed[2:].sum() > 0, renewed
+  straight = trainer_lib.Trainer(meta_config(num_steps=4), tmp_path / 'b',
                                  progress=False)
   straight.fit()
   assert_same_run(tmp_path / 'a', tmp_path / 'b', resumed.state,

@@ -43,7 +43,9 @@ def test_sharding(num_devices):
   assert 'sharding: ok' in run_check('sharding', num_devices)
 
 
-# Two devices are covered by the pmap golden case; four here.
+# Two devices are covered by the pmap golden case; four here (slow: the
+# default run covers 4 devices with test_sharding).
+@pytest.mark.slow
 @pytest.mark.parametrize('num_devices', [4])
 def test_replicated_learner_stays_identical(num_devices):
   assert 'replicated learner: ok' in run_check('replicated_learner',

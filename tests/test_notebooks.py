@@ -128,7 +128,10 @@ def test_notebook_is_clean(name):
 
 
 @pytest.mark.weights
-@pytest.mark.parametrize('num_devices', [1, 2])
+# Two devices: slow (the default run covers both loops on 2 devices in
+# test_loops_multiprocess.py, the notebook on 1).
+@pytest.mark.parametrize('num_devices',
+                         [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_eval_notebook(num_devices, tmp_path, execute, disco_103_path,
                        disco_103_params):
   out = tmp_path / 'out'
@@ -195,7 +198,8 @@ def test_eval_notebook(num_devices, tmp_path, execute, disco_103_path,
 # Meta-training notebook: a random rule, meta-trained for two steps.
 
 
-@pytest.mark.parametrize('num_devices', [1, 2])
+@pytest.mark.parametrize('num_devices',
+                         [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_meta_train_notebook(num_devices, tmp_path, execute):
   out = tmp_path / 'out'
   params = dict(META_TINY, output_dir=str(out))

@@ -16,7 +16,7 @@ def python_blocks() -> list[str]:
 
 def test_readme_has_the_examples():
   blocks = python_blocks()
-  assert any('agent.learner_step(' in b for b in blocks)
+  assert any('jax.jit(agent.learner_step' in b for b in blocks)
   assert any('Trainer(' in b and 'resume=True' in b for b in blocks)
 
 
