@@ -11,7 +11,8 @@
 #   make bench-meta-window meta-gradient windows K=2,5,20: speed and memory
 #   make weights     download and verify the Disco103 weights
 #
-# Extra arguments: make eval ARGS='--flag=value', make test PYTEST_ARGS='-k x'.
+# Extra arguments: make eval ARGS='--flag=value', make test PYTEST_ARGS='-k x',
+# make test TEST_WORKERS=1 (pytest-xdist processes; 0: none).
 # XLA_FLAGS from the environment is ignored by the test targets (it changes
 # the number of devices); to set it, pass it on the command line:
 #   make test XLA_FLAGS=--xla_force_host_platform_device_count=2
@@ -22,6 +23,9 @@ VPY := $(VENV)/bin/python
 PIP_FLAGS ?= --quiet --disable-pip-version-check
 ARGS ?=
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist), each test file in one of them: compiling is
+# mostly single-threaded, so two processes keep two cores busy.
+TEST_WORKERS ?= 2
 
 # Stamp written after a successful install; redone when pyproject.toml changes.
 STAMP := $(VENV)/.disco_rl-installed
@@ -44,10 +48,10 @@ setup:
 	$(MAKE) --no-print-directory $(STAMP)
 
 test: $(STAMP)
-	env $(TEST_ENV) $(VPY) -m pytest $(PYTEST_ARGS)
+	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
-	env $(TEST_ENV) $(VPY) -m pytest -m slow $(PYTEST_ARGS)
+	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m slow $(PYTEST_ARGS)
 
 eval: $(STAMP)
 	$(VPY) -m disco_rl.examples.eval $(ARGS)

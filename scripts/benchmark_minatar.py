@@ -42,11 +42,14 @@ RULE_LABELS = {'disco_103': 'Disco103', 'actor_critic': 'actor-critic'}
 # from trajectories of 29 steps; MinAtar's reference network is one 3x3
 # conv layer of 16 channels and 128 hidden units (Young & Tian 2019). 16
 # environments act per iteration and each learner step replays a batch of 64
-# trajectories (replay ratio 4), an Adam step size of 3e-4.
+# trajectories (replay ratio 4), an Adam step size of 3e-4. The debug checks
+# are off: gymnax's rewards and the sampled actions cannot go out of range, and
+# checkify numbers its errors per process, so every seed would compile again.
 SETTINGS = dict(net='conv', conv_channels=(16,), conv_kernel=3, dense=(128,),
                 model_lstm_size=128, model_head_hiddens=(128,),
                 rollout_len=29, batch_size=64, replay_ratio=4,
-                buffer_capacity=1024, learning_rate=3e-4, steps_per_call=50)
+                buffer_capacity=1024, learning_rate=3e-4, steps_per_call=50,
+                debug_checks=False)
 # --tiny: a smoke run of the whole pipeline in a few minutes on a CPU.
 TINY = dict(SETTINGS, conv_channels=(4,), dense=(16,), model_lstm_size=8,
             model_head_hiddens=(8,), rollout_len=8, batch_size=8,
