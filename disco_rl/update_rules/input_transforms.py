@@ -11,10 +11,10 @@ transform.
 
 from collections.abc import Callable, Sequence
 import functools
-import types as pytypes
 
 import chex
 import haiku as hk
+import immutabledict
 import jax
 import jax.numpy as jnp
 import rlax
@@ -153,7 +153,7 @@ _ELEMENTWISE = {
     'masks_to_discounts': lambda x: 1.0 - x,
 }
 
-TRANSFORMS = pytypes.MappingProxyType({
+TRANSFORMS = immutabledict.immutabledict({
     'select_a': SelectByAction,
     'pi_weighted_avg': PiWeightedAvg,
     'normalize': Normalize,
