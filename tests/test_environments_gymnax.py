@@ -175,6 +175,41 @@ def test_every_discrete_gymnax_environment_resets_and_steps(env_id):
     assert np.all(np.isfinite(timestep.reward))
 
 
+# Training compiles the Disco103 learner step once per environment: three
+# kinds (classic control, bsuite, MinAtar through the CLI test below) in the
+# default run, every discrete environment in the slow one.
+_TRAINED_BY_DEFAULT = ('CartPole-v1', 'DeepSea-bsuite', 'Acrobot-v1')
+
+
+@pytest.mark.parametrize('env_id', [
+    i if i in _TRAINED_BY_DEFAULT else pytest.param(i, marks=pytest.mark.slow)
+    for i in _DISCRETE if i not in _NEEDS_DOWNLOAD])
+@pytest.mark.weights
+def test_every_discrete_gymnax_environment_trains_with_disco_103(
+    env_id, disco_103_path, monkeypatch):
+  """Two learner steps of the eval job (MLP or, for images, conv torso)."""
+  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  env = environments.get_environment(f'gymnax:{env_id}', 1)
+  obs_shape = jax.tree.leaves(env.single_observation_spec())[0].shape
+  config = config_lib.EvalConfig(
+      env=f'gymnax:{env_id}', rule='disco_103',
+      net='conv' if len(obs_shape) == 3 else 'mlp', conv_channels=(4,),
+      batch_size=4, replay_ratio=2, buffer_capacity=8, rollout_len=4,
+      dense=(8,), model_lstm_size=4, model_head_hiddens=(4,),
+      steps_per_call=2, num_steps=2)
+  monkeypatch.setenv('DISCO_RL_WEIGHTS', str(disco_103_path))  # The job's.
+  run = trainer_lib.Trainer(config, progress=False)
+  before = jax.device_get(run.state.learner_state.params)
+  summary = run.fit()
+  assert summary['steps'] == 2
+  after = jax.device_get(run.state.learner_state.params)
+  assert all(np.isfinite(x).all() for x in jax.tree.leaves(after))
+  moved = [np.abs(a - b).max() for a, b in zip(jax.tree.leaves(after),
+                                              jax.tree.leaves(before))]
+  assert max(moved) > 0, 'the learner steps left the parameters unchanged'
+
+
 @pytest.mark.parametrize('env_id', _CONTINUOUS)
 def test_continuous_action_spaces_are_refused(env_id):
   with pytest.raises(ValueError, match=(

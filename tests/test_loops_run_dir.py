@@ -68,8 +68,20 @@ def test_a_run_is_only_replaced_when_asked(tmp_path):
     run_dir.prepare(path, overwrite=True, resume=True)
   assert run_dir.prepare(path, resume=True) == path
   assert (path / 'metrics.csv').exists()
+  # check() says the same and changes nothing.
+  before = sorted(p.name for p in path.iterdir())
+  with pytest.raises(ValueError, match='already holds a run'):
+    run_dir.check(path)
+  assert run_dir.check(path, overwrite=True) == path
+  assert run_dir.check(path, resume=True) == path
+  assert sorted(p.name for p in path.iterdir()) == before
   run_dir.prepare(path, overwrite=True)
   assert sorted(p.name for p in path.iterdir()) == ['mine.txt']
+
+
+def test_check_creates_nothing(tmp_path):
+  assert run_dir.check(tmp_path / 'a' / 'b') == tmp_path / 'a' / 'b'
+  assert not (tmp_path / 'a').exists()
 
 
 def test_nothing_to_resume(tmp_path):

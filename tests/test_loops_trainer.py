@@ -208,6 +208,10 @@ def test_existing_run_is_not_overwritten(tmp_path):
   with pytest.raises(ValueError, match='already holds a run'):
     trainer_lib.Trainer(eval_config(num_steps=1), tmp_path / 'a')
   assert (tmp_path / 'a/metrics.csv').read_bytes() == before
+  with pytest.raises(ValueError, match='overwrite and resume exclude'):
+    trainer_lib.Trainer(eval_config(num_steps=1), tmp_path / 'a',
+                        resume=True, overwrite=True)
+  assert (tmp_path / 'a/metrics.csv').read_bytes() == before
   (tmp_path / 'a/notes.txt').write_text('mine')
   run = trainer_lib.Trainer(eval_config(num_steps=2), tmp_path / 'a',
                             overwrite=True, progress=False)

@@ -111,7 +111,7 @@ def config_from_args(parser, argv, args, job: str, config_cls):
   if '--out' in argv or any(a.startswith('--out=') for a in argv):
     raise ValueError('--resume DIR is the run directory: leave out --out.')
   from disco_rl.loops import run_dir  # pylint: disable=g-import-not-at-top
-  path = run_dir.prepare(args.resume, resume=True)
+  path = run_dir.check(args.resume, resume=True)
   saved = run_dir.read_settings(path, job, config_cls)
   given = given_flags(parser, argv)
   changes = {f.name: getattr(config, f.name)

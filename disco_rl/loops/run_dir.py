@@ -66,17 +66,17 @@ def check_writable(path) -> pathlib.Path:
   return path
 
 
-def prepare(path, *, overwrite: bool = False, resume: bool = False
-            ) -> pathlib.Path:
-  """Checks `path` for a new run (or a resumed one) and creates it.
+def check(path, *, overwrite: bool = False, resume: bool = False
+          ) -> pathlib.Path:
+  """Checks, changing nothing, that `path` can take a new or resumed run.
 
   Args:
     path: the output directory.
-    overwrite: a run already there is removed first (only its run files).
-    resume: the run there is continued (it must exist).
+    overwrite: a run already there may be replaced.
+    resume: the run there is to be continued (it must exist).
 
   Returns:
-    The absolute path, created.
+    The absolute path.
 
   Raises:
     ValueError: if the path cannot be used (see `check_writable`), holds a
@@ -90,13 +90,29 @@ def prepare(path, *, overwrite: bool = False, resume: bool = False
     if not (path / SETTINGS).is_file():
       raise ValueError(f'Nothing to resume in {path}: it has no {SETTINGS} '
                        '(the record every run writes when it starts).')
+  elif holds_run(path) and not overwrite:
+    raise ValueError(
+        f'output directory {path} already holds a run; resume it '
+        '(--resume / resume=True), replace it (--overwrite / '
+        'overwrite=True) or choose another directory.')
+  return path
+
+
+def prepare(path, *, overwrite: bool = False, resume: bool = False
+            ) -> pathlib.Path:
+  """`check`s `path`, then creates it (a new run) after removing the files of
+  the run there (overwrite: only its run files; other files stay).
+
+  Returns:
+    The absolute path, created.
+
+  Raises:
+    ValueError: as `check`.
+  """
+  path = check(path, overwrite=overwrite, resume=resume)
+  if resume:
     return path
   if holds_run(path):
-    if not overwrite:
-      raise ValueError(
-          f'output directory {path} already holds a run; resume it '
-          '(--resume / resume=True), replace it (--overwrite / '
-          'overwrite=True) or choose another directory.')
     for name in _RUN_FILES:
       target = path / name
       if target.is_dir():

@@ -158,13 +158,11 @@ class Trainer:
     self.output_dir = None
     self._lead = jax.process_index() == 0
     if output_dir is not None:
-      path = run_dir.check_writable(output_dir)
+      # Every check before anything is built or created.
+      path = run_dir.check(output_dir, overwrite=overwrite, resume=resume)
       if resume:
-        run_dir.prepare(path, resume=True)
         check_same_settings(
             run_dir.read_settings(path, job_cls.name, type(config)), config)
-      elif run_dir.holds_run(path) and not overwrite:
-        run_dir.prepare(path)  # Raises: the directory holds a run.
       self.output_dir = path
     elif resume:
       raise ValueError('resume=True needs the output_dir of the run.')
