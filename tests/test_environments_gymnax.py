@@ -2,6 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """The gymnax/Craftax adapter: exact semantics, every discrete env, errors."""
 
+import dataclasses
 import functools
 import importlib
 import json
@@ -208,6 +209,37 @@ def test_every_discrete_gymnax_environment_trains_with_disco_103(
   moved = [np.abs(a - b).max() for a, b in zip(jax.tree.leaves(after),
                                               jax.tree.leaves(before))]
   assert max(moved) > 0, 'the learner steps left the parameters unchanged'
+
+
+@pytest.mark.parametrize('env_id, checked', [('Breakout-MinAtar', True),
+                                              ('Asterix-MinAtar', False)])
+def test_debug_checks_are_off_with_a_warning_where_checkify_cannot_trace(
+    env_id, checked):
+  """Asterix's step has a batched while-loop, which checkify refuses."""
+  import warnings  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
+  config = config_lib.EvalConfig(
+      env=f'gymnax:{env_id}', rule='actor_critic', net='conv',
+      conv_channels=(4,), batch_size=4, replay_ratio=2, buffer_capacity=8,
+      rollout_len=4, dense=(8,), model_lstm_size=4, model_head_hiddens=(4,))
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    loop = eval_loop.EvalLoop(config)
+  assert loop.debug_checks is checked
+  messages = [str(w.message) for w in caught
+              if 'debug checks are off' in str(w.message)]
+  if checked:
+    assert not messages
+  else:
+    assert messages == [
+        f"debug checks are off for env 'gymnax:{env_id}': its step has a "
+        'batched while-loop, which jax.experimental.checkify cannot check. '
+        'Pass debug_checks=False (--no-debug-checks) to run without them '
+        'and without this warning.']
+  without = eval_loop.EvalLoop(dataclasses.replace(config,
+                                                   debug_checks=False))
+  assert without.debug_checks is False
 
 
 @pytest.mark.parametrize('env_id', _CONTINUOUS)

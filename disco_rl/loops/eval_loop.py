@@ -25,6 +25,7 @@ parameters stay identical.
 import dataclasses
 import pathlib
 from typing import Any
+import warnings
 
 import chex
 import jax
@@ -162,6 +163,25 @@ def default_rule_params(config: config_lib.EvalConfig,
   return params
 
 
+def checks_can_trace(env: base_env.Environment) -> bool:
+  """Whether `checkify` can trace `env.step` (traced only, not run).
+
+  checkify refuses programs with a batched while-loop (a `vmap`ped
+  `lax.while_loop` whose condition differs across the batch), as some
+  gymnax environments' steps have (e.g. Asterix-MinAtar).
+  """
+  state, timestep = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+  actions = jax.ShapeDtypeStruct(timestep.step_type.shape, jnp.int32)
+  try:
+    jax.eval_shape(checkify.checkify(env.step, errors=checkify.user_checks),
+                   state, actions)
+  except ValueError as e:
+    if 'batched while-loops' not in str(e):
+      raise
+    return False
+  return True
+
+
 class _EvalLoopBase:
   """Agent, devices, initial state and the buffer-and-learn step."""
 
@@ -189,6 +209,9 @@ class _EvalLoopBase:
     self.batch_per_device = config.batch_size // num
     self.capacity_per_device = config.buffer_capacity // num
     self.env = self._make_env()
+    # What the compiled programs check (config.debug_checks unless the
+    # environment cannot be checked; see `checks_can_trace`).
+    self.debug_checks = config.debug_checks and self._env_can_be_checked()
     self.agent = make_agent(config, self.env)
     if rule_params is None:
       rule_params = default_rule_params(config, self.agent, load_weights)
@@ -199,13 +222,16 @@ class _EvalLoopBase:
   def _make_env(self) -> base_env.Environment:
     raise NotImplementedError
 
+  def _env_can_be_checked(self) -> bool:
+    return True  # A host environment runs outside the compiled programs.
+
   def _shard_map(self, fn, in_specs, out_specs):
     return jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs,
                          out_specs=out_specs, check_vma=False)
 
   def _checked(self, fn):
     """`fn` with the debug checks functionalised (returns (error, out))."""
-    if not self.config.debug_checks:
+    if not self.debug_checks:
       return lambda *args: (None, fn(*args))
     return checkify.checkify(fn, errors=checkify.user_checks)
 
@@ -232,7 +258,7 @@ class _EvalLoopBase:
     first (`checkify`: the error names the field, time step, environment
     and loop step).
     """
-    if self.config.debug_checks:
+    if self.debug_checks:
       agent_lib.check_rollout_values(rollout, self.agent.num_actions,
                                      step=state.step)
     acc_rewards, returns = actors.accumulate_rewards(
@@ -376,6 +402,16 @@ class EvalLoop(_EvalLoopBase):
           f' // {self.config.replay_ratio} // {len(self.devices)} = '
           f'{self.envs_per_device}, got {env.batch_size}.')
     return env
+
+  def _env_can_be_checked(self) -> bool:
+    if checks_can_trace(self.env):
+      return True
+    warnings.warn(
+        f'debug checks are off for env {self.config.env!r}: its step has a '
+        'batched while-loop, which jax.experimental.checkify cannot check. '
+        'Pass debug_checks=False (--no-debug-checks) to run without them '
+        'and without this warning.', stacklevel=3)
+    return False
 
   def _initial_state_on_device(self, rng):
     env_rng, rng = jax.random.split(rng)
