@@ -173,6 +173,9 @@ def test_remat_gives_the_same_meta_gradient(fast_compile):
                              plain_logs['meta_grad_norm'], rtol=1e-4)
 
 
+# Slow (a meta-gradient compilation); the default run sees renewals before
+# and after a resume in test_loops_trainer.py.
+@pytest.mark.slow
 def test_agents_are_renewed_at_the_end_of_their_lifetime(fast_compile):
   """Lifetime 4 updates, 2 updates per meta-step, 2 agents: ages start
   staggered at 0 and 2; agent 1 is renewed after the first meta-step, agent
