@@ -26,6 +26,7 @@ from disco_rl import actors
 from disco_rl import agent as agent_lib
 from disco_rl import types
 from disco_rl import utils
+from disco_rl import weights
 from disco_rl.environments import base as base_env
 from disco_rl.environments import jittable_envs
 from disco_rl.value_fns import value_fn as value_fn_lib
@@ -286,7 +287,6 @@ def calculate_meta_gradient(
 
 def save_params(params: types.MetaParams, path) -> None:
   """Saves meta-parameters in the disco_103.npz layout (`weights.save_params`)."""
-  from disco_rl import weights  # pylint: disable=g-import-not-at-top
   weights.save_params(params, path)
 
 

@@ -42,16 +42,17 @@ RULE_LABELS = {'disco_103': 'Disco103', 'actor_critic': 'actor-critic'}
 # One setting for every game and both rules. The paper's Atari agents learn
 # from trajectories of 29 steps; MinAtar's reference network is one 3x3
 # conv layer of 16 channels and 128 hidden units (Young & Tian 2019). 16
-# environments act per iteration and each learner step learns from those 16
-# fresh trajectories (replay ratio 1, a buffer of one batch: on-policy, as the
-# usual MinAtar actor-critic baselines), an Adam step size of 3e-3 (between
-# the Catch notebook's 1e-2 and 3e-4, with which Disco103's policy had barely
-# moved from uniform after 1,078 updates on Breakout). On a CPU
-# the learner step is what costs, and it grows faster than its batch (64
-# trajectories: 1.1 steps/s, 16: 7.6 steps/s on 2 cores), so small batches
-# buy both more updates and more environment steps. The debug checks
-# are off: gymnax's rewards and the sampled actions cannot go out of range, and
-# checkify numbers its errors per process, so every seed would compile again.
+# environments act per iteration into a buffer of 16 trajectories, and each
+# learner step samples 16 from it (replay ratio 1: only the trajectories just
+# acted, nearly on-policy as the usual MinAtar actor-critic baselines), with
+# an Adam step size of 3e-3 (between the Catch notebook's 1e-2 and 3e-4, with
+# which Disco103's policy had barely moved from uniform after 1,078 updates
+# on Breakout). On a CPU the learner step is what costs, and it grows faster
+# than its batch (64 trajectories: 1.1 steps/s, 16: 7.6 steps/s on 2 cores),
+# so small batches buy both more updates and more environment steps. The
+# debug checks are off: gymnax's rewards and the sampled actions cannot go
+# out of range, and checkify numbers its errors per process, so every seed
+# would compile again.
 SETTINGS = dict(net='conv', conv_channels=(16,), conv_kernel=3, dense=(128,),
                 model_lstm_size=128, model_head_hiddens=(128,),
                 rollout_len=29, batch_size=16, replay_ratio=1,
@@ -96,9 +97,10 @@ def run_one(game: str, rule: str, seed: int, env_steps: int, settings: dict,
     summary = json.loads(done.read_text())
     if not summary.get('interrupted') and summary['steps'] == config.num_steps:
       return summary
-  resume = (not overwrite and (path / 'run.json').is_file()
-            and (path / 'checkpoints').is_dir()
-            and any((path / 'checkpoints').iterdir()))
+  from disco_rl.loops import run_dir as run_files  # pylint: disable=g-import-not-at-top
+  checkpoints = path / run_files.CHECKPOINTS
+  resume = (not overwrite and (path / run_files.SETTINGS).is_file()
+            and checkpoints.is_dir() and any(checkpoints.iterdir()))
   trainer = Trainer(config, path, resume=resume, overwrite=not resume,
                     progress=False, log_every=max(1, config.num_steps // 10))
   summary = trainer.fit()

@@ -64,10 +64,10 @@ def check_name(name: Any, what: str = 'environment') -> None:
     raise _unknown_name(name, what)
   from disco_rl.environments import gymnax_env  # pylint: disable=g-import-not-at-top
   prefix = name.split(':', 1)[0] + ':'
-  craftax = gymnax_env.craftax_names()
-  if prefix == gymnax_env.CRAFTAX_PREFIX and name not in craftax:
+  if (prefix == gymnax_env.CRAFTAX_PREFIX
+      and name not in gymnax_env.craftax_names()):
     # Craftax's names are known without the package: say so first.
-    raise gymnax_env.unknown_id_error(name, craftax, what)
+    raise gymnax_env.unknown_id_error(name, gymnax_env.craftax_names(), what)
   gymnax_env.import_optional(prefix)
   if name not in gymnax_env.known_names():
     raise gymnax_env.unknown_id_error(
