@@ -437,8 +437,8 @@ class Agent:
         grads, learner_state.opt_state, learner_state.params)
     new_params = optax.apply_updates(learner_state.params, updates)
 
-    logs['global_gradient_norm'] = optax.tree_utils.tree_l2_norm(grads)
-    logs['global_update_norm'] = optax.tree_utils.tree_l2_norm(updates)
+    logs['global_gradient_norm'] = optax.tree_utils.tree_norm(grads)
+    logs['global_update_norm'] = optax.tree_utils.tree_norm(updates)
     logs['meta_out'] = meta_out
     new_learner_state = LearnerState(
         params=new_params, opt_state=new_opt_state, meta_state=new_meta_state)

@@ -264,9 +264,10 @@ class StepPerCallMeta:
   def init(self, rng):
     state = jax.device_get(self.trainer.init(rng))
     per_device = lambda x: x[0]
-    agents = state.agents.replace(
-        env_state=jax.tree.map(per_device, state.agents.env_state),
-        env_timestep=jax.tree.map(per_device, state.agents.env_timestep))
+    group, = state.agents  # One task: Catch.
+    agents = group.replace(
+        env_state=jax.tree.map(per_device, group.env_state),
+        env_timestep=jax.tree.map(per_device, group.env_timestep))
     return _replicate(state.replace(agents=agents), self.num)
 
   def _agent(self, params, agent_state, act_rng, grad_rng):

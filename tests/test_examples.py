@@ -181,6 +181,10 @@ def test_eval_cli_rejects_bad_setting(run_cli, tmp_path):
     ('eval', ['--rule', 'actor_critic', '--rollout-len', '1'], 'rollout_len'),
     ('meta_train', ['--rollout-len', '1'], 'rollout_len'),
     ('meta_train', ['--num-agents', '0'], 'num_agents'),
+    ('meta_train', ['--tasks', 'catch', 'catch[size=3]'],
+     "Task 'catch[size=3]': Catch takes only rows and columns"),
+    ('meta_train', ['--tasks', 'catch', 'gymnax:CartPole-v1', 'catch[rows=6]',
+                    '--num-agents', '2'], 'num_agents=2 is smaller than'),
     ('eval', ['--steps-per-call', '0'], 'steps_per_call'),
     ('meta_train', ['--steps-per-call', '0'], 'steps_per_call'),
     ('eval', ['--rule', 'actor_critic', '--weights', 'w.npz'],
@@ -398,6 +402,10 @@ def test_meta_train_cli_weights_need_init_disco_103(tmp_path, capsys):
      dict(seed=3, rule_seed=9, num_inner_steps=4, learning_rate=0.001,
           meta_learning_rate=0.0002, rows=6, columns=7, init='disco_103',
           num_devices=2, value_dense=(64,))),
+    ('meta_train', ['--tasks', 'catch[rows=7,columns=5]',
+                    'gymnax:DeepSea-bsuite[size=8]', '--num-agents', '4'],
+     dict(tasks=('catch[rows=7,columns=5]', 'gymnax:DeepSea-bsuite[size=8]'),
+          num_agents=4)),
 ])
 def test_cli_flags_reach_the_settings(module, flags, expected):
   from disco_rl.examples import cli  # pylint: disable=g-import-not-at-top

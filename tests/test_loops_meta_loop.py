@@ -10,6 +10,7 @@ import dataclasses
 import json
 import pathlib
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -189,7 +190,7 @@ def test_agents_are_renewed_at_the_end_of_their_lifetime(fast_compile):
   def step_counts(state):
     """The agents' [2] optimiser step counts (Adam's `count`)."""
     counts = [np.asarray(x) for x in jax.tree.leaves(
-        state.agents.learner_state.opt_state)
+        state.agents[0].learner_state.opt_state)
               if np.asarray(x).dtype.kind == 'i' and np.shape(x) == (2,)]
     assert counts, 'no optimiser step count found'
     return counts[0]
@@ -227,3 +228,46 @@ def test_presets():
       config_lib.MetaTrainConfig())
   with pytest.raises(ValueError, match="Unknown preset 'nature'"):
     config_lib.meta_train_preset('nature')
+
+
+# The task suite: agents in groups, one per environment.
+
+
+def test_each_agent_of_a_suite_acts_as_in_a_single_task_population(
+    fast_compile):
+  """Agent i of a suite gets the same keys (initial state, rollouts,
+  meta-gradient) as agent i of a one-task population: after a meta-step the
+  parameters, value function and environment of the suite's second agent
+  (CartPole, another network shape than Catch's) match those of agent 1 of a
+  CartPole-only population."""
+  config = dataclasses.replace(ONE_STEP, num_inner_steps=1,
+                               debug_checks=False)
+  trainer = meta_loop.MetaTrainer(dataclasses.replace(
+      config, tasks=('catch', 'gymnax:CartPole-v1')))
+  assert trainer.group_sizes == (1, 1)
+  state = trainer.init(jax.random.PRNGKey(0))
+  np.testing.assert_array_equal(state.ages, [0, 0])
+  state, logs = trainer.run(state, 1)
+  assert set(logs) >= {'rewards_task0', 'rewards_task1'}
+  assert all(np.isfinite(v).all() for v in logs.values())
+  catch_params, cartpole_params = (g.learner_state.params
+                                   for g in state.agents)
+  shapes = [(a.shape, b.shape) for a, b in zip(
+      jax.tree.leaves(catch_params), jax.tree.leaves(cartpole_params))]
+  assert any(a != b for a, b in shapes), shapes  # 5x5 boards vs 4 numbers.
+
+  single = meta_loop.MetaTrainer(dataclasses.replace(
+      config, tasks=('gymnax:CartPole-v1',)))
+  alone = single.init(jax.random.PRNGKey(0))
+  alone, _ = single.run(alone, 1)
+  group, = alone.agents
+  agent_1 = lambda x: x[1:2]
+  on_device = lambda x: x[:, 1:2]
+  expected = group.replace(
+      learner_state=jax.tree.map(agent_1, group.learner_state),
+      actor_state=jax.tree.map(agent_1, group.actor_state),
+      value_state=jax.tree.map(agent_1, group.value_state),
+      env_state=jax.tree.map(on_device, group.env_state),
+      env_timestep=jax.tree.map(on_device, group.env_timestep))
+  chex.assert_trees_all_close(jax.device_get(state.agents[1]),
+                              jax.device_get(expected), rtol=1e-6, atol=1e-6)

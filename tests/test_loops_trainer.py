@@ -107,9 +107,11 @@ def test_resume_from_an_earlier_checkpoint_drops_later_rows(tmp_path):
 
 
 def test_meta_train_resume_is_exact(tmp_path):
-  """Interrupted by SIGINT after its first call, then resumed."""
-  first = trainer_lib.Trainer(meta_config(num_steps=4), tmp_path / 'a',
-                              progress=False)
+  """Interrupted by SIGINT after its first call, then resumed; a suite of
+  two tasks (two agent groups, network shapes and environment states)."""
+  config = meta_config(num_steps=4,
+                       tasks=('catch', 'catch[rows=4,columns=3]'))
+  first = trainer_lib.Trainer(config, tmp_path / 'a', progress=False)
 
   def interrupt(trainer, new_rows):
     del trainer, new_rows
@@ -123,15 +125,17 @@ def test_meta_train_resume_is_exact(tmp_path):
   np.testing.assert_array_equal(
       np.load(tmp_path / 'a/update_rule_params.npz')['lstm/linear/w'],
       jax.device_get(first.state.update_rule_params['lstm/linear']['w']))
-  resumed = trainer_lib.Trainer(meta_config(num_steps=4), tmp_path / 'a',
-                                resume=True, progress=False)
+  resumed = trainer_lib.Trainer(config, tmp_path / 'a', resume=True,
+                                progress=False)
   summary = resumed.fit()
   assert summary['steps'] == 4
+  assert summary['tasks'] == ['catch[rows=5,columns=5]',
+                              'catch[rows=4,columns=3]']
+  assert (tmp_path / 'a/rewards_task1.png').is_file()
   renewed = reporting.read_table(tmp_path / 'a/metrics.csv')['agents_renewed']
   # Renewals before and after the resume.
   assert renewed[:2].sum() > 0 and renewed[2:].sum() > 0, renewed
-  straight = trainer_lib.Trainer(meta_config(num_steps=4), tmp_path / 'b',
-                                 progress=False)
+  straight = trainer_lib.Trainer(config, tmp_path / 'b', progress=False)
   straight.fit()
   assert_same_run(tmp_path / 'a', tmp_path / 'b', resumed.state,
                   straight.state)

@@ -186,6 +186,12 @@ class MetaTrainConfig:
   num_inner_steps: int = _field(2, 'agent updates per meta-step')
   rows: int = _field(5, 'Catch board rows')
   columns: int = _field(5, 'Catch board columns')
+  tasks: tuple[str, ...] = _field(
+      (), 'the task suite: environments the population is split over '
+      '(contiguous groups of agents, each with its own network shape), e.g. '
+      'catch catch[rows=7,columns=5] gymnax:CartPole-v1 '
+      'gymnax:DeepSea-bsuite[size=8]; catch without a board is rows x '
+      'columns (default: catch alone)')
   learning_rate: float = _field(5e-4, "the agents' learning rate")
   dense: tuple[int, ...] = _field((512, 512), 'agent MLP hidden sizes')
   model_lstm_size: int = _field(256, 'agent action-model LSTM size')
@@ -317,6 +323,10 @@ def check_meta_train_config(config: MetaTrainConfig) -> None:
     raise ValueError(
         f'agent_lifetime={config.agent_lifetime} is shorter than one '
         f'meta-step (num_inner_steps={config.num_inner_steps} updates).')
+  # tasks.py builds on this module's parsers: imported here, not at the top.
+  from disco_rl.loops import tasks as tasks_lib  # pylint: disable=g-import-not-at-top
+  suite = tasks_lib.parse_tasks(config.tasks, config.rows, config.columns)
+  tasks_lib.group_sizes(config.num_agents, len(suite))
 
 
 # Named starting points for meta-training; flags and fields override them.
@@ -397,6 +407,8 @@ def _flag_type(annotation) -> tuple[Any, bool]:
     optional = len(args) < len(typing.get_args(annotation))
     annotation = args[0]
   if typing.get_origin(annotation) is tuple:
+    if typing.get_args(annotation)[0] is str:  # Several words: nargs='*'.
+      return str, optional
     return parse_sizes, optional
   if typing.get_origin(annotation) is dict:
     return parse_kwargs, optional
@@ -410,7 +422,9 @@ def _flag_type(annotation) -> tuple[Any, bool]:
 def _shown(default) -> Any:
   """A default as its flag would be written ('512,512', 'size=10', 'none')."""
   if isinstance(default, tuple):
-    return ','.join(map(str, default))
+    if default and isinstance(default[0], str):
+      return ' '.join(default)
+    return ','.join(map(str, default)) or 'none'
   if isinstance(default, dict):
     return ','.join(f'{k}={v}' for k, v in default.items()) or 'none'
   return default
@@ -440,9 +454,11 @@ def add_flags(parser: argparse.ArgumentParser, config_cls) -> None:
                          action=argparse.BooleanOptionalAction,
                          default=default, help=help_text.replace('%', '%%'))
       continue
+    words = flag_type is str and isinstance(default, tuple)
     group.add_argument(
         f'--{field.name.replace("_", "-")}', *(aliases or ()),
         dest=field.name, type=flag_type, default=default,
+        nargs='*' if words else None,
         choices=field.metadata.get('choices'),
         help=help_text.replace('%', '%%'))
 
@@ -451,4 +467,6 @@ def from_flags(config_cls, args: argparse.Namespace):
   """The config dataclass holding the values of the flags `add_flags` made."""
   values = {f.name: getattr(args, f.name) for f in dataclasses.fields(
       config_cls) if hasattr(args, f.name)}
+  values = {k: tuple(v) if isinstance(v, list) else v
+            for k, v in values.items()}
   return config_cls(**values)

@@ -6,14 +6,16 @@
 number of steps); `drive` the host side.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 import dataclasses
 import signal
 import threading
 import time
 from typing import Any
+import warnings
 
 import jax
+from jax.experimental import checkify
 import jax.numpy as jnp
 
 from disco_rl.loops import reporting
@@ -149,6 +151,43 @@ class StopOnSignal:
 
 class RolloutError(ValueError):
   """An acted rollout failed the debug checks (an environment's bug)."""
+
+
+def _step_traces_under_checkify(env) -> bool:
+  """Whether `checkify` can trace `env.step` (traced only, not run)."""
+  state, timestep = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+  actions = jax.ShapeDtypeStruct(timestep.step_type.shape, jnp.int32)
+  try:
+    jax.eval_shape(checkify.checkify(env.step, errors=checkify.user_checks),
+                   state, actions)
+  except ValueError as e:
+    if 'batched while-loops' not in str(e):
+      raise
+    return False
+  return True
+
+
+def checks_can_trace(envs: Mapping[str, Any], stacklevel: int = 3) -> bool:
+  """Whether the debug checks (`checkify`) can run with these environments.
+
+  checkify refuses programs with a batched while-loop (a `vmap`ped
+  `lax.while_loop` whose condition differs across the batch), as some
+  gymnax environments' steps have (e.g. Asterix-MinAtar). For each such
+  environment this warns that the checks are off.
+
+  Args:
+    envs: {name: jittable environment} acting in the checked program.
+    stacklevel: of the warning (the caller's caller by default).
+  """
+  refused = [name for name, env in envs.items()
+             if not _step_traces_under_checkify(env)]
+  for name in refused:
+    warnings.warn(
+        f'debug checks are off for env {name!r}: its step has a batched '
+        'while-loop, which jax.experimental.checkify cannot check. Pass '
+        'debug_checks=False (--no-debug-checks) to run without them and '
+        'without this warning.', stacklevel=stacklevel)
+  return not refused
 
 
 def raise_if_failed(error) -> None:

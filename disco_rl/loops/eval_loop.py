@@ -25,7 +25,6 @@ parameters stay identical.
 import dataclasses
 import pathlib
 from typing import Any
-import warnings
 
 import chex
 import jax
@@ -163,25 +162,6 @@ def default_rule_params(config: config_lib.EvalConfig,
   return params
 
 
-def checks_can_trace(env: base_env.Environment) -> bool:
-  """Whether `checkify` can trace `env.step` (traced only, not run).
-
-  checkify refuses programs with a batched while-loop (a `vmap`ped
-  `lax.while_loop` whose condition differs across the batch), as some
-  gymnax environments' steps have (e.g. Asterix-MinAtar).
-  """
-  state, timestep = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
-  actions = jax.ShapeDtypeStruct(timestep.step_type.shape, jnp.int32)
-  try:
-    jax.eval_shape(checkify.checkify(env.step, errors=checkify.user_checks),
-                   state, actions)
-  except ValueError as e:
-    if 'batched while-loops' not in str(e):
-      raise
-    return False
-  return True
-
-
 class _EvalLoopBase:
   """Agent, devices, initial state and the buffer-and-learn step."""
 
@@ -210,7 +190,7 @@ class _EvalLoopBase:
     self.capacity_per_device = config.buffer_capacity // num
     self.env = self._make_env()
     # What the compiled programs check (config.debug_checks unless the
-    # environment cannot be checked; see `checks_can_trace`).
+    # environment cannot be checked; see `driver.checks_can_trace`).
     self.debug_checks = config.debug_checks and self._env_can_be_checked()
     self.agent = make_agent(config, self.env)
     if rule_params is None:
@@ -404,14 +384,7 @@ class EvalLoop(_EvalLoopBase):
     return env
 
   def _env_can_be_checked(self) -> bool:
-    if checks_can_trace(self.env):
-      return True
-    warnings.warn(
-        f'debug checks are off for env {self.config.env!r}: its step has a '
-        'batched while-loop, which jax.experimental.checkify cannot check. '
-        'Pass debug_checks=False (--no-debug-checks) to run without them '
-        'and without this warning.', stacklevel=3)
-    return False
+    return driver.checks_can_trace({self.config.env: self.env}, stacklevel=4)
 
   def _initial_state_on_device(self, rng):
     env_rng, rng = jax.random.split(rng)

@@ -7,7 +7,11 @@ agent after another, which is faster on CPUs: `population`): act for
 `num_inner_steps` training rollouts and one validation rollout (`lax.scan`),
 then differentiate the meta-objective through the agent's inner updates
 (`meta_train.calculate_meta_gradient`); the meta-gradient, averaged over the
-agents and devices, drives the rule's Adam.
+agents and devices, drives the rule's optimiser.
+
+The population is split over a task suite (`config.tasks`, `tasks.py`): one
+group of agents per environment, each group with the network shape its
+environment's observations and actions call for. The meta-network is shared.
 
 `MetaTrainer` compiles `steps_per_call` meta-steps into one `jax.jit`
 program over the device mesh (`jax.shard_map`); the rule, its optimiser and
@@ -35,6 +39,7 @@ from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import driver
 from disco_rl.loops import reporting
+from disco_rl.loops import tasks as tasks_lib
 
 AXIS = devices_lib.AXIS
 PLOTS = (('pos_rewards', 'positive rewards per meta-step'),
@@ -47,42 +52,40 @@ PLOTS = (('pos_rewards', 'positive rewards per meta-step'),
 
 @chex.dataclass
 class PopulationState:
-  """The rule, its optimiser and every agent ([N, ...]), and the loop key.
+  """The rule, its optimiser and every agent, and the loop key.
 
-  Replicated: everything but the agents' environments
-  (`agents.env_state`, `agents.env_timestep`), which carry a leading device
-  axis [D, N, ...] sharded over the mesh.
+  Replicated: everything but the agents' environments (`env_state`,
+  `env_timestep` of each group), which carry a leading device axis
+  [D, N_g, ...] sharded over the mesh.
 
   Attributes:
     update_rule_params: the rule's meta-parameters.
-    meta_opt_state: the meta-optimiser's state.
-    agents: the population, stacked on a leading agent axis.
-    ages: [N] int32, agent updates each agent has taken since it started.
+    meta_opt_state: the meta-optimiser's state ([N, ...] per agent with
+      'per_agent_adam').
+    agents: one `MetaTrainState` per task, its N_g agents stacked on a
+      leading axis [N_g, ...]; the groups in the order of the tasks.
+    ages: [N] int32, agent updates each agent has taken since it started
+      (the groups' agents one after another).
     rng: the key the next meta-step splits.
     step: [] int32, meta-steps done.
   """
 
   update_rule_params: types.MetaParams
   meta_opt_state: optax.OptState
-  agents: meta_train.MetaTrainState
+  agents: tuple[meta_train.MetaTrainState, ...]
   ages: chex.Array
   rng: chex.PRNGKey
   step: chex.Array
 
 
-def state_specs() -> PopulationState:
+def state_specs(num_tasks: int = 1) -> PopulationState:
   """The `PartitionSpec` of each part of a `PopulationState`."""
+  group = meta_train.MetaTrainState(
+      learner_state=P(), actor_state=P(), value_state=P(),
+      env_state=P(AXIS), env_timestep=P(AXIS))
   return PopulationState(
       update_rule_params=P(), meta_opt_state=P(),
-      agents=meta_train.MetaTrainState(
-          learner_state=P(), actor_state=P(), value_state=P(),
-          env_state=P(AXIS), env_timestep=P(AXIS)),
-      ages=P(), rng=P(), step=P())
-
-
-def _map_per_device(fn, tree):
-  """Applies `fn` to the per-device parts of a `PopulationState`."""
-  return devices_lib.map_per_device(fn, state_specs(), tree)
+      agents=(group,) * num_tasks, ages=P(), rng=P(), step=P())
 
 
 def agent_settings(config: config_lib.MetaTrainConfig):
@@ -166,7 +169,7 @@ def initial_ages(num_agents: int, lifetime: int) -> np.ndarray:
 
 
 class MetaTrainer:
-  """A population of identical agents meta-training one update rule.
+  """A population of agents over a task suite meta-training one update rule.
 
   Usage:
     trainer = MetaTrainer(config)
@@ -174,6 +177,12 @@ class MetaTrainer:
     state, logs = trainer.run(state)  # steps_per_call meta-steps
 
   `logs` holds one [K] NumPy array per name for the K meta-steps run.
+
+  Attributes:
+    tasks: the suite (`tasks.Task`), one group of agents each.
+    group_sizes: the number of agents of each task.
+    members: one `meta_train.MetaTrainAgent` per task (its agent network,
+      value function and environment); `member` is the first.
   """
 
   def __init__(self, config: config_lib.MetaTrainConfig, devices=None):
@@ -182,25 +191,34 @@ class MetaTrainer:
     self.devices = list(devices) if devices is not None else (
         devices_lib.pick_devices({}, config.num_devices))
     self.mesh = devices_lib.make_mesh(self.devices)
-    self.member = meta_train.MetaTrainAgent(
-        batch_size_per_device=config.batch_size_per_device,
-        agent_settings=agent_settings(config),
-        value_fn_config=value_fn_config(config),
-        axis_name=AXIS,
-        env=meta_train.catch_env(config.batch_size_per_device, config.rows,
-                                 config.columns))
+    self.tasks = tasks_lib.parse_tasks(config.tasks, config.rows,
+                                       config.columns)
+    self.group_sizes = tasks_lib.group_sizes(config.num_agents,
+                                             len(self.tasks))
+    self.members = tuple(
+        meta_train.MetaTrainAgent(
+            batch_size_per_device=config.batch_size_per_device,
+            agent_settings=agent_settings(config),
+            value_fn_config=value_fn_config(config),
+            axis_name=AXIS,
+            env=tasks_lib.make_env(task, config.batch_size_per_device))
+        for task in self.tasks)
+    self.member = self.members[0]
     self.meta_opt = make_meta_optimizer(config)
     self.population = config.population
     if self.population == 'auto':
       self.population = ('map' if self.devices[0].platform == 'cpu'
                          else 'vmap')
-    specs = state_specs()
+    self.debug_checks = config.debug_checks and driver.checks_can_trace(
+        {t.spec(): m.env for t, m in zip(self.tasks, self.members)})
+    self._specs = state_specs(len(self.tasks))
+    specs = self._specs
     self._init = jax.jit(self._initial_state,
                          out_shardings=devices_lib.shardings(self.mesh, specs))
     run = jax.shard_map(self._run_on_device, mesh=self.mesh,
                         in_specs=(specs, P()), out_specs=(specs, P()),
                         check_vma=False)
-    if config.debug_checks:
+    if self.debug_checks:
       run = checkify.checkify(run, errors=checkify.user_checks)
     else:
       run = functools.partial(lambda fn, *args: (None, fn(*args)), run)
@@ -219,25 +237,37 @@ class MetaTrainer:
         jax.random.PRNGKey(self.config.rule_seed))
     return params
 
+  def _groups(self):
+    """(member, first agent, agent count) of each task group."""
+    starts = tasks_lib.group_starts(self.group_sizes)
+    return [(m, int(starts[g]), self.group_sizes[g])
+            for g, m in enumerate(self.members)]
+
   def _initial_state(self, rng, update_rule_params) -> PopulationState:
     cfg, num = self.config, len(self.devices)
     # The upstream notebook's key plumbing: one key for the agents, the
     # other split once per meta-step.
     loop_rng, init_rng = jax.random.split(rng)
     agent_keys = jax.random.split(init_rng, cfg.num_agents)
-    agents = jax.vmap(self.member.init_state)(agent_keys)
     # [D, N] keys: device 0 keeps the environments of the agents' own keys,
     # the others reset theirs with keys folded with the device index.
     reset_keys = jnp.stack([agent_keys] + [
         jax.vmap(functools.partial(jax.random.fold_in, data=d))(agent_keys)
         for d in range(1, num)])
-    env_state, timestep = jax.vmap(jax.vmap(self.member.env.reset))(
-        reset_keys)
+    groups, ages = [], []
+    for member, start, size in self._groups():
+      agents = jax.vmap(member.init_state)(agent_keys[start:start + size])
+      env_state, timestep = jax.vmap(jax.vmap(member.env.reset))(
+          reset_keys[:, start:start + size])
+      groups.append(agents.replace(env_state=env_state,
+                                   env_timestep=timestep))
+      # Staggered within each group, so that every task has agents of
+      # every age.
+      ages.append(initial_ages(size, cfg.agent_lifetime))
     return PopulationState(
         update_rule_params=update_rule_params,
         meta_opt_state=self.meta_opt.init(update_rule_params, cfg.num_agents),
-        agents=agents.replace(env_state=env_state, env_timestep=timestep),
-        ages=jnp.asarray(initial_ages(cfg.num_agents, cfg.agent_lifetime)),
+        agents=tuple(groups), ages=jnp.asarray(np.concatenate(ages)),
         rng=loop_rng, step=jnp.zeros((), jnp.int32))
 
   def init(self, rng: chex.PRNGKey, update_rule_params=None
@@ -259,21 +289,21 @@ class MetaTrainer:
 
   # -- The meta-step (inside shard_map; per-device parts unwrapped) ----------
 
-  def _agent_meta_gradient(self, update_rule_params, step, agent_state,
-                           act_rng, grad_rng):
+  def _agent_meta_gradient(self, member, update_rule_params, step,
+                           agent_state, act_rng, grad_rng):
     """Rollouts and the meta-gradient of one agent on one device."""
     cfg = self.config
 
     def act(agent_state, key):
-      return self.member.unroll_actor(agent_state, key, cfg.rollout_len)
+      return member.unroll_actor(agent_state, key, cfg.rollout_len)
 
     # Unrolled: a few rollouts, and XLA optimises across them.
     agent_state, train_rollouts = jax.lax.scan(
         act, agent_state, jax.random.split(act_rng, cfg.num_inner_steps),
         unroll=True)
-    agent_state, valid_rollout = self.member.unroll_actor(
+    agent_state, valid_rollout = member.unroll_actor(
         agent_state, act_rng, 2 * cfg.rollout_len)
-    if cfg.debug_checks:  # [K, T, B] -> [T, K * B]: b counts over all K.
+    if self.debug_checks:  # [K, T, B] -> [T, K * B]: b counts over all K.
       actions, rewards = (
           jnp.swapaxes(x, 0, 1).reshape(x.shape[1], -1)
           for x in (train_rollouts.actions, train_rollouts.rewards))
@@ -281,17 +311,43 @@ class MetaTrainer:
           types.ActorRollout(observations=None, actions=actions,
                              rewards=rewards, discounts=None, agent_outs=None,
                              states=None, logits=None),
-          self.member.agent.num_actions, 'training rollout', step=step)
+          member.agent.num_actions, 'training rollout', step=step)
     grads, (agent_state, metrics, meta_log) = (
         meta_train.calculate_meta_gradient(
             update_rule_params, agent_state, train_rollouts, valid_rollout,
-            grad_rng, self.member, axis_name=AXIS, remat=cfg.remat))
+            grad_rng, member, axis_name=AXIS, remat=cfg.remat))
     rewards = train_rollouts.rewards
     meta_log = dict(meta_log,
                     rewards=jnp.mean(rewards),
                     pos_rewards=jnp.sum(rewards > 0).astype(jnp.float32),
                     neg_rewards=jnp.sum(rewards < 0).astype(jnp.float32))
     return grads, agent_state, jax.tree.map(jnp.mean, metrics), meta_log
+
+  def _group_meta_gradients(self, state: PopulationState, act_keys,
+                            grad_keys):
+    """Every group's agents' outputs, concatenated over the groups [N, ...].
+
+    Returns:
+      (meta-gradients [N, ...], new agents per group, metrics {k: [N]},
+      meta logs {k: [N]}, mean reward of each group's training rollouts).
+    """
+    outputs, agents = [], []
+    for (member, start, size), group in zip(self._groups(), state.agents):
+      one_agent = functools.partial(self._agent_meta_gradient, member,
+                                    state.update_rule_params, state.step)
+      per_agent = (group, act_keys[start:start + size],
+                   grad_keys[start:start + size])
+      if self.population == 'vmap':
+        grads, new_group, metrics, meta_log = jax.vmap(one_agent)(*per_agent)
+      else:
+        grads, new_group, metrics, meta_log = jax.lax.map(
+            lambda xs, fn=one_agent: fn(*xs), per_agent)
+      outputs.append((grads, metrics, meta_log))
+      agents.append(new_group)
+    grads, metrics, meta_log = jax.tree.map(
+        lambda *xs: jnp.concatenate(xs), *outputs)
+    task_rewards = [jnp.mean(log['rewards']) for _, _, log in outputs]
+    return grads, tuple(agents), metrics, meta_log, task_rewards
 
   def _meta_step(self, state: PopulationState):
     rng, step_rng = jax.random.split(state.rng)
@@ -301,17 +357,12 @@ class MetaTrainer:
     # rollouts) and one for its meta-gradient.
     act_rng, grad_rng = jax.random.split(device_rng)
     num_agents = self.config.num_agents
-    per_agent = (state.agents, jax.random.split(act_rng, num_agents),
-                 jax.random.split(grad_rng, num_agents))
-    one_agent = functools.partial(self._agent_meta_gradient,
-                                  state.update_rule_params, state.step)
-    if self.population == 'vmap':
-      outputs = jax.vmap(one_agent)(*per_agent)
-    else:
-      outputs = jax.lax.map(lambda xs: one_agent(*xs), per_agent)
-    grads, agents, metrics, meta_log = outputs
+    grads, agents, metrics, meta_log, task_rewards = (
+        self._group_meta_gradients(state,
+                                   jax.random.split(act_rng, num_agents),
+                                   jax.random.split(grad_rng, num_agents)))
     # The reward counts are per device: average them like the upstream logs.
-    meta_log = jax.lax.pmean(meta_log, AXIS)
+    meta_log, task_rewards = jax.lax.pmean((meta_log, task_rewards), AXIS)
     updates, meta_opt_state, logged_grads = self.meta_opt.update(
         grads, state.meta_opt_state)
     params = optax.apply_updates(state.update_rule_params, updates)
@@ -319,8 +370,10 @@ class MetaTrainer:
         agents, state.ages + self.config.num_inner_steps, rng)
     logs = jax.tree.map(jnp.mean, dict(meta_log, **{
         f'agent_{k}': v for k, v in metrics.items()}))
-    logs['meta_grad_norm'] = optax.tree_utils.tree_l2_norm(logged_grads)
-    logs['meta_up_norm'] = optax.tree_utils.tree_l2_norm(updates)
+    if len(self.tasks) > 1:
+      logs.update({f'rewards_task{g}': r for g, r in enumerate(task_rewards)})
+    logs['meta_grad_norm'] = optax.tree_utils.tree_norm(logged_grads)
+    logs['meta_up_norm'] = optax.tree_utils.tree_norm(updates)
     if self.config.agent_lifetime:
       logs['agents_renewed'] = jnp.sum(ages == 0).astype(jnp.float32)
     new_state = PopulationState(update_rule_params=params,
@@ -331,9 +384,15 @@ class MetaTrainer:
   def _renew_old_agents(self, agents, ages, rng):
     """Agents whose lifetime is over start afresh (their environments go on).
 
+    Args:
+      agents: one `MetaTrainState` [N_g, ...] per group.
+      ages: [N] ages after this meta-step's updates.
+      rng: the key of this meta-step.
+
     Returns:
       (agents, ages) with every agent of age >= lifetime replaced by a new
-      one of age 0 (keys from `rng` folded with the agent's index).
+      one of age 0 (keys from `rng` folded with the agent's index in the
+      population). New agents are only drawn in a meta-step that renews one.
     """
     lifetime = self.config.agent_lifetime
     if not lifetime:
@@ -341,23 +400,32 @@ class MetaTrainer:
     renew = ages >= lifetime
     keys = jax.vmap(lambda i: jax.random.fold_in(
         jax.random.fold_in(rng, 0x11fe), i))(jnp.arange(ages.shape[0]))
-    fresh = jax.vmap(self.member.fresh_agent)(keys)
+    renewed = []
+    for (member, start, size), group in zip(self._groups(), agents):
+      mask = renew[start:start + size]
+      learned = dict(learner_state=group.learner_state,
+                     actor_state=group.actor_state,
+                     value_state=group.value_state)
 
-    def pick(new, old):
-      mask = renew.reshape(renew.shape + (1,) * (old.ndim - 1))
-      return jnp.where(mask, new, old)
+      def renew_some(learned, member=member, mask=mask, start=start,
+                     size=size):
+        fresh = jax.vmap(member.fresh_agent)(keys[start:start + size])
+        return jax.tree.map(
+            lambda new, old: jnp.where(
+                mask.reshape(mask.shape + (1,) * (old.ndim - 1)), new, old),
+            fresh, learned)
 
-    learned = dict(learner_state=agents.learner_state,
-                   actor_state=agents.actor_state,
-                   value_state=agents.value_state)
-    learned = jax.tree.map(pick, fresh, learned)
-    return agents.replace(**learned), jnp.where(renew, 0, ages)
+      learned = jax.lax.cond(jnp.any(mask), renew_some, lambda x: x, learned)
+      renewed.append(group.replace(**learned))
+    return tuple(renewed), jnp.where(renew, 0, ages)
 
   def _run_on_device(self, state: PopulationState, num_steps):
+    per_device = functools.partial(devices_lib.map_per_device,
+                                   specs=self._specs)
     state, logs = driver.scan_up_to(
-        self._meta_step, _map_per_device(devices_lib.local_block, state),
+        self._meta_step, per_device(devices_lib.local_block, tree=state),
         num_steps, self.config.steps_per_call)
-    return _map_per_device(devices_lib.device_block, state), logs
+    return per_device(devices_lib.device_block, tree=state), logs
 
   def lower(self, state: PopulationState) -> jax.stages.Lowered:
     """The run program lowered for `state` (`.compile()`, cost analysis)."""
@@ -449,15 +517,14 @@ class MetaTrainJob:
       state: the population state (its rule is the default).
       params: the rule's meta-parameters (default: the current ones).
       env: an `EvalConfig` (rule 'disco_103') for the agent, e.g. a held-out
-        board size; default: `EvalConfig(num_steps=200)` on this run's board.
+        board size; default: `EvalConfig(num_steps=200)` on the first task.
       **trainer_args: more `Trainer` arguments (output_dir, progress, ...).
     """
     from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
     if params is None:
       params = self.trainer.params(state)
     if env is None:
-      env = config_lib.EvalConfig(num_steps=200, rows=self.config.rows,
-                                  columns=self.config.columns)
+      env = tasks_lib.eval_config(self.trainer.tasks[0], num_steps=200)
     if not isinstance(env, config_lib.EvalConfig) or env.rule != 'disco_103':
       raise ValueError('env must be an EvalConfig with rule disco_103 (a '
                        f'meta-learned rule), got {env!r}.')
@@ -478,6 +545,8 @@ class MetaTrainJob:
         peak_memory_mb=reporting.peak_memory_mb(),
         devices=len(self.trainer.devices),
         processes=jax.process_count(),
+        tasks=[t.spec() for t in self.trainer.tasks],
+        agents_per_task=list(self.trainer.group_sizes),
     )
 
   def write_outputs(self, state: PopulationState, rows,
@@ -490,12 +559,16 @@ class MetaTrainJob:
     params = self.trainer.params(state)
     if not lead:
       return {}
+    curves = list(PLOTS)
+    if len(self.trainer.tasks) > 1:
+      curves += [(f'rewards_task{g}', f'mean reward on {t.spec()}')
+                 for g, t in enumerate(self.trainer.tasks)]
     outputs = dict(plots={
         key: str(reporting.plot_curve(
             [r['step'] for r in rows], [r[key] for r in rows],
             output_dir / f'{key}.png', 'meta-step', label,
             f'meta-training: {label}', smooth=20))
-        for key, label in PLOTS})
+        for key, label in curves})
     weights_path = output_dir / 'update_rule_params.npz'
     meta_train.save_params(params, weights_path)
     outputs['params_npz'] = str(weights_path)
