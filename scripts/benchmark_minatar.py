@@ -27,7 +27,6 @@ last checkpoint, so an interrupted benchmark continues where it stopped
 """
 
 import argparse
-import json
 import math
 import pathlib
 import shlex
@@ -35,6 +34,8 @@ import sys
 import time
 
 import numpy as np
+
+from disco_rl.loops import comparison
 
 GAMES = ('Asterix', 'Breakout', 'Freeway', 'Seaquest', 'SpaceInvaders')
 RULES = ('disco_103', 'actor_critic')
@@ -83,71 +84,17 @@ def run_dir(out: pathlib.Path, game: str, rule: str, seed: int):
 
 def run_one(game: str, rule: str, seed: int, env_steps: int, settings: dict,
             path: pathlib.Path, overwrite: bool) -> dict:
-  """Trains one run (unless it is done) and returns its summary.
-
-  A run that finished is read back; one that was interrupted (it has a
-  checkpoint) is resumed; anything else starts afresh.
-  """
-  from disco_rl import EvalConfig, Trainer  # pylint: disable=g-import-not-at-top
+  """Trains one run (unless it is done: `comparison.run_or_resume`)."""
+  from disco_rl import EvalConfig  # pylint: disable=g-import-not-at-top
   config = EvalConfig(env=f'gymnax:{game}-MinAtar', rule=rule, seed=seed,
                       num_steps=learner_steps_for(env_steps, settings),
                       **settings)
-  done = path / 'summary.json'
-  if done.is_file() and not overwrite:
-    summary = json.loads(done.read_text())
-    if not summary.get('interrupted') and summary['steps'] == config.num_steps:
-      return summary
-  from disco_rl.loops import run_dir as run_files  # pylint: disable=g-import-not-at-top
-  checkpoints = path / run_files.CHECKPOINTS
-  resume = (not overwrite and (path / run_files.SETTINGS).is_file()
-            and checkpoints.is_dir() and any(checkpoints.iterdir()))
-  trainer = Trainer(config, path, resume=resume, overwrite=not resume,
-                    progress=False, log_every=max(1, config.num_steps // 10))
-  summary = trainer.fit()
-  trainer.close()
-  return summary
+  return comparison.run_or_resume(config, path, overwrite)
 
 
-def mean_ci(values) -> tuple[float, float]:
-  """(mean, half-width of the 95% t interval); NaN values are dropped."""
-  from scipy import stats  # pylint: disable=g-import-not-at-top
-  x = np.asarray(values, float)
-  x = x[np.isfinite(x)]
-  if not len(x):
-    return float('nan'), float('nan')
-  if len(x) == 1:
-    return float(x[0]), float('nan')
-  half = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
-  return float(x.mean()), float(half)
-
-
-def iqm(values) -> float:
-  """Interquartile mean: the mean of the middle 50% (25% cut each side)."""
-  from scipy import stats  # pylint: disable=g-import-not-at-top
-  x = np.asarray(values, float)
-  x = x[np.isfinite(x)]
-  return float(stats.trim_mean(x, 0.25)) if len(x) else float('nan')
-
-
-def read_curve(path: pathlib.Path) -> dict[str, np.ndarray]:
-  """[N] env_steps, avg_return and episodes of a run's metrics.csv."""
-  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
-  metrics = reporting.read_metrics(path / 'metrics.csv')
-  return {k: np.asarray(metrics[k], float)
-          for k in ('env_steps', 'avg_return', 'episodes')}
-
-
-def final_return(curve: dict[str, np.ndarray]) -> float:
-  """Mean return of the episodes ending in the last FINAL_FRACTION of steps.
-
-  Each row's `avg_return` is weighted by its `episodes` (NaN: none ended).
-  """
-  steps = curve['env_steps']
-  last = (steps > steps[-1] * (1 - FINAL_FRACTION)) & (curve['episodes'] > 0)
-  if not last.any():
-    return float('nan')
-  return float(np.average(curve['avg_return'][last],
-                          weights=curve['episodes'][last]))
+def final_return(path: pathlib.Path) -> float:
+  """Mean return of the episodes ending in the last 10% of steps."""
+  return comparison.final_return(comparison.read_curve(path), FINAL_FRACTION)
 
 
 def plot_game(out: pathlib.Path, game: str, curves: dict) -> pathlib.Path:
@@ -156,34 +103,12 @@ def plot_game(out: pathlib.Path, game: str, curves: dict) -> pathlib.Path:
   Args:
     out: the benchmark directory.
     game: the game's name.
-    curves: {rule: [`read_curve` of each seed]}.
+    curves: {rule: [`comparison.read_curve` of each seed]}.
   """
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(7, 4))
-  for rule, runs in curves.items():
-    length = min(len(c['env_steps']) for c in runs)
-    window = max(1, length // 50)
-    ys = np.stack([reporting.smoothed(c['avg_return'][:length], window)
-                   for c in runs])
-    x = runs[0]['env_steps'][:length]
-    stats = [mean_ci(ys[:, i]) for i in range(length)]
-    mean = np.array([m for m, _ in stats])
-    half = np.nan_to_num(np.array([h for _, h in stats]))
-    ax.plot(x, mean, label=f'{RULE_LABELS[rule]} ({len(runs)} seeds)')
-    ax.fill_between(x, mean - half, mean + half, alpha=0.25)
-  ax.set_xlabel('environment steps')
-  ax.set_ylabel('average episode return')
-  ax.set_title(f'{game}-MinAtar: mean and 95% interval over seeds')
-  ax.grid(alpha=0.3)
-  ax.legend()
-  fig.tight_layout()
-  path = out / f'curves_{game}.png'
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
-  return path
+  return comparison.plot_rules(
+      out / f'curves_{game}.png',
+      f'{game}-MinAtar: mean and 95% interval over seeds',
+      {RULE_LABELS[rule]: runs for rule, runs in curves.items()})
 
 
 def results_rows(out, games, rules, seeds, summaries) -> list[dict]:
@@ -198,10 +123,9 @@ def results_rows(out, games, rules, seeds, summaries) -> list[dict]:
     for rule in rules:
       finals, speeds = [], []  # Per seed.
       for seed in seeds:
-        finals.append(final_return(read_curve(run_dir(out, game, rule,
-                                                      seed))))
+        finals.append(final_return(run_dir(out, game, rule, seed)))
         speeds.append(summaries[game, rule, seed]['steps_per_second'])
-      mean, half = mean_ci(finals)
+      mean, half = comparison.mean_ci(finals)
       per_iter = (summaries[game, rule, seeds[0]].get('env_steps_per_step')
                   or float('nan'))
       rows.append(dict(game=game, rule=rule, seeds=len(seeds),
@@ -218,8 +142,8 @@ def normalised_iqm(rows, rules) -> float:
     return float('nan')
   by = {(r['game'], r['rule']): r['final_return_mean'] for r in rows}
   games = sorted({r['game'] for r in rows})
-  return iqm([by[g, 'disco_103'] / by[g, 'actor_critic'] for g in games
-              if by[g, 'actor_critic']])
+  return comparison.iqm([by[g, 'disco_103'] / by[g, 'actor_critic']
+                         for g in games if by[g, 'actor_critic']])
 
 
 def write_tables(out: pathlib.Path, rows, iqm_value: float, command: str,
@@ -293,7 +217,7 @@ def main(argv=None) -> int:
               f'{summary["replay_bytes_per_trajectory"]:,} bytes per stored '
               f'trajectory | {time.time() - start:.0f}s | {path}',
               flush=True)
-        curves.setdefault(rule, []).append(read_curve(path))
+        curves.setdefault(rule, []).append(comparison.read_curve(path))
     print(f'plot: {plot_game(out, game, curves)}', flush=True)
   rows = results_rows(out, args.games, args.rules, args.seeds, summaries)
   iqm_value = normalised_iqm(rows, args.rules)

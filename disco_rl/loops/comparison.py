@@ -1,0 +1,135 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Comparing update rules over seeds: runs that resume, final returns with
+confidence intervals, learning curves.
+
+What the benchmark scripts (MinAtar, meta-training suites) share:
+
+  summary = run_or_resume(EvalConfig(...), path)   # done: read back
+  curve = read_curve(path)                         # [N] env_steps, ...
+  mean, half = mean_ci([final_return(c) for c in curves])
+  plot_rules(path.png, title, {'Disco103': curves, ...})
+"""
+
+import json
+import math
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from disco_rl.loops import reporting
+from disco_rl.loops import run_dir as run_files
+
+
+def run_or_resume(config, path: pathlib.Path, overwrite: bool = False,
+                  **trainer_args) -> dict[str, Any]:
+  """Trains one eval run (unless it is done) and returns its summary.
+
+  A run that finished is read back; one that was interrupted (it has a
+  checkpoint) is resumed; anything else starts afresh.
+
+  Args:
+    config: the run's `EvalConfig`.
+    path: its output directory.
+    overwrite: run again even if `path` holds a finished run.
+    **trainer_args: more `Trainer` arguments (e.g. `rule_params`).
+  """
+  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+  path = pathlib.Path(path)
+  done = path / 'summary.json'
+  if done.is_file() and not overwrite:
+    summary = json.loads(done.read_text())
+    if not summary.get('interrupted') and summary['steps'] == config.num_steps:
+      return summary
+  checkpoints = path / run_files.CHECKPOINTS
+  resume = (not overwrite and (path / run_files.SETTINGS).is_file()
+            and checkpoints.is_dir() and any(checkpoints.iterdir()))
+  trainer_args.setdefault('progress', False)
+  trainer_args.setdefault('log_every', max(1, config.num_steps // 10))
+  run = trainer.Trainer(config, path, resume=resume, overwrite=not resume,
+                        **trainer_args)
+  summary = run.fit()
+  run.close()
+  return summary
+
+
+def mean_ci(values) -> tuple[float, float]:
+  """(mean, half-width of the 95% t interval); NaN values are dropped."""
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  x = np.asarray(values, float)
+  x = x[np.isfinite(x)]
+  if not len(x):
+    return float('nan'), float('nan')
+  if len(x) == 1:
+    return float(x[0]), float('nan')
+  half = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+  return float(x.mean()), float(half)
+
+
+def iqm(values) -> float:
+  """Interquartile mean: the mean of the middle 50% (25% cut each side)."""
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  x = np.asarray(values, float)
+  x = x[np.isfinite(x)]
+  return float(stats.trim_mean(x, 0.25)) if len(x) else float('nan')
+
+
+def read_curve(path) -> dict[str, np.ndarray]:
+  """[N] step, env_steps, avg_return and episodes of a run's metrics.csv."""
+  metrics = reporting.read_metrics(pathlib.Path(path) / 'metrics.csv')
+  return {k: np.asarray(metrics[k], float)
+          for k in ('step', 'env_steps', 'avg_return', 'episodes')}
+
+
+def final_return(curve: dict[str, np.ndarray], fraction: float = 0.1
+                 ) -> float:
+  """Mean return of the episodes ending in the last `fraction` of steps.
+
+  Each row's `avg_return` is weighted by its `episodes` (NaN: none ended).
+  """
+  steps = curve['env_steps']
+  last = (steps > steps[-1] * (1 - fraction)) & (curve['episodes'] > 0)
+  if not last.any():
+    return float('nan')
+  return float(np.average(curve['avg_return'][last],
+                          weights=curve['episodes'][last]))
+
+
+def plot_rules(path, title: str, curves: dict[str, list[dict]],
+               x: str = 'env_steps', xlabel: str = 'environment steps'
+               ) -> pathlib.Path:
+  """Per rule, the mean return over seeds and its 95% interval (a PNG).
+
+  Args:
+    path: the PNG to write.
+    title: the plot's title.
+    curves: {label: [`read_curve` of each seed]}.
+    x: the curves' key on the x axis.
+    xlabel: its label.
+  """
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(7, 4))
+  for label, runs in curves.items():
+    length = min(len(c[x]) for c in runs)
+    window = max(1, length // 50)
+    ys = np.stack([reporting.smoothed(c['avg_return'][:length], window)
+                   for c in runs])
+    stats = [mean_ci(ys[:, i]) for i in range(length)]
+    mean = np.array([m for m, _ in stats])
+    half = np.nan_to_num(np.array([h for _, h in stats]))
+    xs = runs[0][x][:length]
+    ax.plot(xs, mean, label=f'{label} ({len(runs)} seeds)')
+    ax.fill_between(xs, mean - half, mean + half, alpha=0.25)
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel('average episode return')
+  ax.set_title(title)
+  ax.grid(alpha=0.3)
+  ax.legend()
+  fig.tight_layout()
+  path = pathlib.Path(path)
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return path

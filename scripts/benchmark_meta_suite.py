@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""A rule meta-trained on a task suite, evaluated on held-out environments.
+
+1. Meta-trains a rule from random parameters on a small suite (`--suite`,
+   default: Catch 5x5, Catch 7x5 and gymnax CartPole-v1), the population
+   split over the tasks (`MetaTrainConfig.tasks`): out/meta/.
+2. Trains fresh agents with the learned rule, with Disco103 and with the
+   actor-critic baseline on environments the suite does not hold
+   (`--held-out`, default: Catch 8x8 and bsuite's Catch in gymnax, a 10x5
+   board), several seeds each (the eval job): out/<env>/<rule>/seed_<s>/.
+3. Writes curves_<env>.png (mean return and 95% interval over seeds against
+   environment steps), results.csv and results.md (final return: mean return
+   of the episodes ending in the last 10% of steps, mean +- 95% t interval
+   over seeds) and the command.
+
+Runs that finished are read back and interrupted ones resume, so an
+interrupted benchmark continues where it stopped.
+
+  python scripts/benchmark_meta_suite.py --meta-steps 600 --seeds 0 1 2
+  python scripts/benchmark_meta_suite.py --tiny --out runs/meta_suite_tiny
+"""
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import shlex
+import sys
+import time
+
+SUITE = ('catch[rows=5,columns=5]', 'catch[rows=7,columns=5]',
+         'gymnax:CartPole-v1')
+HELD_OUT = ('catch[rows=8,columns=8]', 'gymnax:Catch-bsuite')
+RULES = ('learned', 'disco_103', 'actor_critic')
+RULE_LABELS = {'learned': 'meta-trained here', 'disco_103': 'Disco103',
+               'actor_critic': 'actor-critic'}
+# Meta-training: the upstream notebook's settings (with which a random rule
+# learns Catch 5x5 in 800 meta-steps), one agent per task. No debug checks:
+# checkify's per-process error codes would defeat the compilation cache.
+META = dict(num_agents=3, debug_checks=False, steps_per_call=10)
+# Evaluation: one setting for every environment and rule, smaller than the
+# eval notebook's (512x512 MLP, 64 trajectories) so that the runs fit a
+# small machine: 32 trajectories of 29 steps per learner step, replay ratio
+# 16 (2 environments acting), a 128x128 MLP.
+EVAL = dict(batch_size=32, replay_ratio=16, buffer_capacity=512,
+            dense=(128, 128), model_lstm_size=64, model_head_hiddens=(64,),
+            num_steps=1000, steps_per_call=50, debug_checks=False)
+# --tiny: the whole pipeline in minutes.
+TINY_META = dict(META, batch_size_per_device=4, rollout_len=4, dense=(16,),
+                 model_lstm_size=8, model_head_hiddens=(8,), value_dense=(8,),
+                 steps_per_call=2)
+TINY_EVAL = dict(EVAL, batch_size=8, replay_ratio=4, buffer_capacity=32,
+                 rollout_len=5, dense=(16,), model_lstm_size=8,
+                 model_head_hiddens=(8,), num_steps=20, steps_per_call=5)
+FINAL_FRACTION = 0.1
+
+
+def meta_train(out: pathlib.Path, suite, meta_steps: int, settings: dict,
+               seed: int, overwrite: bool) -> pathlib.Path:
+  """Meta-trains the rule (resuming an interrupted run); its .npz path."""
+  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import run_dir as run_files  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+  config = config_lib.MetaTrainConfig(num_steps=meta_steps, tasks=tuple(suite),
+                                      init='random', seed=seed, **settings)
+  path = out / 'meta'
+  done = path / 'summary.json'
+  if done.is_file() and not overwrite:
+    summary = json.loads(done.read_text())
+    if not summary.get('interrupted') and summary['steps'] == meta_steps:
+      return pathlib.Path(summary['params_npz'])
+  checkpoints = path / run_files.CHECKPOINTS
+  resume = (not overwrite and checkpoints.is_dir()
+            and any(checkpoints.iterdir()))
+  run = trainer.Trainer(config, path, resume=resume, overwrite=not resume,
+                        progress=True)
+  summary = run.fit()
+  run.close()
+  if summary.get('interrupted'):
+    raise SystemExit(f'meta-training interrupted ({summary["interrupted"]}); '
+                     'run the same command again to resume.')
+  return pathlib.Path(summary['params_npz'])
+
+
+def eval_config(env_task: str, rule: str, seed: int, settings: dict):
+  """The eval job's settings for one held-out task, rule and seed."""
+  from disco_rl.loops import tasks  # pylint: disable=g-import-not-at-top
+  task = tasks.parse_task(env_task)
+  config = tasks.eval_config(task, seed=seed, **settings)
+  return dataclasses.replace(
+      config, rule='actor_critic' if rule == 'actor_critic' else 'disco_103')
+
+
+def env_dir_name(env_task: str) -> str:
+  return ''.join(c if c.isalnum() or c in '-_' else '_' for c in env_task)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--suite', nargs='+', default=list(SUITE),
+                      help='meta-training tasks (MetaTrainConfig.tasks)')
+  parser.add_argument('--held-out', nargs='+', default=list(HELD_OUT),
+                      help='evaluation tasks, none of them in the suite')
+  parser.add_argument('--meta-steps', type=int, default=600)
+  parser.add_argument('--meta-seed', type=int, default=4)
+  parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
+  parser.add_argument('--rules', nargs='+', default=list(RULES),
+                      choices=RULES)
+  parser.add_argument('--tiny', action='store_true',
+                      help='smoke run: tiny networks, 4 meta-steps, 20 '
+                      'learner steps per evaluation run')
+  parser.add_argument('--out', default='runs/bench_meta_suite')
+  parser.add_argument('--overwrite', action='store_true',
+                      help='run again what --out already holds')
+  argv = sys.argv[1:] if argv is None else list(argv)
+  args = parser.parse_args(argv)
+  from disco_rl.loops import comparison  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import tasks  # pylint: disable=g-import-not-at-top
+  suite = [t.spec() for t in tasks.parse_tasks(args.suite)]
+  held_out = [tasks.parse_task(t).spec() for t in args.held_out]
+  overlap = sorted(set(suite) & set(held_out))
+  if overlap:
+    parser.error(f'held-out tasks {overlap} are in the suite')
+  meta_settings = TINY_META if args.tiny else META
+  eval_settings = TINY_EVAL if args.tiny else EVAL
+  meta_steps = 4 if args.tiny and '--meta-steps' not in argv else (
+      args.meta_steps)
+  out = pathlib.Path(args.out)
+  out.mkdir(parents=True, exist_ok=True)
+  import jax  # pylint: disable=g-import-not-at-top
+  # The seeds of an environment and rule compile the same programs.
+  jax.config.update('jax_compilation_cache_dir', str(out / 'jax_cache'))
+  jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)
+  from disco_rl import weights  # pylint: disable=g-import-not-at-top
+
+  start = time.time()
+  params_path = meta_train(out, suite, meta_steps, meta_settings,
+                           args.meta_seed, args.overwrite)
+  print(f'meta-trained rule: {params_path} ({time.time() - start:.0f}s)',
+        flush=True)
+  learned = weights.load_disco_103(params_path)
+
+  rows = []
+  for env_task in held_out:
+    curves = {}
+    for rule in args.rules:
+      finals = []
+      for seed in args.seeds:
+        path = out / env_dir_name(env_task) / rule / f'seed_{seed}'
+        config = eval_config(env_task, rule, seed, eval_settings)
+        begin = time.time()
+        summary = comparison.run_or_resume(
+            config, path, args.overwrite,
+            rule_params=learned if rule == 'learned' else None)
+        curve = comparison.read_curve(path)
+        finals.append(comparison.final_return(curve, FINAL_FRACTION))
+        curves.setdefault(RULE_LABELS[rule], []).append(curve)
+        print(f'{env_task} {rule} seed {seed}: final return {finals[-1]:.3f}'
+              f' | {summary["steps_per_second"]:.2f} steps/s | '
+              f'{time.time() - begin:.0f}s | {path}', flush=True)
+      mean, half = comparison.mean_ci(finals)
+      rows.append(dict(env=env_task, rule=rule, seeds=len(finals),
+                       final_return_mean=mean, final_return_ci95=half,
+                       final_returns=finals))
+    png = comparison.plot_rules(
+        out / f'curves_{env_dir_name(env_task)}.png',
+        f'held-out {env_task}: mean and 95% interval over seeds', curves)
+    print(f'plot: {png}', flush=True)
+
+  command = 'python scripts/benchmark_meta_suite.py ' + ' '.join(
+      shlex.quote(a) for a in argv)
+  meta_summary = json.loads((out / 'meta' / 'summary.json').read_text())
+  write_tables(out, rows, command, suite, meta_steps, meta_settings,
+               eval_settings, meta_summary)
+  print((out / 'results.md').read_text())
+  return 0
+
+
+def write_tables(out, rows, command, suite, meta_steps, meta_settings,
+                 eval_settings, meta_summary) -> None:
+  """results.csv and results.md."""
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  pd.DataFrame(rows).to_csv(out / 'results.csv', index=False)
+  lines = [
+      f'Rule meta-trained from random parameters for {meta_steps} meta-steps '
+      f'on {", ".join(suite)} ({meta_summary["meta_steps_per_second"]:.3f} '
+      'meta-steps/s after compilation), then fresh agents trained with it on '
+      f'held-out environments for {eval_settings["num_steps"]} learner steps;'
+      f' final return = mean episode return over the last '
+      f'{FINAL_FRACTION:.0%} of environment steps; mean +- 95% t interval '
+      'over seeds.', '',
+      '| held-out env | rule | seeds | final return | per seed |',
+      '|---|---|---|---|---|']
+  for r in rows:
+    seeds = ', '.join(f'{x:.2f}' for x in r['final_returns'])
+    lines.append(
+        f'| {r["env"]} | {RULE_LABELS[r["rule"]]} | {r["seeds"]} | '
+        f'{r["final_return_mean"]:.3f} +- {r["final_return_ci95"]:.3f} | '
+        f'{seeds} |')
+  lines += ['', f'Meta-training settings: `{meta_settings}` (other '
+            'MetaTrainConfig fields at their defaults)',
+            f'Evaluation settings (every environment and rule): '
+            f'`{eval_settings}`', '', f'Command: `{command}`', '']
+  (out / 'results.md').write_text('\n'.join(lines))
+
+
+if __name__ == '__main__':
+  sys.exit(main())
