@@ -9,6 +9,7 @@
 #   make bench-loops step-per-call vs fused loops, side by side (~15 min)
 #   make bench-minatar Disco103 vs actor-critic on the MinAtar games (hours)
 #   make bench-meta-window meta-gradient windows K=2,5,20: speed and memory
+#   make bench-meta-suite a rule meta-trained on a task suite, on held-out envs
 #   make weights     download and verify the Disco103 weights
 #
 # Extra arguments: make eval ARGS='--flag=value', make test PYTEST_ARGS='-k x',
@@ -36,7 +37,7 @@ else
 TEST_ENV := -u XLA_FLAGS
 endif
 
-.PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train bench-loops bench-minatar bench-meta-window
+.PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train bench-loops bench-minatar bench-meta-window bench-meta-suite
 
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -76,3 +77,6 @@ bench-minatar: $(STAMP)
 
 bench-meta-window: $(STAMP)
 	$(VPY) scripts/benchmark_meta_window.py $(ARGS)
+
+bench-meta-suite: $(STAMP)
+	$(VPY) scripts/benchmark_meta_suite.py $(ARGS)

@@ -185,8 +185,10 @@ def write_tables(out, rows, command, suite, meta_steps, meta_settings,
   pd.DataFrame(rows).to_csv(out / 'results.csv', index=False)
   lines = [
       f'Rule meta-trained from random parameters for {meta_steps} meta-steps '
-      f'on {", ".join(suite)} ({meta_summary["meta_steps_per_second"]:.3f} '
-      'meta-steps/s after compilation), then fresh agents trained with it on '
+      f'on {", ".join(suite)} (final positive rewards per meta-step '
+      f'{meta_summary["final_pos_rewards"]:.1f}, first '
+      f'{meta_summary["first_pos_rewards"]:.1f}), then fresh agents trained '
+      'with it on '
       f'held-out environments for {eval_settings["num_steps"]} learner steps;'
       f' final return = mean episode return over the last '
       f'{FINAL_FRACTION:.0%} of environment steps; mean +- 95% t interval '

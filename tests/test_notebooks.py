@@ -41,6 +41,11 @@ EVAL_SPLIT = {1: dict(batch_size=4, buffer_capacity=8),
 META_TINY = dict(num_steps=3, num_agents=2, batch_size_per_device=2,
                  rollout_len=3, dense=[16], model_lstm_size=8,
                  model_head_hiddens=(8,), value_dense=[8])
+# The paper's recipe on a two-task suite (Catch and CartPole): two meta-steps
+# of two agent updates, agents renewed after four updates (the second step).
+META_PAPER_TINY = dict(paper_steps=2, paper_num_agents=2, paper_inner_steps=2,
+                       paper_lifetime=4,
+                       paper_tasks=('catch', 'gymnax:CartPole-v1'))
 META_PLOTS = ('pos_rewards', 'neg_rewards', 'meta_loss', 'meta_grad_norm',
               'meta_up_norm', 'rewards')
 
@@ -202,7 +207,7 @@ def test_eval_notebook(num_devices, tmp_path, execute, disco_103_path,
                          [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_meta_train_notebook(num_devices, tmp_path, execute):
   out = tmp_path / 'out'
-  params = dict(META_TINY, output_dir=str(out))
+  params = dict(META_TINY, **META_PAPER_TINY, output_dir=str(out))
   nb = execute('meta_train', params, num_devices)
 
   printed = stdout_of(nb, 'build-trainer')
@@ -249,6 +254,19 @@ def test_meta_train_notebook(num_devices, tmp_path, execute):
              for x in m.values())
   moved = number_after(stdout_of(nb, 'save'), 'rule parameters:')
   assert moved > 0
+
+  # The paper's recipe: one agent per task, both tasks' curves, renewals.
+  printed = stdout_of(nb, 'paper')
+  assert '1 agent(s) on catch[rows=5,columns=5]' in printed, printed
+  assert '1 agent(s) on gymnax:CartPole-v1' in printed, printed
+  assert 'agents renewed: 2;' in printed, printed  # Both, at the 2nd step.
+  paper = evaluation.read_metrics(out / 'paper_recipe/metrics.csv')
+  assert len(paper['step']) == 2
+  for key in ('rewards_task0', 'rewards_task1', 'meta_loss'):
+    assert np.isfinite(paper[key]).all(), (key, paper[key])
+  # CartPole pays +1 per step until the pole falls.
+  assert (paper['rewards_task1'] > 0).all(), paper['rewards_task1']
+  assert images_of(nb, 'paper') == 2
 
 
 # ----------------------------------------------------------------------------

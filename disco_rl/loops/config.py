@@ -191,7 +191,7 @@ class MetaTrainConfig:
       '(contiguous groups of agents, each with its own network shape), e.g. '
       'catch catch[rows=7,columns=5] gymnax:CartPole-v1 '
       'gymnax:DeepSea-bsuite[size=8]; catch without a board is rows x '
-      'columns (default: catch alone)')
+      'columns; none: catch alone')
   learning_rate: float = _field(5e-4, "the agents' learning rate")
   dense: tuple[int, ...] = _field((512, 512), 'agent MLP hidden sizes')
   model_lstm_size: int = _field(256, 'agent action-model LSTM size')
