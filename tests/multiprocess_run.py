@@ -23,10 +23,12 @@ EVAL = config_lib.EvalConfig(
     rule='actor_critic', batch_size=8, replay_ratio=2, buffer_capacity=16,
     rollout_len=5, dense=(16,), model_lstm_size=8, model_head_hiddens=(8,),
     steps_per_call=2, num_steps=4)
+# A suite of two tasks (two agent groups, network shapes and environments).
 META = config_lib.MetaTrainConfig(
     num_agents=2, batch_size_per_device=2, rollout_len=3, dense=(16,),
     model_lstm_size=8, model_head_hiddens=(8,), value_dense=(8,),
-    steps_per_call=2, num_steps=2)
+    steps_per_call=2, num_steps=2,
+    tasks=('catch', 'catch[rows=4,columns=3]'))
 
 
 def _flat(tree, prefix):

@@ -69,5 +69,6 @@ def test_two_processes_equal_one_process_with_two_devices(tmp_path):
   assert any(k.startswith('rule') for k in a.files)
   assert 'eval_metrics/1/learned' in a.files and 'meta_logs/pos_rewards' in (
       a.files)
+  assert 'meta_logs/rewards_task1' in a.files  # Two task groups.
   for key in a.files:
     np.testing.assert_array_equal(a[key], b[key], err_msg=key)
