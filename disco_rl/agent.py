@@ -243,8 +243,9 @@ class Agent:
         gets (`check_rollout_values`: actions in range, finite rewards),
         naming the field, time step and batch index of the first bad entry.
         Eager calls raise at once; a jitted call must be functionalised with
-        `checkify.checkify(..., errors=checkify.user_checks)` (the loops do).
-        Off by default (the checks cost a little); the jobs turn it on.
+        `checkify.checkify(..., errors=checkify.user_checks)`. (The loops
+        check their rollouts with `loops.rollout_checks` instead.)
+        Off by default (the checks cost a little).
     """
     settings = utils.as_config(agent_settings, 'agent_settings')
     _check_settings(settings)

@@ -37,8 +37,8 @@ RULES = ('learned', 'disco_103', 'actor_critic')
 RULE_LABELS = {'learned': 'meta-trained here', 'disco_103': 'Disco103',
                'actor_critic': 'actor-critic'}
 # Meta-training: the upstream notebook's settings (with which a random rule
-# learns Catch 5x5 in 800 meta-steps), one agent per task. No debug checks:
-# checkify's per-process error codes would defeat the compilation cache.
+# learns Catch 5x5 in 800 meta-steps), one agent per task. No debug checks
+# (Catch's and CartPole's rewards and the sampled actions are in range).
 META = dict(num_agents=3, debug_checks=False, steps_per_call=10)
 # Evaluation: one setting for every environment and rule, smaller than the
 # eval notebook's (512x512 MLP, 64 trajectories) so that the runs fit a

@@ -248,7 +248,7 @@ BAD_VALUES = [
 @pytest.mark.parametrize('name, corrupt, fragment', BAD_VALUES)
 def test_debug_checks_name_the_field_step_and_batch_index(name, corrupt,
                                                           fragment):
-  """Eagerly, and jitted under checkify (as the loops run it)."""
+  """Eagerly, and jitted under checkify (as a user's jitted step would)."""
   del name
   agent = _debug_agent()
   state = agent.initial_learner_state(jax.random.PRNGKey(0))

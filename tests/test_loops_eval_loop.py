@@ -140,7 +140,7 @@ def test_debug_checks_stop_at_the_bad_rollout(loop_cls):
     loop.env.step = nan_step
     first_bad = r'rollout.rewards\[t=1, b=1\] = nan is not finite'
   state = loop.init(jax.random.PRNGKey(0))
-  with pytest.raises(eval_loop.driver.RolloutError,
+  with pytest.raises(eval_loop.rollout_checks.RolloutError,
                      match=first_bad + r' \(loop step 0\)'):
     loop.run(state, 1)
 

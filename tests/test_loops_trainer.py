@@ -19,17 +19,16 @@ from disco_rl.loops import trainer as trainer_lib
 pytestmark = pytest.mark.usefixtures('fast_compile', 'compilation_cache')
 
 TIMING = ('rss_mb', 'time_s')
-# The debug checks (checkify) are tested elsewhere; off here because checkify
-# numbers its errors with process-wide counters, so a program traced again
-# (a resumed or a straight run) misses JAX's persistent compilation cache.
-NO_CHECKS = dict(debug_checks=False)
+# The debug checks stay on (the default): they are plain program outputs, so
+# a program traced again (a resumed or a straight run) hits the compilation
+# cache.
 
 
 def eval_config(**overrides):
   settings = dict(rule='actor_critic', batch_size=8, replay_ratio=4,
                   buffer_capacity=32, rollout_len=5, dense=(16,),
                   model_lstm_size=8, model_head_hiddens=(8,),
-                  steps_per_call=4, num_steps=10, **NO_CHECKS)
+                  steps_per_call=4, num_steps=10)
   settings.update(overrides)
   return config_lib.EvalConfig(**settings)
 
@@ -42,7 +41,7 @@ def meta_config(**overrides):
                   model_head_hiddens=(8,), value_dense=(8,),
                   steps_per_call=2, num_steps=3,
                   meta_grad_norm='per_agent_adam', meta_grad_clip=1.0,
-                  remat=True, agent_lifetime=2, **NO_CHECKS)
+                  remat=True, agent_lifetime=2)
   settings.update(overrides)
   return config_lib.MetaTrainConfig(**settings)
 

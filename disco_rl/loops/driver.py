@@ -6,16 +6,14 @@
 number of steps); `drive` the host side.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 import dataclasses
 import signal
 import threading
 import time
 from typing import Any
-import warnings
 
 import jax
-from jax.experimental import checkify
 import jax.numpy as jnp
 
 from disco_rl.loops import reporting
@@ -149,61 +147,12 @@ class StopOnSignal:
     self._previous = {}
 
 
-class RolloutError(ValueError):
-  """An acted rollout failed the debug checks (an environment's bug)."""
-
-
-def _step_traces_under_checkify(env) -> bool:
-  """Whether `checkify` can trace `env.step` (traced only, not run)."""
-  state, timestep = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
-  actions = jax.ShapeDtypeStruct(timestep.step_type.shape, jnp.int32)
-  try:
-    jax.eval_shape(checkify.checkify(env.step, errors=checkify.user_checks),
-                   state, actions)
-  except ValueError as e:
-    if 'batched while-loops' not in str(e):
-      raise
-    return False
-  return True
-
-
-def checks_can_trace(envs: Mapping[str, Any], stacklevel: int = 3) -> bool:
-  """Whether the debug checks (`checkify`) can run with these environments.
-
-  checkify refuses programs with a batched while-loop (a `vmap`ped
-  `lax.while_loop` whose condition differs across the batch), as some
-  gymnax environments' steps have (e.g. Asterix-MinAtar). For each such
-  environment this warns that the checks are off.
-
-  Args:
-    envs: {name: jittable environment} acting in the checked program.
-    stacklevel: of the warning (the caller's caller by default).
-  """
-  refused = [name for name, env in envs.items()
-             if not _step_traces_under_checkify(env)]
-  for name in refused:
-    warnings.warn(
-        f'debug checks are off for env {name!r}: its step has a batched '
-        'while-loop, which jax.experimental.checkify cannot check. Pass '
-        'debug_checks=False (--no-debug-checks) to run without them and '
-        'without this warning.', stacklevel=stacklevel)
-  return not refused
-
-
-def raise_if_failed(error) -> None:
-  """Raises RolloutError with a failed debug check's message, if any."""
-  message = None if error is None else error.get()
-  if message:
-    message = message.replace(' (`check` failed)', '')
-    raise RolloutError(f'debug check failed: {message}')
-
-
 def scan_up_to(step, state, num_steps, length: int, *operands):
   """Runs `step(state, *operands) -> (state, metrics)` `num_steps` times.
 
   Traced (inside `jit`): one program serves every `num_steps` <= `length`;
-  steps past `num_steps` leave the state alone and give NaN metrics. `step`
-  is traced once.
+  steps past `num_steps` leave the state alone and give NaN metrics (0 for
+  integer ones). `step` is traced once.
 
   Returns:
     (state, metrics with a leading [length] axis).
@@ -215,8 +164,9 @@ def scan_up_to(step, state, num_steps, length: int, *operands):
 
   def skip(state, *operands):
     shapes = jax.eval_shape(step, state, *operands)[1]
-    return state, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype),
-                               shapes)
+    return state, jax.tree.map(
+        lambda s: jnp.full(s.shape, jnp.nan if jnp.issubdtype(
+            s.dtype, jnp.inexact) else 0, s.dtype), shapes)
 
   def body(state, index):
     return jax.lax.cond(index < num_steps, step, skip, state, *operands)

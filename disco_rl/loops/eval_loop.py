@@ -29,7 +29,6 @@ from typing import Any
 import chex
 import jax
 import jax.numpy as jnp
-from jax.experimental import checkify
 from jax.sharding import PartitionSpec as P
 import numpy as np
 
@@ -44,6 +43,7 @@ from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import driver
 from disco_rl.loops import replay
+from disco_rl.loops import rollout_checks
 from disco_rl.loops import reporting
 from disco_rl.networks import nets
 
@@ -189,9 +189,8 @@ class _EvalLoopBase:
     self.batch_per_device = config.batch_size // num
     self.capacity_per_device = config.buffer_capacity // num
     self.env = self._make_env()
-    # What the compiled programs check (config.debug_checks unless the
-    # environment cannot be checked; see `driver.checks_can_trace`).
-    self.debug_checks = config.debug_checks and self._env_can_be_checked()
+    # Whether the compiled programs check every acted rollout.
+    self.debug_checks = config.debug_checks
     self.agent = make_agent(config, self.env)
     if rule_params is None:
       rule_params = default_rule_params(config, self.agent, load_weights)
@@ -202,18 +201,13 @@ class _EvalLoopBase:
   def _make_env(self) -> base_env.Environment:
     raise NotImplementedError
 
-  def _env_can_be_checked(self) -> bool:
-    return True  # A host environment runs outside the compiled programs.
-
   def _shard_map(self, fn, in_specs, out_specs):
     return jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs,
                          out_specs=out_specs, check_vma=False)
 
-  def _checked(self, fn):
-    """`fn` with the debug checks functionalised (returns (error, out))."""
-    if not self.debug_checks:
-      return lambda *args: (None, fn(*args))
-    return checkify.checkify(fn, errors=checkify.user_checks)
+  def _pop_fault(self, metrics) -> None:
+    """Raises `RolloutError` for a fault in host `metrics` (and drops it)."""
+    rollout_checks.raise_if_faulty(metrics.pop(rollout_checks.KEY, None))
 
   # -- Per-device pieces (run inside shard_map) ------------------------------
 
@@ -234,18 +228,21 @@ class _EvalLoopBase:
   def _observe(self, state: EvalState, rollout: types.ActorRollout):
     """Episode statistics of a [T, E] rollout, and the rollout buffered.
 
-    With `config.debug_checks` the rollout's actions and rewards are checked
-    first (`checkify`: the error names the field, time step, environment
-    and loop step).
+    With `config.debug_checks` the stats also hold the rollout's first bad
+    entry (`rollout_checks.KEY`: an action out of range or a reward that is
+    not finite), raised on the host.
     """
+    checks = {}
     if self.debug_checks:
-      agent_lib.check_rollout_values(rollout, self.agent.num_actions,
-                                     step=state.step)
+      fault = rollout_checks.find_fault(rollout.actions, rollout.rewards,
+                                        self.agent.num_actions, state.step)
+      checks[rollout_checks.KEY] = rollout_checks.first_over_devices(
+          fault, AXIS, rollout.rewards.shape[1])
     acc_rewards, returns = actors.accumulate_rewards(
         state.acc_rewards, (rollout.rewards, rollout.discounts))
     total, episodes = actors.episode_returns(returns, rollout.discounts)
     stats = dict(return_sum=jax.lax.psum(total, AXIS),
-                 episodes=jax.lax.psum(episodes, AXIS))
+                 episodes=jax.lax.psum(episodes, AXIS), **checks)
     buffer = replay.add(
         state.replay, replay.keep_outputs(rollout,
                                           self.config.behaviour_outputs))
@@ -361,10 +358,10 @@ class EvalLoop(_EvalLoopBase):
     specs = state_specs()
     self._init = jax.jit(self._initial_state_on_device,
                          out_shardings=self._state_shardings())
-    self._run = jax.jit(self._checked(
+    self._run = jax.jit(
         self._shard_map(self._run_on_device, in_specs=(specs, P(), P()),
-                        out_specs=(specs, P()))),
-                        donate_argnums=0)
+                        out_specs=(specs, P())),
+        donate_argnums=0)
 
   def _make_env(self) -> base_env.Environment:
     env = self._given_env
@@ -382,9 +379,6 @@ class EvalLoop(_EvalLoopBase):
           f' // {self.config.replay_ratio} // {len(self.devices)} = '
           f'{self.envs_per_device}, got {env.batch_size}.')
     return env
-
-  def _env_can_be_checked(self) -> bool:
-    return driver.checks_can_trace({self.config.env: self.env}, stacklevel=4)
 
   def _initial_state_on_device(self, rng):
     env_rng, rng = jax.random.split(rng)
@@ -437,11 +431,11 @@ class EvalLoop(_EvalLoopBase):
     if not 0 < num_steps <= per_call:
       raise ValueError(f'num_steps must be in [1, steps_per_call={per_call}]'
                        f', got {num_steps}.')
-    error, (state, metrics) = self._run(state, jnp.int32(num_steps),
-                                        self.rule_params)
-    driver.raise_if_failed(error)
-    metrics = devices_lib.fetch(metrics)
-    return state, {k: v[:num_steps] for k, v in metrics.items()}
+    state, metrics = self._run(state, jnp.int32(num_steps), self.rule_params)
+    metrics = jax.tree.map(lambda v: v[:num_steps],
+                           devices_lib.fetch(metrics))
+    self._pop_fault(metrics)
+    return state, metrics
 
 
 class HostEvalLoop(_EvalLoopBase):
@@ -465,11 +459,11 @@ class HostEvalLoop(_EvalLoopBase):
     self._act = jax.jit(self._shard_map(
         self._act_on_device, in_specs=(P(), P(), P(AXIS), P(AXIS)),
         out_specs=(P(AXIS), P(AXIS))))
-    self._learn_program = jax.jit(self._checked(
+    self._learn_program = jax.jit(
         self._shard_map(self._record_and_learn_on_device,
                         in_specs=(specs, P(AXIS), P()),
-                        out_specs=(specs, P()))),
-                                  donate_argnums=0)
+                        out_specs=(specs, P())),
+        donate_argnums=0)
 
   def _make_env(self) -> base_env.Environment:
     return get_environment(
@@ -519,9 +513,10 @@ class HostEvalLoop(_EvalLoopBase):
     # [D, T, E, ...]: time after the device axis.
     rollout = types.ActorRollout.from_timestep(utils.tree_stack(steps, axis=1))
     state = state.replace(timestep=timestep, actor_state=actor_state)
-    error, outputs = self._learn_program(state, rollout, self.rule_params)
-    driver.raise_if_failed(error)
-    return outputs
+    state, metrics = self._learn_program(state, rollout, self.rule_params)
+    metrics = devices_lib.fetch(metrics)
+    self._pop_fault(metrics)
+    return state, metrics
 
   def run(self, state: EvalState, num_steps: int | None = None):
     """Runs `num_steps` iterations (default `steps_per_call`).
@@ -536,7 +531,7 @@ class HostEvalLoop(_EvalLoopBase):
     collected = []
     for _ in range(num_steps):
       state, metrics = self._iterate(state)
-      collected.append(devices_lib.fetch(metrics))
+      collected.append(metrics)
     return state, {k: np.stack([m[k] for m in collected])
                    for k in collected[0]}
 

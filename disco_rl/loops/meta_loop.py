@@ -27,18 +27,17 @@ from typing import Any
 import chex
 import jax
 import jax.numpy as jnp
-from jax.experimental import checkify
 from jax.sharding import PartitionSpec as P
 import numpy as np
 import optax
 
-from disco_rl import agent as agent_lib
 from disco_rl import meta_train
 from disco_rl import types
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import driver
 from disco_rl.loops import reporting
+from disco_rl.loops import rollout_checks
 from disco_rl.loops import tasks as tasks_lib
 
 AXIS = devices_lib.AXIS
@@ -209,8 +208,7 @@ class MetaTrainer:
     if self.population == 'auto':
       self.population = ('map' if self.devices[0].platform == 'cpu'
                          else 'vmap')
-    self.debug_checks = config.debug_checks and driver.checks_can_trace(
-        {t.spec(): m.env for t, m in zip(self.tasks, self.members)})
+    self.debug_checks = config.debug_checks
     self._specs = state_specs(len(self.tasks))
     specs = self._specs
     self._init = jax.jit(self._initial_state,
@@ -218,10 +216,6 @@ class MetaTrainer:
     run = jax.shard_map(self._run_on_device, mesh=self.mesh,
                         in_specs=(specs, P()), out_specs=(specs, P()),
                         check_vma=False)
-    if self.debug_checks:
-      run = checkify.checkify(run, errors=checkify.user_checks)
-    else:
-      run = functools.partial(lambda fn, *args: (None, fn(*args)), run)
     self._run = jax.jit(run, donate_argnums=0)
 
   # -- Initial state ----------------------------------------------------------
@@ -303,15 +297,13 @@ class MetaTrainer:
         unroll=True)
     agent_state, valid_rollout = member.unroll_actor(
         agent_state, act_rng, 2 * cfg.rollout_len)
+    fault = None
     if self.debug_checks:  # [K, T, B] -> [T, K * B]: b counts over all K.
       actions, rewards = (
           jnp.swapaxes(x, 0, 1).reshape(x.shape[1], -1)
           for x in (train_rollouts.actions, train_rollouts.rewards))
-      agent_lib.check_rollout_values(
-          types.ActorRollout(observations=None, actions=actions,
-                             rewards=rewards, discounts=None, agent_outs=None,
-                             states=None, logits=None),
-          member.agent.num_actions, 'training rollout', step=step)
+      fault = rollout_checks.find_fault(actions, rewards,
+                                        member.agent.num_actions, step)
     grads, (agent_state, metrics, meta_log) = (
         meta_train.calculate_meta_gradient(
             update_rule_params, agent_state, train_rollouts, valid_rollout,
@@ -321,7 +313,8 @@ class MetaTrainer:
                     rewards=jnp.mean(rewards),
                     pos_rewards=jnp.sum(rewards > 0).astype(jnp.float32),
                     neg_rewards=jnp.sum(rewards < 0).astype(jnp.float32))
-    return grads, agent_state, jax.tree.map(jnp.mean, metrics), meta_log
+    return (grads, agent_state, jax.tree.map(jnp.mean, metrics), meta_log,
+            fault)
 
   def _group_meta_gradients(self, state: PopulationState, act_keys,
                             grad_keys):
@@ -329,7 +322,8 @@ class MetaTrainer:
 
     Returns:
       (meta-gradients [N, ...], new agents per group, metrics {k: [N]},
-      meta logs {k: [N]}, mean reward of each group's training rollouts).
+      meta logs {k: [N]}, mean reward of each group's training rollouts,
+      [N] rollout faults or None without debug checks).
     """
     outputs, agents = [], []
     for (member, start, size), group in zip(self._groups(), state.agents):
@@ -338,16 +332,17 @@ class MetaTrainer:
       per_agent = (group, act_keys[start:start + size],
                    grad_keys[start:start + size])
       if self.population == 'vmap':
-        grads, new_group, metrics, meta_log = jax.vmap(one_agent)(*per_agent)
+        grads, new_group, metrics, meta_log, fault = jax.vmap(one_agent)(
+            *per_agent)
       else:
-        grads, new_group, metrics, meta_log = jax.lax.map(
+        grads, new_group, metrics, meta_log, fault = jax.lax.map(
             lambda xs, fn=one_agent: fn(*xs), per_agent)
-      outputs.append((grads, metrics, meta_log))
+      outputs.append((grads, metrics, meta_log, fault))
       agents.append(new_group)
-    grads, metrics, meta_log = jax.tree.map(
+    grads, metrics, meta_log, fault = jax.tree.map(
         lambda *xs: jnp.concatenate(xs), *outputs)
-    task_rewards = [jnp.mean(log['rewards']) for _, _, log in outputs]
-    return grads, tuple(agents), metrics, meta_log, task_rewards
+    task_rewards = [jnp.mean(log['rewards']) for _, _, log, _ in outputs]
+    return grads, tuple(agents), metrics, meta_log, task_rewards, fault
 
   def _meta_step(self, state: PopulationState):
     rng, step_rng = jax.random.split(state.rng)
@@ -357,7 +352,7 @@ class MetaTrainer:
     # rollouts) and one for its meta-gradient.
     act_rng, grad_rng = jax.random.split(device_rng)
     num_agents = self.config.num_agents
-    grads, agents, metrics, meta_log, task_rewards = (
+    grads, agents, metrics, meta_log, task_rewards, fault = (
         self._group_meta_gradients(state,
                                    jax.random.split(act_rng, num_agents),
                                    jax.random.split(grad_rng, num_agents)))
@@ -376,6 +371,12 @@ class MetaTrainer:
     logs['meta_up_norm'] = optax.tree_utils.tree_norm(updates)
     if self.config.agent_lifetime:
       logs['agents_renewed'] = jnp.sum(ages == 0).astype(jnp.float32)
+    if fault is not None:  # The first agent's, then the first device's.
+      fault = rollout_checks.first_of(fault.replace(
+          source=jnp.arange(num_agents, dtype=jnp.int32)))
+      logs[rollout_checks.KEY] = rollout_checks.first_over_devices(
+          fault, AXIS, self.config.num_inner_steps
+          * self.config.batch_size_per_device)
     new_state = PopulationState(update_rule_params=params,
                                 meta_opt_state=meta_opt_state, agents=agents,
                                 ages=ages, rng=rng, step=state.step + 1)
@@ -444,10 +445,11 @@ class MetaTrainer:
     if not 0 < num_steps <= per_call:
       raise ValueError(f'num_steps must be in [1, steps_per_call={per_call}]'
                        f', got {num_steps}.')
-    error, (state, logs) = self._run(state, jnp.int32(num_steps))
-    driver.raise_if_failed(error)
-    logs = devices_lib.fetch(logs)
-    return state, {k: v[:num_steps] for k, v in logs.items()}
+    state, logs = self._run(state, jnp.int32(num_steps))
+    logs = jax.tree.map(lambda v: v[:num_steps], devices_lib.fetch(logs))
+    rollout_checks.raise_if_faulty(logs.pop(rollout_checks.KEY, None),
+                                   'training rollout of agent {source}')
+    return state, logs
 
   def params(self, state: PopulationState) -> types.MetaParams:
     """The current meta-parameters as NumPy arrays on the host."""
