@@ -30,6 +30,9 @@ import shlex
 import sys
 import time
 
+from disco_rl.loops import comparison
+from disco_rl.loops import tasks
+
 SUITE = ('catch[rows=5,columns=5]', 'catch[rows=7,columns=5]',
          'gymnax:CartPole-v1')
 HELD_OUT = ('catch[rows=8,columns=8]', 'gymnax:Catch-bsuite')
@@ -86,7 +89,6 @@ def meta_train(out: pathlib.Path, suite, meta_steps: int, settings: dict,
 
 def eval_config(env_task: str, rule: str, seed: int, settings: dict):
   """The eval job's settings for one held-out task, rule and seed."""
-  from disco_rl.loops import tasks  # pylint: disable=g-import-not-at-top
   task = tasks.parse_task(env_task)
   config = tasks.eval_config(task, seed=seed, **settings)
   return dataclasses.replace(
@@ -105,19 +107,14 @@ def main(argv=None) -> int:
                       help='evaluation tasks, none of them in the suite')
   parser.add_argument('--meta-steps', type=int, default=600)
   parser.add_argument('--meta-seed', type=int, default=4)
-  parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
   parser.add_argument('--rules', nargs='+', default=list(RULES),
                       choices=RULES)
   parser.add_argument('--tiny', action='store_true',
                       help='smoke run: tiny networks, 4 meta-steps, 20 '
                       'learner steps per evaluation run')
-  parser.add_argument('--out', default='runs/bench_meta_suite')
-  parser.add_argument('--overwrite', action='store_true',
-                      help='run again what --out already holds')
+  comparison.add_run_flags(parser, 'runs/bench_meta_suite')
   argv = sys.argv[1:] if argv is None else list(argv)
   args = parser.parse_args(argv)
-  from disco_rl.loops import comparison  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import tasks  # pylint: disable=g-import-not-at-top
   suite = [t.spec() for t in tasks.parse_tasks(args.suite)]
   held_out = [tasks.parse_task(t).spec() for t in args.held_out]
   overlap = sorted(set(suite) & set(held_out))

@@ -178,15 +178,12 @@ def main(argv=None) -> int:
                       choices=GAMES)
   parser.add_argument('--rules', nargs='+', default=list(RULES),
                       choices=RULES)
-  parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
   parser.add_argument('--env-steps', type=int, default=5_000_000,
                       help='environment steps per run (default: 5M)')
   parser.add_argument('--tiny', action='store_true',
                       help=f'smoke run: tiny networks, {TINY_ENV_STEPS} '
                       'environment steps, unless --env-steps is given')
-  parser.add_argument('--out', default='runs/bench_minatar')
-  parser.add_argument('--overwrite', action='store_true',
-                      help='run again the runs already done in --out')
+  comparison.add_run_flags(parser, 'runs/bench_minatar')
   argv = sys.argv[1:] if argv is None else list(argv)
   args = parser.parse_args(argv)
   settings = TINY if args.tiny else SETTINGS

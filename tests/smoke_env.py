@@ -1,10 +1,13 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Environment for the notebook and command-line smoke runs (subprocesses)."""
+"""Helpers of the smoke runs and tests: a fast-compiling JAX environment for
+notebook and command-line subprocesses, an environment with a bug."""
 
 import contextlib
 import os
 import pathlib
+
+import numpy as np
 
 
 def fast_jax_env(tmp_path_factory) -> dict[str, str]:
@@ -44,3 +47,17 @@ def fast_compile():
     yield
   finally:
     jax.config.update('jax_disable_most_optimizations', previous)
+
+
+class NanRewardForEnv1:
+  """Wraps a batched jittable env: environment 1 returns NaN rewards."""
+
+  def __init__(self, env):
+    self._env = env
+
+  def __getattr__(self, name):
+    return getattr(self._env, name)
+
+  def step(self, state, actions):
+    state, timestep = self._env.step(state, actions)
+    return state, timestep.replace(reward=timestep.reward.at[1].set(np.nan))

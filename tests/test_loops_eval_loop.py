@@ -9,9 +9,9 @@ test_loops_multiprocess.py; learning curves: test_learning_curves.py.
 import dataclasses
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
+import smoke_env
 
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval_loop
@@ -103,21 +103,6 @@ def test_replay_stores_only_the_behaviour_logits(fused_run):
   assert loop.bytes_per_trajectory(state) == 5 * (256 + 4 + 4 + 1 + 12 + 12)
 
 
-class _NanRewardForEnv1:
-  """Wraps a batched jittable env: environment 1 returns NaN rewards."""
-
-  def __init__(self, env):
-    self._env = env
-
-  def __getattr__(self, name):
-    return getattr(self._env, name)
-
-  def step(self, state, actions):
-    state, timestep = self._env.step(state, actions)
-    return state, timestep.replace(
-        reward=timestep.reward.at[1].set(jnp.nan))
-
-
 @pytest.mark.parametrize('loop_cls', ['fused', 'host'])
 def test_debug_checks_stop_at_the_bad_rollout(loop_cls):
   """An environment bug is reported with field, time step, env and step."""
@@ -126,7 +111,7 @@ def test_debug_checks_stop_at_the_bad_rollout(loop_cls):
                                else 'catch')
   loop = eval_loop.make_eval_loop(config)
   if loop_cls == 'fused':
-    loop.env = _NanRewardForEnv1(loop.env)
+    loop.env = smoke_env.NanRewardForEnv1(loop.env)
     first_bad = r'rollout.rewards\[t=1, b=1\] = nan is not finite'
   else:  # Host Catch: corrupt what the host environment returns.
     host_step = loop.env.step
@@ -149,7 +134,7 @@ def test_without_debug_checks_nan_rewards_reach_the_parameters():
   config = dataclasses.replace(TINY, rule='actor_critic', num_devices=1,
                                debug_checks=False)
   loop = eval_loop.make_eval_loop(config)
-  loop.env = _NanRewardForEnv1(loop.env)
+  loop.env = smoke_env.NanRewardForEnv1(loop.env)
   state, metrics = loop.run(loop.init(jax.random.PRNGKey(0)),
                             config.steps_per_call)
   assert metrics['learned'].any()

@@ -273,27 +273,13 @@ def test_each_agent_of_a_suite_acts_as_in_a_single_task_population(
                               jax.device_get(expected), rtol=1e-6, atol=1e-6)
 
 
-class _NanRewardForEnv1:
-  """A jittable environment whose instance 1 returns NaN rewards."""
-
-  def __init__(self, env):
-    self._env = env
-
-  def __getattr__(self, name):
-    return getattr(self._env, name)
-
-  def step(self, state, actions):
-    state, timestep = self._env.step(state, actions)
-    return state, timestep.replace(reward=timestep.reward.at[1].set(jnp.nan))
-
-
 def test_debug_checks_stop_at_the_bad_training_rollout(fast_compile):
   """An environment bug is reported with agent, field, time step, column
   (over the inner rollouts) and meta-step."""
   trainer = meta_loop.MetaTrainer(dataclasses.replace(
       ONE_STEP, num_inner_steps=1, tasks=('catch', 'catch[rows=4,columns=3]'),
       num_agents=3))
-  trainer.members[1].env = _NanRewardForEnv1(trainer.members[1].env)
+  trainer.members[1].env = smoke_env.NanRewardForEnv1(trainer.members[1].env)
   state = trainer.init(jax.random.PRNGKey(0))
   with pytest.raises(meta_loop.rollout_checks.RolloutError, match=(
       r'^debug check failed: training rollout of agent 2\.rewards\[t=1, '

@@ -54,6 +54,14 @@ def run_or_resume(config, path: pathlib.Path, overwrite: bool = False,
   return summary
 
 
+def add_run_flags(parser, out: str) -> None:
+  """--seeds, --out and --overwrite of a benchmark that compares rules."""
+  parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
+  parser.add_argument('--out', default=out)
+  parser.add_argument('--overwrite', action='store_true',
+                      help='run again the runs already done in --out')
+
+
 def mean_ci(values) -> tuple[float, float]:
   """(mean, half-width of the 95% t interval); NaN values are dropped."""
   from scipy import stats  # pylint: disable=g-import-not-at-top
@@ -108,10 +116,7 @@ def plot_rules(path, title: str, curves: dict[str, list[dict]],
     x: the curves' key on the x axis.
     xlabel: its label.
   """
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(7, 4))
+  fig, ax = reporting.new_figure()
   for label, runs in curves.items():
     length = min(len(c[x]) for c in runs)
     window = max(1, length // 50)
@@ -123,13 +128,5 @@ def plot_rules(path, title: str, curves: dict[str, list[dict]],
     xs = runs[0][x][:length]
     ax.plot(xs, mean, label=f'{label} ({len(runs)} seeds)')
     ax.fill_between(xs, mean - half, mean + half, alpha=0.25)
-  ax.set_xlabel(xlabel)
-  ax.set_ylabel('average episode return')
-  ax.set_title(title)
-  ax.grid(alpha=0.3)
-  ax.legend()
-  fig.tight_layout()
-  path = pathlib.Path(path)
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
-  return path
+  return reporting.save_figure(fig, ax, path, xlabel, 'average episode return',
+                               title, dpi=120)

@@ -120,19 +120,18 @@ def smoothed(y, window: int) -> np.ndarray:
       window, min_periods=1).mean().to_numpy()
 
 
-def plot_curve(x, y, path, xlabel: str, ylabel: str, title: str,
-               smooth: int = 0) -> pathlib.Path:
-  """Saves a line plot as PNG, with a `smooth`-point moving average if > 0."""
+def new_figure():
+  """(figure, axes) of a 7x4 inch plot drawn off-screen (Agg)."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(7, 4))
-  x, y = np.asarray(x), np.asarray(y, dtype=float)
-  ax.plot(x, y, alpha=0.35 if smooth else 1.0, label=ylabel)
-  if smooth and len(y) >= smooth:
-    avg = smoothed(y, smooth)
-    ax.plot(x[smooth - 1:], avg[smooth - 1:],
-            label=f'{ylabel} ({smooth}-step mean)')
+  return plt.subplots(figsize=(7, 4))
+
+
+def save_figure(fig, ax, path, xlabel: str, ylabel: str, title: str,
+                dpi: int = 100) -> pathlib.Path:
+  """Labels, grid and legend on `ax`; `fig` saved as PNG to `path`, closed."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)
   ax.set_title(title)
@@ -140,6 +139,19 @@ def plot_curve(x, y, path, xlabel: str, ylabel: str, title: str,
   ax.legend()
   fig.tight_layout()
   path = pathlib.Path(path)
-  fig.savefig(path, dpi=100)
+  fig.savefig(path, dpi=dpi)
   plt.close(fig)
   return path
+
+
+def plot_curve(x, y, path, xlabel: str, ylabel: str, title: str,
+               smooth: int = 0) -> pathlib.Path:
+  """Saves a line plot as PNG, with a `smooth`-point moving average if > 0."""
+  fig, ax = new_figure()
+  x, y = np.asarray(x), np.asarray(y, dtype=float)
+  ax.plot(x, y, alpha=0.35 if smooth else 1.0, label=ylabel)
+  if smooth and len(y) >= smooth:
+    avg = smoothed(y, smooth)
+    ax.plot(x[smooth - 1:], avg[smooth - 1:],
+            label=f'{ylabel} ({smooth}-step mean)')
+  return save_figure(fig, ax, path, xlabel, ylabel, title)
