@@ -273,6 +273,8 @@ def test_each_agent_of_a_suite_acts_as_in_a_single_task_population(
                               jax.device_get(expected), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow  # The eval loop's test and test_loops_rollout_checks.py
+# cover the mechanism in the default run.
 def test_debug_checks_stop_at_the_bad_training_rollout(fast_compile):
   """An environment bug is reported with agent, field, time step, column
   (over the inner rollouts) and meta-step."""
