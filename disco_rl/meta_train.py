@@ -161,6 +161,7 @@ def meta_loss(
     agent: MetaTrainAgent,
     weights: MetaLossWeights = MetaLossWeights(),
     remat: bool = False,
+    unroll: int | bool = 1,
 ) -> tuple[chex.Array, tuple[MetaTrainState, types.LogDict, types.LogDict]]:
   """The meta-objective of one agent, differentiable w.r.t. the rule.
 
@@ -176,6 +177,12 @@ def meta_loss(
       (`jax.checkpoint`) instead of keeping its activations: the memory of a
       long window of updates stays that of a few, for about a third more
       compute.
+    unroll: inner updates per iteration of the compiled loop over them
+      (`lax.scan`'s `unroll`; True: all, a straight-line program). Unrolled,
+      the activations the meta-gradient needs are not stacked into and read
+      back from per-update buffers, and XLA optimises across the updates:
+      faster (1.7x for the upstream notebook's 2 updates on a CPU), compiled
+      in longer. The result is the same up to rounding.
 
   Returns:
     (meta-loss, (agent state after the inner updates, inner-step metrics
@@ -204,7 +211,8 @@ def meta_loss(
       inner_step,
       (agent_state.learner_state, agent_state.actor_state,
        agent_state.value_state),
-      (train_rollouts, jax.random.split(train_rng, num_inner)))
+      (train_rollouts, jax.random.split(train_rng, num_inner)),
+      unroll=unroll)
   train_meta_out = metrics.pop('meta_out')
 
   # Policy gradient of the updated agent on the validation rollout.
@@ -267,9 +275,12 @@ def calculate_meta_gradient(
     axis_name: str | None = None,
     weights: MetaLossWeights = MetaLossWeights(),
     remat: bool = False,
+    unroll: int | bool = 1,
 ) -> tuple[types.MetaParams, tuple[MetaTrainState, types.LogDict,
                                    types.LogDict]]:
   """Gradient of `meta_loss` w.r.t. the rule, averaged over `axis_name`.
+
+  `remat` and `unroll` are `meta_loss`'s.
 
   Returns:
     (meta-gradient, (new agent state, inner metrics, meta logs)); the
@@ -278,7 +289,7 @@ def calculate_meta_gradient(
   """
   grads, (new_state, metrics, meta_log) = jax.grad(meta_loss, has_aux=True)(
       update_rule_params, agent_state, train_rollouts, valid_rollout, rng,
-      agent, weights, remat)
+      agent, weights, remat, unroll)
   if axis_name is not None:
     grads, metrics, meta_log = jax.lax.pmean((grads, metrics, meta_log),
                                              axis_name)

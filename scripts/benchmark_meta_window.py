@@ -7,8 +7,11 @@ For each K (num_inner_steps, the updates the meta-gradient backpropagates
 through) and with or without rematerialisation (`remat`), runs a few
 meta-steps in a fresh process and prints, side by side: meta-steps/s, agent
 updates/s (K per meta-step), compile time and peak memory, plus each row's
-memory relative to K=2 without remat. The paper backpropagates through 20
-updates; with remat the memory should grow far less than K.
+memory relative to K=2 without remat. Windows of at most
+`max_unrolled_inner_steps` updates (5 by default) are unrolled, longer ones
+run as a loop (the job's default; the table says which). The paper
+backpropagates through 20 updates; with remat the memory should grow far
+less than K.
 
   python scripts/benchmark_meta_window.py --windows 2 5 20 --steps 6
   python scripts/benchmark_meta_window.py --tiny   # a smoke run (minutes)
@@ -18,6 +21,8 @@ import argparse
 import json
 import subprocess
 import sys
+
+from disco_rl.loops import config as config_lib
 
 _CHILD = '''
 import json, resource, sys, time
@@ -73,19 +78,21 @@ def main() -> int:
     for remat in (False, True):
       settings = dict(base, num_inner_steps=window, remat=remat)
       result = measure(settings)
-      rows.append(dict(K=window, remat=remat, **result))
-      print(f'K={window:3d} remat={remat!s:5}: '
+      unrolled = window <= config_lib.MetaTrainConfig.max_unrolled_inner_steps
+      rows.append(dict(K=window, remat=remat, unrolled=unrolled, **result))
+      print(f'K={window:3d} remat={remat!s:5} unrolled={unrolled!s:5}: '
             f'{result["meta_steps_per_s"]:.3f} meta-steps/s, '
             f'{result["meta_steps_per_s"] * window:.2f} agent updates/s, '
             f'compile {result["compile_s"]:.0f}s, peak '
             f'{result["peak_mb"]:.0f} MB', flush=True)
   reference = next(r for r in rows if r['K'] == min(args.windows)
                    and not r['remat'])
-  print('\n| K | remat | meta-steps/s | agent updates/s | compile (s) | '
-        'peak MB | memory vs K=%d |' % reference['K'])
-  print('|---|---|---|---|---|---|---|')
+  print('\n| K | inner updates | remat | meta-steps/s | agent updates/s | '
+        'compile (s) | peak MB | memory vs K=%d |' % reference['K'])
+  print('|---|---|---|---|---|---|---|---|')
   for r in rows:
-    print(f'| {r["K"]} | {"yes" if r["remat"] else "no"} | '
+    print(f'| {r["K"]} | {"unrolled" if r["unrolled"] else "loop"} | '
+          f'{"yes" if r["remat"] else "no"} | '
           f'{r["meta_steps_per_s"]:.3f} | '
           f'{r["meta_steps_per_s"] * r["K"]:.2f} | {r["compile_s"]:.0f} | '
           f'{r["peak_mb"]:.0f} | {r["peak_mb"] / reference["peak_mb"]:.2f}x |')

@@ -2,6 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """The benchmark scripts' smoke runs (--tiny), so that they do not rot."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -42,3 +43,43 @@ def test_meta_suite_benchmark_tiny_run_and_resume(tmp_path, tmp_path_factory):
   assert again.returncode == 0, again.stderr[-4000:]
   assert pd.read_csv(tmp_path / 'out/results.csv').equals(table)
   assert [p.stat().st_mtime_ns for p in runs] == written  # Read back.
+
+
+@pytest.mark.slow
+def test_loops_benchmark_tiny_run(tmp_path, tmp_path_factory):
+  """The previous and fused loops side by side, both jobs: the table and a
+  summary with every variant's speed and compile times."""
+  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+             JAX_PLATFORMS='cpu')
+  proc = subprocess.run(
+      [sys.executable, str(SCRIPTS / 'benchmark_loops.py'), '--tiny',
+       '--rounds', '1', '--compile-rounds', '1', '--out',
+       str(tmp_path / 'out')],
+      env=env, capture_output=True, text=True, check=False, timeout=1800)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  summary = json.loads((tmp_path / 'out/summary.json').read_text())
+  for job, names in (('eval', ('step_per_call', 'fused', 'learner_alone',
+                               'learner_scanned', 'fused_bfloat16')),
+                     ('meta', ('step_per_call', 'fused'))):
+    for name in names:
+      assert summary[job][name]['steps_per_s'] > 0, (job, name)
+      assert summary[job][name]['compile_s'] > 0, (job, name)
+    assert summary[job]['fused_speedup'] > 0
+  assert 'fused vs step-per-call' in proc.stdout
+
+
+@pytest.mark.slow
+def test_meta_window_benchmark_tiny_run(tmp_path_factory):
+  """K=2 (unrolled) and K=6 (a loop), with and without remat."""
+  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+             JAX_PLATFORMS='cpu')
+  proc = subprocess.run(
+      [sys.executable, str(SCRIPTS / 'benchmark_meta_window.py'), '--tiny',
+       '--windows', '2', '6', '--steps', '2'],
+      env=env, capture_output=True, text=True, check=False, timeout=1800)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  rows = [l for l in proc.stdout.splitlines() if l.startswith('| 2 |')
+          or l.startswith('| 6 |')]
+  assert len(rows) == 4, proc.stdout
+  assert all('| unrolled |' in r for r in rows[:2])
+  assert all('| loop |' in r for r in rows[2:])

@@ -84,8 +84,14 @@ def test_meta_training_repeats_the_upstream_first_steps():
   _, logs = _run(trainer, [steps])
   np.testing.assert_array_equal(logs['pos_rewards'],
                                 recorded['pos_rewards'][:steps])
+  # The first meta-gradient's norm moves with the order of floating-point
+  # operations: measured against the recording, 6.4e-5 with the inner
+  # updates in a loop, -1.9e-3 unrolled (the default), -6.6e-4 looped or
+  # unrolled with XLA's other matrix-product kernels
+  # (--xla_cpu_experimental_ynn_fusion_type=); the next step's, within 3e-6
+  # in every case.
   for key in ('meta_grad_norm', 'meta_up_norm'):
-    np.testing.assert_allclose(logs[key], recorded[key][:steps], rtol=1e-3,
+    np.testing.assert_allclose(logs[key], recorded[key][:steps], rtol=3e-3,
                                err_msg=key)
 
 
@@ -174,6 +180,24 @@ def test_remat_gives_the_same_meta_gradient(fast_compile):
                              plain_logs['meta_grad_norm'], rtol=1e-4)
 
 
+# Slow (two meta-gradient compilations); the default run's upstream
+# comparison below runs the unrolled program, the golden meta-gradient test
+# the loop.
+@pytest.mark.slow
+@pytest.mark.parametrize('remat', [False, True])
+def test_unrolled_inner_updates_give_the_same_meta_gradient(fast_compile,
+                                                            remat):
+  del fast_compile
+  config = dataclasses.replace(ONE_STEP, num_inner_steps=3, remat=remat)
+  unrolled, unrolled_logs = _first_update(config)
+  looped, looped_logs = _first_update(
+      dataclasses.replace(config, max_unrolled_inner_steps=0))
+  np.testing.assert_allclose(unrolled, looped, atol=1e-4)
+  for key in ('meta_grad_norm', 'meta_loss', 'pos_rewards'):
+    np.testing.assert_allclose(unrolled_logs[key], looped_logs[key],
+                               rtol=1e-4, err_msg=key)
+
+
 # Slow (a meta-gradient compilation); the default run sees renewals before
 # and after a resume in test_loops_trainer.py.
 @pytest.mark.slow
@@ -209,6 +233,8 @@ def test_agents_are_renewed_at_the_end_of_their_lifetime(fast_compile):
     (dict(agent_lifetime=1, num_inner_steps=2),
      'agent_lifetime=1 is shorter than one meta-step'),
     (dict(meta_grad_clip=-1.0), 'meta_grad_clip must be >= 0, got -1.0'),
+    (dict(max_unrolled_inner_steps=-1),
+     'max_unrolled_inner_steps must be >= 0, got -1'),
     (dict(meta_grad_norm='median'), "Unknown meta_grad_norm 'median'"),
 ])
 def test_bad_meta_optimisation_settings(changes, fragment):

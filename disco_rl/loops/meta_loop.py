@@ -6,8 +6,10 @@ One meta-step, for every agent of the population (`vmap`, or `lax.map` one
 agent after another, which is faster on CPUs: `population`): act for
 `num_inner_steps` training rollouts and one validation rollout (`lax.scan`),
 then differentiate the meta-objective through the agent's inner updates
-(`meta_train.calculate_meta_gradient`); the meta-gradient, averaged over the
-agents and devices, drives the rule's optimiser.
+(`meta_train.calculate_meta_gradient`; unrolled into straight-line code when
+there are at most `max_unrolled_inner_steps` of them, a loop otherwise); the
+meta-gradient, averaged over the agents and devices, drives the rule's
+optimiser.
 
 The population is split over a task suite (`config.tasks`, `tasks.py`): one
 group of agents per environment, each group with the network shape its
@@ -307,7 +309,8 @@ class MetaTrainer:
     grads, (agent_state, metrics, meta_log) = (
         meta_train.calculate_meta_gradient(
             update_rule_params, agent_state, train_rollouts, valid_rollout,
-            grad_rng, member, axis_name=AXIS, remat=cfg.remat))
+            grad_rng, member, axis_name=AXIS, remat=cfg.remat,
+            unroll=cfg.num_inner_steps <= cfg.max_unrolled_inner_steps))
     rewards = train_rollouts.rewards
     meta_log = dict(meta_log,
                     rewards=jnp.mean(rewards),
