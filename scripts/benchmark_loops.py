@@ -32,7 +32,7 @@ one-time costs, is not charged to one variant) and the process's peak
 resident memory after each variant was built and run (it only grows: compare
 the increments).
 
-  python scripts/benchmark_loops.py                 # both, ~15 min on 2 CPUs
+  python scripts/benchmark_loops.py                 # both, ~20 min on 2 CPUs
   python scripts/benchmark_loops.py --only eval --rounds 3
 """
 

@@ -3,7 +3,7 @@
 """Meta-training an update rule with a population of agents.
 
 One meta-step, for every agent of the population (`vmap`, or `lax.map` one
-agent after another, which is faster on CPUs: `population`): act for
+agent after another, no slower on CPUs: `population`): act for
 `num_inner_steps` training rollouts and one validation rollout (`lax.scan`),
 then differentiate the meta-objective through the agent's inner updates
 (`meta_train.calculate_meta_gradient`; unrolled into straight-line code when
