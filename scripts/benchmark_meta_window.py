@@ -23,6 +23,7 @@ import subprocess
 import sys
 
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import meta_loop
 
 _CHILD = '''
 import json, resource, sys, time
@@ -78,7 +79,8 @@ def main() -> int:
     for remat in (False, True):
       settings = dict(base, num_inner_steps=window, remat=remat)
       result = measure(settings)
-      unrolled = window <= config_lib.MetaTrainConfig.max_unrolled_inner_steps
+      unrolled = meta_loop.unrolls_inner_steps(
+          config_lib.MetaTrainConfig(**settings))
       rows.append(dict(K=window, remat=remat, unrolled=unrolled, **result))
       print(f'K={window:3d} remat={remat!s:5} unrolled={unrolled!s:5}: '
             f'{result["meta_steps_per_s"]:.3f} meta-steps/s, '

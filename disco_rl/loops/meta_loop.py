@@ -89,6 +89,11 @@ def state_specs(num_tasks: int = 1) -> PopulationState:
       agents=(group,) * num_tasks, ages=P(), rng=P(), step=P())
 
 
+def unrolls_inner_steps(config: config_lib.MetaTrainConfig) -> bool:
+  """Whether a meta-step runs its inner updates unrolled (else a loop)."""
+  return config.num_inner_steps <= config.max_unrolled_inner_steps
+
+
 def agent_settings(config: config_lib.MetaTrainConfig):
   """The population's agent settings (the Disco agent, MLP network)."""
   return config_lib.agent_settings('disco_103', config.learning_rate,
@@ -310,7 +315,7 @@ class MetaTrainer:
         meta_train.calculate_meta_gradient(
             update_rule_params, agent_state, train_rollouts, valid_rollout,
             grad_rng, member, axis_name=AXIS, remat=cfg.remat,
-            unroll=cfg.num_inner_steps <= cfg.max_unrolled_inner_steps))
+            unroll=unrolls_inner_steps(cfg)))
     rewards = train_rollouts.rewards
     meta_log = dict(meta_log,
                     rewards=jnp.mean(rewards),
