@@ -49,10 +49,10 @@ setup:
 	$(MAKE) --no-print-directory $(STAMP)
 
 test: $(STAMP)
-	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
-	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m slow $(PYTEST_ARGS)
+	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m slow $(PYTEST_ARGS)
 
 eval: $(STAMP)
 	$(VPY) -m disco_rl.examples.eval $(ARGS)

@@ -259,6 +259,10 @@ def test_presets():
 # The task suite: agents in groups, one per environment.
 
 
+# Slow (about 95 s: two populations compiled). The default run covers
+# suites through the resume test of test_loops_trainer.py, the meta-training
+# notebook and the multi-process test, each with two task groups.
+@pytest.mark.slow
 def test_each_agent_of_a_suite_acts_as_in_a_single_task_population(
     fast_compile):
   """Agent i of a suite gets the same keys (initial state, rollouts,
