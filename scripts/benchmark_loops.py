@@ -287,7 +287,12 @@ def bench_eval(args) -> dict:
 
 
 class StepPerCallMeta:
-  """One `jax.pmap` meta-step per call, inner rollouts in a Python loop."""
+  """One `jax.pmap` meta-step per call, inner rollouts in a Python loop.
+
+  As the previous loop (before the loops package) had it, logs included:
+  the agents' mean inner-update metrics, reward counts, meta-gradient and
+  update norms, the columns of its metrics.csv.
+  """
 
   def __init__(self, trainer: meta_loop.MetaTrainer):
     self.trainer = trainer
@@ -315,27 +320,38 @@ class StepPerCallMeta:
     agent_state, valid = member.unroll_actor(agent_state, act_rng,
                                              2 * cfg.rollout_len)
     # The inner updates in a loop (lax.scan), as the previous loop had them.
-    grads, (agent_state, _, meta_log) = meta_train.calculate_meta_gradient(
-        params, agent_state, train, valid, grad_rng, member, axis_name=AXIS,
-        unroll=1)
-    return grads, agent_state, dict(
-        meta_log, pos_rewards=jnp.sum(train.rewards > 0).astype(jnp.float32))
+    grads, (agent_state, metrics, meta_log) = (
+        meta_train.calculate_meta_gradient(
+            params, agent_state, train, valid, grad_rng, member,
+            axis_name=AXIS, unroll=1))
+    # The logs the previous loop wrote to metrics.csv (the fused loop's).
+    rewards = train.rewards
+    meta_log = dict(meta_log, rewards=jnp.mean(rewards),
+                    pos_rewards=jnp.sum(rewards > 0).astype(jnp.float32),
+                    neg_rewards=jnp.sum(rewards < 0).astype(jnp.float32))
+    return grads, agent_state, jax.tree.map(jnp.mean, metrics), meta_log
 
   def _meta_step(self, state):
     n = self.trainer.config.num_agents
     rng, step_rng = jax.random.split(state.rng)
     act_rng, grad_rng = jax.random.split(step_rng)
-    grads, agents, logs = jax.vmap(self._agent, in_axes=(None, 0, 0, 0))(
-        state.update_rule_params, state.agents, jax.random.split(act_rng, n),
-        jax.random.split(grad_rng, n))
+    grads, agents, metrics, meta_log = jax.vmap(
+        self._agent, in_axes=(None, 0, 0, 0))(
+            state.update_rule_params, state.agents,
+            jax.random.split(act_rng, n), jax.random.split(grad_rng, n))
+    meta_log = jax.lax.pmean(meta_log, AXIS)
     # The optimiser takes the agents' meta-gradients [N, ...] and averages.
-    updates, opt_state, _ = self.trainer.meta_opt.update(
+    updates, opt_state, logged_grads = self.trainer.meta_opt.update(
         grads, state.meta_opt_state)
+    logs = jax.tree.map(jnp.mean, dict(meta_log, **{
+        f'agent_{k}': v for k, v in metrics.items()}))
+    logs['meta_grad_norm'] = optax.tree_utils.tree_norm(logged_grads)
+    logs['meta_up_norm'] = optax.tree_utils.tree_norm(updates)
     return state.replace(
         update_rule_params=optax.apply_updates(state.update_rule_params,
                                                updates),
         meta_opt_state=opt_state, agents=agents, rng=rng,
-        step=state.step + 1), jax.tree.map(jnp.mean, logs)
+        step=state.step + 1), logs
 
   def run(self, state, count):
     for _ in range(count):
