@@ -195,7 +195,7 @@ def compilation_cache(tmp_path_factory):
 # The test files that take minutes in the default run (compiling
 # meta-training programs, starting processes), longest first (per-file
 # totals of a default run with --durations=0 on the 2-core machine: about
-# 190, 180, 175, 140, 110 s). `make test` hands whole files to its two
+# 190, 180, 175, 110, 80 s). `make test` hands whole files to its two
 # pytest-xdist processes in collection order (--dist loadfile
 # --no-loadscope-reorder); starting these first keeps the two processes'
 # shares even. With xdist's own order (files with more tests first) the
@@ -204,9 +204,9 @@ LONGEST_FILES = (
     'test_loops_multiprocess.py',
     'test_notebooks.py',
     'test_loops_trainer.py',
-    'test_loops_meta_loop.py',
     'test_examples.py',
     'test_environments_gymnax.py',
+    'test_loops_meta_loop.py',
     'test_golden_agent.py',
     'test_agent.py',
     'test_golden_meta.py',

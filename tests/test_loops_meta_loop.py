@@ -36,6 +36,10 @@ def _run(trainer, calls):
   return state, {k: np.concatenate([l[k] for l in logs]) for k in logs[0]}
 
 
+# Slow (about 90 s: two programs compiled). In the default run the
+# upstream-equivalence test below covers scanned meta-steps: three
+# meta-steps in one call repeat the upstream's run of one step per call.
+@pytest.mark.slow
 def test_scanned_meta_steps_equal_one_meta_step_per_call():
   with smoke_env.fast_compile():
     fused_state, fused = _run(meta_loop.MetaTrainer(TINY), [3, 1])
