@@ -325,10 +325,7 @@ class StepPerCallMeta:
             params, agent_state, train, valid, grad_rng, member,
             axis_name=AXIS, unroll=1))
     # The logs the previous loop wrote to metrics.csv (the fused loop's).
-    rewards = train.rewards
-    meta_log = dict(meta_log, rewards=jnp.mean(rewards),
-                    pos_rewards=jnp.sum(rewards > 0).astype(jnp.float32),
-                    neg_rewards=jnp.sum(rewards < 0).astype(jnp.float32))
+    meta_log = dict(meta_log, **meta_loop.reward_logs(train.rewards))
     return grads, agent_state, jax.tree.map(jnp.mean, metrics), meta_log
 
   def _meta_step(self, state):
@@ -343,10 +340,7 @@ class StepPerCallMeta:
     # The optimiser takes the agents' meta-gradients [N, ...] and averages.
     updates, opt_state, logged_grads = self.trainer.meta_opt.update(
         grads, state.meta_opt_state)
-    logs = jax.tree.map(jnp.mean, dict(meta_log, **{
-        f'agent_{k}': v for k, v in metrics.items()}))
-    logs['meta_grad_norm'] = optax.tree_utils.tree_norm(logged_grads)
-    logs['meta_up_norm'] = optax.tree_utils.tree_norm(updates)
+    logs = meta_loop.step_logs(meta_log, metrics, logged_grads, updates)
     return state.replace(
         update_rule_params=optax.apply_updates(state.update_rule_params,
                                                updates),

@@ -5,6 +5,7 @@ agents and inputs (shared by tests and the multi-device subprocess checks)."""
 
 import dataclasses
 import json
+import os
 import pathlib
 from typing import Any
 
@@ -83,11 +84,79 @@ class CheckedCase:
     return self.case.under(prefix)
 
   def check(self, tree, prefix: str, exact: bool = False) -> None:
-    """Every key under `prefix`: missing, extra, off, NaN or Inf fails."""
+    """Every key under `prefix`: missing, extra, off, NaN or Inf fails.
+
+    With $DISCO_RL_GOLDEN_REPORT set to a file, every key's comparison is
+    appended to it instead (`report_comparison`) and nothing fails here: a
+    report of all keys, read by scripts/gpu_check.py.
+    """
     ref = self.reference
+    report = os.environ.get(REPORT_ENV)
+    if report:
+      report_comparison(report, self, tree, prefix, exact)
+      return
     self.golden.assert_close(tree, self.case, prefix, rtol=ref.rtol,
                              atol=ref.atol, exact=exact,
                              leaf_rtol=ref.leaf_rtol)
+
+
+# A file that collects every key's comparison (JSON lines) instead of failing
+# at the first bad key; for scripts/gpu_check.py.
+REPORT_ENV = 'DISCO_RL_GOLDEN_REPORT'
+
+
+def key_errors(got, want) -> dict[str, float]:
+  """Errors of one float array against its reference (finite entries).
+
+  Returns:
+    max_abs_err: max |got - want|.
+    max_rel_err: max |got - want| / |want| where want != 0.
+    leaf_rel_err: ||got - want|| / ||want||.
+  """
+  g = np.asarray(got, np.float64)
+  w = np.asarray(want, np.float64)
+  finite = np.isfinite(g) & np.isfinite(w)
+  diff = np.abs(g - w)[finite]
+  scale = np.abs(w)[finite]
+  nonzero = scale > 0
+  norm = float(np.linalg.norm(scale))
+  return dict(
+      max_abs_err=float(diff.max()) if diff.size else 0.0,
+      max_rel_err=float((diff[nonzero] / scale[nonzero]).max())
+      if nonzero.any() else 0.0,
+      leaf_rel_err=float(np.linalg.norm(diff)) / norm if norm else 0.0)
+
+
+def report_comparison(path: str, checked: CheckedCase, tree, prefix: str,
+                      exact: bool) -> None:
+  """Appends one JSON line per key under `prefix` to `path`.
+
+  Each line: case, reference, key, `passed` (at the reference's tolerance,
+  `golden.compare`), the problem if any, and for float keys `key_errors`
+  plus `tol_ratio`: max |got - want| / (atol + rtol |want|), which must be
+  <= 1 to pass elementwise.
+  """
+  golden, case, ref = checked.golden, checked.case, checked.reference
+  problems = golden.compare(tree, case, prefix, rtol=ref.rtol, atol=ref.atol,
+                            exact=exact, leaf_rtol=ref.leaf_rtol)
+  by_key = {p.split(' ')[1].rstrip(':'): p for p in problems}
+  got = golden.flatten(tree, prefix)
+  want = {f'{prefix}|{k}': v for k, v in case.under(prefix).items()}
+  with open(path, 'a') as f:
+    for key in sorted(set(got) | set(want)):
+      line = dict(case=case.name, reference=ref.name, key=key,
+                  passed=key not in by_key, problem=by_key.get(key))
+      w = want.get(key)
+      if (key in got and w is not None and w.dtype.kind == 'f'
+          and np.shape(got[key]) == w.shape):
+        line.update(key_errors(got[key], w))
+        g64 = np.asarray(got[key], np.float64)
+        w64 = w.astype(np.float64)
+        finite = np.isfinite(g64) & np.isfinite(w64)
+        allowed = ref.atol + ref.rtol * np.abs(w64[finite])
+        line['tol_ratio'] = (float((np.abs(g64 - w64)[finite] / allowed).max())
+                             if finite.any() else 0.0)
+      f.write(json.dumps(line) + '\n')
 
 
 def load_case(golden, golden_dir: pathlib.Path, reference: Reference,

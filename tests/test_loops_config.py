@@ -86,7 +86,8 @@ def test_flags_round_trip_into_the_config():
 
 
 @pytest.mark.parametrize('argv', [['--dense', '16,x'], ['--dense', '0'],
-                                  ['--rule', 'ppo'], ['--steps', '1.5']])
+                                  ['--rule', 'ppo'], ['--steps', '1.5'],
+                                  ['--matmul-precision', 'tf32']])
 def test_bad_flag_values_are_argparse_errors(argv):
   with pytest.raises(argparse.ArgumentError):
     _parser(config_lib.EvalConfig).parse_args(argv)

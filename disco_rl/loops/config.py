@@ -18,10 +18,18 @@ from ml_collections import config_dict
 
 from disco_rl import agent as agent_lib
 from disco_rl import environments
+from disco_rl.loops import precision as precision_lib
 from disco_rl.networks import nets
 
 RULES = ('disco_103', 'actor_critic')
 PRECISIONS = nets.PRECISIONS
+MATMUL_PRECISIONS = precision_lib.MATMUL_PRECISIONS
+_MATMUL_PRECISION_HELP = (
+    "float32 matrix-product precision of the compiled programs (JAX's "
+    "default_matmul_precision): 'default' (the backend's choice: TF32 on "
+    "recent NVIDIA GPUs, bfloat16 passes on TPUs), 'high' (an intermediate "
+    "precision where the backend has one) or 'highest' (full float32); CPUs "
+    'compute float32 products in full at every setting')
 NETS = ('mlp', 'conv')
 CATCH_ENVS = ('jittable_catch', 'catch')
 # env='custom': the Environment object given to Trainer/EvalLoop (env=...).
@@ -156,6 +164,8 @@ class EvalConfig:
   precision: str = _field(
       'float32', "compute dtype of the agent network ('bfloat16': "
       'parameters, outputs and the rule stay float32)', choices=PRECISIONS)
+  matmul_precision: str = _field('default', _MATMUL_PRECISION_HELP,
+                                 choices=MATMUL_PRECISIONS)
   seed: int = _field(0, 'random seed')
   num_devices: int | None = _field(
       None, 'devices to use (default: as many as the batch divides into)')
@@ -228,6 +238,8 @@ class MetaTrainConfig:
       'meta-step has at most this many (on a CPU 1.7x the meta-steps/s at 2 '
       'updates and 1.4x at 5, for longer compiles); longer windows run as a '
       'loop (0: always a loop)')
+  matmul_precision: str = _field('default', _MATMUL_PRECISION_HELP,
+                                 choices=MATMUL_PRECISIONS)
   agent_lifetime: int = _field(
       0, 'agent updates after which an agent starts afresh, staggered over '
       'the population so that ages differ (0: agents live for the run)')

@@ -42,6 +42,7 @@ from disco_rl.loops import checkpoint
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import driver
+from disco_rl.loops import precision
 from disco_rl.loops import replay
 from disco_rl.loops import rollout_checks
 from disco_rl.loops import reporting
@@ -202,6 +203,8 @@ class _EvalLoopBase:
     raise NotImplementedError
 
   def _shard_map(self, fn, in_specs, out_specs):
+    """`fn` over the mesh, its products at `config.matmul_precision`."""
+    fn = precision.traced_with(self.config.matmul_precision, fn)
     return jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs,
                          out_specs=out_specs, check_vma=False)
 
@@ -356,8 +359,10 @@ class EvalLoop(_EvalLoopBase):
                        '(or make_eval_loop).')
     super().__init__(config, rule_params, devices, load_weights, env)
     specs = state_specs()
-    self._init = jax.jit(self._initial_state_on_device,
-                         out_shardings=self._state_shardings())
+    self._init = jax.jit(
+        precision.traced_with(config.matmul_precision,
+                              self._initial_state_on_device),
+        out_shardings=self._state_shardings())
     self._run = jax.jit(
         self._shard_map(self._run_on_device, in_specs=(specs, P(), P()),
                         out_specs=(specs, P())),
@@ -454,8 +459,9 @@ class HostEvalLoop(_EvalLoopBase):
                        f'{jax.process_count()} processes.')
     specs = state_specs()
     self.host_env_state = None
-    self._init = jax.jit(self._initial_state,
-                         out_shardings=self._state_shardings())
+    self._init = jax.jit(
+        precision.traced_with(config.matmul_precision, self._initial_state),
+        out_shardings=self._state_shardings())
     self._act = jax.jit(self._shard_map(
         self._act_on_device, in_specs=(P(), P(), P(AXIS), P(AXIS)),
         out_specs=(P(AXIS), P(AXIS))))
@@ -702,8 +708,10 @@ class EvalJob:
       env = get_environment(name, batch_size=cfg.num_envs,
                             env_settings=env_settings(
                                 dataclasses.replace(cfg, env=name)))
-    return evaluate_policy(self.loop.agent, params, env, jax.random.PRNGKey(seed),
-                           num_rollouts, cfg.rollout_len)
+    with jax.default_matmul_precision(cfg.matmul_precision):
+      return evaluate_policy(self.loop.agent, params, env,
+                             jax.random.PRNGKey(seed), num_rollouts,
+                             cfg.rollout_len)
 
   def summary(self, state: EvalState, rows, timing: driver.Timing
               ) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from disco_rl import types
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import driver
+from disco_rl.loops import precision
 from disco_rl.loops import reporting
 from disco_rl.loops import rollout_checks
 from disco_rl.loops import tasks as tasks_lib
@@ -92,6 +93,31 @@ def state_specs(num_tasks: int = 1) -> PopulationState:
 def unrolls_inner_steps(config: config_lib.MetaTrainConfig) -> bool:
   """Whether a meta-step runs its inner updates unrolled (else a loop)."""
   return config.num_inner_steps <= config.max_unrolled_inner_steps
+
+
+def reward_logs(rewards: chex.Array) -> dict[str, chex.Array]:
+  """Mean reward and counts of positive and negative rewards, [] each."""
+  return dict(rewards=jnp.mean(rewards),
+              pos_rewards=jnp.sum(rewards > 0).astype(jnp.float32),
+              neg_rewards=jnp.sum(rewards < 0).astype(jnp.float32))
+
+
+def step_logs(meta_log, metrics, logged_grads, updates
+              ) -> dict[str, chex.Array]:
+  """A meta-step's scalar logs (the columns of metrics.csv).
+
+  Args:
+    meta_log: {name: [N]} the agents' meta-objective logs.
+    metrics: {name: [N]} the agents' mean inner-update metrics (logged as
+      'agent_<name>').
+    logged_grads: the meta-gradient whose norm is logged.
+    updates: the rule's update.
+  """
+  logs = jax.tree.map(jnp.mean, dict(meta_log, **{
+      f'agent_{k}': v for k, v in metrics.items()}))
+  logs['meta_grad_norm'] = optax.tree_utils.tree_norm(logged_grads)
+  logs['meta_up_norm'] = optax.tree_utils.tree_norm(updates)
+  return logs
 
 
 def agent_settings(config: config_lib.MetaTrainConfig):
@@ -218,9 +244,11 @@ class MetaTrainer:
     self.debug_checks = config.debug_checks
     self._specs = state_specs(len(self.tasks))
     specs = self._specs
-    self._init = jax.jit(self._initial_state,
+    traced = functools.partial(precision.traced_with,
+                               config.matmul_precision)
+    self._init = jax.jit(traced(self._initial_state),
                          out_shardings=devices_lib.shardings(self.mesh, specs))
-    run = jax.shard_map(self._run_on_device, mesh=self.mesh,
+    run = jax.shard_map(traced(self._run_on_device), mesh=self.mesh,
                         in_specs=(specs, P()), out_specs=(specs, P()),
                         check_vma=False)
     self._run = jax.jit(run, donate_argnums=0)
@@ -316,11 +344,7 @@ class MetaTrainer:
             update_rule_params, agent_state, train_rollouts, valid_rollout,
             grad_rng, member, axis_name=AXIS, remat=cfg.remat,
             unroll=unrolls_inner_steps(cfg)))
-    rewards = train_rollouts.rewards
-    meta_log = dict(meta_log,
-                    rewards=jnp.mean(rewards),
-                    pos_rewards=jnp.sum(rewards > 0).astype(jnp.float32),
-                    neg_rewards=jnp.sum(rewards < 0).astype(jnp.float32))
+    meta_log = dict(meta_log, **reward_logs(train_rollouts.rewards))
     return (grads, agent_state, jax.tree.map(jnp.mean, metrics), meta_log,
             fault)
 
@@ -371,12 +395,9 @@ class MetaTrainer:
     params = optax.apply_updates(state.update_rule_params, updates)
     agents, ages = self._renew_old_agents(
         agents, state.ages + self.config.num_inner_steps, rng)
-    logs = jax.tree.map(jnp.mean, dict(meta_log, **{
-        f'agent_{k}': v for k, v in metrics.items()}))
+    logs = step_logs(meta_log, metrics, logged_grads, updates)
     if len(self.tasks) > 1:
       logs.update({f'rewards_task{g}': r for g, r in enumerate(task_rewards)})
-    logs['meta_grad_norm'] = optax.tree_utils.tree_norm(logged_grads)
-    logs['meta_up_norm'] = optax.tree_utils.tree_norm(updates)
     if self.config.agent_lifetime:
       logs['agents_renewed'] = jnp.sum(ages == 0).astype(jnp.float32)
     if fault is not None:  # The first agent's, then the first device's.
@@ -527,14 +548,17 @@ class MetaTrainJob:
       state: the population state (its rule is the default).
       params: the rule's meta-parameters (default: the current ones).
       env: an `EvalConfig` (rule 'disco_103') for the agent, e.g. a held-out
-        board size; default: `EvalConfig(num_steps=200)` on the first task.
+        board size; default: `EvalConfig(num_steps=200)` on the first task,
+        at the run's `matmul_precision`.
       **trainer_args: more `Trainer` arguments (output_dir, progress, ...).
     """
     from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
     if params is None:
       params = self.trainer.params(state)
     if env is None:
-      env = tasks_lib.eval_config(self.trainer.tasks[0], num_steps=200)
+      env = tasks_lib.eval_config(
+          self.trainer.tasks[0], num_steps=200,
+          matmul_precision=self.config.matmul_precision)
     if not isinstance(env, config_lib.EvalConfig) or env.rule != 'disco_103':
       raise ValueError('env must be an EvalConfig with rule disco_103 (a '
                        f'meta-learned rule), got {env!r}.')

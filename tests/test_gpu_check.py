@@ -1,0 +1,181 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""scripts/gpu_check.py at tiny sizes on the CPU, so that it cannot rot
+between GPU runs; and the golden report mode it reads."""
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import golden_cases
+
+SCRIPT = pathlib.Path(__file__).resolve().parent.parent / 'scripts' / (
+    'gpu_check.py')
+
+
+def _load_script():
+  spec = importlib.util.spec_from_file_location('gpu_check', SCRIPT)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+gpu_check = _load_script()
+
+
+def _run(args, env=None, timeout=900):
+  return subprocess.run([sys.executable, str(SCRIPT), *args], env=env,
+                        capture_output=True, text=True, check=False,
+                        timeout=timeout)
+
+
+def test_every_section_runs_at_tiny_sizes_on_the_cpu(tmp_path, golden_dir,
+                                                     disco_103_path):
+  env = dict(os.environ, DISCO_RL_GOLDEN_DIR=str(golden_dir),
+             DISCO_RL_WEIGHTS=str(disco_103_path), MPLBACKEND='Agg')
+  env.pop('XLA_FLAGS', None)
+  out = tmp_path / 'check'
+  done = _run(['--cpu', '--tiny', '--fast-compile', '--out', str(out)], env)
+  assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+  results = json.loads((out / 'results.json').read_text())
+  sections = results['sections']
+  assert list(sections) == [s.name for s in gpu_check.SECTIONS]
+  for name, section in sections.items():
+    if name == 'seeds':
+      assert section['status'].startswith('skipped: EvalConfig has no seeds')
+    else:
+      assert section['status'] == 'ok', (name, section)
+
+  device = sections['device']['info']
+  assert device['backend'] == 'cpu' and device['device_count'] >= 1
+  assert {'jax', 'dm-haiku', 'rlax', 'gymnax'} <= set(device['versions'])
+
+  # On a CPU float32 products are exact at every precision: every key of
+  # both cases passes at both precisions, against both references.
+  golden = sections['golden']['rows']
+  assert {(r['precision'], r['case'], r['reference']) for r in golden} == {
+      (p, c, r) for p in ('default', 'highest')
+      for c in ('disco_init', 'policy_gradient')
+      for r in ('current_jax', 'jax_0.6.2')}
+  for row in golden:
+    assert row['keys'] > 0 and row['keys_passed'] == row['keys'], row
+    assert row['worst_tol_ratio'] <= 1.0
+  for precision in ('default', 'highest'):
+    counts = sections['golden']['info'][f'pytest_{precision}']
+    assert counts['passed'] > 0 and counts['failed'] == 0
+  keys = [json.loads(x) for x in
+          (out / 'golden_keys.jsonl').read_text().splitlines()]
+  assert sum(r['keys'] for r in golden) == len(keys)
+
+  def rows(name):
+    return {r['run']: r for r in sections[name]['rows']}
+
+  evals = rows('eval')
+  assert set(evals) == {'defaults', 'batch 16', 'defaults, highest'}
+  assert evals['defaults, highest']['matmul_precision'] == 'highest'
+  for row in evals.values():
+    assert row['learner_steps_per_s'] > 0
+    assert row['env_steps_per_s'] == pytest.approx(
+        row['learner_steps_per_s'] * row['envs'] * row['rollout_len'],
+        rel=1e-3)
+    assert row['peak_host_rss_mb'] > 0
+  minatar = rows('minatar')
+  assert set(minatar) == {'acting, 8 envs', 'acting, 32 envs',
+                          'training loop'}
+  assert all(r['env_steps_per_s'] > 0 for r in minatar.values())
+  meta = rows('meta')
+  assert set(meta) == {'notebook settings', 'paper preset, 2 agents'}
+  assert meta['paper preset, 2 agents']['inner_steps'] == 3
+  assert all(r['meta_steps_per_s'] > 0 for r in meta.values())
+
+  table = (out / 'results.md').read_text()
+  for section in gpu_check.SECTIONS:
+    assert f'## {section.title}' in table
+  assert '| run | batch | envs |' in table
+  assert table in done.stdout  # Printed too.
+
+
+def test_a_spent_budget_skips_sections_and_still_writes_results(tmp_path):
+  out = tmp_path / 'check'
+  done = _run(['--cpu', '--tiny', '--budget-s', '1', '--out', str(out)])
+  assert done.returncode == 1
+  results = json.loads((out / 'results.json').read_text())
+  assert [s['status'] for s in results['sections'].values()] == [
+      'skipped: the total budget is spent'] * len(gpu_check.SECTIONS)
+  assert '## Device and versions' in (out / 'results.md').read_text()
+
+
+def test_a_section_past_its_budget_is_stopped(tmp_path, monkeypatch):
+  """The section's process is killed at its budget; the driver goes on."""
+  monkeypatch.setattr(gpu_check, 'SECTIONS', (
+      gpu_check.Section('device', 'Device and versions', 0.1, 0.1),
+      gpu_check.Section('seeds', 'Seeds in parallel', 60, 60)))
+  monkeypatch.setattr(gpu_check, 'MIN_SECTION_S', 0)
+  out = tmp_path / 'check'
+  code = gpu_check.main(['--cpu', '--tiny', '--out', str(out)])
+  assert code == 1
+  sections = json.loads((out / 'results.json').read_text())['sections']
+  assert sections['device']['status'] == 'timed out after 0.1 s'
+  assert sections['device']['error']  # The end of its log.
+  assert sections['seeds']['status'].startswith('skipped: EvalConfig')
+
+
+def test_an_output_folder_with_results_is_refused(tmp_path):
+  (tmp_path / 'results.json').write_text('{}')
+  done = _run(['--cpu', '--tiny', '--sections', 'seeds', '--out',
+               str(tmp_path)])
+  assert done.returncode != 0
+  assert 'results.json exists: choose an empty --out' in done.stderr
+
+
+@pytest.mark.golden
+def test_report_mode_records_every_key_and_flags_the_bad_one(
+    tmp_path, monkeypatch, golden, golden_dir):
+  checked = golden_cases.load_case(golden, golden_dir,
+                                   golden_cases.CURRENT_JAX, 'policy_gradient')
+  prefix = 'out|True'
+  tree = {k: np.array(v) for k, v in checked.under(prefix).items()}
+  assert len(tree) == 3
+  bad, good, missing = sorted(tree)
+  tree[bad] = tree[bad] + 1.0  # Past atol=2e-4 everywhere.
+  del tree[missing]
+  report = tmp_path / 'report.jsonl'
+  monkeypatch.setenv(golden_cases.REPORT_ENV, str(report))
+  checked.check(tree, prefix)  # Records; does not raise.
+  lines = {x['key']: x for x in map(json.loads,
+                                    report.read_text().splitlines())}
+  assert set(lines) == {f'{prefix}|{k}' for k in checked.under(prefix)}
+  assert not lines[f'{prefix}|{bad}']['passed']
+  assert lines[f'{prefix}|{bad}']['max_abs_err'] == pytest.approx(1.0)
+  assert lines[f'{prefix}|{bad}']['tol_ratio'] > 1
+  assert lines[f'{prefix}|{good}']['passed']
+  assert lines[f'{prefix}|{good}']['tol_ratio'] == 0.0
+  assert not lines[f'{prefix}|{missing}']['passed']
+  assert lines[f'{prefix}|{missing}']['problem'].startswith('missing')
+  monkeypatch.delenv(golden_cases.REPORT_ENV)
+  with pytest.raises(AssertionError, match=bad):
+    checked.check(tree, prefix)
+
+
+def test_golden_summary_takes_the_worst_of_each_case():
+  lines = [
+      dict(case='a', reference='r', key='k1', passed=True, tol_ratio=0.5,
+           leaf_rel_err=1e-3, max_abs_err=1e-4),
+      dict(case='a', reference='r', key='k2', passed=False, tol_ratio=3.0,
+           leaf_rel_err=2e-2, max_abs_err=1e-2),
+      dict(case='a', reference='r', key='k3', passed=True),  # Integers.
+      dict(case='b', reference='r', key='k1', passed=True, tol_ratio=0.1,
+           leaf_rel_err=0.0, max_abs_err=0.0)]
+  assert gpu_check.golden_summary(lines) == [
+      dict(case='a', reference='r', keys=3, keys_passed=2,
+           worst_tol_ratio=3.0, worst_leaf_rel_err=2e-2,
+           worst_max_abs_err=1e-2, failing_keys=['k2']),
+      dict(case='b', reference='r', keys=1, keys_passed=1,
+           worst_tol_ratio=0.1, worst_leaf_rel_err=0.0,
+           worst_max_abs_err=0.0, failing_keys=[])]
