@@ -11,6 +11,12 @@
 #   make bench-meta-window meta-gradient windows K=2,5,20: speed and memory
 #   make bench-meta-suite a rule meta-trained on a task suite, on held-out envs
 #   make weights     download and verify the Disco103 weights
+#   make test-py312  the Python 3.12 leg of CI: a fresh .venv312 (jax 0.11),
+#                    the golden tests and a short training run
+#   make gpu-wheels  the wheels the GPU machine lacks, into .gpu/wheels
+#   make gpu-bundle  gpu-wheels, plus the golden files and the weights, in .gpu
+#                    (then on the GPU: python3 scripts/gpu_check.py --bundle .gpu
+#                    --out DIR)
 #
 # Extra arguments: make eval ARGS='--flag=value', make test PYTEST_ARGS='-k x',
 # make test TEST_WORKERS=1 (pytest-xdist processes; 0: none).
@@ -37,7 +43,7 @@ else
 TEST_ENV := -u XLA_FLAGS
 endif
 
-.PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train bench-loops bench-minatar bench-meta-window bench-meta-suite
+.PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train bench-loops bench-minatar bench-meta-window bench-meta-suite test-py312 gpu-wheels gpu-bundle
 
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -80,3 +86,52 @@ bench-meta-window: $(STAMP)
 
 bench-meta-suite: $(STAMP)
 	$(VPY) scripts/benchmark_meta_suite.py $(ARGS)
+
+# ---------------------------------------------------------------------------
+# Python 3.12, where pip installs jax 0.11 (on 3.11 it installs 0.10): the
+# golden tests and one short training run, in a virtualenv of its own.
+PY312 ?= $(shell pyenv prefix 3.12 2>/dev/null || true)/bin/python3.12
+VENV312 ?= .venv312
+STAMP312 := $(VENV312)/.disco_rl-installed
+
+$(STAMP312): pyproject.toml
+	@test -x $(PY312) || { echo "error: no Python 3.12 at $(PY312) (set PY312=/path/to/python3.12)" >&2; exit 2; }
+	test -x $(VENV312)/bin/python || $(PY312) -m venv $(VENV312)
+	$(VENV312)/bin/python -m pip install $(PIP_FLAGS) -e '.[test]'
+	touch $@
+
+test-py312: $(STAMP312)
+	$(VENV312)/bin/python -c "import sys, jax; print('Python', sys.version.split()[0], 'jax', jax.__version__)"
+	env $(TEST_ENV) $(VENV312)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile tests/test_golden_rules.py tests/test_golden_agent.py tests/test_golden_meta.py $(PYTEST_ARGS)
+	out=$$(mktemp -d) && env $(TEST_ENV) $(VENV312)/bin/python -m disco_rl.examples.eval --steps 20 --steps-per-call 10 --no-progress --out $$out/eval && rm -rf $$out
+
+# ---------------------------------------------------------------------------
+# What the GPU machine (no package index) needs, in the git-ignored .gpu:
+# send it with the working tree (the device tool's carry: .gpu).
+GPU_BUNDLE ?= .gpu
+SHARED ?= ../shared
+GPU_PLATFORMS := manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64
+# The golden cases the one-GPU check compares (learner_disco_pmap2 needs two
+# devices).
+GPU_GOLDEN_CASES := disco_init envs learner_actor_critic learner_disco meta_gradient meta_net policy_gradient
+
+gpu-wheels:
+	rm -rf $(GPU_BUNDLE)/wheels
+	mkdir -p $(GPU_BUNDLE)/wheels
+	$(PYTHON) -m pip download $(PIP_FLAGS) --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 $(addprefix --platform ,$(GPU_PLATFORMS)) -d $(GPU_BUNDLE)/wheels -r scripts/gpu_wheels.txt
+	@ls $(GPU_BUNDLE)/wheels | wc -l | xargs echo wheels:
+
+gpu-bundle: gpu-wheels $(STAMP)
+	@golden="$${DISCO_RL_GOLDEN_DIR:-$(SHARED)/golden}"; \
+	weights="$${DISCO_RL_WEIGHTS:-$(SHARED)/weights/disco_103.npz}"; \
+	test -f "$$golden/golden.py" || { echo "error: golden files not found in $$golden (set DISCO_RL_GOLDEN_DIR)" >&2; exit 2; }; \
+	test -f "$$weights" || { echo "error: weights not found at $$weights (set DISCO_RL_WEIGHTS)" >&2; exit 2; }; \
+	$(VPY) -m disco_rl.weights --verify "$$weights" || exit 2; \
+	rm -rf $(GPU_BUNDLE)/golden $(GPU_BUNDLE)/weights; \
+	mkdir -p $(GPU_BUNDLE)/golden/current_jax $(GPU_BUNDLE)/weights; \
+	cp "$$golden/golden.py" $(GPU_BUNDLE)/golden/; \
+	for case in $(GPU_GOLDEN_CASES); do \
+	  cp "$$golden/current_jax/$$case.npz" "$$golden/current_jax/$$case.json" $(GPU_BUNDLE)/golden/current_jax/ || exit 2; \
+	done; \
+	cp "$$weights" $(GPU_BUNDLE)/weights/disco_103.npz; \
+	du -sh $(GPU_BUNDLE)

@@ -205,6 +205,7 @@ LONGEST_FILES = (
     'test_notebooks.py',
     'test_loops_trainer.py',
     'test_examples.py',
+    'test_gpu_check.py',
     'test_environments_gymnax.py',
     'test_loops_meta_loop.py',
     'test_golden_agent.py',
