@@ -51,7 +51,7 @@ RULE_LABELS = {'disco_103': 'Disco103', 'actor_critic': 'actor-critic'}
 # on Breakout). On a CPU the learner step is what costs, and it grows faster
 # than its batch (64 trajectories: 1.1 steps/s, 16: 7.6 steps/s on 2 cores),
 # so small batches buy both more updates and more environment steps. The
-# debug checks are off (as the results in the README were measured):
+# debug checks are off (as the results in docs/benchmarks.md were measured):
 # gymnax's rewards and the sampled actions cannot go out of range.
 SETTINGS = dict(net='conv', conv_channels=(16,), conv_kernel=3, dense=(128,),
                 model_lstm_size=128, model_head_hiddens=(128,),

@@ -8,7 +8,7 @@ Prints progress, then the final average return and the paths of the metrics
 CSV and the learning-curve PNG. `--steps` counts learner steps (the first
 iterations only fill the replay buffer). Every setting of `EvalConfig` is a
 flag (`--help` lists them); `--resume DIR` continues an interrupted run.
-Several processes: see the README ("Several hosts").
+Several processes: see docs/scaling.md ("Several hosts").
 """
 
 import sys
