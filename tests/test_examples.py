@@ -163,6 +163,13 @@ def test_meta_train_cli(run_cli, tmp_path):
   # The learned rule is a valid Disco103-shaped parameter file.
   weights.load_disco_103(summary['params_npz'], download=False,
                          check_architecture=True)
+  # Resuming the finished run runs nothing and says so.
+  stdout = ok(run_cli('disco_rl.examples.meta_train', '--resume', str(out),
+                      '--no-progress'))
+  assert 'meta-steps/s: n/a (no meta-step ran in this call)' in stdout
+  again = summary_of(stdout)
+  assert again['completed'] and again['interrupted'] is None
+  assert again['steps'] == 2
 
 
 def test_eval_cli_rejects_bad_setting(run_cli, tmp_path):
@@ -193,6 +200,14 @@ def test_eval_cli_rejects_bad_setting(run_cli, tmp_path):
      'needs a coordinator address'),
     ('meta_train', ['--num-processes', '2', '--coordinator-address',
                     '127.0.0.1:1'], 'process_id must be in [0, 2)'),
+    ('eval', ['--learning-rate', 'nan'],
+     'learning_rate must be a finite number > 0, got nan'),
+    ('eval', ['--learning-rate', '-1'],
+     'learning_rate must be a finite number > 0, got -1.0'),
+    ('meta_train', ['--learning-rate', 'nan'],
+     'learning_rate must be a finite number > 0, got nan'),
+    ('meta_train', ['--meta-learning-rate', '-0.1'],
+     'meta_learning_rate must be a finite number > 0, got -0.1'),
 ])
 def test_cli_main_rejects_bad_settings(module, args, setting, tmp_path,
                                        capsys):
@@ -447,3 +462,84 @@ def test_meta_train_preset_flag_and_overrides(tmp_path, capsys, monkeypatch):
   assert _main('meta_train')(['--preset', 'paper', '--resume',
                               str(tmp_path / 'none')]) == 2
   assert '--preset cannot be given with --resume' in _error_of(capsys)
+
+
+# ----------------------------------------------------------------------------
+# Signals whenever they come, and learning that diverges.
+
+
+def _start(module, args, out, tmp_path, cache=None):
+  """The CLI in a process of its own (no compilation cache unless given)."""
+  env = dict(os.environ, JAX_PLATFORMS='cpu', MPLBACKEND='Agg',
+             XLA_FLAGS='--xla_force_host_platform_device_count=1',
+             JAX_DISABLE_MOST_OPTIMIZATIONS='1')
+  env.update(cache or {})
+  return subprocess.Popen(
+      [sys.executable, '-m', f'disco_rl.examples.{module}', *args, '--out',
+       str(out)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
+
+
+def _when_settings_written(proc, out):
+  """Waits until the run's record exists: the Trainer is built and `fit`
+  compiles the run program next."""
+  deadline = time.monotonic() + TIMEOUT_S
+  while not (out / 'run.json').is_file():
+    assert proc.poll() is None and time.monotonic() < deadline, (
+        proc.communicate())
+    time.sleep(0.02)
+
+
+@pytest.mark.parametrize('module, sig', [('eval', signal.SIGINT),
+                                         ('meta_train', signal.SIGTERM)])
+def test_a_signal_during_compilation_stops_before_the_first_step(
+    module, sig, tmp_path):
+  out = tmp_path / 'run'
+  proc = _start(module, [*INTERRUPTED_RUNS[module], '--steps', '1'], out,
+                tmp_path)
+  try:
+    _when_settings_written(proc, out)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+  finally:
+    proc.kill()
+  assert proc.returncode == 128 + sig.value, stderr[-4000:]
+  assert 'Traceback' not in stderr, stderr[-4000:]
+  summary = summary_of(stdout)
+  assert summary['interrupted'] == sig.name and not summary['completed']
+  assert summary['stopped_at_step'] == 0 and summary['checkpoint_step'] == 0
+  assert f'interrupted by {sig.name} after step 0: checkpoint, metrics and ' \
+         f'outputs saved; continue with --resume {out}' in stdout
+  assert _rows_written(out / 'metrics.csv') == 0
+
+
+def test_a_second_signal_stops_at_once_with_one_error_line(tmp_path):
+  out = tmp_path / 'run'
+  proc = _start('eval', [*INTERRUPTED_RUNS['eval'], '--steps', '100000'],
+                out, tmp_path)
+  try:
+    _when_settings_written(proc, out)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+  finally:
+    proc.kill()
+  assert proc.returncode == 128 + signal.SIGINT.value, stderr[-4000:]
+  assert 'Traceback' not in stderr, stderr[-4000:]
+  assert stderr.strip().splitlines()[-1] == (
+      'error: stopped at once by a second SIGINT; the run keeps its last '
+      'checkpoint (continue it with --resume)'), stdout[-2000:]
+
+
+def test_a_diverging_run_stops_with_one_error_line(run_cli, tmp_path):
+  result = run_cli('disco_rl.examples.eval', *EVAL_TINY, '--rule',
+                   'actor_critic', '--learning-rate', '1e30',
+                   '--no-debug-checks', '--steps', '20', '--out',
+                   str(tmp_path / 'out'))
+  assert result.returncode == 2, result.stdout[-2000:]
+  err = result.stderr
+  assert err.startswith('error: learning diverged at loop step ') and (
+      err.count('\n') == 1), err[-2000:]
+  assert 'total_loss = nan' in err
+  assert err.endswith('Try a smaller learning_rate (--learning-rate).\n')

@@ -26,6 +26,13 @@ CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
     (dict(columns=1), 'columns must be >= 2, got 1'),
     (dict(dense=(16, 0)), r'dense must be positive layer sizes, got \(16, 0\)'),
     (dict(num_devices=0), 'num_devices must be >= 1, got 0'),
+    (dict(learning_rate=float('nan')),
+     'learning_rate must be a finite number > 0, got nan'),
+    (dict(learning_rate=-1.0),
+     r'learning_rate must be a finite number > 0, got -1.0'),
+    (dict(learning_rate=0.0), 'learning_rate must be a finite number > 0'),
+    (dict(learning_rate=float('inf')),
+     'learning_rate must be a finite number > 0, got inf'),
 ])
 def test_bad_eval_settings(changes, fragment):
   with pytest.raises(ValueError, match=fragment):
@@ -38,6 +45,12 @@ def test_bad_eval_settings(changes, fragment):
     (dict(rollout_len=1), 'rollout_len must be >= 2, got 1'),
     (dict(value_dense=()), r'value_dense must be positive layer sizes'),
     (dict(steps_per_call=-1), 'steps_per_call must be >= 1, got -1'),
+    (dict(learning_rate=float('nan')),
+     'learning_rate must be a finite number > 0, got nan'),
+    (dict(meta_learning_rate=-1e-3),
+     'meta_learning_rate must be a finite number > 0, got -0.001'),
+    (dict(meta_grad_clip=float('nan')), 'meta_grad_clip must be'),
+    (dict(meta_grad_clip=float('inf')), 'meta_grad_clip must be finite'),
 ])
 def test_bad_meta_train_settings(changes, fragment):
   with pytest.raises(ValueError, match=fragment):

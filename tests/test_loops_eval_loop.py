@@ -14,6 +14,7 @@ import pytest
 import smoke_env
 
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import divergence
 from disco_rl.loops import eval_loop
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
@@ -130,12 +131,43 @@ def test_debug_checks_stop_at_the_bad_rollout(loop_cls):
     loop.run(state, 1)
 
 
-def test_without_debug_checks_nan_rewards_reach_the_parameters():
+def test_without_debug_checks_nan_rewards_stop_the_run_at_the_loss():
+  """No rollout check: the NaN reaches the loss, where the run stops."""
   config = dataclasses.replace(TINY, rule='actor_critic', num_devices=1,
                                debug_checks=False)
   loop = eval_loop.make_eval_loop(config)
   loop.env = smoke_env.NanRewardForEnv1(loop.env)
-  state, metrics = loop.run(loop.init(jax.random.PRNGKey(0)),
-                            config.steps_per_call)
-  assert metrics['learned'].any()
-  assert not np.isfinite(metrics['total_loss'][metrics['learned'] == 1]).any()
+  # Learning starts at loop step 1 (each buffer then holds a batch).
+  with pytest.raises(divergence.DivergedError,
+                     match=r"^learning diverged at loop step 1: total_loss = "
+                     r"nan, the agent's parameters not finite\. Try a "
+                     r'smaller learning_rate'):
+    loop.run(loop.init(jax.random.PRNGKey(0)), config.steps_per_call)
+
+
+@pytest.mark.parametrize('env', ['jittable_catch', 'catch'])
+def test_a_huge_learning_rate_stops_the_run_where_it_diverges(env):
+  config = dataclasses.replace(TINY, rule='actor_critic', env=env,
+                               learning_rate=1e30)
+  loop = eval_loop.make_eval_loop(config)
+  state = loop.init(jax.random.PRNGKey(0))
+  # The parameters after the first learner step (loop step 1) are huge but
+  # finite; the next rollout's logits are not: the debug checks name them,
+  # not the environment.
+  with pytest.raises(eval_loop.rollout_checks.RolloutError,
+                     match=r'rollout.logits\[t=0, b=0\] = \S+ is not finite '
+                     r"\(loop step 2\): the agent's outputs are not finite, "
+                     'its learning diverged'):
+    loop.run(state, config.steps_per_call)
+  # Without the debug checks the loss is checked.
+  loop = eval_loop.make_eval_loop(dataclasses.replace(config,
+                                                      debug_checks=False))
+  with pytest.raises(divergence.DivergedError,
+                     match=r'^learning diverged at loop step 2: total_loss = '
+                     'nan'):
+    loop.run(loop.init(jax.random.PRNGKey(0)), config.steps_per_call)
+
+
+def test_finite_learning_keeps_no_flag_in_the_metrics(fused_run):
+  _, (_, metrics) = fused_run
+  assert divergence.KEY not in metrics

@@ -35,6 +35,34 @@ class FindFaultTest(chex.TestCase):
                 checks.BAD_ACTION, 1, 0, -1.0, 3)
 
 
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_non_finite_logits_come_before_actions_and_rewards(self):
+    find = self.variant(checks.find_fault, static_argnums=2)
+    actions = np.full((4, 3), -1, np.int32)  # What NaN logits sample.
+    rewards = np.full((4, 3), np.nan, np.float32)
+    logits = np.zeros((4, 3, 2), np.float32)
+    fault = find(actions, rewards, 3, 7, logits_t=logits)
+    assert int(fault.kind) == checks.BAD_ACTION  # Finite logits.
+    logits[2, 1, 1] = -np.inf
+    logits[3, 0, 0] = np.nan
+    fault = find(actions, rewards, 3, 7, logits_t=logits)
+    assert (int(fault.kind), int(fault.t), int(fault.b),
+            float(fault.value)) == (checks.BAD_LOGITS, 2, 1, -np.inf)
+    assert checks.message(jax.tree.map(np.asarray, fault)) == (
+        "rollout.logits[t=2, b=1] = -inf is not finite (loop step 7): the "
+        "agent's outputs are not finite, its learning diverged (try a "
+        'smaller learning rate)')
+
+
+def test_first_index():
+  assert checks.first_index(None) is None
+  stack = jax.tree.map(lambda *xs: np.stack(xs), _fault(0), _fault(0))
+  assert checks.first_index(stack) is None
+  stack = jax.tree.map(lambda *xs: np.stack(xs), _fault(0), _fault(2),
+                       _fault(1))
+  assert checks.first_index(stack) == 1
+
+
 def _fault(kind, t=0, b=0, value=0.0, step=0, source=0):
   return checks.Fault(kind=np.int32(kind), t=np.int32(t), b=np.int32(b),
                       value=np.float32(value), step=np.int32(step),

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import driver
 from disco_rl.loops import reporting
 from disco_rl.loops import trainer as trainer_lib
 
@@ -304,3 +305,73 @@ def test_meta_training_fine_tunes_disco_103_or_a_saved_rule(tmp_path,
   run = trainer_lib.Trainer(meta_config(init='disco_103'), rule_params=saved,
                             progress=False)
   chex.assert_trees_all_equal(run.loop.params(run.state), shifted)
+
+
+# ----------------------------------------------------------------------------
+# Signals at every point of a run.
+
+
+def test_a_signal_during_start_up_or_compilation_stops_before_any_step(
+    tmp_path, monkeypatch):
+  """Caught by an outer StopOnSignal (as the CLI's) while the Trainer is
+  built, or during the ahead-of-time compilation: no step runs; resuming
+  runs them all."""
+  config = eval_config(num_steps=3)
+  with driver.StopOnSignal():
+    os.kill(os.getpid(), signal.SIGINT)  # During start-up.
+    trainer = trainer_lib.Trainer(config, tmp_path / 'a', progress=False)
+    summary = trainer.fit()
+  assert summary['interrupted'] == 'SIGINT' and not summary['completed']
+  assert summary['stopped_at_step'] == 0 and summary['checkpoint_step'] == 0
+  assert trainer.step == 0
+
+  resumed = trainer_lib.Trainer(config, tmp_path / 'a', resume=True,
+                                progress=False)
+  compile_program = resumed.job.compile
+
+  def compile_and_signal(state):
+    seconds = compile_program(state)
+    os.kill(os.getpid(), signal.SIGTERM)
+    return seconds
+
+  monkeypatch.setattr(resumed.job, 'compile', compile_and_signal)
+  summary = resumed.fit()
+  assert summary['interrupted'] == 'SIGTERM'
+  assert summary['stopped_at_step'] == 0 and resumed.step == 0
+  monkeypatch.undo()
+  summary = trainer_lib.Trainer(config, tmp_path / 'a', resume=True,
+                                progress=False).fit()
+  assert summary['completed'] and summary['interrupted'] is None
+  assert summary['steps'] == 3
+
+
+def test_a_signal_after_the_last_step_is_reported_with_the_run_complete(
+    tmp_path, monkeypatch):
+  trainer = trainer_lib.Trainer(eval_config(num_steps=2), tmp_path / 'a',
+                                progress=False)
+  write_outputs = trainer.job.write_outputs
+
+  def signal_then_write(*args):
+    os.kill(os.getpid(), signal.SIGINT)
+    return write_outputs(*args)
+
+  monkeypatch.setattr(trainer.job, 'write_outputs', signal_then_write)
+  summary = trainer.fit()
+  assert summary['interrupted'] == 'SIGINT' and summary['completed']
+  assert summary['stopped_at_step'] == summary['steps'] == 2
+  on_disk = json.loads((tmp_path / 'a/summary.json').read_text())
+  assert on_disk['interrupted'] == 'SIGINT' and on_disk['completed']
+
+
+def test_stop_on_signal_nests_and_restores_the_handlers():
+  before = signal.getsignal(signal.SIGINT)
+  with driver.StopOnSignal() as outer:
+    with driver.StopOnSignal() as inner:
+      assert inner is outer
+    assert signal.getsignal(signal.SIGINT) != before  # Still the outer's.
+    os.kill(os.getpid(), signal.SIGINT)
+    assert outer.signal_name == 'SIGINT'
+    with pytest.raises(KeyboardInterrupt):
+      os.kill(os.getpid(), signal.SIGTERM)
+    assert outer.second_signal == 'SIGTERM'
+  assert signal.getsignal(signal.SIGINT) == before

@@ -5,9 +5,11 @@
 Every run writes into `--out`; a directory that holds a run is refused
 unless `--overwrite` (replace it) or `--resume DIR` (continue it, with the
 settings it was started with; only `--steps` may change). Bad input prints
-one `error:` line and exits 2. SIGINT/SIGTERM stop the run after the
-current compiled call, save a checkpoint and the outputs, and exit with
-128 + the signal's number.
+one `error:` line and exits 2. SIGINT/SIGTERM, whenever they come, stop the
+run at the next safe point (before it starts, after compiling, or after the
+compiled call that is running), save a checkpoint and the outputs, print
+one line saying how to continue, and exit with 128 + the signal's number;
+a second signal stops at once (the last checkpoint stays).
 """
 
 import argparse
@@ -20,6 +22,7 @@ from typing import Any
 
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices
+from disco_rl.loops import driver
 
 # Errors that are the user's input (a bad setting, path or file).
 USER_ERRORS = (ValueError, FileNotFoundError, TypeError, KeyError)
@@ -141,13 +144,35 @@ def run(argv: Sequence[str] | None, *, description: str, config_cls,
       override them), e.g. `config.META_TRAIN_PRESETS`.
   """
   argv = list(sys.argv[1:] if argv is None else argv)
-  parser = make_parser(description, config_cls, default_out)
-  add_weights_flag(parser, weights_help)
-  if presets:
-    parser.add_argument('--preset', choices=tuple(presets), default=None,
-                        help='start from these settings (flags given '
-                        'override them): ' + ', '.join(presets))
-  args = parser.parse_args(argv)
+  # From here on a signal is a request to stop at the next safe point,
+  # whenever it comes: start-up, compilation, a step, the outputs.
+  with driver.StopOnSignal() as signals:
+    parser = make_parser(description, config_cls, default_out)
+    add_weights_flag(parser, weights_help)
+    if presets:
+      parser.add_argument('--preset', choices=tuple(presets), default=None,
+                          help='start from these settings (flags given '
+                          'override them): ' + ', '.join(presets))
+    args = parser.parse_args(argv)
+    try:
+      return _train_and_report(parser, argv, args, config_cls,
+                               weights_unusable, report, signals)
+    except KeyboardInterrupt:
+      name = signals.second_signal or 'SIGINT'
+      print(f'error: stopped at once by a second {name}; the run keeps its '
+            'last checkpoint (continue it with --resume)', file=sys.stderr)
+      return 128 + signal.Signals[name].value
+
+
+def _stopped_before_start(signals: driver.StopOnSignal) -> int:
+  print(f'interrupted by {signals.signal_name} before the run started: '
+        'nothing was written', file=sys.stderr)
+  return 128 + signal.Signals[signals.signal_name].value
+
+
+def _train_and_report(parser, argv, args, config_cls, weights_unusable,
+                      report, signals: driver.StopOnSignal) -> int:
+  """Checks the settings, trains and prints the summary; the exit status."""
   job = 'eval' if config_cls is config_lib.EvalConfig else 'meta_train'
   try:
     config = config_from_args(parser, argv, args, job, config_cls)
@@ -163,6 +188,8 @@ def run(argv: Sequence[str] | None, *, description: str, config_cls,
     run_dir.check_writable(out)
     why_not = weights_unusable(config)
     rule_params = load_weights(args, needed=why_not is None, why_not=why_not)
+    if signals.signal_name:
+      return _stopped_before_start(signals)
     devices.initialize_distributed(devices.distributed_config_from_flags(args))
     # Imported after the processes have joined (it touches the devices).
     from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
@@ -179,14 +206,25 @@ def run(argv: Sequence[str] | None, *, description: str, config_cls,
     print(f'error: {message}', file=sys.stderr)
     return EXIT_BAD_INPUT
   import jax  # pylint: disable=g-import-not-at-top
-  if jax.process_index() == 0:
+  lead = jax.process_index() == 0
+  if lead:
     print(json.dumps(summary, indent=2))
     report(summary)
   interrupted = summary.get('interrupted')
-  if interrupted in ('SIGINT', 'SIGTERM'):
-    if jax.process_index() == 0:
-      print(f'interrupted by {interrupted} after step '
-            f'{summary["stopped_at_step"]}: checkpoint, metrics and outputs '
-            f'saved; continue with --resume {summary["output_dir"]}')
-    return 128 + signal.Signals[interrupted].value
-  return 0
+  if interrupted not in ('SIGINT', 'SIGTERM'):
+    if not signals.signal_name:
+      return 0
+    # The signal came after the run had ended: nothing was cut short.
+    interrupted = signals.signal_name
+    if lead:
+      print(f'{interrupted} came after the run ended: its outputs are '
+            'complete')
+  elif lead and summary.get('completed'):
+    print(f'interrupted by {interrupted} after the last step '
+          f'({summary["stopped_at_step"]}): the run is complete and saved in '
+          f'{summary["output_dir"]}')
+  elif lead:
+    print(f'interrupted by {interrupted} after step '
+          f'{summary["stopped_at_step"]}: checkpoint, metrics and outputs '
+          f'saved; continue with --resume {summary["output_dir"]}')
+  return 128 + signal.Signals[interrupted].value

@@ -14,18 +14,30 @@ meta-gradient with rematerialisation, clipping, agent lifetimes); `--resume
 DIR` continues an interrupted run.
 """
 
+import signal
 import sys
 
-from disco_rl.examples import cli
-from disco_rl.loops import config as config_lib
+try:
+  from disco_rl.examples import cli
+  from disco_rl.loops import config as config_lib
+except KeyboardInterrupt:  # Ctrl-C while Python imports JAX and the package.
+  if __name__ != '__main__':
+    raise
+  print('interrupted by SIGINT while starting: nothing was written',
+        file=sys.stderr)
+  sys.exit(128 + signal.SIGINT.value)
 
 
 def _report(summary) -> None:
-  print(f'positive rewards per meta-step (last 100): '
-        f'{summary["final_pos_rewards"]:.1f}')
-  speed = summary['meta_steps_per_second']
-  print('meta-steps/s: ' + (f'{speed:.3f}' if speed is not None else 'n/a')
-        + f' after {summary["compile_s"]:.0f}s of compilation')
+  final = summary['final_pos_rewards']
+  print('positive rewards per meta-step (last 100): '
+        + (f'{final:.1f}' if final is not None else 'none (no meta-step ran)'))
+  speed, compile_s = summary['meta_steps_per_second'], summary['compile_s']
+  if compile_s is None:  # Nothing ran: e.g. --resume of a finished run.
+    print('meta-steps/s: n/a (no meta-step ran in this call)')
+  else:
+    print('meta-steps/s: ' + (f'{speed:.3f}' if speed is not None else 'n/a')
+          + f' after {compile_s:.0f}s of compilation')
   print(f'metrics: {summary["metrics_csv"]}')
   print(f'rule:    {summary["params_npz"]}')
 

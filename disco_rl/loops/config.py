@@ -10,6 +10,7 @@ default and help text (field metadata) give the command-line flag
 import argparse
 import ast
 import dataclasses
+import math
 import types as pytypes
 import typing
 from typing import Any
@@ -256,6 +257,15 @@ def _check_positive(config, names, minimum: int = 1) -> None:
       raise ValueError(f'{name} must be >= {minimum}, got {value}.')
 
 
+def _check_rates(config, names) -> None:
+  """Learning rates: finite and > 0 (NaN would train nothing, < 0 ascend)."""
+  for name in names:
+    value = getattr(config, name)
+    if not (isinstance(value, (int, float)) and math.isfinite(value)
+            and value > 0):
+      raise ValueError(f'{name} must be a finite number > 0, got {value!r}.')
+
+
 def _check_choices(config) -> None:
   for field in dataclasses.fields(config):
     choices = field.metadata.get('choices')
@@ -321,6 +331,7 @@ def check_eval_config(config: EvalConfig) -> None:
   """Raises ValueError naming any setting that cannot work."""
   _check_common(config, ('batch_size', 'replay_ratio', 'buffer_capacity',
                          'conv_kernel'), ('conv_channels',))
+  _check_rates(config, ('learning_rate',))
   check_env_name(config.env)
   check_env_kwargs(config)
   if config.batch_size % config.replay_ratio:
@@ -336,8 +347,12 @@ def check_meta_train_config(config: MetaTrainConfig) -> None:
   """Raises ValueError naming any setting that cannot work."""
   _check_common(config, ('num_agents', 'batch_size_per_device',
                          'num_inner_steps'), ('value_dense',))
+  _check_rates(config, ('learning_rate', 'meta_learning_rate'))
   _check_positive(config, ('meta_grad_clip', 'agent_lifetime',
                            'max_unrolled_inner_steps'), minimum=0)
+  if not math.isfinite(config.meta_grad_clip):
+    raise ValueError('meta_grad_clip must be finite (0: no clip), got '
+                     f'{config.meta_grad_clip!r}.')
   if 0 < config.agent_lifetime < config.num_inner_steps:
     raise ValueError(
         f'agent_lifetime={config.agent_lifetime} is shorter than one '

@@ -110,11 +110,16 @@ def drive(run: RunFn, state, num_steps: int, steps_per_call: int,
 
 
 class StopOnSignal:
-  """Turns SIGINT and SIGTERM into a request to stop at the next call's end.
+  """Turns SIGINT and SIGTERM into a request to stop at the next safe point.
 
-  A compiled call cannot be interrupted; the run stops cleanly after it
-  (`signal_name` says which signal came). A second signal stops at once
-  (KeyboardInterrupt). Outside the main thread it installs nothing.
+  A compiled call cannot be interrupted; the run stops cleanly at the next
+  point that checks `signal_name` (before the first call, between calls).
+  A second signal stops at once: KeyboardInterrupt, with `second_signal`
+  naming it. Outside the main thread it installs nothing.
+
+  Entered while another is active (e.g. the CLI's around `Trainer.fit`'s),
+  it returns the active one, so a signal that came during start-up or
+  compilation is seen by the run.
 
   Usage:
     with StopOnSignal() as stop:
@@ -122,28 +127,43 @@ class StopOnSignal:
   """
 
   SIGNALS = (signal.SIGINT, signal.SIGTERM)
+  _active: 'StopOnSignal | None' = None
 
   def __init__(self):
     self.signal_name: str | None = None
+    self.second_signal: str | None = None
     self._previous = {}
+    self._outer: 'StopOnSignal | None' = None
 
   def _handle(self, signum, frame):
     del frame
+    name = signal.Signals(signum).name
     if self.signal_name is not None:
+      self.second_signal = name
       raise KeyboardInterrupt
-    self.signal_name = signal.Signals(signum).name
-    print(f'\n{self.signal_name}: stopping after the current call (again to '
-          'stop now).', flush=True)
+    self.signal_name = name
+    print(f'\n{name}: stopping at the next safe point (again to stop now).',
+          flush=True)
 
-  def __enter__(self):
+  def __enter__(self) -> 'StopOnSignal':
+    active = StopOnSignal._active
+    if active is not None:
+      self._outer = active
+      return active
     if threading.current_thread() is threading.main_thread():
       for sig in self.SIGNALS:
         self._previous[sig] = signal.signal(sig, self._handle)
+      StopOnSignal._active = self
     return self
 
   def __exit__(self, *exc):
+    if self._outer is not None:
+      self._outer = None
+      return
     for sig, handler in self._previous.items():
       signal.signal(sig, handler)
+    if self._previous:
+      StopOnSignal._active = None
     self._previous = {}
 
 

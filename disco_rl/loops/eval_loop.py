@@ -24,6 +24,7 @@ parameters stay identical.
 
 import dataclasses
 import pathlib
+import time
 from typing import Any
 
 import chex
@@ -41,6 +42,7 @@ from disco_rl.environments import get_environment
 from disco_rl.loops import checkpoint
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
+from disco_rl.loops import divergence
 from disco_rl.loops import driver
 from disco_rl.loops import precision
 from disco_rl.loops import replay
@@ -208,9 +210,21 @@ class _EvalLoopBase:
     return jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs,
                          out_specs=out_specs, check_vma=False)
 
-  def _pop_fault(self, metrics) -> None:
-    """Raises `RolloutError` for a fault in host `metrics` (and drops it)."""
-    rollout_checks.raise_if_faulty(metrics.pop(rollout_checks.KEY, None))
+  def _raise_first_problem(self, metrics, state: EvalState,
+                           num_steps: int) -> None:
+    """Raises for the first problem of a call's [K] host `metrics` (and
+    drops the checks' entries): a rollout that failed the debug checks
+    (`RolloutError`), or a learner step whose loss or parameters are not
+    finite (`divergence.DivergedError`), whichever came first (a step acts
+    before it learns)."""
+    faults = metrics.pop(rollout_checks.KEY, None)
+    divergence.raise_if_diverged(
+        metrics, ('total_loss',),
+        int(devices_lib.fetch(state.step)) - num_steps, 'loop step',
+        "the agent's parameters", active=metrics['learned'] > 0,
+        hint='Try a smaller learning_rate (--learning-rate).',
+        until=rollout_checks.first_index(faults))
+    rollout_checks.raise_if_faulty(faults)
 
   # -- Per-device pieces (run inside shard_map) ------------------------------
 
@@ -232,13 +246,14 @@ class _EvalLoopBase:
     """Episode statistics of a [T, E] rollout, and the rollout buffered.
 
     With `config.debug_checks` the stats also hold the rollout's first bad
-    entry (`rollout_checks.KEY`: an action out of range or a reward that is
-    not finite), raised on the host.
+    entry (`rollout_checks.KEY`: policy logits that are not finite, an
+    action out of range or a reward that is not finite), raised on the host.
     """
     checks = {}
     if self.debug_checks:
       fault = rollout_checks.find_fault(rollout.actions, rollout.rewards,
-                                        self.agent.num_actions, state.step)
+                                        self.agent.num_actions, state.step,
+                                        logits_t=rollout.logits)
       checks[rollout_checks.KEY] = rollout_checks.first_over_devices(
           fault, AXIS, rollout.rewards.shape[1])
     acc_rewards, returns = actors.accumulate_rewards(
@@ -259,6 +274,8 @@ class _EvalLoopBase:
         step_key, batch, state.learner_state, state.actor_state, rule_params,
         False)
     scalars = jax.lax.pmean({k: logs[k] for k in self.log_keys}, AXIS)
+    scalars[divergence.KEY] = jax.lax.pmin(
+        divergence.all_finite(learner_state.params), AXIS)
     return state.replace(learner_state=learner_state), scalars
 
   def _maybe_learn(self, state: EvalState, key, rule_params):
@@ -271,8 +288,8 @@ class _EvalLoopBase:
 
     def skip(state, key, rule_params):
       del key, rule_params
-      return state, {k: jnp.full((), jnp.nan, jnp.float32)
-                     for k in self.log_keys}
+      logs = {k: jnp.full((), jnp.nan, jnp.float32) for k in self.log_keys}
+      return state, dict(logs, **{divergence.KEY: jnp.ones((), jnp.float32)})
 
     state, logs = jax.lax.cond(learn, self._learn, skip, state, key,
                                rule_params)
@@ -367,6 +384,7 @@ class EvalLoop(_EvalLoopBase):
         self._shard_map(self._run_on_device, in_specs=(specs, P(), P()),
                         out_specs=(specs, P())),
         donate_argnums=0)
+    self._compiled = None  # The run program compiled ahead (`compile`).
 
   def _make_env(self) -> base_env.Environment:
     env = self._given_env
@@ -422,6 +440,19 @@ class EvalLoop(_EvalLoopBase):
     """The run program lowered for `state` (`.compile()`, cost analysis)."""
     return self._run.lower(state, jnp.int32(1), self.rule_params)
 
+  def compile(self, state: EvalState) -> float:
+    """Compiles the run program for `state` before the first call (a point
+    where a run can stop before any step); `run` then uses it.
+
+    Returns:
+      The seconds it took (0.0 if it was compiled before).
+    """
+    if self._compiled is not None:
+      return 0.0
+    start = time.perf_counter()
+    self._compiled = self.lower(state).compile()
+    return time.perf_counter() - start
+
   def run(self, state: EvalState, num_steps: int | None = None):
     """Runs `num_steps` (<= steps_per_call, default all) iterations.
 
@@ -436,10 +467,11 @@ class EvalLoop(_EvalLoopBase):
     if not 0 < num_steps <= per_call:
       raise ValueError(f'num_steps must be in [1, steps_per_call={per_call}]'
                        f', got {num_steps}.')
-    state, metrics = self._run(state, jnp.int32(num_steps), self.rule_params)
+    program = self._run if self._compiled is None else self._compiled
+    state, metrics = program(state, jnp.int32(num_steps), self.rule_params)
     metrics = jax.tree.map(lambda v: v[:num_steps],
                            devices_lib.fetch(metrics))
-    self._pop_fault(metrics)
+    self._raise_first_problem(metrics, state, num_steps)
     return state, metrics
 
 
@@ -520,9 +552,13 @@ class HostEvalLoop(_EvalLoopBase):
     rollout = types.ActorRollout.from_timestep(utils.tree_stack(steps, axis=1))
     state = state.replace(timestep=timestep, actor_state=actor_state)
     state, metrics = self._learn_program(state, rollout, self.rule_params)
-    metrics = devices_lib.fetch(metrics)
-    self._pop_fault(metrics)
-    return state, metrics
+    return state, devices_lib.fetch(metrics)
+
+  def compile(self, state: EvalState) -> float:
+    """Nothing ahead: the actor step and the learn program compile at their
+    first use, inside the first call. Returns 0.0."""
+    del state
+    return 0.0
 
   def run(self, state: EvalState, num_steps: int | None = None):
     """Runs `num_steps` iterations (default `steps_per_call`).
@@ -538,8 +574,9 @@ class HostEvalLoop(_EvalLoopBase):
     for _ in range(num_steps):
       state, metrics = self._iterate(state)
       collected.append(metrics)
-    return state, {k: np.stack([m[k] for m in collected])
-                   for k in collected[0]}
+    metrics = jax.tree.map(lambda *steps: np.stack(steps), *collected)
+    self._raise_first_problem(metrics, state, num_steps)
+    return state, metrics
 
 
 def make_eval_loop(config: config_lib.EvalConfig, rule_params=None,
@@ -653,6 +690,9 @@ class EvalJob:
 
   def init(self) -> EvalState:
     return self.loop.init(jax.random.PRNGKey(self.config.seed))
+
+  def compile(self, state: EvalState) -> float:
+    return self.loop.compile(state)
 
   def run(self, state: EvalState, num_steps: int):
     return self.loop.run(state, num_steps)

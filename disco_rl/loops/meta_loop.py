@@ -24,6 +24,7 @@ the upstream's).
 
 import functools
 import pathlib
+import time
 from typing import Any
 
 import chex
@@ -37,6 +38,7 @@ from disco_rl import meta_train
 from disco_rl import types
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
+from disco_rl.loops import divergence
 from disco_rl.loops import driver
 from disco_rl.loops import precision
 from disco_rl.loops import reporting
@@ -252,6 +254,7 @@ class MetaTrainer:
                         in_specs=(specs, P()), out_specs=(specs, P()),
                         check_vma=False)
     self._run = jax.jit(run, donate_argnums=0)
+    self._compiled = None  # The run program compiled ahead (`compile`).
 
   # -- Initial state ----------------------------------------------------------
 
@@ -334,11 +337,13 @@ class MetaTrainer:
         agent_state, act_rng, 2 * cfg.rollout_len)
     fault = None
     if self.debug_checks:  # [K, T, B] -> [T, K * B]: b counts over all K.
-      actions, rewards = (
-          jnp.swapaxes(x, 0, 1).reshape(x.shape[1], -1)
-          for x in (train_rollouts.actions, train_rollouts.rewards))
+      actions, rewards, logits = (
+          jnp.swapaxes(x, 0, 1).reshape(x.shape[1], -1, *x.shape[3:])
+          for x in (train_rollouts.actions, train_rollouts.rewards,
+                    train_rollouts.logits))
       fault = rollout_checks.find_fault(actions, rewards,
-                                        member.agent.num_actions, step)
+                                        member.agent.num_actions, step,
+                                        logits_t=logits)
     grads, (agent_state, metrics, meta_log) = (
         meta_train.calculate_meta_gradient(
             update_rule_params, agent_state, train_rollouts, valid_rollout,
@@ -396,6 +401,8 @@ class MetaTrainer:
     agents, ages = self._renew_old_agents(
         agents, state.ages + self.config.num_inner_steps, rng)
     logs = step_logs(meta_log, metrics, logged_grads, updates)
+    logs[divergence.KEY] = jax.lax.pmin(divergence.all_finite(
+        (params, [a.learner_state.params for a in agents])), AXIS)
     if len(self.tasks) > 1:
       logs.update({f'rewards_task{g}': r for g, r in enumerate(task_rewards)})
     if self.config.agent_lifetime:
@@ -461,6 +468,19 @@ class MetaTrainer:
     """The run program lowered for `state` (`.compile()`, cost analysis)."""
     return self._run.lower(state, jnp.int32(1))
 
+  def compile(self, state: PopulationState) -> float:
+    """Compiles the run program for `state` before the first call (a point
+    where a run can stop before any step); `run` then uses it.
+
+    Returns:
+      The seconds it took (0.0 if it was compiled before).
+    """
+    if self._compiled is not None:
+      return 0.0
+    start = time.perf_counter()
+    self._compiled = self.lower(state).compile()
+    return time.perf_counter() - start
+
   def run(self, state: PopulationState, num_steps: int | None = None):
     """Runs `num_steps` (<= steps_per_call, default all) meta-steps.
 
@@ -474,9 +494,21 @@ class MetaTrainer:
     if not 0 < num_steps <= per_call:
       raise ValueError(f'num_steps must be in [1, steps_per_call={per_call}]'
                        f', got {num_steps}.')
-    state, logs = self._run(state, jnp.int32(num_steps))
+    program = self._run if self._compiled is None else self._compiled
+    state, logs = program(state, jnp.int32(num_steps))
     logs = jax.tree.map(lambda v: v[:num_steps], devices_lib.fetch(logs))
-    rollout_checks.raise_if_faulty(logs.pop(rollout_checks.KEY, None),
+    # The first problem: a training rollout that failed the debug checks,
+    # or a meta-step whose losses or parameters are not finite (a meta-step
+    # acts before it learns).
+    faults = logs.pop(rollout_checks.KEY, None)
+    divergence.raise_if_diverged(
+        logs, ('meta_loss', 'meta_grad_norm', 'agent_total_loss'),
+        int(devices_lib.fetch(state.step)) - num_steps, 'meta-step',
+        "the rule's or the agents' parameters",
+        hint='Try a smaller meta_learning_rate or learning_rate '
+        '(--meta-learning-rate, --learning-rate).',
+        until=rollout_checks.first_index(faults))
+    rollout_checks.raise_if_faulty(faults,
                                    'training rollout of agent {source}')
     return state, logs
 
@@ -521,6 +553,9 @@ class MetaTrainJob:
   def init(self) -> PopulationState:
     return self.trainer.init(jax.random.PRNGKey(self.config.seed),
                              self._rule_params)
+
+  def compile(self, state: PopulationState) -> float:
+    return self.trainer.compile(state)
 
   def run(self, state: PopulationState, num_steps: int):
     return self.trainer.run(state, num_steps)

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-NO_FAULT, BAD_ACTION, BAD_REWARD = 0, 1, 2
+NO_FAULT, BAD_ACTION, BAD_REWARD, BAD_LOGITS = 0, 1, 2, 3
 # The metrics key of a loop step's `Fault` (popped on the host).
 KEY = 'rollout_fault'
 
@@ -37,7 +37,9 @@ class Fault:
   """The first bad entry of a checked rollout; all [] (or [K] per step).
 
   Attributes:
-    kind: int32, NO_FAULT, BAD_ACTION (checked first) or BAD_REWARD.
+    kind: int32, NO_FAULT, BAD_LOGITS (checked first: the agent's policy
+      logits are not finite, so its learning diverged), BAD_ACTION or
+      BAD_REWARD.
     t: int32, its time step.
     b: int32, its batch index.
     value: float32, the bad value.
@@ -57,7 +59,8 @@ class Fault:
 
 def find_fault(actions_t: chex.Array, rewards_t: chex.Array,
                num_actions: int, step: chex.Array,
-               source: chex.Array | int = 0) -> Fault:
+               source: chex.Array | int = 0,
+               logits_t: chex.Array | None = None) -> Fault:
   """The first bad entry of [T, B] actions and rewards (traceable).
 
   Args:
@@ -66,26 +69,42 @@ def find_fault(actions_t: chex.Array, rewards_t: chex.Array,
     num_actions: the number of actions.
     step: [] the loop step that acted the rollout.
     source: [] who acted it (e.g. the agent's index in a population).
+    logits_t: [T, B, A] the behaviour policy's logits (None: not checked),
+      valid when finite; non-finite logits mean the agent diverged, and
+      then its actions are meaningless, so they are checked first.
 
   Returns:
-    The first (row-major) out-of-range action if any, else the first
-    non-finite reward if any, else a `Fault` of kind NO_FAULT.
+    The first (row-major) non-finite logit's entry if any, else the first
+    out-of-range action, else the first non-finite reward, else a `Fault`
+    of kind NO_FAULT.
   """
   chex.assert_rank([actions_t, rewards_t], 2)
   chex.assert_equal_shape([actions_t, rewards_t])
-  bad_action = (actions_t < 0) | (actions_t >= num_actions)
-  bad_reward = ~jnp.isfinite(rewards_t)
-  any_action = jnp.any(bad_action)
-  bad = jnp.where(any_action, bad_action, bad_reward).reshape(-1)
-  index = jnp.argmax(bad)
-  t, b = jnp.divmod(index, actions_t.shape[1])
-  value = jnp.where(any_action,
-                    actions_t.reshape(-1)[index].astype(jnp.float32),
-                    rewards_t.reshape(-1)[index].astype(jnp.float32))
-  kind = jnp.where(any_action, BAD_ACTION,
-                   jnp.where(jnp.any(bad_reward), BAD_REWARD, NO_FAULT))
+  width = actions_t.shape[1]
+  candidates = []  # (kind, [T, B] bad, [T, B] value), in order.
+  if logits_t is not None:
+    chex.assert_rank(logits_t, 3)
+    chex.assert_equal_shape_prefix([logits_t, actions_t], 2)
+    finite = jnp.isfinite(logits_t)
+    # The first non-finite logit of each entry (any one if all are finite).
+    first = jnp.take_along_axis(
+        logits_t, jnp.argmin(finite, axis=-1)[..., None], axis=-1)[..., 0]
+    candidates.append((BAD_LOGITS, ~jnp.all(finite, axis=-1), first))
+  candidates.append((BAD_ACTION, (actions_t < 0) | (actions_t >= num_actions),
+                     actions_t))
+  candidates.append((BAD_REWARD, ~jnp.isfinite(rewards_t), rewards_t))
+  kind = jnp.asarray(NO_FAULT, jnp.int32)
+  bad = jnp.zeros(actions_t.shape, bool)
+  value = jnp.zeros(actions_t.shape, jnp.float32)
+  for this_kind, this_bad, this_value in reversed(candidates):
+    found = jnp.any(this_bad)
+    kind = jnp.where(found, this_kind, kind)
+    bad = jnp.where(found, this_bad, bad)
+    value = jnp.where(found, this_value.astype(jnp.float32), value)
+  index = jnp.argmax(bad.reshape(-1))
+  t, b = jnp.divmod(index, width)
   return Fault(kind=kind.astype(jnp.int32), t=t.astype(jnp.int32),
-               b=b.astype(jnp.int32), value=value,
+               b=b.astype(jnp.int32), value=value.reshape(-1)[index],
                step=jnp.asarray(step, jnp.int32),
                limit=jnp.asarray(num_actions, jnp.int32),
                source=jnp.asarray(source, jnp.int32))
@@ -125,11 +144,23 @@ def message(fault: Fault, what: str = 'rollout') -> str:
                                    fault.limit, fault.source))
   value = float(np.asarray(fault.value))
   what = what.format(source=source)
+  if kind == BAD_LOGITS:
+    return (f'{what}.logits[t={t}, b={b}] = {value} is not finite (loop step '
+            f"{step}): the agent's outputs are not finite, its learning "
+            'diverged (try a smaller learning rate)')
   if kind == BAD_ACTION:
     return (f'{what}.actions[t={t}, b={b}] = {int(value)} is outside '
             f'[0, {limit}) (loop step {step})')
   return (f'{what}.rewards[t={t}, b={b}] = {value} is not finite '
           f'(loop step {step})')
+
+
+def first_index(faults: Fault | None) -> int | None:
+  """The index of the first faulty step of [K] host faults (None: none)."""
+  if faults is None:
+    return None
+  bad = np.flatnonzero(np.asarray(faults.kind).reshape(-1) > NO_FAULT)
+  return int(bad[0]) if bad.size else None
 
 
 def raise_if_faulty(faults: Fault | None, what: str = 'rollout') -> None:

@@ -287,8 +287,12 @@ class Trainer:
 
     Returns:
       The job's summary (JSON-safe: NaN as None), with `interrupted` (the
-      signal's name, 'callback' or None) and the output paths; also written
-      to `output_dir/summary.json`.
+      signal's name, 'callback', 'another process' or None), `completed`
+      (all `num_steps` done), `stopped_at_step` (the steps done, when
+      interrupted) and the output paths; also written to
+      `output_dir/summary.json`. A signal stops the run at the first safe
+      point: before compiling, after compiling (before any step), or after
+      the compiled call that was running.
     """
     num_steps = self.config.num_steps if num_steps is None else num_steps
     if num_steps < 1:
@@ -301,6 +305,15 @@ class Trainer:
                                        append=True)
     first = self.step
 
+    def stop_requested() -> bool:
+      """Whether a callback or a signal asks to stop (any process)."""
+      if signals.signal_name and self.interrupted is None:
+        self.interrupted = signals.signal_name
+      stop = devices_lib.any_process(self.interrupted is not None)
+      if stop and self.interrupted is None:
+        self.interrupted = 'another process'
+      return stop
+
     def after_call(state, new_rows, rows) -> bool:
       self.state = state
       self.rows.extend(new_rows)
@@ -310,37 +323,45 @@ class Trainer:
         stop = bool(callback(self, new_rows)) or stop
       if stop:
         self.interrupted = 'callback'
-      if signals.signal_name:
-        self.interrupted = signals.signal_name
-      stop = devices_lib.any_process(self.interrupted is not None)
-      if stop and self.interrupted is None:
-        self.interrupted = 'another process'
+      stop = stop_requested()
       if (self.output_dir is not None and not stop
           and self._checkpoint_due(self.step, len(new_rows))
           and self.step < target):
         self.save()
       return stop
 
+    timing = driver.Timing()
     try:
       with driver.StopOnSignal() as signals:
-        _, _, timing = driver.drive(
-            self.job.run, self.state, target, self.job.steps_per_call,
-            self.job.to_rows, writer, self.job.description, self.progress,
-            postfix=self.job.postfix,
-            log_every=self.log_every, first_step=first,
-            after_call=after_call)
+        # Safe points before any step: a signal during start-up (building,
+        # restoring) or compilation stops the run here.
+        compile_s = 0.0
+        if self.step < target and not stop_requested():
+          compile_s = self.job.compile(self.state)
+        if self.step < target and not stop_requested():
+          _, _, timing = driver.drive(
+              self.job.run, self.state, target, self.job.steps_per_call,
+              self.job.to_rows, writer, self.job.description, self.progress,
+              postfix=self.job.postfix,
+              log_every=self.log_every, first_step=first,
+              after_call=after_call)
+          timing.first_call_s += compile_s
+        return self._finish(timing, target, signals)
     finally:
       if writer is not None:
         writer.close()
-    return self._finish(timing, target)
 
-  def _finish(self, timing: driver.Timing, target: int) -> dict[str, Any]:
-    """Final checkpoint, outputs and summary (process 0's is complete)."""
+  def _finish(self, timing: driver.Timing, target: int,
+              signals: driver.StopOnSignal) -> dict[str, Any]:
+    """Final checkpoint, outputs and summary (process 0's is complete).
+
+    `stopped_at_step` (learner or meta-steps done) is in the summary
+    whenever `interrupted` is set, also when the stop came after the last
+    step. A signal that arrives while the outputs are written is reported
+    too.
+    """
     summary = (self.job.summary(self.state, self.rows, timing) if self._lead
                else {})
-    summary['interrupted'] = self.interrupted
-    if self.step < target and self.interrupted is not None:
-      summary['stopped_at_step'] = self.learner_steps
     if self.output_dir is not None:
       if self._checkpoints().latest_step() != self.step:
         self.save()
@@ -349,6 +370,13 @@ class Trainer:
       summary['output_dir'] = str(self.output_dir)
       summary['metrics_csv'] = str(self.output_dir / run_dir.METRICS)
       summary['checkpoint_step'] = self.step
+    if signals.signal_name and self.interrupted is None:
+      # It came after the last call, while the outputs were written.
+      self.interrupted = signals.signal_name
+    summary['interrupted'] = self.interrupted
+    summary['completed'] = self.step >= target
+    if self.interrupted is not None:
+      summary['stopped_at_step'] = self.learner_steps
     summary = _json_safe(summary)
     if self.output_dir is not None and self._lead:
       (self.output_dir / SUMMARY).write_text(
