@@ -14,12 +14,12 @@ from disco_rl.loops.eval_loop import EvalLoop
 from disco_rl.loops.eval_loop import EvalState
 from disco_rl.loops.eval_loop import HostEvalLoop
 from disco_rl.loops.eval_loop import make_eval_loop
-from disco_rl.loops.eval_loop import run_eval
 from disco_rl.loops.reporting import MetricsWriter
 from disco_rl.loops.reporting import peak_memory_mb
 from disco_rl.loops.reporting import plot_curve
 from disco_rl.loops.reporting import read_metrics
 from disco_rl.loops.reporting import resident_memory_mb
+from disco_rl.loops.trainer import run_eval
 
 __all__ = (
     'EvalConfig', 'RULES', 'agent_settings', 'check_config', 'EvalLoop',

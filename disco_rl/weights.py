@@ -22,9 +22,13 @@ import sys
 import zipfile
 
 import chex
+import jax
 import numpy as np
 import platformdirs
 import pooch
+
+from disco_rl import agent
+from disco_rl.update_rules import disco
 
 DISCO_103_SHA256 = (
     'dac840a15b81e8805326363458c33979626172618f620d9e6e170315388530aa')
@@ -157,9 +161,6 @@ def _read_npz(path: pathlib.Path) -> dict[str, np.ndarray]:
 def expected_disco_103_shapes():
   """`{MODULE: {'w': jax.ShapeDtypeStruct, ...}}` of the Disco103 meta-network
   (`agent.get_settings_disco()`), traced without running it."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from disco_rl import agent  # pylint: disable=g-import-not-at-top
-  from disco_rl.update_rules import disco  # pylint: disable=g-import-not-at-top
   rule = disco.DiscoUpdateRule(**agent.get_settings_disco().update_rule)
   params, _ = jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))
   return {module: dict(leaves) for module, leaves in params.items()}

@@ -31,7 +31,10 @@ import sys
 import time
 
 from disco_rl.loops import comparison
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import run_dir as run_files
 from disco_rl.loops import tasks
+from disco_rl.loops import trainer
 
 SUITE = ('catch[rows=5,columns=5]', 'catch[rows=7,columns=5]',
          'gymnax:CartPole-v1')
@@ -63,9 +66,6 @@ FINAL_FRACTION = 0.1
 def meta_train(out: pathlib.Path, suite, meta_steps: int, settings: dict,
                seed: int, overwrite: bool) -> pathlib.Path:
   """Meta-trains the rule (resuming an interrupted run); its .npz path."""
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import run_dir as run_files  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
   config = config_lib.MetaTrainConfig(num_steps=meta_steps, tasks=tuple(suite),
                                       init='random', seed=seed, **settings)
   path = out / 'meta'
@@ -90,7 +90,8 @@ def meta_train(out: pathlib.Path, suite, meta_steps: int, settings: dict,
 def eval_config(env_task: str, rule: str, seed: int, settings: dict):
   """The eval job's settings for one held-out task, rule and seed."""
   task = tasks.parse_task(env_task)
-  config = tasks.eval_config(task, seed=seed, **settings)
+  config = config_lib.EvalConfig(**tasks.eval_settings(task), seed=seed,
+                                 **settings)
   return dataclasses.replace(
       config, rule='actor_critic' if rule == 'actor_critic' else 'disco_103')
 

@@ -27,6 +27,9 @@ from smoke_env import fast_jax_env
 
 from disco_rl import evaluation
 from disco_rl import weights
+from disco_rl.examples import cli
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import flags as flags_lib
 
 TIMEOUT_S = 1800
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
@@ -423,12 +426,10 @@ def test_meta_train_cli_weights_need_init_disco_103(tmp_path, capsys):
           num_agents=4)),
 ])
 def test_cli_flags_reach_the_settings(module, flags, expected):
-  from disco_rl.examples import cli  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
   config_cls = (config_lib.EvalConfig if module == 'eval'
                 else config_lib.MetaTrainConfig)
   parser = cli.make_parser('test', config_cls, 'runs/x')
-  config = config_lib.from_flags(config_cls, parser.parse_args(flags))
+  config = flags_lib.from_flags(config_cls, parser.parse_args(flags))
   for name, value in expected.items():
     assert getattr(config, name) == value, name
   # Everything else keeps its default.

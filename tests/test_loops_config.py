@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import flags
 
 CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
 
@@ -66,7 +67,7 @@ def test_defaults_pass_their_checks(config_cls):
 
 def _parser(config_cls):
   parser = argparse.ArgumentParser(exit_on_error=False)
-  config_lib.add_flags(parser, config_cls)
+  flags.add_flags(parser, config_cls)
   return parser
 
 
@@ -82,7 +83,7 @@ def test_every_field_has_a_flag_with_help_and_default(config_cls):
     assert f'--{field.name.replace("_", "-")}' in action.option_strings
     assert action.help and 'default:' in action.help, field.name
   # No flags: the defaults.
-  assert config_lib.from_flags(config_cls,
+  assert flags.from_flags(config_cls,
                                parser.parse_args([])) == config_cls()
 
 
@@ -92,7 +93,7 @@ def test_flags_round_trip_into_the_config():
                             'actor_critic', '--learning-rate', '0.5',
                             '--num-devices', '2', '--model-head-hiddens',
                             '4'])
-  assert config_lib.from_flags(config_lib.EvalConfig, args) == (
+  assert flags.from_flags(config_lib.EvalConfig, args) == (
       config_lib.EvalConfig(num_steps=7, dense=(16, 8), rule='actor_critic',
                             learning_rate=0.5, num_devices=2,
                             model_head_hiddens=(4,)))
@@ -110,7 +111,7 @@ def test_bad_flag_values_are_argparse_errors(argv):
     ('(16,)', (16,)), ('16,8', (16, 8)), ([16, 8], (16, 8)), ((4,), (4,)),
     ('[32]', (32,))])
 def test_layer_sizes_accepts_what_papermill_passes(value, expected):
-  assert config_lib.layer_sizes(value) == expected
+  assert flags.layer_sizes(value) == expected
 
 
 @pytest.mark.parametrize('rule,name', [('disco_103', 'disco'),
@@ -140,7 +141,7 @@ def test_env_net_and_env_kwargs_flags_reach_the_config():
       '--env', 'gymnax:DeepSea-bsuite', '--env-kwargs',
       'size=10,deterministic=false,unscaled_move_cost=0.5,tag=abc',
       '--net', 'conv', '--conv-channels', '16,32', '--conv-kernel', '5'])
-  config = config_lib.from_flags(config_lib.EvalConfig, args)
+  config = flags.from_flags(config_lib.EvalConfig, args)
   assert config == config_lib.EvalConfig(
       env='gymnax:DeepSea-bsuite', net='conv', conv_channels=(16, 32),
       conv_kernel=5, env_kwargs=dict(size=10, deterministic=False,
@@ -160,7 +161,7 @@ def test_bad_env_kwargs_and_net_flags_are_argparse_errors(argv):
     ('size=10', {'size': 10}), ("{'size': 10}", {'size': 10}),
     ({'rows': 5}, {'rows': 5}), ('', {}), (None, {})])
 def test_env_kwargs_accepts_what_papermill_passes(value, expected):
-  assert config_lib.env_kwargs(value) == expected
+  assert flags.env_kwargs(value) == expected
 
 
 @pytest.mark.parametrize('changes,fragment', [

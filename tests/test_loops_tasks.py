@@ -74,9 +74,9 @@ def test_environments_and_eval_configs_of_tasks():
   assert env.single_observation_spec()['observation'].shape == (7, 5, 1)
   env = tasks.make_env(deep_sea, 2)
   assert env.single_observation_spec()['observation'].shape == (8, 8)
-  config = tasks.eval_config(catch, num_steps=10)
-  assert (config.env, config.rows, config.columns, config.num_steps) == (
-      'jittable_catch', 7, 5, 10)
-  config = tasks.eval_config(deep_sea)
-  assert (config.env, config.env_kwargs) == ('gymnax:DeepSea-bsuite',
-                                             {'size': 8})
+  assert tasks.eval_settings(catch) == dict(env='jittable_catch', rows=7,
+                                            columns=5)
+  assert tasks.eval_settings(deep_sea) == dict(env='gymnax:DeepSea-bsuite',
+                                               env_kwargs={'size': 8})
+  config = config_lib.EvalConfig(**tasks.eval_settings(deep_sea))
+  config_lib.check_eval_config(config)

@@ -15,6 +15,7 @@ from ml_collections import config_dict
 from disco_rl import utils
 from disco_rl.environments import base
 from disco_rl.environments import catch
+from disco_rl.environments import gymnax_env
 from disco_rl.environments import jittable_envs
 
 # name -> (environment class, default settings function)
@@ -23,6 +24,9 @@ _ENVIRONMENTS = {
     'jittable_catch': (jittable_envs.CatchJittableEnvironment,
                        jittable_envs.get_config_catch),
 }
+# The Catch names: the jittable one (stepped on the device) and the dm_env
+# one (stepped on the host).
+CATCH_NAMES = ('jittable_catch', 'catch')
 # Names of environments from other packages start with one of these.
 PREFIXES = ('gymnax:', 'craftax:')
 
@@ -34,7 +38,6 @@ def is_package_name(name: str) -> bool:
 
 def _unknown_name(name: Any, what: str = 'environment') -> ValueError:
   """The error for an unknown name: the valid ones and the close matches."""
-  from disco_rl.environments import gymnax_env  # pylint: disable=g-import-not-at-top
   known = sorted(_ENVIRONMENTS)
   matches = gymnax_env.close_matches(
       str(name), known + gymnax_env.known_names())
@@ -62,7 +65,6 @@ def check_name(name: Any, what: str = 'environment') -> None:
     return
   if not is_package_name(name):
     raise _unknown_name(name, what)
-  from disco_rl.environments import gymnax_env  # pylint: disable=g-import-not-at-top
   prefix = name.split(':', 1)[0] + ':'
   if (prefix == gymnax_env.CRAFTAX_PREFIX
       and name not in gymnax_env.craftax_names()):
@@ -105,7 +107,6 @@ def get_environment(
       needs is not installed, naming the pip extra.
   """
   if is_package_name(name):
-    from disco_rl.environments import gymnax_env  # pylint: disable=g-import-not-at-top
     settings = utils.as_config(env_settings or {},
                                f'{name} env_settings').to_dict()
     return gymnax_env.make(name, batch_size, settings)

@@ -20,9 +20,15 @@ import signal
 import sys
 from typing import Any
 
+import jax
+
+from disco_rl import weights
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices
 from disco_rl.loops import driver
+from disco_rl.loops import flags
+from disco_rl.loops import run_dir
+from disco_rl.loops import trainer
 
 # Errors that are the user's input (a bad setting, path or file).
 USER_ERRORS = (ValueError, FileNotFoundError, TypeError, KeyError)
@@ -49,7 +55,7 @@ def make_parser(description: str, config_cls, default_out: str
                      help='checkpoints kept (default: 3)')
   group.add_argument('--no-progress', action='store_true',
                      help='no progress bar')
-  config_lib.add_flags(parser, config_cls)
+  flags.add_flags(parser, config_cls)
   devices.add_distributed_flags(parser)
   return parser
 
@@ -80,7 +86,6 @@ def load_weights(args, needed: bool, why_not: str):
                      'run continues with the rule saved in its checkpoint.')
   if not needed:
     raise ValueError(why_not)
-  from disco_rl import weights  # pylint: disable=g-import-not-at-top
   return weights.load_disco_103(args.weights)
 
 
@@ -97,7 +102,7 @@ def config_from_args(parser, argv, args, job: str, config_cls):
   On --resume the saved settings stand; a flag given for a setting must
   equal the saved value, except --steps.
   """
-  config = config_lib.from_flags(config_cls, args)
+  config = flags.from_flags(config_cls, args)
   preset = getattr(args, 'preset', None)
   if args.resume is None:
     if preset is None:
@@ -113,13 +118,11 @@ def config_from_args(parser, argv, args, job: str, config_cls):
     raise ValueError('--resume and --overwrite exclude each other.')
   if '--out' in argv or any(a.startswith('--out=') for a in argv):
     raise ValueError('--resume DIR is the run directory: leave out --out.')
-  from disco_rl.loops import run_dir  # pylint: disable=g-import-not-at-top
   path = run_dir.check(args.resume, resume=True)
   saved = run_dir.read_settings(path, job, config_cls)
   given = given_flags(parser, argv)
   changes = {f.name: getattr(config, f.name)
              for f in dataclasses.fields(config_cls) if f.name in given}
-  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
   trainer.check_same_settings(saved, dataclasses.replace(saved, **changes))
   return dataclasses.replace(saved, **changes)
 
@@ -184,15 +187,12 @@ def _train_and_report(parser, argv, args, config_cls, weights_unusable,
       raise ValueError(f'--keep-checkpoints must be >= 1, got '
                        f'{args.keep_checkpoints}.')
     out = args.resume if args.resume is not None else args.out
-    from disco_rl.loops import run_dir  # pylint: disable=g-import-not-at-top
     run_dir.check_writable(out)
     why_not = weights_unusable(config)
     rule_params = load_weights(args, needed=why_not is None, why_not=why_not)
     if signals.signal_name:
       return _stopped_before_start(signals)
     devices.initialize_distributed(devices.distributed_config_from_flags(args))
-    # Imported after the processes have joined (it touches the devices).
-    from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
     run_trainer = trainer.Trainer(
         config, out, rule_params=rule_params,
         resume=args.resume is not None, overwrite=args.overwrite,
@@ -205,7 +205,6 @@ def _train_and_report(parser, argv, args, config_cls, weights_unusable,
     message = ' '.join(str(e).split()) or type(e).__name__
     print(f'error: {message}', file=sys.stderr)
     return EXIT_BAD_INPUT
-  import jax  # pylint: disable=g-import-not-at-top
   lead = jax.process_index() == 0
   if lead:
     print(json.dumps(summary, indent=2))

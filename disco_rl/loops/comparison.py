@@ -20,6 +20,7 @@ import numpy as np
 
 from disco_rl.loops import reporting
 from disco_rl.loops import run_dir as run_files
+from disco_rl.loops import trainer
 
 
 def run_or_resume(config, path: pathlib.Path, overwrite: bool = False,
@@ -35,7 +36,6 @@ def run_or_resume(config, path: pathlib.Path, overwrite: bool = False,
     overwrite: run again even if `path` holds a finished run.
     **trainer_args: more `Trainer` arguments (e.g. `rule_params`).
   """
-  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
   path = pathlib.Path(path)
   done = path / 'summary.json'
   if done.is_file() and not overwrite:

@@ -37,8 +37,10 @@ from disco_rl import actors
 from disco_rl import agent as agent_lib
 from disco_rl import types
 from disco_rl import utils
+from disco_rl import weights
 from disco_rl.environments import base as base_env
 from disco_rl.environments import get_environment
+from disco_rl.environments.wrappers import batched_env
 from disco_rl.loops import checkpoint
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
@@ -159,7 +161,6 @@ def default_rule_params(config: config_lib.EvalConfig,
   structure; e.g. to be replaced by a checkpoint's).
   """
   if config.rule == 'disco_103' and load:
-    from disco_rl import weights  # pylint: disable=g-import-not-at-top
     return weights.load_disco_103()
   params, _ = agent.update_rule.init_params(jax.random.PRNGKey(0))
   return params
@@ -614,7 +615,6 @@ def evaluate_policy(agent: agent_lib.Agent, params, env: base_env.Environment,
     {'avg_return': mean return of the episodes that ended (NaN if none),
      'episodes': how many ended}.
   """
-  from disco_rl.environments.wrappers import batched_env  # pylint: disable=g-import-not-at-top
   if (not isinstance(env, base_env.Environment)
       or isinstance(env, batched_env.BatchedSingleStreamEnvironment)):
     raise TypeError('env must be a jittable disco_rl Environment (e.g. '
@@ -792,31 +792,3 @@ def _env_title(config: config_lib.EvalConfig) -> str:
     return f'{config.env} {config.rows}x{config.columns}'
   kwargs = ','.join(f'{k}={v}' for k, v in config.env_kwargs.items())
   return f'{config.env} {kwargs}'.strip()
-
-
-def run_eval(config: config_lib.EvalConfig, output_dir, rule_params=None,
-             progress: bool = True, log_every: int = 0, **trainer_args
-             ) -> dict[str, Any]:
-  """Trains an agent with the configured rule; writes metrics and a plot.
-
-  `Trainer(config, output_dir, ...).fit()`; see `disco_rl.loops.trainer`.
-
-  Args:
-    config: the run's settings (`num_steps` learner steps).
-    output_dir: where `metrics.csv`, `returns.png` and checkpoints go
-      (process 0 writes the files); it must not hold another run unless
-      `overwrite=True` or `resume=True` is passed.
-    rule_params: the rule's meta-parameters; default: the Disco103 weights
-      (found by `disco_rl.weights`) for 'disco_103', none needed otherwise.
-    progress: show a tqdm progress bar (in process 0).
-    log_every: also print a line about every `log_every` steps (0: never).
-    **trainer_args: more `Trainer` arguments (overwrite, resume,
-      checkpoint_every, ...).
-
-  Returns:
-    The summary of `EvalJob.summary` and the output paths.
-  """
-  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
-  return trainer.Trainer(config, output_dir, rule_params=rule_params,
-                         progress=progress, log_every=log_every,
-                         **trainer_args).fit()

@@ -6,7 +6,7 @@ One meta-step, for every agent of the population (`vmap`, or `lax.map` one
 agent after another, no slower on CPUs: `population`): act for
 `num_inner_steps` training rollouts and one validation rollout (`lax.scan`),
 then differentiate the meta-objective through the agent's inner updates
-(`meta_train.calculate_meta_gradient`; unrolled into straight-line code when
+(`meta_objective.calculate_meta_gradient`; unrolled into straight-line code when
 there are at most `max_unrolled_inner_steps` of them, a loop otherwise); the
 meta-gradient, averaged over the agents and devices, drives the rule's
 optimiser.
@@ -34,8 +34,9 @@ from jax.sharding import PartitionSpec as P
 import numpy as np
 import optax
 
-from disco_rl import meta_train
+from disco_rl import meta_objective
 from disco_rl import types
+from disco_rl import weights
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import divergence
@@ -76,7 +77,7 @@ class PopulationState:
 
   update_rule_params: types.MetaParams
   meta_opt_state: optax.OptState
-  agents: tuple[meta_train.MetaTrainState, ...]
+  agents: tuple[meta_objective.MetaTrainState, ...]
   ages: chex.Array
   rng: chex.PRNGKey
   step: chex.Array
@@ -84,7 +85,7 @@ class PopulationState:
 
 def state_specs(num_tasks: int = 1) -> PopulationState:
   """The `PartitionSpec` of each part of a `PopulationState`."""
-  group = meta_train.MetaTrainState(
+  group = meta_objective.MetaTrainState(
       learner_state=P(), actor_state=P(), value_state=P(),
       env_state=P(AXIS), env_timestep=P(AXIS))
   return PopulationState(
@@ -131,7 +132,7 @@ def agent_settings(config: config_lib.MetaTrainConfig):
 
 def value_fn_config(config: config_lib.MetaTrainConfig) -> types.ValueFnConfig:
   """The meta-objective's value function with the configured sizes."""
-  default = meta_train.default_value_fn_config()
+  default = meta_objective.default_value_fn_config()
   return default.replace(net_args=dict(default.net_args,
                                        dense=tuple(config.value_dense)))
 
@@ -215,7 +216,7 @@ class MetaTrainer:
   Attributes:
     tasks: the suite (`tasks.Task`), one group of agents each.
     group_sizes: the number of agents of each task.
-    members: one `meta_train.MetaTrainAgent` per task (its agent network,
+    members: one `meta_objective.MetaTrainAgent` per task (its agent network,
       value function and environment); `member` is the first.
   """
 
@@ -230,7 +231,7 @@ class MetaTrainer:
     self.group_sizes = tasks_lib.group_sizes(config.num_agents,
                                              len(self.tasks))
     self.members = tuple(
-        meta_train.MetaTrainAgent(
+        meta_objective.MetaTrainAgent(
             batch_size_per_device=config.batch_size_per_device,
             agent_settings=agent_settings(config),
             value_fn_config=value_fn_config(config),
@@ -263,7 +264,6 @@ class MetaTrainer:
     if update_rule_params is not None:
       return update_rule_params
     if self.config.init == 'disco_103':
-      from disco_rl import weights  # pylint: disable=g-import-not-at-top
       return weights.load_disco_103()
     params, _ = self.member.agent.update_rule.init_params(
         jax.random.PRNGKey(self.config.rule_seed))
@@ -345,7 +345,7 @@ class MetaTrainer:
                                         member.agent.num_actions, step,
                                         logits_t=logits)
     grads, (agent_state, metrics, meta_log) = (
-        meta_train.calculate_meta_gradient(
+        meta_objective.calculate_meta_gradient(
             update_rule_params, agent_state, train_rollouts, valid_rollout,
             grad_rng, member, axis_name=AXIS, remat=cfg.remat,
             unroll=unrolls_inner_steps(cfg)))
@@ -575,9 +575,11 @@ class MetaTrainJob:
   def set_host_state(self, extra: dict[str, Any]) -> None:
     del extra
 
-  def evaluate(self, state: PopulationState, params=None, env=None,
-               **trainer_args) -> dict[str, Any]:
-    """Trains a fresh agent with the rule: the eval job's summary.
+  def rule_eval_config(self, state: PopulationState, params=None, env=None
+                       ) -> tuple[types.MetaParams, config_lib.EvalConfig]:
+    """What evaluating the rule trains: (its parameters, the eval settings).
+
+    `Trainer.evaluate` trains a fresh agent with them.
 
     Args:
       state: the population state (its rule is the default).
@@ -585,20 +587,17 @@ class MetaTrainJob:
       env: an `EvalConfig` (rule 'disco_103') for the agent, e.g. a held-out
         board size; default: `EvalConfig(num_steps=200)` on the first task,
         at the run's `matmul_precision`.
-      **trainer_args: more `Trainer` arguments (output_dir, progress, ...).
     """
-    from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
     if params is None:
       params = self.trainer.params(state)
     if env is None:
-      env = tasks_lib.eval_config(
-          self.trainer.tasks[0], num_steps=200,
+      env = config_lib.EvalConfig(
+          **tasks_lib.eval_settings(self.trainer.tasks[0]), num_steps=200,
           matmul_precision=self.config.matmul_precision)
     if not isinstance(env, config_lib.EvalConfig) or env.rule != 'disco_103':
       raise ValueError('env must be an EvalConfig with rule disco_103 (a '
                        f'meta-learned rule), got {env!r}.')
-    trainer_args.setdefault('progress', False)
-    return trainer.Trainer(env, rule_params=params, **trainer_args).fit()
+    return params, env
 
   def summary(self, state: PopulationState, rows, timing: driver.Timing
               ) -> dict[str, Any]:
@@ -639,22 +638,6 @@ class MetaTrainJob:
             f'meta-training: {label}', smooth=20))
         for key, label in curves})
     weights_path = output_dir / 'update_rule_params.npz'
-    meta_train.save_params(params, weights_path)
+    meta_objective.save_params(params, weights_path)
     outputs['params_npz'] = str(weights_path)
     return outputs
-
-
-def run_meta_train(config: config_lib.MetaTrainConfig, output_dir,
-                   progress: bool = True, update_rule_params=None,
-                   **trainer_args) -> dict[str, Any]:
-  """Meta-trains a rule; writes metrics.csv, plots and the learned rule.
-
-  `Trainer(config, output_dir, ...).fit()`; see `disco_rl.loops.trainer`.
-
-  Returns:
-    The summary of `MetaTrainJob.summary` and the output paths (process 0
-    writes the files).
-  """
-  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
-  return trainer.Trainer(config, output_dir, rule_params=update_rule_params,
-                         progress=progress, **trainer_args).fit()

@@ -23,10 +23,10 @@ import numpy as np
 
 from disco_rl import environments
 from disco_rl.environments import base as base_env
-from disco_rl.loops import config as config_lib
+from disco_rl.loops import flags
 
 # 'catch' means the jittable Catch here: meta-training acts on the device.
-CATCH_NAMES = ('catch', 'jittable_catch')
+CATCH_NAMES = environments.CATCH_NAMES
 _CATCH_KEYS = ('rows', 'columns')
 _SPEC = re.compile(r'^([^\[\]\s]+)(?:\[([^\[\]]*)\])?$')
 
@@ -74,7 +74,7 @@ def parse_task(text: Any, rows: int = 5, columns: int = 5) -> Task:
                      'gymnax:DeepSea-bsuite[size=8].')
   name, settings_text = match.groups()
   try:
-    settings = config_lib.parse_kwargs(settings_text or '')
+    settings = flags.parse_kwargs(settings_text or '')
   except Exception as e:  # argparse.ArgumentTypeError: say which task.
     raise ValueError(f'Malformed settings in task {text!r}: {e}.') from None
   if name in CATCH_NAMES:
@@ -111,14 +111,14 @@ def make_env(task: Task, batch_size: int) -> base_env.Environment:
   return environments.get_environment(name, batch_size, dict(task.settings))
 
 
-def eval_config(task: Task, **fields) -> config_lib.EvalConfig:
-  """An `EvalConfig` training a Disco agent on `task` (more `fields` set)."""
+def eval_settings(task: Task) -> dict[str, Any]:
+  """The `EvalConfig` fields that train an agent on `task` (its environment
+  and settings), e.g. `EvalConfig(**eval_settings(task), num_steps=200)`."""
   if task.is_catch:
     settings = dict(task.settings)
-    return config_lib.EvalConfig(env='jittable_catch', rows=settings['rows'],
-                                 columns=settings['columns'], **fields)
-  return config_lib.EvalConfig(env=task.name, env_kwargs=dict(task.settings),
-                               **fields)
+    return dict(env='jittable_catch', rows=settings['rows'],
+                columns=settings['columns'])
+  return dict(env=task.name, env_kwargs=dict(task.settings))
 
 
 def group_sizes(num_agents: int, num_tasks: int) -> tuple[int, ...]:

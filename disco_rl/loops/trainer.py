@@ -35,6 +35,8 @@ from disco_rl.loops import checkpoint as checkpoint_lib
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import driver
+from disco_rl.loops import eval_loop
+from disco_rl.loops import meta_loop
 from disco_rl.loops import reporting
 from disco_rl.loops import run_dir
 
@@ -45,10 +47,8 @@ SUMMARY = 'summary.json'
 
 def _job_for(config):
   if isinstance(config, config_lib.EvalConfig):
-    from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
     return eval_loop.EvalJob
   if isinstance(config, config_lib.MetaTrainConfig):
-    from disco_rl.loops import meta_loop  # pylint: disable=g-import-not-at-top
     return meta_loop.MetaTrainJob
   raise TypeError('config must be an EvalConfig or a MetaTrainConfig, got '
                   f'{type(config).__name__}.')
@@ -393,9 +393,54 @@ class Trainer:
     one) under `env` (an `EvalConfig`; default 200 learner steps on the
     run's board): that eval run's summary.
     """
+    if isinstance(self.job, meta_loop.MetaTrainJob):
+      params, config = self.job.rule_eval_config(self.state, params, env)
+      kwargs.setdefault('progress', False)
+      return Trainer(config, rule_params=params, **kwargs).fit()
     return self.job.evaluate(self.state, params, env, **kwargs)
 
   def close(self) -> None:
     if self._checkpointer is not None:
       self._checkpointer.close()
       self._checkpointer = None
+
+
+def run_eval(config: config_lib.EvalConfig, output_dir, rule_params=None,
+             progress: bool = True, log_every: int = 0, **trainer_args
+             ) -> dict[str, Any]:
+  """Trains an agent with the configured rule; writes metrics and a plot.
+
+  `Trainer(config, output_dir, ...).fit()`.
+
+  Args:
+    config: the run's settings (`num_steps` learner steps).
+    output_dir: where `metrics.csv`, `returns.png` and checkpoints go
+      (process 0 writes the files); it must not hold another run unless
+      `overwrite=True` or `resume=True` is passed.
+    rule_params: the rule's meta-parameters; default: the Disco103 weights
+      (found by `disco_rl.weights`) for 'disco_103', none needed otherwise.
+    progress: show a tqdm progress bar (in process 0).
+    log_every: also print a line about every `log_every` steps (0: never).
+    **trainer_args: more `Trainer` arguments (overwrite, resume,
+      checkpoint_every, ...).
+
+  Returns:
+    The summary of `EvalJob.summary` and the output paths.
+  """
+  return Trainer(config, output_dir, rule_params=rule_params,
+                 progress=progress, log_every=log_every, **trainer_args).fit()
+
+
+def run_meta_train(config: config_lib.MetaTrainConfig, output_dir,
+                   progress: bool = True, update_rule_params=None,
+                   **trainer_args) -> dict[str, Any]:
+  """Meta-trains a rule; writes metrics.csv, plots and the learned rule.
+
+  `Trainer(config, output_dir, ...).fit()`.
+
+  Returns:
+    The summary of `MetaTrainJob.summary` and the output paths (process 0
+    writes the files).
+  """
+  return Trainer(config, output_dir, rule_params=update_rule_params,
+                 progress=progress, **trainer_args).fit()

@@ -1,0 +1,154 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Command-line flags from config dataclasses, and the parsers they use.
+
+`add_flags` makes a `--field-name` flag of every field of a dataclass whose
+metadata holds its help text (and `choices`, `flags` aliases); `from_flags`
+reads the parsed values back into the dataclass. The parsers also read what
+notebooks pass (papermill gives tuples and dicts as text).
+"""
+
+import argparse
+import ast
+import dataclasses
+import types as pytypes
+import typing
+from typing import Any
+
+
+def _parse_value(text: str) -> Any:
+  """'10' -> 10, '0.5' -> 0.5, 'true'/'false' -> bool, anything else: str."""
+  lowered = text.strip().lower()
+  if lowered in ('true', 'false'):
+    return lowered == 'true'
+  try:
+    value = ast.literal_eval(text.strip())
+  except (ValueError, SyntaxError):
+    return text.strip()
+  return value if isinstance(value, (int, float, str)) else text.strip()
+
+
+def parse_kwargs(text: str) -> dict[str, Any]:
+  """'size=10,deterministic=false' -> {'size': 10, 'deterministic': False}."""
+  kwargs = {}
+  for item in (i for i in text.split(',') if i.strip()):
+    key, sep, value = item.partition('=')
+    if not sep or not key.strip().isidentifier():
+      raise argparse.ArgumentTypeError(
+          f'expected comma-separated name=value pairs such as '
+          f'size=10,max_steps_in_episode=500, got {text!r}')
+    kwargs[key.strip()] = _parse_value(value)
+  return kwargs
+
+
+def env_kwargs(value) -> dict[str, Any]:
+  """Environment keyword arguments from a mapping or text ('size=10,...').
+
+  Papermill passes a notebook parameter given as a dict as its text.
+  """
+  if isinstance(value, str):
+    text = value.strip()
+    if text.startswith('{'):
+      parsed = ast.literal_eval(text)
+      if not isinstance(parsed, dict):
+        raise ValueError(f'env_kwargs must be a dict, got {value!r}.')
+      return parsed
+    return parse_kwargs(text)
+  return dict(value or {})
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+  """'512,512' -> (512, 512): layer sizes given on the command line."""
+  try:
+    sizes = tuple(int(x) for x in text.split(',') if x.strip())
+  except ValueError:
+    raise argparse.ArgumentTypeError(
+        f'expected comma-separated integers such as 512,512, got {text!r}'
+    ) from None
+  if not sizes or min(sizes) < 1:
+    raise argparse.ArgumentTypeError(
+        f'expected positive layer sizes such as 512,512, got {text!r}')
+  return sizes
+
+
+def layer_sizes(value) -> tuple[int, ...]:
+  """Layer sizes as a tuple from a tuple, a list or text ('(16,)', '16,8').
+
+  Papermill passes a notebook parameter given as a tuple as its text.
+  """
+  if isinstance(value, str):
+    return parse_sizes(value.strip('()[] '))
+  return tuple(int(v) for v in value)
+
+
+def _flag_type(annotation) -> tuple[Any, bool]:
+  """(argparse type, optional) of a field annotation."""
+  optional = False
+  if typing.get_origin(annotation) in (typing.Union, pytypes.UnionType):
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    optional = len(args) < len(typing.get_args(annotation))
+    annotation = args[0]
+  if typing.get_origin(annotation) is tuple:
+    if typing.get_args(annotation)[0] is str:  # Several words: nargs='*'.
+      return str, optional
+    return parse_sizes, optional
+  if typing.get_origin(annotation) is dict:
+    return parse_kwargs, optional
+  if annotation is bool:
+    return bool, optional
+  if annotation in (int, float, str):
+    return annotation, optional
+  raise TypeError(f'No flag type for {annotation!r}.')
+
+
+def _shown(default) -> Any:
+  """A default as its flag would be written ('512,512', 'size=10', 'none')."""
+  if isinstance(default, tuple):
+    if default and isinstance(default[0], str):
+      return ' '.join(default)
+    return ','.join(map(str, default)) or 'none'
+  if isinstance(default, dict):
+    return ','.join(f'{k}={v}' for k, v in default.items()) or 'none'
+  return default
+
+
+def add_flags(parser: argparse.ArgumentParser, config_cls) -> None:
+  """Adds `--field-name` for every field of a config dataclass.
+
+  A field whose metadata has `flags=()` gets none; `flags=('--x',)` adds
+  aliases.
+  """
+  hints = typing.get_type_hints(config_cls)
+  group = parser.add_argument_group(f'{config_cls.__name__} settings')
+  for field in dataclasses.fields(config_cls):
+    aliases = field.metadata.get('flags')
+    if aliases == ():
+      continue
+    flag_type, optional = _flag_type(hints[field.name])
+    default = (field.default_factory() if field.default is dataclasses.MISSING
+               else field.default)
+    shown = _shown(default)
+    help_text = field.metadata.get('help', '')
+    help_text += ' (default: %s)' % ('none' if optional and default is None
+                                     else shown)
+    if flag_type is bool:  # --name / --no-name
+      group.add_argument(f'--{field.name.replace("_", "-")}', dest=field.name,
+                         action=argparse.BooleanOptionalAction,
+                         default=default, help=help_text.replace('%', '%%'))
+      continue
+    words = flag_type is str and isinstance(default, tuple)
+    group.add_argument(
+        f'--{field.name.replace("_", "-")}', *(aliases or ()),
+        dest=field.name, type=flag_type, default=default,
+        nargs='*' if words else None,
+        choices=field.metadata.get('choices'),
+        help=help_text.replace('%', '%%'))
+
+
+def from_flags(config_cls, args: argparse.Namespace):
+  """The config dataclass holding the values of the flags `add_flags` made."""
+  values = {f.name: getattr(args, f.name) for f in dataclasses.fields(
+      config_cls) if hasattr(args, f.name)}
+  values = {k: tuple(v) if isinstance(v, list) else v
+            for k, v in values.items()}
+  return config_cls(**values)
