@@ -338,9 +338,9 @@ class StepPerCallMeta:
             jax.random.split(act_rng, n), jax.random.split(grad_rng, n))
     meta_log = jax.lax.pmean(meta_log, AXIS)
     # The optimiser takes the agents' meta-gradients [N, ...] and averages.
-    updates, opt_state, logged_grads = self.trainer.meta_opt.update(
-        grads, state.meta_opt_state)
-    logs = meta_loop.step_logs(meta_log, metrics, logged_grads, updates)
+    updates, opt_state = self.trainer.meta_opt.update(grads,
+                                                      state.meta_opt_state)
+    logs = meta_loop.step_logs(meta_log, metrics, grads, updates)
     return state.replace(
         update_rule_params=optax.apply_updates(state.update_rule_params,
                                                updates),

@@ -68,8 +68,8 @@ class Section:
 
 SECTIONS = (
     Section('device', 'Device and versions', 30, 120),
-    Section('golden', 'Golden tests at two matmul precisions', 150, 300),
-    Section('eval', 'Fused eval loop (Disco103, Catch 8x8)', 90, 240),
+    Section('golden', 'Golden tests at two matmul precisions', 130, 300),
+    Section('eval', 'Fused eval loop (Disco103, Catch 8x8)', 110, 240),
     Section('minatar', 'MinAtar Breakout: acting and training', 60, 240),
     Section('meta', 'Meta-training', 140, 400),
     Section('seeds', 'Seeds in parallel', 30, 120),

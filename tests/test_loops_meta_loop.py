@@ -117,60 +117,6 @@ def _first_update(config):
   return np.concatenate([np.ravel(x) for x in jax.tree.leaves(steps)]), logs
 
 
-def _adam_steps(grads, lr, b1=0.9, b2=0.999, eps=1e-8):
-  """Adam's updates for a sequence of gradients, written out in NumPy."""
-  m = v = np.zeros_like(grads[0])
-  updates = []
-  for t, g in enumerate(grads, start=1):
-    m = b1 * m + (1 - b1) * g
-    v = b2 * v + (1 - b2) * g * g
-    m_hat, v_hat = m / (1 - b1**t), v / (1 - b2**t)
-    updates.append(-lr * m_hat / (np.sqrt(v_hat) + eps))
-  return updates
-
-
-@pytest.mark.parametrize('norm, clip', [('average', 0.0),
-                                        ('per_agent_adam', 0.0),
-                                        ('per_agent_adam', 2.0)])
-def test_meta_optimizer_against_adam_written_out(norm, clip):
-  """Two steps of the rule's optimiser on [N=3] agents' gradients."""
-  lr = 1e-3
-  config = dataclasses.replace(TINY, meta_grad_norm=norm, meta_grad_clip=clip,
-                               meta_learning_rate=lr)
-  rng = np.random.default_rng(0)
-  # Agents of very different gradient scales, as over several environments.
-  scales = np.array([1e-4, 1.0, 30.0])[:, None]
-  steps = [(rng.normal(size=(3, 5)) * scales).astype(np.float32)
-           for _ in range(2)]
-  optimizer = meta_loop.make_meta_optimizer(config)
-  params = {'w': jnp.zeros((5,))}
-  state = optimizer.init(params, 3)
-  got = []
-  for g in steps:
-    updates, state, _ = optimizer.update({'w': jnp.asarray(g)}, state)
-    got.append(np.asarray(updates['w']))
-
-  def clipped(g):
-    if not clip:
-      return g
-    norms = np.linalg.norm(g, axis=1, keepdims=True)
-    return g * np.minimum(1.0, clip / norms)
-
-  if norm == 'average':
-    expected = _adam_steps([clipped(g).mean(axis=0) for g in steps], lr)
-  else:  # Each agent's own Adam, then the mean of the updates.
-    per_agent = [_adam_steps([clipped(g)[i] for g in steps], lr)
-                 for i in range(3)]
-    expected = [np.mean([p[t] for p in per_agent], axis=0) for t in range(2)]
-  for t in range(2):
-    np.testing.assert_allclose(got[t], expected[t], rtol=1e-4, atol=1e-9)
-  if norm == 'per_agent_adam':
-    # Every agent counts: the small-gradient agent moves the rule as much as
-    # the others (its Adam normalises it), unlike in the plain average.
-    plain = _adam_steps([g.mean(axis=0) for g in steps], lr)[0]
-    assert not np.allclose(got[0], plain, rtol=1e-2)
-
-
 # Slow (two meta-gradient compilations); the default run trains with remat in
 # test_loops_trainer.py's resume test.
 @pytest.mark.slow

@@ -41,6 +41,7 @@ from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import divergence
 from disco_rl.loops import driver
+from disco_rl.loops import meta_optimizer
 from disco_rl.loops import precision
 from disco_rl.loops import reporting
 from disco_rl.loops import rollout_checks
@@ -105,7 +106,7 @@ def reward_logs(rewards: chex.Array) -> dict[str, chex.Array]:
               neg_rewards=jnp.sum(rewards < 0).astype(jnp.float32))
 
 
-def step_logs(meta_log, metrics, logged_grads, updates
+def step_logs(meta_log, metrics, grads, updates
               ) -> dict[str, chex.Array]:
   """A meta-step's scalar logs (the columns of metrics.csv).
 
@@ -113,12 +114,14 @@ def step_logs(meta_log, metrics, logged_grads, updates
     meta_log: {name: [N]} the agents' meta-objective logs.
     metrics: {name: [N]} the agents' mean inner-update metrics (logged as
       'agent_<name>').
-    logged_grads: the meta-gradient whose norm is logged.
-    updates: the rule's update.
+    grads: the agents' meta-gradients [N, ...]; the norm of their mean
+      (before clipping and normalisation) is logged as 'meta_grad_norm'.
+    updates: the rule's update ('meta_up_norm').
   """
   logs = jax.tree.map(jnp.mean, dict(meta_log, **{
       f'agent_{k}': v for k, v in metrics.items()}))
-  logs['meta_grad_norm'] = optax.tree_utils.tree_norm(logged_grads)
+  logs['meta_grad_norm'] = optax.tree_utils.tree_norm(
+      jax.tree.map(lambda g: jnp.mean(g, axis=0), grads))
   logs['meta_up_norm'] = optax.tree_utils.tree_norm(updates)
   return logs
 
@@ -135,61 +138,6 @@ def value_fn_config(config: config_lib.MetaTrainConfig) -> types.ValueFnConfig:
   default = meta_objective.default_value_fn_config()
   return default.replace(net_args=dict(default.net_args,
                                        dense=tuple(config.value_dense)))
-
-
-@chex.dataclass(frozen=True)
-class MetaOptimizer:
-  """How the agents' meta-gradients [N, ...] update the rule.
-
-  Attributes:
-    init: (rule params, N) -> optimiser state.
-    update: (meta-gradients [N, ...], state) -> (updates, state, the
-      gradient whose norm is logged).
-  """
-
-  init: Any
-  update: Any
-
-
-def make_meta_optimizer(config: config_lib.MetaTrainConfig) -> MetaOptimizer:
-  """The rule's optimiser: `config.meta_grad_norm` and `meta_grad_clip`.
-
-  'average' (the upstream notebook): Adam(meta_learning_rate) on the mean of
-  the agents' meta-gradients, each clipped first when `meta_grad_clip` > 0.
-  'per_agent_adam' (the paper): every agent's meta-gradient, clipped, goes
-  through that agent's own Adam moments; the normalised updates are averaged
-  and scaled by the meta learning rate, eta <- eta - lr * mean_i ADAM_i(g_i)
-  (minimising the meta-loss).
-  """
-  clip = (optax.clip_by_global_norm(config.meta_grad_clip)
-          if config.meta_grad_clip > 0 else optax.identity())
-  per_agent_clip = jax.vmap(lambda g: clip.update(g, clip.init(g))[0])
-
-  if config.meta_grad_norm == 'average':
-    adam = optax.adam(learning_rate=config.meta_learning_rate)
-
-    def update(grads, state):
-      mean = jax.tree.map(lambda g: jnp.mean(g, axis=0), per_agent_clip(grads))
-      updates, state = adam.update(mean, state)
-      return updates, state, mean
-
-    return MetaOptimizer(init=lambda params, num: adam.init(params),
-                         update=update)
-
-  adam = optax.scale_by_adam()
-  scale = optax.scale(-config.meta_learning_rate)
-
-  def init(params, num):
-    return jax.vmap(lambda _: adam.init(params))(jnp.arange(num))
-
-  def per_agent_update(grads, state):
-    normalised, state = jax.vmap(lambda g, s: adam.update(g, s))(
-        per_agent_clip(grads), state)
-    mean = jax.tree.map(lambda u: jnp.mean(u, axis=0), normalised)
-    updates, _ = scale.update(mean, scale.init(mean))
-    return updates, state, jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
-
-  return MetaOptimizer(init=init, update=per_agent_update)
 
 
 def initial_ages(num_agents: int, lifetime: int) -> np.ndarray:
@@ -239,7 +187,10 @@ class MetaTrainer:
             env=tasks_lib.make_env(task, config.batch_size_per_device))
         for task in self.tasks)
     self.member = self.members[0]
-    self.meta_opt = make_meta_optimizer(config)
+    # optax, on the agents' stacked meta-gradients [N, ...].
+    self.meta_opt = meta_optimizer.make(
+        config.meta_grad_norm, config.meta_learning_rate,
+        config.meta_grad_clip, config.num_agents)
     self.population = config.population
     if self.population == 'auto':
       self.population = ('map' if self.devices[0].platform == 'cpu'
@@ -298,7 +249,7 @@ class MetaTrainer:
       ages.append(initial_ages(size, cfg.agent_lifetime))
     return PopulationState(
         update_rule_params=update_rule_params,
-        meta_opt_state=self.meta_opt.init(update_rule_params, cfg.num_agents),
+        meta_opt_state=self.meta_opt.init(update_rule_params),
         agents=tuple(groups), ages=jnp.asarray(np.concatenate(ages)),
         rng=loop_rng, step=jnp.zeros((), jnp.int32))
 
@@ -395,12 +346,12 @@ class MetaTrainer:
                                    jax.random.split(grad_rng, num_agents)))
     # The reward counts are per device: average them like the upstream logs.
     meta_log, task_rewards = jax.lax.pmean((meta_log, task_rewards), AXIS)
-    updates, meta_opt_state, logged_grads = self.meta_opt.update(
-        grads, state.meta_opt_state)
+    updates, meta_opt_state = self.meta_opt.update(grads,
+                                                   state.meta_opt_state)
     params = optax.apply_updates(state.update_rule_params, updates)
     agents, ages = self._renew_old_agents(
         agents, state.ages + self.config.num_inner_steps, rng)
-    logs = step_logs(meta_log, metrics, logged_grads, updates)
+    logs = step_logs(meta_log, metrics, grads, updates)
     logs[divergence.KEY] = jax.lax.pmin(divergence.all_finite(
         (params, [a.learner_state.params for a in agents])), AXIS)
     if len(self.tasks) > 1:
