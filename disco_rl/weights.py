@@ -238,6 +238,26 @@ def load_disco_103(path: str | os.PathLike[str] | None = None, *,
   return params
 
 
+def starting_rule_params(update_rule, load_disco_103_weights: bool,
+                         seed: int = 0):
+  """The parameters a run starts its rule from (the one place that decides).
+
+  Args:
+    update_rule: the run's rule (an `update_rules` object).
+    load_disco_103_weights: the Disco103 weights (found, checked and loaded
+      now, so that a bad file fails at once); else the rule's own
+      `init_params(PRNGKey(seed))`: a fresh meta-network for the Disco rule
+      (meta-training from scratch, or a stand-in for a run about to be
+      restored from a checkpoint), the placeholder parameters of a
+      hand-written rule.
+    seed: the seed of the fresh parameters.
+  """
+  if load_disco_103_weights:
+    return load_disco_103()
+  params, _ = update_rule.init_params(jax.random.PRNGKey(seed))
+  return params
+
+
 def main(argv: list[str] | None = None) -> int:
   """`python -m disco_rl.weights`; returns the exit code."""
   parser = argparse.ArgumentParser(

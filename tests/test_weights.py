@@ -23,7 +23,10 @@ import numpy as np
 import platformdirs
 import pytest
 
+from disco_rl import agent as agent_lib
 from disco_rl import weights
+from disco_rl.update_rules import actor_critic
+from disco_rl.update_rules import disco
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 NUM_MODULES = 21
@@ -564,3 +567,19 @@ def test_ci_turns_golden_and_weights_skips_into_failures(pytester, monkeypatch,
     result.stdout.fnmatch_lines(['*must run in CI*DISCO_RL_WEIGHTS*'])
   else:
     result.assert_outcomes(skipped=3)
+
+
+def test_starting_rule_params_load_or_draw_fresh(monkeypatch, disco_103_path):
+  monkeypatch.setenv(weights.ENV_WEIGHTS, str(disco_103_path))
+  rule = disco.DiscoUpdateRule(**agent_lib.get_settings_disco().update_rule)
+  loaded = weights.starting_rule_params(rule, True)
+  chex.assert_trees_all_equal(loaded, weights.load_disco_103(disco_103_path))
+  fresh = weights.starting_rule_params(rule, False, seed=3)
+  chex.assert_trees_all_equal(fresh, rule.init_params(jax.random.PRNGKey(3))[0])
+  chex.assert_trees_all_equal_shapes(fresh, loaded)
+  assert not np.allclose(fresh['lstm/linear']['w'], loaded['lstm/linear']['w'])
+  hand_written = actor_critic.ActorCritic(
+      **agent_lib.get_settings_actor_critic().update_rule)
+  chex.assert_trees_all_equal(  # Its placeholder ({'dummy': 0.0}).
+      weights.starting_rule_params(hand_written, False),
+      hand_written.init_params(jax.random.PRNGKey(0))[0])

@@ -160,10 +160,8 @@ def default_rule_params(config: config_lib.EvalConfig,
   With `load=False` a fresh meta-network stands in for the weights (same
   structure; e.g. to be replaced by a checkpoint's).
   """
-  if config.rule == 'disco_103' and load:
-    return weights.load_disco_103()
-  params, _ = agent.update_rule.init_params(jax.random.PRNGKey(0))
-  return params
+  return weights.starting_rule_params(
+      agent.update_rule, config.rule == 'disco_103' and load)
 
 
 class _EvalLoopBase:

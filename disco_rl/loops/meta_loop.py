@@ -210,15 +210,16 @@ class MetaTrainer:
 
   # -- Initial state ----------------------------------------------------------
 
-  def initial_rule_params(self, update_rule_params=None) -> types.MetaParams:
-    """The given parameters, else those `config.init` names."""
+  def initial_rule_params(self, update_rule_params=None,
+                          load: bool = True) -> types.MetaParams:
+    """The given parameters, else those `config.init` names (with
+    `load=False` a fresh meta-network stands in for Disco103's weights: a
+    run about to be restored)."""
     if update_rule_params is not None:
       return update_rule_params
-    if self.config.init == 'disco_103':
-      return weights.load_disco_103()
-    params, _ = self.member.agent.update_rule.init_params(
-        jax.random.PRNGKey(self.config.rule_seed))
-    return params
+    return weights.starting_rule_params(
+        self.member.agent.update_rule,
+        self.config.init == 'disco_103' and load, self.config.rule_seed)
 
   def _groups(self):
     """(member, first agent, agent count) of each task group."""
@@ -487,10 +488,8 @@ class MetaTrainJob:
     self.description = 'meta-train'
     # The rule's weights are loaded now, so that a bad file fails at once;
     # a run about to be restored starts from a fresh meta-network instead.
-    if restoring and rule_params is None:
-      rule_params, _ = self.trainer.member.agent.update_rule.init_params(
-          jax.random.PRNGKey(config.rule_seed))
-    self._rule_params = self.trainer.initial_rule_params(rule_params)
+    self._rule_params = self.trainer.initial_rule_params(
+        rule_params, load=not restoring)
 
   # The rule is part of the loop state (PopulationState.update_rule_params).
   rule_params = None
