@@ -24,7 +24,6 @@ parameters stay identical.
 
 import dataclasses
 import pathlib
-import time
 from typing import Any
 
 import chex
@@ -46,7 +45,7 @@ from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import divergence
 from disco_rl.loops import driver
-from disco_rl.loops import precision
+from disco_rl.loops import program
 from disco_rl.loops import replay
 from disco_rl.loops import rollout_checks
 from disco_rl.loops import reporting
@@ -203,11 +202,10 @@ class _EvalLoopBase:
   def _make_env(self) -> base_env.Environment:
     raise NotImplementedError
 
-  def _shard_map(self, fn, in_specs, out_specs):
-    """`fn` over the mesh, its products at `config.matmul_precision`."""
-    fn = precision.traced_with(self.config.matmul_precision, fn)
-    return jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs,
-                         out_specs=out_specs, check_vma=False)
+  def _over_mesh(self, fn, in_specs, out_specs, donate_state=False):
+    """`fn` compiled over the mesh at `config.matmul_precision`."""
+    return program.over_mesh(fn, self.mesh, in_specs, out_specs,
+                             self.config.matmul_precision, donate_state)
 
   def _raise_first_problem(self, metrics, state: EvalState,
                            num_steps: int) -> None:
@@ -375,15 +373,11 @@ class EvalLoop(_EvalLoopBase):
                        '(or make_eval_loop).')
     super().__init__(config, rule_params, devices, load_weights, env)
     specs = state_specs()
-    self._init = jax.jit(
-        precision.traced_with(config.matmul_precision,
-                              self._initial_state_on_device),
-        out_shardings=self._state_shardings())
-    self._run = jax.jit(
-        self._shard_map(self._run_on_device, in_specs=(specs, P(), P()),
-                        out_specs=(specs, P())),
-        donate_argnums=0)
-    self._compiled = None  # The run program compiled ahead (`compile`).
+    self._init = program.on_mesh(self._initial_state_on_device,
+                                 self._state_shardings(),
+                                 config.matmul_precision)
+    self._run = self._over_mesh(self._run_on_device, (specs, P(), P()),
+                                (specs, P()), donate_state=True)
 
   def _make_env(self) -> base_env.Environment:
     env = self._given_env
@@ -446,11 +440,7 @@ class EvalLoop(_EvalLoopBase):
     Returns:
       The seconds it took (0.0 if it was compiled before).
     """
-    if self._compiled is not None:
-      return 0.0
-    start = time.perf_counter()
-    self._compiled = self.lower(state).compile()
-    return time.perf_counter() - start
+    return self._run.compile(state, jnp.int32(1), self.rule_params)
 
   def run(self, state: EvalState, num_steps: int | None = None):
     """Runs `num_steps` (<= steps_per_call, default all) iterations.
@@ -466,8 +456,7 @@ class EvalLoop(_EvalLoopBase):
     if not 0 < num_steps <= per_call:
       raise ValueError(f'num_steps must be in [1, steps_per_call={per_call}]'
                        f', got {num_steps}.')
-    program = self._run if self._compiled is None else self._compiled
-    state, metrics = program(state, jnp.int32(num_steps), self.rule_params)
+    state, metrics = self._run(state, jnp.int32(num_steps), self.rule_params)
     metrics = jax.tree.map(lambda v: v[:num_steps],
                            devices_lib.fetch(metrics))
     self._raise_first_problem(metrics, state, num_steps)
@@ -490,17 +479,15 @@ class HostEvalLoop(_EvalLoopBase):
                        f'{jax.process_count()} processes.')
     specs = state_specs()
     self.host_env_state = None
-    self._init = jax.jit(
-        precision.traced_with(config.matmul_precision, self._initial_state),
-        out_shardings=self._state_shardings())
-    self._act = jax.jit(self._shard_map(
-        self._act_on_device, in_specs=(P(), P(), P(AXIS), P(AXIS)),
-        out_specs=(P(AXIS), P(AXIS))))
-    self._learn_program = jax.jit(
-        self._shard_map(self._record_and_learn_on_device,
-                        in_specs=(specs, P(AXIS), P()),
-                        out_specs=(specs, P())),
-        donate_argnums=0)
+    self._init = program.on_mesh(self._initial_state,
+                                 self._state_shardings(),
+                                 config.matmul_precision)
+    self._act = self._over_mesh(self._act_on_device,
+                                (P(), P(), P(AXIS), P(AXIS)),
+                                (P(AXIS), P(AXIS)))
+    self._learn_program = self._over_mesh(
+        self._record_and_learn_on_device, (specs, P(AXIS), P()),
+        (specs, P()), donate_state=True)
 
   def _make_env(self) -> base_env.Environment:
     return get_environment(

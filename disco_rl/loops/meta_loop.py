@@ -24,7 +24,6 @@ the upstream's).
 
 import functools
 import pathlib
-import time
 from typing import Any
 
 import chex
@@ -42,7 +41,7 @@ from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import divergence
 from disco_rl.loops import driver
 from disco_rl.loops import meta_optimizer
-from disco_rl.loops import precision
+from disco_rl.loops import program
 from disco_rl.loops import reporting
 from disco_rl.loops import rollout_checks
 from disco_rl.loops import tasks as tasks_lib
@@ -198,15 +197,12 @@ class MetaTrainer:
     self.debug_checks = config.debug_checks
     self._specs = state_specs(len(self.tasks))
     specs = self._specs
-    traced = functools.partial(precision.traced_with,
-                               config.matmul_precision)
-    self._init = jax.jit(traced(self._initial_state),
-                         out_shardings=devices_lib.shardings(self.mesh, specs))
-    run = jax.shard_map(traced(self._run_on_device), mesh=self.mesh,
-                        in_specs=(specs, P()), out_specs=(specs, P()),
-                        check_vma=False)
-    self._run = jax.jit(run, donate_argnums=0)
-    self._compiled = None  # The run program compiled ahead (`compile`).
+    self._init = program.on_mesh(self._initial_state,
+                                 devices_lib.shardings(self.mesh, specs),
+                                 config.matmul_precision)
+    self._run = program.over_mesh(self._run_on_device, self.mesh,
+                                  (specs, P()), (specs, P()),
+                                  config.matmul_precision, donate_state=True)
 
   # -- Initial state ----------------------------------------------------------
 
@@ -427,11 +423,7 @@ class MetaTrainer:
     Returns:
       The seconds it took (0.0 if it was compiled before).
     """
-    if self._compiled is not None:
-      return 0.0
-    start = time.perf_counter()
-    self._compiled = self.lower(state).compile()
-    return time.perf_counter() - start
+    return self._run.compile(state, jnp.int32(1))
 
   def run(self, state: PopulationState, num_steps: int | None = None):
     """Runs `num_steps` (<= steps_per_call, default all) meta-steps.
@@ -446,8 +438,7 @@ class MetaTrainer:
     if not 0 < num_steps <= per_call:
       raise ValueError(f'num_steps must be in [1, steps_per_call={per_call}]'
                        f', got {num_steps}.')
-    program = self._run if self._compiled is None else self._compiled
-    state, logs = program(state, jnp.int32(num_steps))
+    state, logs = self._run(state, jnp.int32(num_steps))
     logs = jax.tree.map(lambda v: v[:num_steps], devices_lib.fetch(logs))
     # The first problem: a training rollout that failed the debug checks,
     # or a meta-step whose losses or parameters are not finite (a meta-step
