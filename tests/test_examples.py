@@ -491,8 +491,10 @@ def _when_settings_written(proc, out):
     time.sleep(0.02)
 
 
-@pytest.mark.parametrize('module, sig', [('eval', signal.SIGINT),
-                                         ('meta_train', signal.SIGTERM)])
+@pytest.mark.parametrize('module, sig', [
+    ('eval', signal.SIGINT),
+    # Slow (~50 s: a meta-training compile); the same Trainer.fit path.
+    pytest.param('meta_train', signal.SIGTERM, marks=pytest.mark.slow)])
 def test_a_signal_during_compilation_stops_before_the_first_step(
     module, sig, tmp_path):
   out = tmp_path / 'run'
