@@ -559,10 +559,12 @@ class HostEvalLoop(_EvalLoopBase):
     collected = []
     for _ in range(num_steps):
       state, metrics = self._iterate(state)
+      # Checked after every iteration: a fault stops the run at once.
+      metrics = jax.tree.map(lambda x: np.asarray(x)[None], metrics)
+      self._raise_first_problem(metrics, state, 1)
       collected.append(metrics)
-    metrics = jax.tree.map(lambda *steps: np.stack(steps), *collected)
-    self._raise_first_problem(metrics, state, num_steps)
-    return state, metrics
+    return state, jax.tree.map(lambda *steps: np.concatenate(steps),
+                               *collected)
 
 
 def make_eval_loop(config: config_lib.EvalConfig, rule_params=None,
