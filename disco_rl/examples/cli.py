@@ -148,8 +148,9 @@ def run(argv: Sequence[str] | None, *, description: str, config_cls,
   """
   argv = list(sys.argv[1:] if argv is None else argv)
   # From here on a signal is a request to stop at the next safe point,
-  # whenever it comes: start-up, compilation, a step, the outputs.
-  with driver.StopOnSignal() as signals:
+  # whenever it comes: start-up, compilation, a step, the outputs. A second
+  # one ends the process at once, also in the middle of a compilation.
+  with driver.StopOnSignal(on_second_signal=_stopped_at_once) as signals:
     parser = make_parser(description, config_cls, default_out)
     add_weights_flag(parser, weights_help)
     if presets:
@@ -157,14 +158,15 @@ def run(argv: Sequence[str] | None, *, description: str, config_cls,
                           help='start from these settings (flags given '
                           'override them): ' + ', '.join(presets))
     args = parser.parse_args(argv)
-    try:
-      return _train_and_report(parser, argv, args, config_cls,
-                               weights_unusable, report, signals)
-    except KeyboardInterrupt:
-      name = signals.second_signal or 'SIGINT'
-      print(f'error: stopped at once by a second {name}; the run keeps its '
-            'last checkpoint (continue it with --resume)', file=sys.stderr)
-      return 128 + signal.Signals[name].value
+    return _train_and_report(parser, argv, args, config_cls,
+                             weights_unusable, report, signals)
+
+
+def _stopped_at_once(name: str) -> int:
+  """The one error line of a second signal; the exit status."""
+  print(f'error: stopped at once by a second {name}; the run keeps its last '
+        'checkpoint (continue it with --resume)', file=sys.stderr)
+  return 128 + signal.Signals[name].value
 
 
 def _stopped_before_start(signals: driver.StopOnSignal) -> int:

@@ -8,7 +8,9 @@ number of steps); `drive` the host side.
 
 from collections.abc import Callable
 import dataclasses
+import os
 import signal
+import sys
 import threading
 import time
 from typing import Any
@@ -114,8 +116,17 @@ class StopOnSignal:
 
   A compiled call cannot be interrupted; the run stops cleanly at the next
   point that checks `signal_name` (before the first call, between calls).
-  A second signal stops at once: KeyboardInterrupt, with `second_signal`
-  naming it. Outside the main thread it installs nothing.
+  Outside the main thread it installs nothing.
+
+  A second signal stops at once. By default it raises KeyboardInterrupt in
+  the main thread, with `second_signal` naming it, when Python code next
+  runs (a notebook's kernel survives it). With `on_second_signal` (a
+  command-line program), a watcher thread counts the signals as the
+  operating system delivers them, so two signals during a compilation or a
+  compiled call are two, not one: on the second it calls
+  `on_second_signal(name)` and ends the process at once with the status it
+  returns (checkpoints are written whole or not at all, so the last one
+  stays usable).
 
   Entered while another is active (e.g. the CLI's around `Trainer.fit`'s),
   it returns the active one, so a signal that came during start-up or
@@ -129,21 +140,42 @@ class StopOnSignal:
   SIGNALS = (signal.SIGINT, signal.SIGTERM)
   _active: 'StopOnSignal | None' = None
 
-  def __init__(self):
+  def __init__(self, on_second_signal: Callable[[str], int] | None = None):
     self.signal_name: str | None = None
     self.second_signal: str | None = None
+    self._on_second_signal = on_second_signal
     self._previous = {}
     self._outer: 'StopOnSignal | None' = None
+    self._wakeup: tuple[int, int] | None = None  # (previous fd, write end)
+
+  def _note(self, signum: int):
+    """Records one delivered signal; the second ends the run."""
+    name = signal.Signals(signum).name
+    if self.signal_name is None:
+      self.signal_name = name
+      print(f'\n{name}: stopping at the next safe point (again to stop now).',
+            flush=True)
+      return
+    self.second_signal = name
+    if self._on_second_signal is None:
+      raise KeyboardInterrupt
+    status = self._on_second_signal(name)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # pylint: disable=protected-access
 
   def _handle(self, signum, frame):
     del frame
-    name = signal.Signals(signum).name
-    if self.signal_name is not None:
-      self.second_signal = name
-      raise KeyboardInterrupt
-    self.signal_name = name
-    print(f'\n{name}: stopping at the next safe point (again to stop now).',
-          flush=True)
+    if self._wakeup is None:  # Otherwise the watcher thread counts it.
+      self._note(signum)
+
+  def _watch(self, read_fd: int):
+    """The watcher thread: one byte per delivered signal, until closed."""
+    with os.fdopen(read_fd, 'rb', buffering=0) as pipe:
+      while data := pipe.read(64):
+        for signum in data:
+          if signum in self.SIGNALS:
+            self._note(signum)
 
   def __enter__(self) -> 'StopOnSignal':
     active = StopOnSignal._active
@@ -153,6 +185,13 @@ class StopOnSignal:
     if threading.current_thread() is threading.main_thread():
       for sig in self.SIGNALS:
         self._previous[sig] = signal.signal(sig, self._handle)
+      if self._on_second_signal is not None:
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        self._wakeup = (previous, write_fd)
+        threading.Thread(target=self._watch, args=(read_fd,), daemon=True,
+                         name='StopOnSignal').start()
       StopOnSignal._active = self
     return self
 
@@ -160,6 +199,11 @@ class StopOnSignal:
     if self._outer is not None:
       self._outer = None
       return
+    if self._wakeup is not None:
+      previous, write_fd = self._wakeup
+      signal.set_wakeup_fd(previous)
+      os.close(write_fd)  # The watcher reads the end of the pipe and stops.
+      self._wakeup = None
     for sig, handler in self._previous.items():
       signal.signal(sig, handler)
     if self._previous:
