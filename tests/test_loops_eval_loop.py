@@ -28,7 +28,11 @@ TINY = config_lib.EvalConfig(
 
 
 def _run(loop, calls):
-  state = loop.init(jax.random.PRNGKey(3))
+  return _run_from(loop, jax.random.PRNGKey(3), calls)
+
+
+def _run_from(loop, rngs, calls):
+  state = loop.init(rngs)
   metrics = []
   for count in calls:
     state, m = loop.run(state, count)
@@ -64,7 +68,8 @@ def test_metrics_learning_gate_and_rows(fused_run):
   loop, (state, metrics) = fused_run
   assert {'return_sum', 'episodes', 'learned'} | set(loop.log_keys) == set(
       metrics)
-  assert all(len(v) == 6 for v in metrics.values())
+  assert all(v.shape == (6, 1) for v in metrics.values())  # [K, S]
+  metrics = {k: v[:, 0] for k, v in metrics.items()}
   # Each buffer holds a learner batch of 4 after the second rollout of 2.
   np.testing.assert_array_equal(metrics['learned'], [0, 1, 1, 1, 1, 1])
   for key in loop.log_keys:
@@ -74,9 +79,11 @@ def test_metrics_learning_gate_and_rows(fused_run):
   # 21, 28 in each of the 2 environments; rollouts hold steps 1-5, 6-10, ...
   np.testing.assert_array_equal(metrics['episodes'], [0, 2, 2, 0, 2, 2])
   assert (np.abs(metrics['return_sum']) <= metrics['episodes']).all()
-  assert int(state.replay.size[0]) == 8
-  rows = loop.metrics_rows(metrics, first_step=10)
+  assert int(state.replay.size[0, 0]) == 8
+  rows = loop.metrics_rows({k: v[:, None] for k, v in metrics.items()},
+                           first_step=10)
   assert [r['step'] for r in rows] == list(range(10, 16))
+  assert {r['seed'] for r in rows} == {TINY.seed}
   assert [r['env_steps'] for r in rows] == [10 * (s + 1) for s in
                                             range(10, 16)]
 
@@ -171,3 +178,78 @@ def test_a_huge_learning_rate_stops_the_run_where_it_diverges(env):
 def test_finite_learning_keeps_no_flag_in_the_metrics(fused_run):
   _, (_, metrics) = fused_run
   assert divergence.KEY not in metrics
+
+
+# ----------------------------------------------------------------------------
+# Seeds in parallel: S runs in one program.
+
+
+@pytest.fixture(scope='module')
+def three_seeds_run():
+  config = dataclasses.replace(TINY, seed=5, num_seeds=3)
+  loop = eval_loop.EvalLoop(config)
+  state = loop.init(eval_loop.seed_keys(config))
+  metrics = []
+  for count in (4, 2):
+    state, m = loop.run(state, count)
+    metrics.append(m)
+  return loop, state, {k: np.concatenate([m[k] for m in metrics])
+                       for k in metrics[0]}
+
+
+def test_each_seed_of_a_multi_seed_program_is_the_run_of_that_seed_alone(
+    three_seeds_run):
+  loop, state, metrics = three_seeds_run
+  assert all(v.shape == (6, 3) for v in metrics.values())
+  assert int(state.step) == 6
+  for j in range(3):
+    alone_config = dataclasses.replace(TINY, seed=5 + j)
+    alone = eval_loop.EvalLoop(alone_config)
+    alone_state, alone_metrics = _run_from(
+        alone, eval_loop.seed_keys(alone_config), [4, 2])
+    np.testing.assert_array_equal(metrics['episodes'][:, j],
+                                  alone_metrics['episodes'][:, 0])
+    for key in alone_metrics:
+      np.testing.assert_allclose(metrics[key][:, j], alone_metrics[key][:, 0],
+                                 rtol=1e-4, atol=1e-5, err_msg=f'{key} {j}')
+    jax.tree.map(
+        lambda many, one, j=j: np.testing.assert_allclose(
+            many[j], one[0], rtol=1e-4, atol=1e-5),
+        jax.device_get(state.learner_state),
+        jax.device_get(alone_state.learner_state))
+
+
+def test_the_seeds_are_different_runs(three_seeds_run):
+  _, state, metrics = three_seeds_run
+  params = jax.device_get(state.learner_state.params)
+  first = jax.tree.leaves(params)[0]
+  assert not np.allclose(first[0], first[1])
+  assert not np.array_equal(metrics['total_loss'][1:, 0],
+                            metrics['total_loss'][1:, 1])
+
+
+def test_rows_are_one_per_step_and_seed(three_seeds_run):
+  loop, _, metrics = three_seeds_run
+  rows = loop.metrics_rows(metrics, first_step=0)
+  assert [(r['step'], r['seed']) for r in rows] == [
+      (step, seed) for step in range(6) for seed in (5, 6, 7)]
+  assert [r['total_loss'] for r in rows[3::3]] == list(
+      metrics['total_loss'][1:, 0])
+
+
+def test_init_checks_the_number_of_keys(three_seeds_run):
+  loop, _, _ = three_seeds_run
+  with pytest.raises(ValueError, match=r'rngs must be \[num_seeds=3, 2\] '
+                     r'keys \(one per run, see seed_keys\), got shape '
+                     r'\(2, 2\)'):
+    loop.init(eval_loop.seed_keys(dataclasses.replace(TINY, num_seeds=2)))
+
+
+def test_a_diverging_seed_is_named():
+  config = dataclasses.replace(TINY, num_seeds=2, seed=4, debug_checks=False)
+  loop = eval_loop.make_eval_loop(config)
+  loop.env = smoke_env.NanRewardForEnv1(loop.env)
+  with pytest.raises(divergence.DivergedError,
+                     match=r'^learning diverged at seed 4 loop step 1: '
+                     'total_loss = nan'):
+    loop.run(loop.init(eval_loop.seed_keys(config)), config.steps_per_call)

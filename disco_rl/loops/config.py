@@ -99,7 +99,10 @@ class EvalConfig:
       'parameters, outputs and the rule stay float32)', choices=PRECISIONS)
   matmul_precision: str = _field('default', _MATMUL_PRECISION_HELP,
                                  choices=MATMUL_PRECISIONS)
-  seed: int = _field(0, 'random seed')
+  seed: int = _field(0, 'random seed (of the first seed run)')
+  num_seeds: int = _field(
+      1, 'independent runs in one program, seeds seed, seed+1, ...: every '
+      'device holds a share of each run (one metrics row per step and seed)')
   num_devices: int | None = _field(
       None, 'devices to use (default: as many as the batch divides into)')
   steps_per_call: int = _field(
@@ -262,10 +265,15 @@ def check_env_name(name: Any) -> None:
 def check_eval_config(config: EvalConfig) -> None:
   """Raises ValueError naming any setting that cannot work."""
   _check_common(config, ('batch_size', 'replay_ratio', 'buffer_capacity',
-                         'conv_kernel'), ('conv_channels',))
+                         'conv_kernel', 'num_seeds'), ('conv_channels',))
   _check_rates(config, ('learning_rate',))
   check_env_name(config.env)
   check_env_kwargs(config)
+  if config.env == 'catch' and config.num_seeds > 1:
+    raise ValueError(
+        f"num_seeds={config.num_seeds} needs a jittable environment: "
+        "env='catch' is stepped on the host one run at a time (use "
+        "'jittable_catch', the same game).")
   if config.batch_size % config.replay_ratio:
     raise ValueError(
         f'batch_size={config.batch_size} must be a multiple of replay_ratio='

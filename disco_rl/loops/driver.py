@@ -22,7 +22,8 @@ from disco_rl.loops import reporting
 
 # run(state, count) -> (state, {name: [count] array}).
 RunFn = Callable[[Any, int], tuple[Any, dict[str, Any]]]
-# to_rows(metrics, first_step) -> one dict per step.
+# to_rows(metrics, first_step) -> the rows of the call's steps (one or more
+# per step).
 RowsFn = Callable[[dict[str, Any], int], list[dict[str, float]]]
 # after_call(state, new rows, rows so far) -> True to stop.
 AfterCallFn = Callable[[Any, list[dict[str, float]], list[dict[str, float]]],
@@ -75,14 +76,14 @@ def drive(run: RunFn, state, num_steps: int, steps_per_call: int,
   start = time.perf_counter()
   bar = tqdm.tqdm(total=num_steps, initial=first_step, desc=desc,
                   disable=not (progress and jax.process_index() == 0))
+  done = first_step
   try:
-    while first_step + len(rows) < num_steps:
-      done = first_step + len(rows)
+    while done < num_steps:
       count = min(steps_per_call, num_steps - done)
       call_start = time.perf_counter()
       state, metrics = run(state, count)
       now = time.perf_counter()
-      if rows:
+      if done > first_step:
         timing.steady_steps += count
         timing.steady_s += now - call_start
       else:

@@ -20,6 +20,12 @@ Each device holds its share of the environments, of the buffer and of the
 learner batch; gradients and the rule's statistics are averaged across
 devices (the agent's `pmean` over `devices.AXIS`), so the replicated
 parameters stay identical.
+
+`config.num_seeds` independent runs (seeds `seed`, `seed + 1`, ...) share
+one program, as purejaxrl's `vmap(make_train(config))`: every part of the
+state but the iteration count has a seed axis S, every device holds its
+share of each run, and the iteration is `vmap`ped over the seeds. Run `i`
+computes what a run with `seed + i` alone computes (to float rounding).
 """
 
 import dataclasses
@@ -58,11 +64,12 @@ AXIS = devices_lib.AXIS
 class EvalState:
   """Everything the eval loop carries from one iteration to the next.
 
-  Replicated (the same on every device): `learner_state`, `rng`, `step`.
+  Replicated (the same on every device): `learner_state` [S, ...], `rng`
+  [S, 2] and `step` [] (shared by the S seeds' runs, which go in step).
   Per device (a leading device axis D, sharded over the mesh):
-  `actor_state` [D, ...], `env_state` [D, ...], `timestep` [D, E, ...],
-  `acc_rewards` [D, E] and `replay` [D, C, ...], with E environments and C
-  buffer slots per device.
+  `actor_state` [D, S, ...], `env_state` [D, S, ...], `timestep`
+  [D, S, E, ...], `acc_rewards` [D, S, E] and `replay` [D, S, C, ...], with
+  E environments and C buffer slots per device and seed.
 
   Attributes:
     learner_state: the agent's parameters, optimiser and rule state.
@@ -95,6 +102,25 @@ def state_specs() -> EvalState:
 def _map_per_device(fn, state: EvalState) -> EvalState:
   """Applies `fn` to the per-device parts of a state (inside shard_map)."""
   return devices_lib.map_per_device(fn, state_specs(), state)
+
+
+def _seed_axes() -> EvalState:
+  """The seed axis of each part of a state without its device axis (a
+  `vmap` axes prefix): 0, but none for the shared `step`."""
+  return EvalState(learner_state=0, actor_state=0, env_state=0, timestep=0,
+                   acc_rewards=0, replay=0, rng=0, step=None)
+
+
+def _per_seed(fn):
+  """`fn(state, *args) -> (state, metrics)` for one seed's state, mapped
+  over the S seeds of a state without its device axis; metrics get [S]."""
+  return jax.vmap(fn, in_axes=(_seed_axes(),), out_axes=(_seed_axes(), 0))
+
+
+def seed_keys(config: config_lib.EvalConfig) -> chex.PRNGKey:
+  """[S, 2]: the key of each run, `PRNGKey(config.seed + i)`."""
+  return jnp.stack([jax.random.PRNGKey(config.seed + i)
+                    for i in range(config.num_seeds)])
 
 
 def _device_key(key: chex.PRNGKey) -> chex.PRNGKey:
@@ -209,19 +235,27 @@ class _EvalLoopBase:
 
   def _raise_first_problem(self, metrics, state: EvalState,
                            num_steps: int) -> None:
-    """Raises for the first problem of a call's [K] host `metrics` (and
+    """Raises for the first problem of a call's [K, S] host `metrics` (and
     drops the checks' entries): a rollout that failed the debug checks
     (`RolloutError`), or a learner step whose loss or parameters are not
-    finite (`divergence.DivergedError`), whichever came first (a step acts
-    before it learns)."""
+    finite (`divergence.DivergedError`), whichever came first in a run (a
+    step acts before it learns); the runs are checked in seed order."""
     faults = metrics.pop(rollout_checks.KEY, None)
-    divergence.raise_if_diverged(
-        metrics, ('total_loss',),
-        int(devices_lib.fetch(state.step)) - num_steps, 'loop step',
-        "the agent's parameters", active=metrics['learned'] > 0,
-        hint='Try a smaller learning_rate (--learning-rate).',
-        until=rollout_checks.first_index(faults))
-    rollout_checks.raise_if_faulty(faults)
+    flags = metrics.pop(divergence.KEY)
+    first_step = int(devices_lib.fetch(state.step)) - num_steps
+    num_seeds = self.config.num_seeds
+    for j in range(num_seeds):
+      run = '' if num_seeds == 1 else f'seed {self.config.seed + j} '
+      run_faults = (None if faults is None
+                    else jax.tree.map(lambda x, j=j: x[:, j], faults))
+      columns = {k: v[:, j] for k, v in metrics.items()}
+      columns[divergence.KEY] = flags[:, j]
+      divergence.raise_if_diverged(
+          columns, ('total_loss',), first_step, run + 'loop step',
+          "the agent's parameters", active=columns['learned'] > 0,
+          hint='Try a smaller learning_rate (--learning-rate).',
+          until=rollout_checks.first_index(run_faults))
+      rollout_checks.raise_if_faulty(run_faults, run + 'rollout')
 
   # -- Per-device pieces (run inside shard_map) ------------------------------
 
@@ -278,10 +312,14 @@ class _EvalLoopBase:
   def _maybe_learn(self, state: EvalState, key, rule_params):
     """The learner step once each buffer holds a learner batch (else NaN logs).
 
-    Every device's buffer holds as many trajectories, so every device takes
-    the same branch.
+    Every device's (and seed's) buffer holds as many trajectories, `(step +
+    1) * E` up to its capacity after this iteration's rollout: the shared
+    `step` decides, so every device and seed takes the same branch (a
+    `cond`, also under the seeds' `vmap`).
     """
-    learn = state.replay.size >= self.batch_per_device
+    stored = jnp.minimum(self.capacity_per_device,
+                         (state.step + 1) * self.envs_per_device)
+    learn = stored >= self.batch_per_device
 
     def skip(state, key, rule_params):
       del key, rule_params
@@ -294,8 +332,18 @@ class _EvalLoopBase:
 
   # -- Host side -------------------------------------------------------------
 
+  def _initial_states(self, rngs: chex.PRNGKey, env_state,
+                      timestep) -> EvalState:
+    """The state of S runs from their [S, 2] keys and environments ([D, S,
+    ...] parts); per-device parts [D, S, ...] (traced under jit)."""
+    states = jax.vmap(self._initial_state, in_axes=(0, 1, 1),
+                      out_axes=_seed_axes())(rngs, env_state, timestep)
+    return _map_per_device(
+        lambda part: jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), part),
+        states)
+
   def _initial_state(self, rng: chex.PRNGKey, env_state, timestep) -> EvalState:
-    """Per-device parts get their leading device axis (traced under jit)."""
+    """One run's state: per-device parts get their leading device axis."""
     num = len(self.devices)
     learner_rng, actor_rng, loop_rng = jax.random.split(rng, 3)
     per_device = lambda x: jnp.broadcast_to(x, (num,) + jnp.shape(x))
@@ -317,24 +365,29 @@ class _EvalLoopBase:
     return devices_lib.shardings(self.mesh, state_specs())
 
   def bytes_per_trajectory(self, state: EvalState) -> int:
-    """Bytes one stored trajectory takes in the replay buffer."""
-    return replay.bytes_per_trajectory(devices_lib.local_block(state.replay))
+    """Bytes one stored trajectory of one run takes in the replay buffer."""
+    one_run = jax.tree.map(lambda x: x[0],
+                           devices_lib.local_block(state.replay))
+    return replay.bytes_per_trajectory(one_run)
 
   def metrics_rows(self, metrics: dict[str, np.ndarray], first_step: int
                    ) -> list[dict[str, float]]:
-    """CSV rows from the [K] metrics of K iterations starting at first_step."""
+    """CSV rows from the [K, S] metrics of K iterations starting at
+    `first_step`: one per iteration and seed, in that order."""
     rows = []
     per_iteration = self.config.num_envs * self.config.rollout_len
-    for i in range(len(metrics['episodes'])):
+    num_steps, num_seeds = np.shape(metrics['episodes'])
+    for i in range(num_steps):
       step = first_step + i
-      episodes = float(metrics['episodes'][i])
-      row = dict(step=step, env_steps=(step + 1) * per_iteration,
-                 episodes=episodes,
-                 avg_return=(float(metrics['return_sum'][i]) / episodes
-                             if episodes else float('nan')),
-                 learned=int(metrics['learned'][i]))
-      row.update({k: float(metrics[k][i]) for k in self.log_keys})
-      rows.append(row)
+      for j in range(num_seeds):
+        episodes = float(metrics['episodes'][i, j])
+        row = dict(step=step, seed=self.config.seed + j,
+                   env_steps=(step + 1) * per_iteration, episodes=episodes,
+                   avg_return=(float(metrics['return_sum'][i, j]) / episodes
+                               if episodes else float('nan')),
+                   learned=int(metrics['learned'][i, j]))
+        row.update({k: float(metrics[k][i, j]) for k in self.log_keys})
+        rows.append(row)
     return rows
 
 
@@ -396,15 +449,24 @@ class EvalLoop(_EvalLoopBase):
           f'{self.envs_per_device}, got {env.batch_size}.')
     return env
 
-  def _initial_state_on_device(self, rng):
-    env_rng, rng = jax.random.split(rng)
-    env_state, timestep = jax.vmap(self.env.reset)(
-        jax.random.split(env_rng, len(self.devices)))
-    return self._initial_state(rng, env_state, timestep)
+  def _initial_state_on_device(self, rngs):
+    def reset(rng):  # One run's environments, [D, ...].
+      env_rng, rng = jax.random.split(rng)
+      env_state, timestep = jax.vmap(self.env.reset)(
+          jax.random.split(env_rng, len(self.devices)))
+      return rng, env_state, timestep
 
-  def init(self, rng: chex.PRNGKey) -> EvalState:
-    """The initial state, placed on the mesh."""
-    return self._init(rng)
+    rngs, env_state, timestep = jax.vmap(reset, out_axes=(0, 1, 1))(rngs)
+    return self._initial_states(rngs, env_state, timestep)
+
+  def init(self, rngs: chex.PRNGKey) -> EvalState:
+    """The initial state of the runs, placed on the mesh.
+
+    Args:
+      rngs: [S, 2], one key per run (`seed_keys(config)`), or [2] when
+        `config.num_seeds` is 1.
+    """
+    return self._init(_check_keys(rngs, self.config.num_seeds))
 
   def _iteration(self, state: EvalState, key_set, rule_params):
     """Act, buffer, maybe learn: one iteration on one device's view."""
@@ -421,7 +483,9 @@ class EvalLoop(_EvalLoopBase):
 
   def _run_on_device(self, state: EvalState, num_steps, rule_params):
     def iteration(state, rule_params):
-      return self._iteration(state, _iteration_keys(state.rng), rule_params)
+      def one_run(state):
+        return self._iteration(state, _iteration_keys(state.rng), rule_params)
+      return _per_seed(one_run)(state)
 
     # Per-device parts arrive as [1, ...] blocks.
     state, metrics = driver.scan_up_to(
@@ -449,7 +513,7 @@ class EvalLoop(_EvalLoopBase):
     (its buffers are reused): use the returned one.
 
     Returns:
-      (new state, {name: [num_steps] NumPy array}).
+      (new state, {name: [num_steps, S] NumPy array}).
     """
     per_call = self.config.steps_per_call
     num_steps = per_call if num_steps is None else int(num_steps)
@@ -479,7 +543,7 @@ class HostEvalLoop(_EvalLoopBase):
                        f'{jax.process_count()} processes.')
     specs = state_specs()
     self.host_env_state = None
-    self._init = program.on_mesh(self._initial_state,
+    self._init = program.on_mesh(self._initial_states,
                                  self._state_shardings(),
                                  config.matmul_precision)
     self._act = self._over_mesh(self._act_on_device,
@@ -495,35 +559,49 @@ class HostEvalLoop(_EvalLoopBase):
         env_settings=env_settings(self.config, seed=self.config.seed))
 
   def _to_devices(self, host_timestep) -> types.EnvironmentTimestep:
+    """[E, ...] host arrays as [D, 1, E / D, ...] blocks (one run)."""
     num = len(self.devices)
     split = jax.tree.map(
-        lambda x: np.asarray(x).reshape((num, -1) + np.shape(x)[1:]),
+        lambda x: np.asarray(x).reshape((num, 1, -1) + np.shape(x)[1:]),
         host_timestep)
     return devices_lib.place(split, devices_lib.per_device(self.mesh))
 
-  def init(self, rng: chex.PRNGKey) -> EvalState:
-    """Resets the host environments; the initial state on the mesh."""
-    env_rng, rng = jax.random.split(rng)
+  def init(self, rngs: chex.PRNGKey) -> EvalState:
+    """Resets the host environments; the initial state on the mesh.
+
+    Args:
+      rngs: [1, 2] (`seed_keys(config)`) or [2]: the run's key.
+    """
+    rngs = _check_keys(rngs, 1)
+    env_rng, rng = jax.random.split(rngs[0])
     self.host_env_state, host_timestep = self.env.reset(env_rng)
     host_timestep = jax.tree.map(np.asarray, host_timestep)
-    return self._init(rng, None, self._to_devices(host_timestep))
+    return self._init(rng[None], None, self._to_devices(host_timestep))
 
   def _act_on_device(self, params, key, timestep, actor_state):
-    recorded, actor_state = self.agent.actor_step(
-        params, _device_key(key), devices_lib.local_block(timestep),
+    def act(params, timestep, actor_state):
+      return self.agent.actor_step(params, _device_key(key), timestep,
+                                   actor_state)
+    recorded, actor_state = jax.vmap(act)(
+        params, devices_lib.local_block(timestep),
         devices_lib.local_block(actor_state))
     return devices_lib.device_block((recorded, actor_state))
 
   def _record_and_learn_on_device(self, state, rollout, rule_params):
-    state = _map_per_device(devices_lib.local_block, state)
-    rng, _, learn_key = _iteration_keys(state.rng)
-    state, stats = self._observe(state, devices_lib.local_block(rollout))
-    state, logs = self._maybe_learn(state, learn_key, rule_params)
-    state = state.replace(rng=rng, step=state.step + 1)
-    return _map_per_device(devices_lib.device_block, state), dict(stats, **logs)
+    def one_run(state, rollout):
+      rng, _, learn_key = _iteration_keys(state.rng)
+      state, stats = self._observe(state, rollout)
+      state, logs = self._maybe_learn(state, learn_key, rule_params)
+      return state.replace(rng=rng, step=state.step + 1), dict(stats, **logs)
+
+    state, metrics = jax.vmap(
+        one_run, in_axes=(_seed_axes(), 0), out_axes=(_seed_axes(), 0))(
+            _map_per_device(devices_lib.local_block, state),
+            devices_lib.local_block(rollout))
+    return _map_per_device(devices_lib.device_block, state), metrics
 
   def _iterate(self, state: EvalState):
-    _, act_key, _ = _iteration_keys(state.rng)
+    _, act_key, _ = _iteration_keys(state.rng[0])
     timestep, actor_state = state.timestep, state.actor_state
     steps = []
     for step_key in jax.random.split(act_key, self.config.rollout_len):
@@ -534,8 +612,8 @@ class HostEvalLoop(_EvalLoopBase):
           self.host_env_state, actions)
       timestep = self._to_devices(jax.tree.map(np.asarray, host_timestep))
       steps.append(recorded)
-    # [D, T, E, ...]: time after the device axis.
-    rollout = types.ActorRollout.from_timestep(utils.tree_stack(steps, axis=1))
+    # [D, S, T, E, ...]: time after the device and seed axes.
+    rollout = types.ActorRollout.from_timestep(utils.tree_stack(steps, axis=2))
     state = state.replace(timestep=timestep, actor_state=actor_state)
     state, metrics = self._learn_program(state, rollout, self.rule_params)
     return state, devices_lib.fetch(metrics)
@@ -565,6 +643,17 @@ class HostEvalLoop(_EvalLoopBase):
       collected.append(metrics)
     return state, jax.tree.map(lambda *steps: np.concatenate(steps),
                                *collected)
+
+
+def _check_keys(rngs: chex.PRNGKey, num_seeds: int) -> chex.PRNGKey:
+  """[S, 2] keys (a single [2] key is one run's)."""
+  rngs = jnp.asarray(rngs)
+  if rngs.shape == (2,):
+    rngs = rngs[None]
+  if rngs.shape != (num_seeds, 2):
+    raise ValueError(f'rngs must be [num_seeds={num_seeds}, 2] keys (one '
+                     f'per run, see seed_keys), got shape {rngs.shape}.')
+  return rngs
 
 
 def make_eval_loop(config: config_lib.EvalConfig, rule_params=None,
@@ -641,17 +730,26 @@ def warmup_iterations(loop: EvalLoop | HostEvalLoop) -> int:
   return -(-loop.batch_per_device // loop.envs_per_device) - 1
 
 
-def _recent_return(rows) -> float:
-  recent = np.asarray([r['avg_return'] for r in rows[-100:]], float)
+def _recent_return(rows, num_seeds: int = 1) -> float:
+  """The mean `avg_return` of the last 100 iterations (of all runs)."""
+  recent = np.asarray([r['avg_return'] for r in rows[-100 * num_seeds:]],
+                      float)
   return (float(np.nanmean(recent)) if np.isfinite(recent).any()
           else float('nan'))
+
+
+def _rows_of_each_seed(rows, num_seeds: int) -> list[list[dict[str, float]]]:
+  """The rows of each run, in seed order (rows alternate over the seeds)."""
+  return [rows[j::num_seeds] for j in range(num_seeds)]
 
 
 class EvalJob:
   """The eval job as `Trainer` runs it: loop, rows, summary and outputs.
 
   A `Trainer` step is one iteration (one rollout acted, at most one learner
-  step); `iterations(n)` is how many iterations take `n` learner steps.
+  step, in each of the `num_seeds` runs); `iterations(n)` is how many
+  iterations take `n` learner steps. Each step gives `rows_per_step` rows,
+  one per run.
   """
 
   name = 'eval'
@@ -667,7 +765,8 @@ class EvalJob:
                                env=env)
     self.warmup = warmup_iterations(self.loop)
     self.steps_per_call = config.steps_per_call
-    self.description = f'eval {config.rule} seed {config.seed}'
+    self.rows_per_step = config.num_seeds
+    self.description = f'eval {config.rule} {_seeds_title(config)}'
 
   def iterations(self, learner_steps: int) -> int:
     return learner_steps + self.warmup
@@ -676,7 +775,7 @@ class EvalJob:
     return max(0, iterations - self.warmup)
 
   def init(self) -> EvalState:
-    return self.loop.init(jax.random.PRNGKey(self.config.seed))
+    return self.loop.init(seed_keys(self.config))
 
   def compile(self, state: EvalState) -> float:
     return self.loop.compile(state)
@@ -688,7 +787,7 @@ class EvalJob:
     return self.loop.metrics_rows(metrics, first_step)
 
   def postfix(self, rows) -> dict[str, str]:
-    return dict(avg_return=f'{_recent_return(rows):.3f}')
+    return dict(avg_return=f'{_recent_return(rows, self.rows_per_step):.3f}')
 
   @property
   def rule_params(self):
@@ -713,21 +812,28 @@ class EvalJob:
           extra['host_env'])
 
   def evaluate(self, state: EvalState, params=None, env=None,
-               num_rollouts: int = 20, seed: int = 0) -> dict[str, float]:
+               num_rollouts: int = 20, seed: int = 0,
+               run: int = 0) -> dict[str, float]:
     """The agent's policy acting without learning (see `evaluate_policy`).
 
     Args:
       state: the loop state (its parameters are the default).
-      params: the agent network's parameters (default: the current ones).
+      params: the agent network's parameters (default: the current ones of
+        run `run`).
       env: a jittable `Environment` whose observations fit the agent, or
         None: the run's own environment (its jittable version for 'catch';
         for 'custom' the given object itself).
       num_rollouts: rollouts of `rollout_len` steps.
       seed: the acting key's seed.
+      run: which of the `num_seeds` runs (0: the one of `config.seed`).
     """
     cfg = self.config
+    if not 0 <= run < cfg.num_seeds:
+      raise ValueError(f'run must be in [0, num_seeds={cfg.num_seeds}), got '
+                       f'{run}.')
     if params is None:
-      params = devices_lib.fetch(state.learner_state.params)
+      params = jax.tree.map(lambda x: x[run],
+                            devices_lib.fetch(state.learner_state.params))
     if env is None and cfg.env == config_lib.CUSTOM_ENV:
       env = self.loop.env
     elif env is None:
@@ -742,12 +848,18 @@ class EvalJob:
 
   def summary(self, state: EvalState, rows, timing: driver.Timing
               ) -> dict[str, Any]:
-    """Final average return (last 100 iterations), speed, memory."""
-    rss = [r['rss_mb'] for r in rows] or [float('nan')]
+    """Final average return (last 100 iterations; the mean over the runs,
+    and each run's), speed, memory."""
+    seeds = self.rows_per_step
+    per_run = _rows_of_each_seed(rows, seeds)
+    rss = [r['rss_mb'] for r in per_run[0]] or [float('nan')]
     return dict(
-        final_avg_return=_recent_return(rows),
-        steps=self.learner_steps(len(rows)),
-        iterations=len(rows),
+        final_avg_return=_recent_return(rows, seeds),
+        final_avg_return_per_seed={
+            str(self.config.seed + j): _recent_return(run_rows)
+            for j, run_rows in enumerate(per_run)},
+        steps=self.learner_steps(len(rows) // seeds),
+        iterations=len(rows) // seeds,
         compile_and_first_step_s=timing.first_call_s,
         steps_per_second=timing.steps_per_second,
         peak_memory_mb=reporting.peak_memory_mb(),
@@ -765,12 +877,21 @@ class EvalJob:
     if not lead:
       return {}
     cfg = self.config
-    path = reporting.plot_curve(
-        [r['env_steps'] for r in rows], [r['avg_return'] for r in rows],
+    per_run = _rows_of_each_seed(rows, self.rows_per_step)
+    path = reporting.plot_runs(
+        [r['env_steps'] for r in per_run[0]],
+        {f'seed {cfg.seed + j}': [r['avg_return'] for r in run_rows]
+         for j, run_rows in enumerate(per_run)},
         output_dir / 'returns.png', 'environment steps', 'average return',
-        f'{cfg.rule} on {_env_title(cfg)} (seed {cfg.seed})',
-        smooth=20)
+        f'{cfg.rule} on {_env_title(cfg)} ({_seeds_title(cfg)})', smooth=20)
     return dict(plot_png=str(path))
+
+
+def _seeds_title(config: config_lib.EvalConfig) -> str:
+  """'seed 3' or 'seeds 0-7'."""
+  if config.num_seeds == 1:
+    return f'seed {config.seed}'
+  return f'seeds {config.seed}-{config.seed + config.num_seeds - 1}'
 
 
 def _env_title(config: config_lib.EvalConfig) -> str:

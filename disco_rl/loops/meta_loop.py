@@ -476,6 +476,7 @@ class MetaTrainJob:
     self.trainer = MetaTrainer(config, devices=devices)
     self.loop = self.trainer
     self.steps_per_call = config.steps_per_call
+    self.rows_per_step = 1
     self.description = 'meta-train'
     # The rule's weights are loaded now, so that a bad file fails at once;
     # a run about to be restored starts from a fresh meta-network instead.

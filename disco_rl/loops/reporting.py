@@ -6,6 +6,8 @@ import csv
 import os
 import pathlib
 import resource
+from typing import Any
+import warnings
 
 import numpy as np
 
@@ -111,6 +113,52 @@ def keep_rows(path, count: int) -> list[dict[str, float]]:
         dst.write(line)
     tmp.replace(path)
   return table.to_dict('records')
+
+
+def plot_runs(x, runs: dict[str, Any], path, xlabel: str, ylabel: str,
+              title: str, smooth: int = 0, seed: int = 0) -> pathlib.Path:
+  """Saves the curves of runs at the same `x` as PNG.
+
+  One run: `plot_curve`. Several: each run's `smooth`-point moving average
+  (thin), their mean and a 95% percentile-bootstrap band of the mean over
+  runs (1,000 resamples of the runs, drawn with `seed`).
+  """
+  if len(runs) == 1:
+    return plot_curve(x, next(iter(runs.values())), path, xlabel, ylabel,
+                      title, smooth)
+  fig, ax = new_figure()
+  x = np.asarray(x)
+  curves = np.stack([smoothed(y, smooth) if smooth else
+                     np.asarray(y, float) for y in runs.values()])
+  for label, curve in zip(runs, curves):
+    ax.plot(x, curve, linewidth=0.8, alpha=0.45, label=label)
+  low, high = bootstrap_band(curves, seed=seed)
+  with np.errstate(all='ignore'):
+    mean = np.nanmean(curves, axis=0)
+  ax.plot(x, mean, color='black', linewidth=1.8,
+          label=f'mean of {len(runs)} runs')
+  ax.fill_between(x, low, high, color='black', alpha=0.15,
+                  label='95% bootstrap interval')
+  suffix = f' ({smooth}-step mean)' if smooth else ''
+  return save_figure(fig, ax, path, xlabel, ylabel + suffix, title)
+
+
+def bootstrap_band(curves, confidence: float = 0.95, resamples: int = 1000,
+                   seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+  """Percentile-bootstrap interval of the mean of [R, N] curves over R runs.
+
+  Returns:
+    ([N] lower, [N] upper) bounds (NaN where every run is NaN).
+  """
+  curves = np.asarray(curves, float)
+  rng = np.random.default_rng(seed)
+  picks = rng.integers(0, len(curves), size=(resamples, len(curves)))
+  with np.errstate(all='ignore'), warnings.catch_warnings():
+    warnings.simplefilter('ignore', RuntimeWarning)  # All-NaN columns.
+    means = np.nanmean(curves[picks], axis=1)  # [resamples, N]
+    tail = 100 * (1 - confidence) / 2
+    return (np.nanpercentile(means, tail, axis=0),
+            np.nanpercentile(means, 100 - tail, axis=0))
 
 
 def smoothed(y, window: int) -> np.ndarray:

@@ -116,7 +116,8 @@ class Trainer:
     output_dir: where its files go (None: nothing is written).
     job: the job (`EvalJob` or `MetaTrainJob`) with its compiled loop.
     state: the loop state now (a pytree of arrays on the mesh).
-    rows: the metrics rows so far, one per loop step.
+    rows: the metrics rows so far, `job.rows_per_step` per loop step (one
+      per run of an eval job's `num_seeds`).
   """
 
   def __init__(self, config, output_dir=None, *, rule_params=None,
@@ -196,8 +197,8 @@ class Trainer:
 
   @property
   def step(self) -> int:
-    """Loop steps done (metrics rows)."""
-    return len(self.rows)
+    """Loop steps done."""
+    return len(self.rows) // self.job.rows_per_step
 
   @property
   def learner_steps(self) -> int:
@@ -222,7 +223,7 @@ class Trainer:
     Returns:
       The checkpoint's step (loop steps done).
     """
-    extra = dict(rows=self.step, **self.job.host_state())
+    extra = dict(rows=len(self.rows), **self.job.host_state())
     checkpoints = self._checkpoints(directory)
     try:
       checkpoints.save(self.step, self._saved_state(), extra)
@@ -259,9 +260,9 @@ class Trainer:
     if self.output_dir is not None and self._lead:
       self.rows = reporting.keep_rows(self.output_dir / run_dir.METRICS,
                                       count)
-    else:  # Only process 0 keeps the rows: stand-ins count the steps.
-      self.rows = [dict(step=i) for i in range(count)]
-    return count
+    else:  # Only process 0 keeps the rows: stand-ins count them.
+      self.rows = [dict(row=i) for i in range(count)]
+    return self.step
 
   # -- Running ---------------------------------------------------------------
 
@@ -325,7 +326,8 @@ class Trainer:
         self.interrupted = 'callback'
       stop = stop_requested()
       if (self.output_dir is not None and not stop
-          and self._checkpoint_due(self.step, len(new_rows))
+          and self._checkpoint_due(self.step,
+                                   len(new_rows) // self.job.rows_per_step)
           and self.step < target):
         self.save()
       return stop
