@@ -175,6 +175,26 @@ def test_meta_train_cli(run_cli, tmp_path):
   assert again['steps'] == 2
 
 
+def test_eval_cli_runs_seeds_in_parallel(run_cli, tmp_path):
+  out = tmp_path / 'out'
+  stdout = ok(run_cli('disco_rl.examples.eval', *EVAL_TINY, '--out', str(out),
+                      '--rule', 'actor_critic', '--seed', '7',
+                      '--num-seeds', '2'))
+  summary = summary_of(stdout)
+  assert summary['steps'] == 4 and summary['iterations'] == 5
+  per_seed = summary['final_avg_return_per_seed']
+  assert sorted(per_seed) == ['7', '8']
+  metrics = evaluation.read_metrics(out / 'metrics.csv')
+  np.testing.assert_array_equal(metrics['seed'], [7, 8] * 5)
+  np.testing.assert_array_equal(metrics['step'], np.repeat(np.arange(5), 2))
+  for seed in (7, 8):
+    returns = metrics['avg_return'][metrics['seed'] == seed]
+    assert math.isclose(per_seed[str(seed)], np.nanmean(returns),
+                        rel_tol=1e-6)
+  assert 'per seed: 7: ' in stdout
+  assert_png(out / 'returns.png')
+
+
 def test_eval_cli_rejects_bad_setting(run_cli, tmp_path):
   """Exits non-zero before building anything heavy, naming the setting."""
   result = run_cli('disco_rl.examples.eval', '--batch-size', '5',

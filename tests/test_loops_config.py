@@ -27,6 +27,10 @@ CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
     (dict(columns=1), 'columns must be >= 2, got 1'),
     (dict(dense=(16, 0)), r'dense must be positive layer sizes, got \(16, 0\)'),
     (dict(num_devices=0), 'num_devices must be >= 1, got 0'),
+    (dict(num_seeds=0), 'num_seeds must be >= 1, got 0'),
+    (dict(env='catch', num_seeds=2),
+     "num_seeds=2 needs a jittable environment: env='catch' is stepped on "
+     "the host one run at a time \\(use 'jittable_catch'"),
     (dict(learning_rate=float('nan')),
      'learning_rate must be a finite number > 0, got nan'),
     (dict(learning_rate=-1.0),

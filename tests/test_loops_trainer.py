@@ -2,6 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """disco_rl.loops.trainer: fit, exact resume, outputs, callbacks."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -59,7 +60,10 @@ def assert_same_run(dir_a, dir_b, state_a, state_b):
   """Identical metrics rows (but wall-clock columns) and identical state."""
   a, b = metrics_without_timing(dir_a / 'metrics.csv'), metrics_without_timing(
       dir_b / 'metrics.csv')
-  assert list(a['step']) == list(range(len(a)))  # No duplicate, no gap.
+  # No gap; each step's rows (one per seed) together, no step repeated.
+  steps = a['step'].drop_duplicates()
+  assert list(steps) == list(range(len(steps)))
+  assert len(set(a.groupby('step').size())) == 1
   assert a.equals(b), (a.compare(b) if a.shape == b.shape else
                        (a.shape, b.shape))
   chex.assert_trees_all_equal(jax.device_get(state_a),
@@ -90,6 +94,35 @@ def test_eval_resume_is_exact(tmp_path, env):
   # The checkpoints kept (last 3 by default) hold the last step.
   assert sorted(int(p.name) for p in (tmp_path / 'a/checkpoints').iterdir()
                 if p.name.isdigit())[-1] == 24
+
+
+def test_eval_resume_with_seeds_is_exact(tmp_path):
+  """Three runs in one program: rows per step and seed, checkpoints counted
+  in steps, resumed bit for bit."""
+  config = eval_config(num_steps=6, num_seeds=3, seed=2)
+  first = trainer_lib.Trainer(config, tmp_path / 'a', progress=False,
+                              checkpoint_every=4)
+  summary = first.fit()
+  assert summary['steps'] == 6 and summary['iterations'] == 9
+  assert summary['checkpoint_step'] == first.step == 9
+  assert len(first.rows) == 27
+  assert sorted(summary['final_avg_return_per_seed']) == ['2', '3', '4']
+  first.close()
+  table = reporting.read_table(tmp_path / 'a/metrics.csv')
+  assert list(zip(table['step'], table['seed'])) == [
+      (step, seed) for step in range(9) for seed in (2, 3, 4)]
+  again = trainer_lib.Trainer(dataclasses.replace(config, num_steps=10),
+                              tmp_path / 'a', resume=True, progress=False,
+                              checkpoint_every=4)
+  assert again.restore(step=8) == 8 and again.step == 8
+  assert len(reporting.read_table(tmp_path / 'a/metrics.csv')) == 24
+  again.fit()
+  straight = trainer_lib.Trainer(dataclasses.replace(config, num_steps=10),
+                                 tmp_path / 'b', progress=False,
+                                 checkpoint_every=4)
+  straight.fit()
+  assert_same_run(tmp_path / 'a', tmp_path / 'b', again.state,
+                  straight.state)
 
 
 def test_resume_from_an_earlier_checkpoint_drops_later_rows(tmp_path):

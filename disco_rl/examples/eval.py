@@ -34,9 +34,14 @@ def _weights_unusable(config) -> str | None:
 
 def _report(summary) -> None:
   final = summary['final_avg_return']
+  per_seed = summary['final_avg_return_per_seed']
+  text = lambda x: f'{x:.3f}' if x is not None else 'none'
   print('final average return (last 100 steps): ' + (
-      f'{final:.3f}' if final is not None else
+      text(final) if final is not None else
       'none (no episode ended; run more steps)'))
+  if len(per_seed) > 1:
+    print('  per seed: ' + ', '.join(f'{seed}: {text(value)}'
+                                     for seed, value in per_seed.items()))
   print(f'metrics: {summary["metrics_csv"]}')
   print(f'plot:    {summary["plot_png"]}')
 
