@@ -26,8 +26,8 @@ that runs late is stopped and the results so far still come back:
             loop's learner steps/s
   meta      meta-training: meta-steps/s at the notebook's settings and with
             the paper preset on a population of 2
-  seeds     several seeds in one program (skipped until EvalConfig has
-            `seeds`)
+  seeds     1, 8 and 32 seeds of the eval loop in one program (tiny: 1
+            and 2)
 
 Every measurement records the peak device memory of its section's process
 so far (on a CPU: the process's peak resident memory). Writes results.json,
@@ -72,7 +72,7 @@ SECTIONS = (
     Section('eval', 'Fused eval loop (Disco103, Catch 8x8)', 110, 240),
     Section('minatar', 'MinAtar Breakout: acting and training', 60, 240),
     Section('meta', 'Meta-training', 140, 400),
-    Section('seeds', 'Seeds in parallel', 30, 120),
+    Section('seeds', 'Seeds in parallel', 60, 120),
 )
 TOTAL_BUDGET_S = 470  # Under 8 minutes on one H100.
 TINY_TOTAL_BUDGET_S = 1200
@@ -273,7 +273,7 @@ def measure_eval_loop(rec: Recorder, args, label: str, config, **extra):
   import jax  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
   loop = eval_loop.EvalLoop(config)
-  state = loop.init(jax.random.PRNGKey(config.seed))
+  state = loop.init(eval_loop.seed_keys(config))
   per_call = config.steps_per_call
   run = lambda s: loop.run(s, per_call)[0]
   start = time.perf_counter()
@@ -285,6 +285,10 @@ def measure_eval_loop(rec: Recorder, args, label: str, config, **extra):
   state, calls, seconds = timed_calls(run, state, args.min_time_s,
                                       args.max_calls)
   steps_per_s = calls * per_call / seconds
+  seeds = config.num_seeds
+  if seeds > 1:  # Per run; and of all the runs together.
+    extra.update(seeds=seeds, all_runs_learner_steps_per_s=round(
+        steps_per_s * seeds, 2))
   rec.row(run=label, batch=config.batch_size, envs=config.num_envs,
           rollout_len=config.rollout_len,
           matmul_precision=config.matmul_precision,
@@ -430,16 +434,11 @@ def section_meta(rec: Recorder, args) -> None:
 
 
 def section_seeds(rec: Recorder, args) -> None:
-  del args
-  import dataclasses as dc  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
-  if 'seeds' not in {f.name for f in dc.fields(config_lib.EvalConfig)}:
-    rec.info(skipped='EvalConfig has no seeds field yet: seeds in one '
-             'program come with the loop-layer issue')
-    return
-  raise NotImplementedError(
-      'EvalConfig.seeds exists: measure 1, 8 and 32 seeds in one program '
-      'here.')
+  """The eval loop's defaults with 1, 8 and 32 runs in one program: steps/s
+  of each run and of all together (tiny: 1 and 2 runs)."""
+  for seeds in (1, 2) if args.tiny else (1, 8, 32):
+    measure_eval_loop(rec, args, f'{seeds} seed' + 's' * (seeds > 1),
+                      _eval_config(args, num_seeds=seeds))
 
 
 SECTION_FNS = dict(device=section_device, golden=section_golden,

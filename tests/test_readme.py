@@ -54,11 +54,14 @@ def test_readme_example_runs(block_id, code, tmp_path, monkeypatch, capsys,
   del fast_compile
   monkeypatch.chdir(tmp_path)
   if 'range(1000 // 20)' in code:  # The loop example: a short run suffices.
-    assert 'EvalConfig(steps_per_call=20)' in code, block_id
+    assert 'EvalConfig(steps_per_call=20,' in code, block_id
     code = code.replace('range(1000 // 20)', 'range(2)').replace(
-        'EvalConfig(steps_per_call=20)',
+        'EvalConfig(steps_per_call=20,',
         'EvalConfig(steps_per_call=2, dense=(16,), model_lstm_size=8, '
-        'model_head_hiddens=(8,))')
+        'model_head_hiddens=(8,),')
+  if 'seed_keys(settings)' in code:  # The seeds are what the text says.
+    code += ('\nassert metrics["episodes"].shape == (2, 4)'
+             '\nassert jax.tree.leaves(params)[0].shape[0] == 4')
   namespace = {'__name__': '__readme__'}
   exec(compile(code, f'{block_id} (python block)', 'exec'), namespace)  # pylint: disable=exec-used
   if 'Trainer(' in code:
