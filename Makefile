@@ -7,6 +7,7 @@
 #   make bench-eval  Disco103 learning curves on Catch for 3 seeds (~1 h on 2 CPUs)
 #   make bench-meta-train  meta-training from random parameters (800 steps)
 #   make bench-loops step-per-call vs fused loops, side by side (~15 min)
+#   make bench-seeds 3 seeds in one program vs one after another (~10 min)
 #   make bench-minatar Disco103 vs actor-critic on the MinAtar games (hours)
 #   make bench-meta-window meta-gradient windows K=2,5,20: speed and memory
 #   make bench-meta-suite a rule meta-trained on a task suite, on held-out envs
@@ -43,7 +44,7 @@ else
 TEST_ENV := -u XLA_FLAGS
 endif
 
-.PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train bench-loops bench-minatar bench-meta-window bench-meta-suite test-py312 gpu-wheels gpu-bundle
+.PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train bench-loops bench-seeds bench-minatar bench-meta-window bench-meta-suite test-py312 gpu-wheels gpu-bundle
 
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -77,6 +78,9 @@ bench-meta-train: $(STAMP)
 
 bench-loops: $(STAMP)
 	$(VPY) scripts/benchmark_loops.py $(ARGS)
+
+bench-seeds: $(STAMP)
+	$(VPY) scripts/benchmark_seeds.py $(ARGS)
 
 bench-minatar: $(STAMP)
 	$(VPY) scripts/benchmark_minatar.py $(ARGS)

@@ -105,6 +105,20 @@ def _compile_times(programs, results, rounds: int) -> None:
     results[name]['compile_s'] = min(results[name]['compile_s_all'])
 
 
+def _one_run(state: eval_loop.EvalState) -> eval_loop.EvalState:
+  """The fused loop's state of its first (only) run, without the seed axis:
+  what the previous loop and the learner step alone work on."""
+  first = lambda tree: jax.tree.map(lambda x: x[0], tree)
+  per_device = lambda tree: jax.tree.map(lambda x: x[:, 0], tree)
+  return state.replace(
+      learner_state=first(state.learner_state), rng=first(state.rng),
+      actor_state=per_device(state.actor_state),
+      env_state=per_device(state.env_state),
+      timestep=per_device(state.timestep),
+      acc_rewards=per_device(state.acc_rewards),
+      replay=per_device(state.replay))
+
+
 def _replicate(tree, num):
   return jax.tree.map(lambda x: jnp.broadcast_to(x, (num,) + jnp.shape(x)),
                       tree)
@@ -124,7 +138,7 @@ class StepPerCallEval:
                             devices=loop.devices)
 
   def init(self, rng):
-    state = self.loop.init(rng)
+    state = _one_run(self.loop.init(rng))
     host = jax.device_get(state)
     # Replicated parts get a device axis, as pmap wants.
     return host.replace(learner_state=_replicate(host.learner_state,
@@ -196,6 +210,7 @@ def bench_eval(args) -> dict:
   results['step_per_call']['peak_rss_mb'] = reporting.peak_memory_mb()
 
   # The learner step alone, on a batch from the (filled) fused buffer.
+  alone_state = _one_run(fused_state)
   def learn_alone(state, key, params):
     local = jax.tree.map(lambda x: x[0], state.replay)
     batch = replay.sample(local, key, fused.batch_per_device)
@@ -210,7 +225,8 @@ def bench_eval(args) -> dict:
       out_specs=(P(), P()), check_vma=False))
   key = jax.random.PRNGKey(1)
   results['learner_alone'] = {}
-  learner_state, logs = learner_only(fused_state, key, fused.rule_params)
+  learner_state, logs = learner_only(alone_state, key,
+                                     fused.rule_params)
   _block(learner_state)
 
   # The learner step alone, steps_per_call of them scanned in one call: the
@@ -226,7 +242,8 @@ def bench_eval(args) -> dict:
       learn_scanned, mesh=fused.mesh, in_specs=(specs, P(), P()),
       out_specs=(P(), P()), check_vma=False))
   results['learner_scanned'] = {}
-  scanned_state, _ = learner_scanned(fused_state, key, fused.rule_params)
+  scanned_state, _ = learner_scanned(alone_state, key,
+                                     fused.rule_params)
   _block(scanned_state)
 
   per_call = config.steps_per_call
@@ -245,13 +262,13 @@ def bench_eval(args) -> dict:
     t = time.perf_counter()
     for _ in range(per_call):
       learner_state, logs = learner_only(
-          fused_state.replace(learner_state=learner_state), key,
+          alone_state.replace(learner_state=learner_state), key,
           fused.rule_params)
       jax.device_get(logs)
     times['learner_alone'].append((time.perf_counter() - t) / per_call)
     t = time.perf_counter()
     scanned_state, logs = learner_scanned(
-        fused_state.replace(learner_state=scanned_state), key,
+        alone_state.replace(learner_state=scanned_state), key,
         fused.rule_params)
     jax.device_get(logs)
     times['learner_scanned'].append((time.perf_counter() - t) / per_call)
@@ -264,9 +281,10 @@ def bench_eval(args) -> dict:
   _compile_times({
       'fused': (fused, (fused_state,)),
       'step_per_call': (stepper.program, (step_state, step_params)),
-      'learner_alone': (learner_only, (fused_state, key, fused.rule_params)),
+      'learner_alone': (learner_only, (alone_state, key,
+                                       fused.rule_params)),
       'learner_scanned': (learner_scanned,
-                          (fused_state, key, fused.rule_params)),
+                          (alone_state, key, fused.rule_params)),
       'fused_bfloat16': (bf16, (bf16_state,)),
   }, results, args.compile_rounds)
   results['fused_overhead_over_learner'] = (

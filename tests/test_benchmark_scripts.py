@@ -83,3 +83,28 @@ def test_meta_window_benchmark_tiny_run(tmp_path_factory):
   assert len(rows) == 4, proc.stdout
   assert all('| unrolled |' in r for r in rows[:2])
   assert all('| loop |' in r for r in rows[2:])
+
+
+@pytest.mark.slow
+def test_seeds_benchmark_tiny_run(tmp_path, tmp_path_factory):
+  """Both ways side by side: the same runs (parameters apart by rounding)
+  and a table with the ratios; an existing result is never overwritten."""
+  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+             JAX_PLATFORMS='cpu')
+  args = [sys.executable, str(SCRIPTS / 'benchmark_seeds.py'), '--tiny',
+          '--seeds', '2', '--steps', '4', '--steps-per-call', '2', '--out',
+          str(tmp_path / 'out')]
+  proc = subprocess.run(args, env=env, capture_output=True, text=True,
+                        check=False, timeout=1800)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  results = json.loads((tmp_path / 'out/results.json').read_text())
+  assert results['seeds'] == 2 and len(results['max_param_gap_per_seed']) == 2
+  assert max(results['max_param_gap_per_seed']) < 1e-3
+  for way in ('parallel', 'sequential'):
+    assert results['rows'][way]['all_runs_iterations_per_s'] > 0
+  assert 'parallel vs sequential:' in proc.stdout
+  again = subprocess.run(args, env=env, capture_output=True, text=True,
+                         check=False, timeout=600)
+  assert again.returncode == 2
+  assert again.stderr.strip() == (f'error: {tmp_path / "out"}/results.json '
+                                  'exists: choose another --out')

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Seeds in parallel: S eval runs in one program vs the same runs one by one.
+
+Disco103 on Catch 8x8 at the eval job's defaults (the upstream notebook's
+settings: 2 environments x 29 steps per iteration, a learner batch of 64),
+on one device, in one process, side by side:
+  - parallel: one `EvalLoop` with `num_seeds=S` (seeds 0..S-1): one
+    compilation, the S runs advance together in every call;
+  - sequential: S `EvalLoop`s with one seed each, run one after another, each
+    compiled (as S separate runs of the CLI would be).
+Each run takes the warm-up iterations and `--steps` learner steps (one per
+iteration after the warm-up). Prints, for both: compile time, running time,
+iterations/s of one run and of all runs together, the whole wall time and
+the ratios; and, as a check, how far apart each seed's final parameters are
+in the two ways (float rounding).
+
+  python scripts/benchmark_seeds.py                  # 3 seeds, 100 steps
+  python scripts/benchmark_seeds.py --seeds 8 --steps 200
+"""
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import sys
+import time
+
+import jax
+import numpy as np
+
+from disco_rl import weights
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import eval_loop
+
+TINY = dict(batch_size=4, replay_ratio=2, buffer_capacity=8, rollout_len=5,
+            dense=(16,), model_lstm_size=8, model_head_hiddens=(8,))
+
+
+def _timed_run(config, rule_params) -> dict:
+  """Builds, compiles and runs one EvalLoop for config.num_steps learner
+  steps (after the warm-up); the times and the final parameters."""
+  loop = eval_loop.EvalLoop(config, rule_params=rule_params)
+  state = loop.init(eval_loop.seed_keys(config))
+  start = time.perf_counter()
+  loop.compile(state)
+  compile_s = time.perf_counter() - start
+  remaining = eval_loop.warmup_iterations(loop) + config.num_steps
+  start = time.perf_counter()
+  while remaining:
+    count = min(remaining, config.steps_per_call)
+    state, _ = loop.run(state, count)  # Fetches its metrics: waits.
+    remaining -= count
+  run_s = time.perf_counter() - start
+  params = jax.device_get(state.learner_state.params)
+  return dict(compile_s=compile_s, run_s=run_s, params=params,
+              iterations=eval_loop.warmup_iterations(loop) + config.num_steps)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--seeds', type=int, default=3, help='runs (S)')
+  parser.add_argument('--steps', type=int, default=100,
+                      help='learner steps of each run')
+  parser.add_argument('--steps-per-call', type=int, default=50)
+  parser.add_argument('--out', default='runs/bench_seeds')
+  parser.add_argument('--tiny', action='store_true',
+                      help='tiny networks and batch (a smoke run)')
+  args = parser.parse_args(argv)
+  for name in ('seeds', 'steps', 'steps_per_call'):
+    if getattr(args, name) < 1:
+      print(f'error: --{name.replace("_", "-")} must be >= 1, got '
+            f'{getattr(args, name)}', file=sys.stderr)
+      return 2
+  out = pathlib.Path(args.out)
+  if (out / 'results.json').exists():
+    print(f'error: {out}/results.json exists: choose another --out',
+          file=sys.stderr)
+    return 2
+  config = config_lib.EvalConfig(
+      num_steps=args.steps, steps_per_call=args.steps_per_call,
+      num_devices=1, **(TINY if args.tiny else {}))
+  rule_params = weights.load_disco_103()
+  seeds = args.seeds
+
+  print(f'parallel: {seeds} seeds in one program', flush=True)
+  parallel = _timed_run(dataclasses.replace(config, num_seeds=seeds),
+                        rule_params)
+  sequential = []
+  for seed in range(seeds):
+    print(f'sequential: seed {seed}', flush=True)
+    sequential.append(_timed_run(dataclasses.replace(config, seed=seed),
+                                 rule_params))
+
+  # Iterations timed per run: the warm-up's (acting only) and the steps'.
+  iterations = parallel['iterations']
+  rows = {
+      'parallel': dict(compile_s=parallel['compile_s'],
+                       run_s=parallel['run_s']),
+      'sequential': dict(
+          compile_s=sum(r['compile_s'] for r in sequential),
+          run_s=sum(r['run_s'] for r in sequential)),
+  }
+  for row in rows.values():
+    row['total_s'] = row['compile_s'] + row['run_s']
+    row['all_runs_iterations_per_s'] = seeds * iterations / row['run_s']
+  rows['parallel']['one_run_iterations_per_s'] = (
+      iterations / rows['parallel']['run_s'])
+  rows['sequential']['one_run_iterations_per_s'] = (
+      seeds * iterations / rows['sequential']['run_s'])
+  gaps = []
+  for j, run in enumerate(sequential):
+    diffs = jax.tree.map(lambda many, one, j=j: float(
+        np.max(np.abs(many[j] - one[0]))), parallel['params'], run['params'])
+    gaps.append(max(jax.tree.leaves(diffs)))
+  results = dict(
+      seeds=seeds, learner_steps_per_run=args.steps,
+      settings=dataclasses.asdict(config),
+      device=str(jax.devices()[0]), rows=rows,
+      wall_ratio=rows['sequential']['total_s'] / rows['parallel']['total_s'],
+      throughput_ratio=(rows['parallel']['all_runs_iterations_per_s']
+                        / rows['sequential']['all_runs_iterations_per_s']),
+      max_param_gap_per_seed=gaps)
+
+  lines = [
+      f'Seeds in parallel: {seeds} runs of {args.steps} learner steps '
+      f'(+ warm-up), Disco103 on Catch 8x8, {results["device"]}',
+      '',
+      '| way | compile s | running s | total s | iterations/s, all runs '
+      '| per run |',
+      '|---|---|---|---|---|---|']
+  for name, row in rows.items():
+    lines.append(
+        f'| {name} | {row["compile_s"]:.1f} | {row["run_s"]:.1f} | '
+        f'{row["total_s"]:.1f} | {row["all_runs_iterations_per_s"]:.2f} | '
+        f'{row["one_run_iterations_per_s"]:.2f} |')
+  lines += [
+      '',
+      f'parallel vs sequential: {results["wall_ratio"]:.2f}x faster in all '
+      f'(wall), {results["throughput_ratio"]:.2f}x the iterations/s of all '
+      f'runs together ({iterations} iterations per run: {iterations - '
+      f'args.steps} of warm-up, then one learner step each)',
+      'largest parameter difference per seed, parallel vs alone: '
+      + ', '.join(f'{g:.1e}' for g in gaps)]
+  table = '\n'.join(lines)
+  print(table)
+  out.mkdir(parents=True, exist_ok=True)
+  (out / 'results.json').write_text(json.dumps(results, indent=2) + '\n')
+  (out / 'results.md').write_text(table + '\n')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
