@@ -139,8 +139,8 @@ def main(argv=None) -> int:
       '',
       f'parallel vs sequential: {results["wall_ratio"]:.2f}x faster in all '
       f'(wall), {results["throughput_ratio"]:.2f}x the iterations/s of all '
-      f'runs together ({iterations} iterations per run: {iterations - '
-      f'args.steps} of warm-up, then one learner step each)',
+      f'runs together ({iterations} iterations per run: '
+      f'{iterations - args.steps} of warm-up, then one learner step each)',
       'largest parameter difference per seed, parallel vs alone: '
       + ', '.join(f'{g:.1e}' for g in gaps)]
   table = '\n'.join(lines)
