@@ -55,6 +55,7 @@ from disco_rl import weights
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import eval_loop
+from disco_rl.loops import eval_program
 from disco_rl.loops import meta_loop
 from disco_rl.loops import replay
 from disco_rl.loops import reporting
@@ -105,7 +106,7 @@ def _compile_times(programs, results, rounds: int) -> None:
     results[name]['compile_s'] = min(results[name]['compile_s_all'])
 
 
-def _one_run(state: eval_loop.EvalState) -> eval_loop.EvalState:
+def _one_run(state: eval_program.EvalState) -> eval_program.EvalState:
   """The fused loop's state of its first (only) run, without the seed axis:
   what the previous loop and the learner step alone work on."""
   first = lambda tree: jax.tree.map(lambda x: x[0], tree)
@@ -133,9 +134,9 @@ class StepPerCallEval:
 
   def __init__(self, loop: eval_loop.EvalLoop):
     self.loop = loop
-    self.num = len(loop.devices)
+    self.num = len(loop.setup.devices)
     self.program = jax.pmap(self._iteration, axis_name=AXIS,
-                            devices=loop.devices)
+                            devices=loop.setup.devices)
 
   def init(self, rng):
     state = _one_run(self.loop.init(rng))
@@ -147,7 +148,7 @@ class StepPerCallEval:
                         step=np.zeros((self.num,), np.int32))
 
   def _iteration(self, state, rule_params):
-    loop = self.loop
+    loop = self.loop.setup
     rng, act_key, learn_key = jax.random.split(state.rng, 3)
     rollout, actor_state, timestep, env_state = actors.unroll_jittable_actor(
         state.learner_state.params, state.actor_state, state.timestep,
@@ -213,15 +214,15 @@ def bench_eval(args) -> dict:
   alone_state = _one_run(fused_state)
   def learn_alone(state, key, params):
     local = jax.tree.map(lambda x: x[0], state.replay)
-    batch = replay.sample(local, key, fused.batch_per_device)
-    new, _, logs = fused.agent.learner_step(
+    batch = replay.sample(local, key, fused.setup.batch_per_device)
+    new, _, logs = fused.setup.agent.learner_step(
         key, batch, state.learner_state,
         jax.tree.map(lambda x: x[0], state.actor_state), params, False)
-    return new, jax.lax.pmean({k: logs[k] for k in fused.log_keys}, AXIS)
+    return new, jax.lax.pmean({k: logs[k] for k in fused.setup.log_keys}, AXIS)
 
-  specs = eval_loop.state_specs()
+  specs = eval_program.state_specs()
   learner_only = jax.jit(jax.shard_map(
-      learn_alone, mesh=fused.mesh, in_specs=(specs, P(), P()),
+      learn_alone, mesh=fused.setup.mesh, in_specs=(specs, P(), P()),
       out_specs=(P(), P()), check_vma=False))
   key = jax.random.PRNGKey(1)
   results['learner_alone'] = {}
@@ -239,7 +240,7 @@ def bench_eval(args) -> dict:
                         jax.random.split(key, config.steps_per_call))
 
   learner_scanned = jax.jit(jax.shard_map(
-      learn_scanned, mesh=fused.mesh, in_specs=(specs, P(), P()),
+      learn_scanned, mesh=fused.setup.mesh, in_specs=(specs, P(), P()),
       out_specs=(P(), P()), check_vma=False))
   results['learner_scanned'] = {}
   scanned_state, _ = learner_scanned(alone_state, key,

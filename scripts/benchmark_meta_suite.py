@@ -30,7 +30,7 @@ import shlex
 import sys
 import time
 
-from disco_rl.loops import comparison
+import comparison  # scripts/comparison.py, beside this script
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import run_dir as run_files
 from disco_rl.loops import tasks

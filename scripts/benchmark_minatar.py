@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from disco_rl.loops import comparison
+import comparison  # scripts/comparison.py, beside this script
 
 GAMES = ('Asterix', 'Breakout', 'Freeway', 'Seaquest', 'SpaceInvaders')
 RULES = ('disco_103', 'actor_critic')

@@ -42,11 +42,11 @@ def _timed_run(config, rule_params) -> dict:
   """Builds, compiles and runs one EvalLoop for config.num_steps learner
   steps (after the warm-up); the times and the final parameters."""
   loop = eval_loop.EvalLoop(config, rule_params=rule_params)
-  state = loop.init(eval_loop.seed_keys(config))
+  state = loop.init()  # The runs of seeds config.seed, config.seed + 1...
   start = time.perf_counter()
   loop.compile(state)
   compile_s = time.perf_counter() - start
-  remaining = eval_loop.warmup_iterations(loop) + config.num_steps
+  remaining = loop.setup.warmup_iterations + config.num_steps
   start = time.perf_counter()
   while remaining:
     count = min(remaining, config.steps_per_call)
@@ -55,7 +55,7 @@ def _timed_run(config, rule_params) -> dict:
   run_s = time.perf_counter() - start
   params = jax.device_get(state.learner_state.params)
   return dict(compile_s=compile_s, run_s=run_s, params=params,
-              iterations=eval_loop.warmup_iterations(loop) + config.num_steps)
+              iterations=loop.setup.warmup_iterations + config.num_steps)
 
 
 def main(argv=None) -> int:

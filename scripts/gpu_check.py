@@ -273,14 +273,14 @@ def measure_eval_loop(rec: Recorder, args, label: str, config, **extra):
   import jax  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
   loop = eval_loop.EvalLoop(config)
-  state = loop.init(eval_loop.seed_keys(config))
+  state = loop.init()
   per_call = config.steps_per_call
   run = lambda s: loop.run(s, per_call)[0]
   start = time.perf_counter()
   state = run(state)  # Compiles.
   first_call_s = time.perf_counter() - start
   # Until every iteration of a call takes a learner step.
-  for _ in range(-(-eval_loop.warmup_iterations(loop) // per_call)):
+  for _ in range(-(-loop.setup.warmup_iterations // per_call)):
     state = run(state)
   state, calls, seconds = timed_calls(run, state, args.min_time_s,
                                       args.max_calls)

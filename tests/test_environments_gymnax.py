@@ -225,7 +225,7 @@ def test_debug_checks_run_with_a_batched_while_loop_in_the_step():
   with warnings.catch_warnings():
     warnings.simplefilter('error')  # No warning about the checks.
     loop = eval_loop.EvalLoop(config)
-  assert loop.debug_checks
+  assert loop.setup.config.debug_checks
   state, metrics = loop.run(loop.init(jax.random.PRNGKey(0)))
   assert 'rollout_fault' not in metrics
   assert metrics['learned'].tolist() == [0.0, 1.0]

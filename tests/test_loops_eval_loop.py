@@ -1,6 +1,7 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.eval_loop on one CPU device, tiny settings.
+"""The eval program and its loops (disco_rl.loops.eval_*) on one CPU device,
+tiny settings.
 
 Several devices: the eval notebook (test_notebooks.py) and
 test_loops_multiprocess.py; learning curves: test_learning_curves.py.
@@ -15,7 +16,12 @@ import smoke_env
 
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import divergence
+from disco_rl.loops import eval_job
 from disco_rl.loops import eval_loop
+from disco_rl.loops import eval_program
+from disco_rl.loops import eval_setup
+from disco_rl.loops import host_eval_loop
+from disco_rl.loops import rollout_checks
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
 
@@ -66,13 +72,13 @@ def test_fused_calls_equal_one_step_per_call(fused_run):
 
 def test_metrics_learning_gate_and_rows(fused_run):
   loop, (state, metrics) = fused_run
-  assert {'return_sum', 'episodes', 'learned'} | set(loop.log_keys) == set(
+  assert {'return_sum', 'episodes', 'learned'} | set(loop.setup.log_keys) == set(
       metrics)
   assert all(v.shape == (6, 1) for v in metrics.values())  # [K, S]
   metrics = {k: v[:, 0] for k, v in metrics.items()}
   # Each buffer holds a learner batch of 4 after the second rollout of 2.
   np.testing.assert_array_equal(metrics['learned'], [0, 1, 1, 1, 1, 1])
-  for key in loop.log_keys:
+  for key in loop.setup.log_keys:
     assert np.isnan(metrics[key][0]), key
     assert np.isfinite(metrics[key][1:]).all(), key
   # On an 8x8 board the ball falls for 7 steps: episodes end at steps 7, 14,
@@ -80,7 +86,7 @@ def test_metrics_learning_gate_and_rows(fused_run):
   np.testing.assert_array_equal(metrics['episodes'], [0, 2, 2, 0, 2, 2])
   assert (np.abs(metrics['return_sum']) <= metrics['episodes']).all()
   assert int(state.replay.size[0, 0]) == 8
-  rows = loop.metrics_rows({k: v[:, None] for k, v in metrics.items()},
+  rows = eval_program.metrics_rows(loop.setup, {k: v[:, None] for k, v in metrics.items()},
                            first_step=10)
   assert [r['step'] for r in rows] == list(range(10, 16))
   assert {r['seed'] for r in rows} == {TINY.seed}
@@ -100,15 +106,15 @@ def test_run_checks_the_step_count(fused_run):
 def test_host_environment_needs_the_host_loop():
   with pytest.raises(ValueError, match="env='catch' is stepped on the host"):
     eval_loop.EvalLoop(dataclasses.replace(TINY, env='catch'))
-  loop = eval_loop.make_eval_loop(dataclasses.replace(TINY, env='catch'))
-  assert isinstance(loop, eval_loop.HostEvalLoop)
+  loop = eval_job.make_eval_loop(dataclasses.replace(TINY, env='catch'))
+  assert isinstance(loop, host_eval_loop.HostEvalLoop)
 
 
 def test_replay_stores_only_the_behaviour_logits(fused_run):
   loop, (state, _) = fused_run
   assert set(state.replay.data.agent_outs) == {'logits'}
   # Per step: 8x8 float32 board, action, reward, discount, 3 logits twice.
-  assert loop.bytes_per_trajectory(state) == 5 * (256 + 4 + 4 + 1 + 12 + 12)
+  assert eval_program.bytes_per_trajectory(state) == 5 * (256 + 4 + 4 + 1 + 12 + 12)
 
 
 @pytest.mark.parametrize('loop_cls', ['fused', 'host'])
@@ -117,12 +123,13 @@ def test_debug_checks_stop_at_the_bad_rollout(loop_cls):
   config = dataclasses.replace(TINY, rule='actor_critic', num_devices=1,
                                env='jittable_catch' if loop_cls == 'fused'
                                else 'catch')
-  loop = eval_loop.make_eval_loop(config)
+  loop = eval_job.make_eval_loop(config)
   if loop_cls == 'fused':
-    loop.env = smoke_env.NanRewardForEnv1(loop.env)
+    loop.setup = dataclasses.replace(
+      loop.setup, env=smoke_env.NanRewardForEnv1(loop.setup.env))
     first_bad = r'rollout.rewards\[t=1, b=1\] = nan is not finite'
   else:  # Host Catch: corrupt what the host environment returns.
-    host_step = loop.env.step
+    host_step = loop.setup.env.step
 
     def nan_step(state, actions):
       state, timestep = host_step(state, actions)
@@ -130,10 +137,10 @@ def test_debug_checks_stop_at_the_bad_rollout(loop_cls):
       reward[1] = np.nan
       return state, timestep.replace(reward=reward)
 
-    loop.env.step = nan_step
+    loop.setup.env.step = nan_step
     first_bad = r'rollout.rewards\[t=1, b=1\] = nan is not finite'
   state = loop.init(jax.random.PRNGKey(0))
-  with pytest.raises(eval_loop.rollout_checks.RolloutError,
+  with pytest.raises(rollout_checks.RolloutError,
                      match=first_bad + r' \(loop step 0\)'):
     loop.run(state, 1)
 
@@ -142,8 +149,9 @@ def test_without_debug_checks_nan_rewards_stop_the_run_at_the_loss():
   """No rollout check: the NaN reaches the loss, where the run stops."""
   config = dataclasses.replace(TINY, rule='actor_critic', num_devices=1,
                                debug_checks=False)
-  loop = eval_loop.make_eval_loop(config)
-  loop.env = smoke_env.NanRewardForEnv1(loop.env)
+  loop = eval_job.make_eval_loop(config)
+  loop.setup = dataclasses.replace(
+      loop.setup, env=smoke_env.NanRewardForEnv1(loop.setup.env))
   # Learning starts at loop step 1 (each buffer then holds a batch).
   with pytest.raises(divergence.DivergedError,
                      match=r"^learning diverged at loop step 1: total_loss = "
@@ -156,18 +164,18 @@ def test_without_debug_checks_nan_rewards_stop_the_run_at_the_loss():
 def test_a_huge_learning_rate_stops_the_run_where_it_diverges(env):
   config = dataclasses.replace(TINY, rule='actor_critic', env=env,
                                learning_rate=1e30)
-  loop = eval_loop.make_eval_loop(config)
+  loop = eval_job.make_eval_loop(config)
   state = loop.init(jax.random.PRNGKey(0))
   # The parameters after the first learner step (loop step 1) are huge but
   # finite; the next rollout's logits are not: the debug checks name them,
   # not the environment.
-  with pytest.raises(eval_loop.rollout_checks.RolloutError,
+  with pytest.raises(rollout_checks.RolloutError,
                      match=r'rollout.logits\[t=0, b=0\] = \S+ is not finite '
                      r"\(loop step 2\): the agent's outputs are not finite, "
                      'its learning diverged'):
     loop.run(state, config.steps_per_call)
   # Without the debug checks the loss is checked.
-  loop = eval_loop.make_eval_loop(dataclasses.replace(config,
+  loop = eval_job.make_eval_loop(dataclasses.replace(config,
                                                       debug_checks=False))
   with pytest.raises(divergence.DivergedError,
                      match=r'^learning diverged at loop step 2: total_loss = '
@@ -188,7 +196,7 @@ def test_finite_learning_keeps_no_flag_in_the_metrics(fused_run):
 def three_seeds_run():
   config = dataclasses.replace(TINY, seed=5, num_seeds=3)
   loop = eval_loop.EvalLoop(config)
-  state = loop.init(eval_loop.seed_keys(config))
+  state = loop.init(eval_setup.seed_keys(config))
   metrics = []
   for count in (4, 2):
     state, m = loop.run(state, count)
@@ -206,7 +214,7 @@ def test_each_seed_of_a_multi_seed_program_is_the_run_of_that_seed_alone(
     alone_config = dataclasses.replace(TINY, seed=5 + j)
     alone = eval_loop.EvalLoop(alone_config)
     alone_state, alone_metrics = _run_from(
-        alone, eval_loop.seed_keys(alone_config), [4, 2])
+        alone, eval_setup.seed_keys(alone_config), [4, 2])
     np.testing.assert_array_equal(metrics['episodes'][:, j],
                                   alone_metrics['episodes'][:, 0])
     for key in alone_metrics:
@@ -230,7 +238,7 @@ def test_the_seeds_are_different_runs(three_seeds_run):
 
 def test_rows_are_one_per_step_and_seed(three_seeds_run):
   loop, _, metrics = three_seeds_run
-  rows = loop.metrics_rows(metrics, first_step=0)
+  rows = eval_program.metrics_rows(loop.setup, metrics, first_step=0)
   assert [(r['step'], r['seed']) for r in rows] == [
       (step, seed) for step in range(6) for seed in (5, 6, 7)]
   assert [r['total_loss'] for r in rows[3::3]] == list(
@@ -242,14 +250,15 @@ def test_init_checks_the_number_of_keys(three_seeds_run):
   with pytest.raises(ValueError, match=r'rngs must be \[num_seeds=3, 2\] '
                      r'keys \(one per run, see seed_keys\), got shape '
                      r'\(2, 2\)'):
-    loop.init(eval_loop.seed_keys(dataclasses.replace(TINY, num_seeds=2)))
+    loop.init(eval_setup.seed_keys(dataclasses.replace(TINY, num_seeds=2)))
 
 
 def test_a_diverging_seed_is_named():
   config = dataclasses.replace(TINY, num_seeds=2, seed=4, debug_checks=False)
-  loop = eval_loop.make_eval_loop(config)
-  loop.env = smoke_env.NanRewardForEnv1(loop.env)
+  loop = eval_job.make_eval_loop(config)
+  loop.setup = dataclasses.replace(
+      loop.setup, env=smoke_env.NanRewardForEnv1(loop.setup.env))
   with pytest.raises(divergence.DivergedError,
                      match=r'^learning diverged at seed 4 loop step 1: '
                      'total_loss = nan'):
-    loop.run(loop.init(eval_loop.seed_keys(config)), config.steps_per_call)
+    loop.run(loop.init(eval_setup.seed_keys(config)), config.steps_per_call)

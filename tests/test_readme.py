@@ -59,7 +59,7 @@ def test_readme_example_runs(block_id, code, tmp_path, monkeypatch, capsys,
         'EvalConfig(steps_per_call=20,',
         'EvalConfig(steps_per_call=2, dense=(16,), model_lstm_size=8, '
         'model_head_hiddens=(8,),')
-  if 'seed_keys(settings)' in code:  # The seeds are what the text says.
+  if 'num_seeds=4' in code:  # The seeds are what the text says.
     code += ('\nassert metrics["episodes"].shape == (2, 4)'
              '\nassert jax.tree.leaves(params)[0].shape[0] == 4')
   namespace = {'__name__': '__readme__'}

@@ -12,8 +12,13 @@ Each loop is a config in, one jitted program out (`jax.jit` over a
   devices.py     the mesh axis, the device picker, multi-process start-up
                  and placing host data on the mesh
   replay.py      the on-device FIFO replay buffer
-  eval_loop.py   the fused eval loop (jittable environments) and the
-                 step-by-step one (host dm_env environments)
+  eval_setup.py  an eval run built from its config (devices, environment,
+                 agent, rule)
+  eval_program.py  the eval program as pure functions (init, act, store,
+                 maybe learn, iteration, run), seeds in parallel
+  eval_loop.py   the fused eval loop (jittable environments)
+  host_eval_loop.py  the step-by-step one (host dm_env environments)
+  eval_job.py    the eval job as the Trainer runs it (rows, summary, plots)
   meta_loop.py   the population meta-training loop
   reporting.py   metrics CSV, plots and memory probes
 """

@@ -35,7 +35,7 @@ from disco_rl.loops import checkpoint as checkpoint_lib
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import driver
-from disco_rl.loops import eval_loop
+from disco_rl.loops import eval_job
 from disco_rl.loops import meta_loop
 from disco_rl.loops import reporting
 from disco_rl.loops import run_dir
@@ -47,7 +47,7 @@ SUMMARY = 'summary.json'
 
 def _job_for(config):
   if isinstance(config, config_lib.EvalConfig):
-    return eval_loop.EvalJob
+    return eval_job.EvalJob
   if isinstance(config, config_lib.MetaTrainConfig):
     return meta_loop.MetaTrainJob
   raise TypeError('config must be an EvalConfig or a MetaTrainConfig, got '
