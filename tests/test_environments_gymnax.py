@@ -228,8 +228,8 @@ def test_debug_checks_run_with_a_batched_while_loop_in_the_step():
   assert loop.setup.config.debug_checks
   state, metrics = loop.run(loop.init(jax.random.PRNGKey(0)))
   assert 'rollout_fault' not in metrics
-  assert metrics['learned'].tolist() == [0.0, 1.0]
-  assert np.isfinite(metrics['total_loss'][1])
+  assert metrics['learned'].tolist() == [[0.0], [1.0]]  # [K, S]
+  assert np.isfinite(metrics['total_loss'][1, 0])
 
 
 @pytest.mark.parametrize('env_id', _CONTINUOUS)

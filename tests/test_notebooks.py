@@ -158,16 +158,18 @@ def test_eval_notebook(num_devices, tmp_path, execute, disco_103_path,
   assert ('runs 2 environment(s), stores up to 8 trajectories and learns '
           'from 4 per step') in printed, printed
 
-  # Metrics: one row of scalars per iteration; num_steps counts learner
-  # steps, after replay_ratio - 1 iterations that only fill the buffer.
+  # Metrics: one row of scalars per iteration (and seed: one here);
+  # num_steps counts learner steps, after replay_ratio - 1 iterations that
+  # only fill the buffer.
   metrics = evaluation.read_metrics(out / 'metrics.csv')
   steps = params['num_steps'] + params['replay_ratio'] - 1
   num_envs = params['batch_size'] // params['replay_ratio']
   learner_keys = ('total_loss', 'global_gradient_norm', 'global_update_norm',
                   'entropy', 'pi_loss', 'q_loss', 'aux_kl_loss',
                   'pi_hat_entropy')
-  assert list(metrics)[:5] == ['step', 'env_steps', 'episodes', 'avg_return',
-                               'learned']
+  assert list(metrics)[:6] == ['step', 'seed', 'env_steps', 'episodes',
+                               'avg_return', 'learned']
+  assert len(set(metrics['seed'])) == 1  # One run.
   assert set(learner_keys) <= set(metrics), sorted(metrics)
   assert all(len(v) == steps for v in metrics.values())
   np.testing.assert_array_equal(metrics['step'], np.arange(steps))
