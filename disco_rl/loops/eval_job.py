@@ -42,9 +42,8 @@ def make_eval_loop(config: config_lib.EvalConfig, rule_params=None,
   `load_weights=False`: without `rule_params`, a fresh meta-network stands
   in for Disco103's weights (a run about to be restored from a checkpoint).
   `env`: the jittable Environment of `env='custom'` (see
-  `eval_setup.make_setup`).
+  `eval_setup.make_setup`, which checks the config).
   """
-  config_lib.check_eval_config(config)
   if config.env == 'catch':
     return host_eval_loop.HostEvalLoop(config, rule_params=rule_params,
                                        devices=devices,
