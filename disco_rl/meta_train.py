@@ -10,6 +10,7 @@ meta-gradient), the settings (`disco_rl.loops.config`), the population loop
 
 from disco_rl.loops.config import MetaTrainConfig
 from disco_rl.loops.config import check_meta_train_config as check_config
+from disco_rl.loops.meta_loop import MetaTrainLoop
 from disco_rl.loops.meta_loop import MetaTrainer
 from disco_rl.loops.meta_loop import PopulationState
 from disco_rl.loops.meta_loop import agent_settings
@@ -25,7 +26,8 @@ from disco_rl.meta_objective import meta_loss
 from disco_rl.meta_objective import save_params
 
 __all__ = (
-    'MetaTrainConfig', 'check_config', 'MetaTrainer', 'PopulationState',
+    'MetaTrainConfig', 'check_config', 'MetaTrainLoop', 'MetaTrainer',
+    'PopulationState',
     'agent_settings', 'value_fn_config', 'run_meta_train', 'MetaLossWeights',
     'MetaTrainAgent', 'MetaTrainState', 'calculate_meta_gradient',
     'catch_env', 'default_value_fn_config', 'meta_loss', 'save_params',

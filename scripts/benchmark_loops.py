@@ -18,7 +18,7 @@ of 29 steps per learner step, replay ratio 32, MLP 512x512):
 meta-train (the upstream notebook's settings):
   - step-per-call: a `jax.pmap` meta-step with a Python loop over the inner
     rollouts (this project's previous loop);
-  - fused: `MetaTrainer` with the job's settings (`--meta-steps-per-call`
+  - fused: `MetaTrainLoop` with the job's settings (`--meta-steps-per-call`
     meta-steps per call, 10 by default; agents one after another on a CPU;
     the 2 inner updates unrolled, where the previous loop ran them in a
     `lax.scan`).
@@ -313,7 +313,7 @@ class StepPerCallMeta:
   update norms, the columns of its metrics.csv.
   """
 
-  def __init__(self, trainer: meta_loop.MetaTrainer):
+  def __init__(self, trainer: meta_loop.MetaTrainLoop):
     self.trainer = trainer
     self.num = len(trainer.devices)
     self.program = jax.pmap(self._meta_step, axis_name=AXIS,
@@ -380,7 +380,7 @@ def bench_meta(args) -> dict:
     config = dataclasses.replace(config,
                                  steps_per_call=args.meta_steps_per_call)
   results = {}
-  trainer = meta_loop.MetaTrainer(config)
+  trainer = meta_loop.MetaTrainLoop(config)
   state = trainer.init(jax.random.PRNGKey(config.seed))
   results['fused'] = {}
   state, _ = trainer.run(state)

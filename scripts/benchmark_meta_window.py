@@ -31,7 +31,7 @@ import jax
 from disco_rl.loops import config as config_lib, meta_loop
 settings = json.loads(sys.argv[1])
 config = config_lib.MetaTrainConfig(**settings)
-trainer = meta_loop.MetaTrainer(config)
+trainer = meta_loop.MetaTrainLoop(config)
 state = trainer.init(jax.random.PRNGKey(0))
 start = time.perf_counter()
 state, _ = trainer.run(state, 1)

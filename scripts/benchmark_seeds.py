@@ -11,10 +11,13 @@ on one device, in one process, side by side:
   - sequential: S `EvalLoop`s with one seed each, run one after another, each
     compiled (as S separate runs of the CLI would be).
 Each run takes the warm-up iterations and `--steps` learner steps (one per
-iteration after the warm-up). Prints, for both: compile time, running time,
-iterations/s of one run and of all runs together, the whole wall time and
-the ratios; and, as a check, how far apart each seed's final parameters are
-in the two ways (float rounding).
+iteration after the warm-up). Each way runs in a process of its own, one
+after the other, so that its peak memory is its own. Prints, for both:
+compile time, running time, iterations/s of one run and of all runs
+together, the whole wall time, the process's peak resident memory (on an
+accelerator also the device's peak) and the ratios; and, as a check, how
+far apart each seed's final parameters are in the two ways (float
+rounding).
 
   python scripts/benchmark_seeds.py                  # 3 seeds, 100 steps
   python scripts/benchmark_seeds.py --seeds 8 --steps 200
@@ -24,6 +27,7 @@ import argparse
 import dataclasses
 import json
 import pathlib
+import subprocess
 import sys
 import time
 
@@ -33,6 +37,7 @@ import numpy as np
 from disco_rl import weights
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval_loop
+from disco_rl.loops import reporting
 
 TINY = dict(batch_size=4, replay_ratio=2, buffer_capacity=8, rollout_len=5,
             dense=(16,), model_lstm_size=8, model_head_hiddens=(8,))
@@ -58,6 +63,35 @@ def _timed_run(config, rule_params) -> dict:
               iterations=loop.setup.warmup_iterations + config.num_steps)
 
 
+def _one_way(args, config, out: pathlib.Path) -> int:
+  """Runs one way (`args.way`) here; writes its times, memory and the
+  final parameters ([S, ...] leaves) to out/{way}.json and .npz."""
+  rule_params = weights.load_disco_103()
+  seeds = args.seeds
+  if args.way == 'parallel':
+    runs = [_timed_run(dataclasses.replace(config, num_seeds=seeds),
+                       rule_params)]
+    params = runs[0]['params']
+  else:
+    runs = [_timed_run(dataclasses.replace(config, seed=seed), rule_params)
+            for seed in range(seeds)]
+    params = jax.tree.map(lambda *p: np.concatenate(p),
+                          *[r['params'] for r in runs])
+  flat = {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in
+          jax.tree_util.tree_leaves_with_path(params)}
+  np.savez(out / f'{args.way}.npz', **flat)
+  stats = jax.devices()[0].memory_stats() or {}
+  peak_device = stats.get('peak_bytes_in_use')
+  row = dict(compile_s=sum(r['compile_s'] for r in runs),
+             run_s=sum(r['run_s'] for r in runs),
+             iterations=runs[0]['iterations'],
+             peak_rss_mb=reporting.peak_memory_mb(),
+             peak_device_mb=(peak_device / 2**20 if peak_device is not None
+                             and jax.default_backend() != 'cpu' else None))
+  (out / f'{args.way}.json').write_text(json.dumps(row) + '\n')
+  return 0
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument('--seeds', type=int, default=3, help='runs (S)')
@@ -67,6 +101,8 @@ def main(argv=None) -> int:
   parser.add_argument('--out', default='runs/bench_seeds')
   parser.add_argument('--tiny', action='store_true',
                       help='tiny networks and batch (a smoke run)')
+  parser.add_argument('--way', choices=('parallel', 'sequential'),
+                      default=None, help=argparse.SUPPRESS)  # Internal.
   args = parser.parse_args(argv)
   for name in ('seeds', 'steps', 'steps_per_call'):
     if getattr(args, name) < 1:
@@ -74,34 +110,43 @@ def main(argv=None) -> int:
             f'{getattr(args, name)}', file=sys.stderr)
       return 2
   out = pathlib.Path(args.out)
-  if (out / 'results.json').exists():
+  if args.way is None and (out / 'results.json').exists():
     print(f'error: {out}/results.json exists: choose another --out',
           file=sys.stderr)
     return 2
   config = config_lib.EvalConfig(
       num_steps=args.steps, steps_per_call=args.steps_per_call,
       num_devices=1, **(TINY if args.tiny else {}))
-  rule_params = weights.load_disco_103()
   seeds = args.seeds
+  if args.way is not None:  # One way, in this process (see below).
+    return _one_way(args, config, out)
 
-  print(f'parallel: {seeds} seeds in one program', flush=True)
-  parallel = _timed_run(dataclasses.replace(config, num_seeds=seeds),
-                        rule_params)
-  sequential = []
-  for seed in range(seeds):
-    print(f'sequential: seed {seed}', flush=True)
-    sequential.append(_timed_run(dataclasses.replace(config, seed=seed),
-                                 rule_params))
+  out.mkdir(parents=True, exist_ok=True)
+  ways = {}
+  for way in ('parallel', 'sequential'):
+    print(f'{way}: {seeds} runs' + (' in one program' if way == 'parallel'
+                                    else ', one after another'), flush=True)
+    done = subprocess.run(
+        [sys.executable, __file__, *(argv if argv is not None
+                                     else sys.argv[1:]), '--way', way],
+        check=False)
+    if done.returncode:
+      print(f'error: the {way} runs failed (exit {done.returncode})',
+            file=sys.stderr)
+      return 1
+    ways[way] = json.loads((out / f'{way}.json').read_text())
+    (out / f'{way}.json').unlink()
+  with np.load(out / 'parallel.npz') as many, np.load(
+      out / 'sequential.npz') as alone:
+    gaps = [max(float(np.max(np.abs(many[k][j] - alone[k][j])))
+                for k in many.files) for j in range(seeds)]
+  for way in ways:
+    (out / f'{way}.npz').unlink()
 
   # Iterations timed per run: the warm-up's (acting only) and the steps'.
-  iterations = parallel['iterations']
-  rows = {
-      'parallel': dict(compile_s=parallel['compile_s'],
-                       run_s=parallel['run_s']),
-      'sequential': dict(
-          compile_s=sum(r['compile_s'] for r in sequential),
-          run_s=sum(r['run_s'] for r in sequential)),
-  }
+  iterations = ways['parallel']['iterations']
+  rows = {way: {k: v for k, v in ways[way].items() if k != 'iterations'}
+          for way in ways}
   for row in rows.values():
     row['total_s'] = row['compile_s'] + row['run_s']
     row['all_runs_iterations_per_s'] = seeds * iterations / row['run_s']
@@ -109,11 +154,6 @@ def main(argv=None) -> int:
       iterations / rows['parallel']['run_s'])
   rows['sequential']['one_run_iterations_per_s'] = (
       seeds * iterations / rows['sequential']['run_s'])
-  gaps = []
-  for j, run in enumerate(sequential):
-    diffs = jax.tree.map(lambda many, one, j=j: float(
-        np.max(np.abs(many[j] - one[0]))), parallel['params'], run['params'])
-    gaps.append(max(jax.tree.leaves(diffs)))
   results = dict(
       seeds=seeds, learner_steps_per_run=args.steps,
       settings=dataclasses.asdict(config),
@@ -128,13 +168,16 @@ def main(argv=None) -> int:
       f'(+ warm-up), Disco103 on Catch 8x8, {results["device"]}',
       '',
       '| way | compile s | running s | total s | iterations/s, all runs '
-      '| per run |',
-      '|---|---|---|---|---|---|']
+      '| per run | peak RSS | peak device memory |',
+      '|---|---|---|---|---|---|---|---|']
   for name, row in rows.items():
+    device = row['peak_device_mb']
     lines.append(
         f'| {name} | {row["compile_s"]:.1f} | {row["run_s"]:.1f} | '
         f'{row["total_s"]:.1f} | {row["all_runs_iterations_per_s"]:.2f} | '
-        f'{row["one_run_iterations_per_s"]:.2f} |')
+        f'{row["one_run_iterations_per_s"]:.2f} | '
+        f'{row["peak_rss_mb"] / 1024:.2f} GB | '
+        + (f'{device / 1024:.2f} GB |' if device is not None else '- |'))
   lines += [
       '',
       f'parallel vs sequential: {results["wall_ratio"]:.2f}x faster in all '
@@ -145,7 +188,6 @@ def main(argv=None) -> int:
       + ', '.join(f'{g:.1e}' for g in gaps)]
   table = '\n'.join(lines)
   print(table)
-  out.mkdir(parents=True, exist_ok=True)
   (out / 'results.json').write_text(json.dumps(results, indent=2) + '\n')
   (out / 'results.md').write_text(table + '\n')
   return 0

@@ -395,7 +395,7 @@ def measure_meta(rec: Recorder, args, label: str, config) -> None:
   """Meta-steps/s of the fused meta-training loop for `config`."""
   import jax  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import meta_loop  # pylint: disable=g-import-not-at-top
-  trainer = meta_loop.MetaTrainer(config)
+  trainer = meta_loop.MetaTrainLoop(config)
   state = trainer.init(jax.random.PRNGKey(config.seed))
   per_call = config.steps_per_call
   run = lambda s: trainer.run(s, per_call)[0]

@@ -102,6 +102,10 @@ def test_seeds_benchmark_tiny_run(tmp_path, tmp_path_factory):
   assert max(results['max_param_gap_per_seed']) < 1e-3
   for way in ('parallel', 'sequential'):
     assert results['rows'][way]['all_runs_iterations_per_s'] > 0
+    assert results['rows'][way]['peak_rss_mb'] > 0  # Its own process's.
+    assert results['rows'][way]['peak_device_mb'] is None  # A CPU.
+  assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == [
+      'results.json', 'results.md']
   assert 'parallel vs sequential:' in proc.stdout
   again = subprocess.run(args, env=env, capture_output=True, text=True,
                          check=False, timeout=600)

@@ -234,6 +234,17 @@ def test_stop_when_callback_stops_early(tmp_path):
   assert summary['checkpoint_step'] == 8
 
 
+def test_stop_when_counts_its_window_in_steps_of_every_seed(tmp_path):
+  run = trainer_lib.Trainer(eval_config(num_steps=40, num_seeds=2),
+                            tmp_path / 'a', progress=False)
+  summary = run.fit(callbacks=[
+      trainer_lib.stop_when('learned', above=1.0, window=6)])
+  # Steps 0-2 only act. After the call that ends at step 8 the last 6 steps
+  # (12 rows) hold step 2; after the next (step 12) they all learned.
+  assert summary['interrupted'] == 'callback'
+  assert run.step == 12 and len(run.rows) == 24
+
+
 def test_stop_when_rejects_bad_arguments():
   with pytest.raises(ValueError, match='exactly one of above= or below='):
     trainer_lib.stop_when('avg_return')

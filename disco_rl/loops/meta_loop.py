@@ -15,7 +15,7 @@ The population is split over a task suite (`config.tasks`, `tasks.py`): one
 group of agents per environment, each group with the network shape its
 environment's observations and actions call for. The meta-network is shared.
 
-`MetaTrainer` compiles `steps_per_call` meta-steps into one `jax.jit`
+`MetaTrainLoop` compiles `steps_per_call` meta-steps into one `jax.jit`
 program over the device mesh (`jax.shard_map`); the rule, its optimiser and
 the agents are replicated, each device acts in its own environments (device
 0 in those the upstream notebook would use, so on one device a run repeats
@@ -150,13 +150,13 @@ def initial_ages(num_agents: int, lifetime: int) -> np.ndarray:
   return (np.arange(num_agents) * lifetime // num_agents).astype(np.int32)
 
 
-class MetaTrainer:
+class MetaTrainLoop:
   """A population of agents over a task suite meta-training one update rule.
 
   Usage:
-    trainer = MetaTrainer(config)
-    state = trainer.init(jax.random.PRNGKey(config.seed))
-    state, logs = trainer.run(state)  # steps_per_call meta-steps
+    loop = MetaTrainLoop(config)
+    state = loop.init(jax.random.PRNGKey(config.seed))
+    state, logs = loop.run(state)  # steps_per_call meta-steps
 
   `logs` holds one [K] NumPy array per name for the K meta-steps run.
 
@@ -473,14 +473,13 @@ class MetaTrainJob:
   def __init__(self, config: config_lib.MetaTrainConfig,
                rule_params=None, devices=None, restoring: bool = False):
     self.config = config
-    self.trainer = MetaTrainer(config, devices=devices)
-    self.loop = self.trainer
+    self.loop = MetaTrainLoop(config, devices=devices)
     self.steps_per_call = config.steps_per_call
     self.rows_per_step = 1
     self.description = 'meta-train'
     # The rule's weights are loaded now, so that a bad file fails at once;
     # a run about to be restored starts from a fresh meta-network instead.
-    self._rule_params = self.trainer.initial_rule_params(
+    self._rule_params = self.loop.initial_rule_params(
         rule_params, load=not restoring)
 
   # The rule is part of the loop state (PopulationState.update_rule_params).
@@ -493,14 +492,14 @@ class MetaTrainJob:
     return iterations
 
   def init(self) -> PopulationState:
-    return self.trainer.init(jax.random.PRNGKey(self.config.seed),
+    return self.loop.init(jax.random.PRNGKey(self.config.seed),
                              self._rule_params)
 
   def compile(self, state: PopulationState) -> float:
-    return self.trainer.compile(state)
+    return self.loop.compile(state)
 
   def run(self, state: PopulationState, num_steps: int):
-    return self.trainer.run(state, num_steps)
+    return self.loop.run(state, num_steps)
 
   def to_rows(self, logs, first_step: int):
     count = len(next(iter(logs.values())))
@@ -531,10 +530,10 @@ class MetaTrainJob:
         at the run's `matmul_precision`.
     """
     if params is None:
-      params = self.trainer.params(state)
+      params = self.loop.params(state)
     if env is None:
       env = config_lib.EvalConfig(
-          **tasks_lib.eval_settings(self.trainer.tasks[0]), num_steps=200,
+          **tasks_lib.eval_settings(self.loop.tasks[0]), num_steps=200,
           matmul_precision=self.config.matmul_precision)
     if not isinstance(env, config_lib.EvalConfig) or env.rule != 'disco_103':
       raise ValueError('env must be an EvalConfig with rule disco_103 (a '
@@ -553,10 +552,10 @@ class MetaTrainJob:
         compile_s=timing.first_call_s,
         meta_steps_per_second=timing.steps_per_second,
         peak_memory_mb=reporting.peak_memory_mb(),
-        devices=len(self.trainer.devices),
+        devices=len(self.loop.devices),
         processes=jax.process_count(),
-        tasks=[t.spec() for t in self.trainer.tasks],
-        agents_per_task=list(self.trainer.group_sizes),
+        tasks=[t.spec() for t in self.loop.tasks],
+        agents_per_task=list(self.loop.group_sizes),
     )
 
   def write_outputs(self, state: PopulationState, rows,
@@ -566,13 +565,13 @@ class MetaTrainJob:
     Every process calls it (fetching the parameters may gather them); only
     the `lead` one writes.
     """
-    params = self.trainer.params(state)
+    params = self.loop.params(state)
     if not lead:
       return {}
     curves = list(PLOTS)
-    if len(self.trainer.tasks) > 1:
+    if len(self.loop.tasks) > 1:
       curves += [(f'rewards_task{g}', f'mean reward on {t.spec()}')
-                 for g, t in enumerate(self.trainer.tasks)]
+                 for g, t in enumerate(self.loop.tasks)]
     outputs = dict(plots={
         key: str(reporting.plot_curve(
             [r['step'] for r in rows], [r[key] for r in rows],
@@ -583,3 +582,7 @@ class MetaTrainJob:
     meta_objective.save_params(params, weights_path)
     outputs['params_npz'] = str(weights_path)
     return outputs
+
+
+# The name this loop had before (the tests and `disco_rl.meta_train` use it).
+MetaTrainer = MetaTrainLoop

@@ -88,9 +88,10 @@ def stop_when(metric: str, *, above: float | None = None,
 
   Args:
     metric: a metrics column, e.g. 'avg_return' or 'pos_rewards'.
-    above: stop once the mean of the last `window` rows is >= `above`.
+    above: stop once the mean of the last `window` steps' rows is >=
+      `above` (with `num_seeds` runs, the rows of all runs).
     below: stop once it is <= `below`.
-    window: rows averaged (NaN rows skipped).
+    window: steps averaged (NaN rows skipped).
   """
   if (above is None) == (below is None):
     raise ValueError('stop_when needs exactly one of above= or below=.')
@@ -99,8 +100,9 @@ def stop_when(metric: str, *, above: float | None = None,
 
   def callback(trainer: 'Trainer', new_rows) -> bool:
     del new_rows
-    values = np.asarray([r[metric] for r in trainer.rows[-window:]], float)
-    if len(values) < window or not np.isfinite(values).any():
+    count = window * trainer.job.rows_per_step
+    values = np.asarray([r[metric] for r in trainer.rows[-count:]], float)
+    if len(values) < count or not np.isfinite(values).any():
       return False
     mean = float(np.nanmean(values))
     return mean >= above if above is not None else mean <= below
@@ -190,7 +192,7 @@ class Trainer:
 
   @property
   def loop(self):
-    """The compiled loop (`EvalLoop`, `HostEvalLoop` or `MetaTrainer`)."""
+    """The compiled loop (`EvalLoop`, `HostEvalLoop` or `MetaTrainLoop`)."""
     return self.job.loop
 
   # -- Progress ---------------------------------------------------------------
