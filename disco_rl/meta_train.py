@@ -12,9 +12,9 @@ from disco_rl.loops.config import MetaTrainConfig
 from disco_rl.loops.config import check_meta_train_config as check_config
 from disco_rl.loops.meta_loop import MetaTrainLoop
 from disco_rl.loops.meta_loop import MetaTrainer
-from disco_rl.loops.meta_loop import PopulationState
-from disco_rl.loops.meta_loop import agent_settings
-from disco_rl.loops.meta_loop import value_fn_config
+from disco_rl.loops.meta_program import PopulationState
+from disco_rl.loops.meta_setup import agent_settings
+from disco_rl.loops.meta_setup import value_fn_config
 from disco_rl.loops.trainer import run_meta_train
 from disco_rl.meta_objective import MetaLossWeights
 from disco_rl.meta_objective import MetaTrainAgent

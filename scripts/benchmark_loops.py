@@ -57,6 +57,7 @@ from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import eval_loop
 from disco_rl.loops import eval_program
 from disco_rl.loops import meta_loop
+from disco_rl.loops import meta_program
 from disco_rl.loops import replay
 from disco_rl.loops import reporting
 
@@ -315,9 +316,9 @@ class StepPerCallMeta:
 
   def __init__(self, trainer: meta_loop.MetaTrainLoop):
     self.trainer = trainer
-    self.num = len(trainer.devices)
+    self.num = trainer.setup.num_devices
     self.program = jax.pmap(self._meta_step, axis_name=AXIS,
-                            devices=trainer.devices)
+                            devices=trainer.setup.devices)
 
   def init(self, rng):
     state = jax.device_get(self.trainer.init(rng))
@@ -329,7 +330,7 @@ class StepPerCallMeta:
     return _replicate(state.replace(agents=agents), self.num)
 
   def _agent(self, params, agent_state, act_rng, grad_rng):
-    cfg, member = self.trainer.config, self.trainer.member
+    cfg, member = self.trainer.setup.config, self.trainer.setup.member
     rollouts = []
     for key in jax.random.split(act_rng, cfg.num_inner_steps):
       agent_state, rollout = member.unroll_actor(agent_state, key,
@@ -344,11 +345,11 @@ class StepPerCallMeta:
             params, agent_state, train, valid, grad_rng, member,
             axis_name=AXIS, unroll=1))
     # The logs the previous loop wrote to metrics.csv (the fused loop's).
-    meta_log = dict(meta_log, **meta_loop.reward_logs(train.rewards))
+    meta_log = dict(meta_log, **meta_program.reward_logs(train.rewards))
     return grads, agent_state, jax.tree.map(jnp.mean, metrics), meta_log
 
   def _meta_step(self, state):
-    n = self.trainer.config.num_agents
+    n = self.trainer.setup.config.num_agents
     rng, step_rng = jax.random.split(state.rng)
     act_rng, grad_rng = jax.random.split(step_rng)
     grads, agents, metrics, meta_log = jax.vmap(
@@ -357,9 +358,9 @@ class StepPerCallMeta:
             jax.random.split(act_rng, n), jax.random.split(grad_rng, n))
     meta_log = jax.lax.pmean(meta_log, AXIS)
     # The optimiser takes the agents' meta-gradients [N, ...] and averages.
-    updates, opt_state = self.trainer.meta_opt.update(grads,
-                                                      state.meta_opt_state)
-    logs = meta_loop.step_logs(meta_log, metrics, grads, updates)
+    updates, opt_state = self.trainer.setup.meta_opt.update(
+        grads, state.meta_opt_state)
+    logs = meta_program.step_logs(meta_log, metrics, grads, updates)
     return state.replace(
         update_rule_params=optax.apply_updates(state.update_rule_params,
                                                updates),

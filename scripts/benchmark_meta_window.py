@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import meta_loop
+from disco_rl.loops import meta_setup
 
 _CHILD = '''
 import json, resource, sys, time
@@ -79,7 +79,7 @@ def main() -> int:
     for remat in (False, True):
       settings = dict(base, num_inner_steps=window, remat=remat)
       result = measure(settings)
-      unrolled = meta_loop.unrolls_inner_steps(
+      unrolled = meta_setup.unrolls_inner_steps(
           config_lib.MetaTrainConfig(**settings))
       rows.append(dict(K=window, remat=remat, unrolled=unrolled, **result))
       print(f'K={window:3d} remat={remat!s:5} unrolled={unrolled!s:5}: '

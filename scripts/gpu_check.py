@@ -409,7 +409,7 @@ def measure_meta(rec: Recorder, args, label: str, config) -> None:
           rollout_len=config.rollout_len,
           inner_steps=config.num_inner_steps,
           matmul_precision=config.matmul_precision,
-          population=trainer.population,
+          population=trainer.setup.population,
           first_call_s=round(first_call_s, 2),
           meta_steps_per_s=round(calls * per_call / seconds, 3),
           timed_meta_steps=calls * per_call)

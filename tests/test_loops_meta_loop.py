@@ -19,6 +19,8 @@ import smoke_env
 
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta_loop
+from disco_rl.loops import meta_setup
+from disco_rl.loops import rollout_checks
 
 DATA = pathlib.Path(__file__).resolve().parent / 'data'
 TINY = config_lib.MetaTrainConfig(
@@ -28,7 +30,7 @@ TINY = config_lib.MetaTrainConfig(
 
 
 def _run(trainer, calls):
-  state = trainer.init(jax.random.PRNGKey(trainer.config.seed))
+  state = trainer.init(jax.random.PRNGKey(trainer.setup.config.seed))
   logs = []
   for count in calls:
     state, step_logs = trainer.run(state, count)
@@ -56,7 +58,7 @@ def test_scanned_meta_steps_equal_one_meta_step_per_call():
                single.params(state), single.params(fused_state))
   assert int(fused_state.step) == int(state.step) == 4
   # The rule moved, and the loop logged its meta-gradient every step.
-  initial = single.initial_rule_params()
+  initial = meta_setup.initial_rule_params(single.setup)
   moved = sum(np.sum((np.asarray(a) - np.asarray(b)) ** 2) for a, b in zip(
       jax.tree.leaves(single.params(state)), jax.tree.leaves(initial)))
   assert moved > 0
@@ -224,7 +226,7 @@ def test_each_agent_of_a_suite_acts_as_in_a_single_task_population(
                                debug_checks=False)
   trainer = meta_loop.MetaTrainer(dataclasses.replace(
       config, tasks=('catch', 'gymnax:CartPole-v1')))
-  assert trainer.group_sizes == (1, 1)
+  assert trainer.setup.group_sizes == (1, 1)
   state = trainer.init(jax.random.PRNGKey(0))
   np.testing.assert_array_equal(state.ages, [0, 0])
   state, logs = trainer.run(state, 1)
@@ -261,9 +263,10 @@ def test_debug_checks_stop_at_the_bad_training_rollout(fast_compile):
   trainer = meta_loop.MetaTrainer(dataclasses.replace(
       ONE_STEP, num_inner_steps=1, tasks=('catch', 'catch[rows=4,columns=3]'),
       num_agents=3))
-  trainer.members[1].env = smoke_env.NanRewardForEnv1(trainer.members[1].env)
+  trainer.setup.members[1].env = smoke_env.NanRewardForEnv1(
+      trainer.setup.members[1].env)
   state = trainer.init(jax.random.PRNGKey(0))
-  with pytest.raises(meta_loop.rollout_checks.RolloutError, match=(
+  with pytest.raises(rollout_checks.RolloutError, match=(
       r'^debug check failed: training rollout of agent 2\.rewards\[t=1, '
       r'b=1\] = nan is not finite \(loop step 0\)$')):
     trainer.run(state, 1)

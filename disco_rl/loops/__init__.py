@@ -19,6 +19,7 @@ Each loop is a config in, one jitted program out (`jax.jit` over a
   eval_loop.py   the fused eval loop (jittable environments)
   host_eval_loop.py  the step-by-step one (host dm_env environments)
   eval_job.py    the eval job as the Trainer runs it (rows, summary, plots)
-  meta_loop.py   the population meta-training loop
+  meta_setup.py, meta_program.py, meta_loop.py, meta_job.py
+                 the same for the population meta-training
   reporting.py   metrics CSV, plots and memory probes
 """

@@ -25,7 +25,6 @@ iterations only fill the replay buffer) and meta-steps for meta-training.
 from collections.abc import Callable, Sequence
 import json
 import math
-import pathlib
 from typing import Any
 
 import jax
@@ -36,7 +35,7 @@ from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import driver
 from disco_rl.loops import eval_job
-from disco_rl.loops import meta_loop
+from disco_rl.loops import meta_job
 from disco_rl.loops import reporting
 from disco_rl.loops import run_dir
 
@@ -49,7 +48,7 @@ def _job_for(config):
   if isinstance(config, config_lib.EvalConfig):
     return eval_job.EvalJob
   if isinstance(config, config_lib.MetaTrainConfig):
-    return meta_loop.MetaTrainJob
+    return meta_job.MetaTrainJob
   raise TypeError('config must be an EvalConfig or a MetaTrainConfig, got '
                   f'{type(config).__name__}.')
 
@@ -397,7 +396,7 @@ class Trainer:
     one) under `env` (an `EvalConfig`; default 200 learner steps on the
     run's board): that eval run's summary.
     """
-    if isinstance(self.job, meta_loop.MetaTrainJob):
+    if isinstance(self.job, meta_job.MetaTrainJob):
       params, config = self.job.rule_eval_config(self.state, params, env)
       kwargs.setdefault('progress', False)
       return Trainer(config, rule_params=params, **kwargs).fit()
