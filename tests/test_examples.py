@@ -195,6 +195,26 @@ def test_eval_cli_runs_seeds_in_parallel(run_cli, tmp_path):
   assert_png(out / 'returns.png')
 
 
+def test_resuming_a_checkpoint_of_other_shapes_is_one_error_line(
+    run_cli, tmp_path):
+  """As a run written before the seed axis: its checkpoint's arrays have
+  other shapes than the resumed run's (here: its record says 2 seeds)."""
+  out = tmp_path / 'out'
+  ok(run_cli('disco_rl.examples.eval', *EVAL_TINY, '--out', str(out),
+             '--rule', 'actor_critic'))
+  record = json.loads((out / 'run.json').read_text())
+  record['settings']['num_seeds'] = 2
+  (out / 'run.json').write_text(json.dumps(record))
+  result = run_cli('disco_rl.examples.eval', '--resume', str(out),
+                   '--steps', '6', '--no-progress')
+  assert result.returncode == 2, result.stderr[-4000:]
+  assert result.stderr.startswith(
+      f'error: Checkpoint 5 in {out}/checkpoints cannot be resumed by this '
+      "run: its loop/acc_rewards has shape (1, 1, 2), this run's (1, 2, 2)."
+  ), result.stderr[-4000:]
+  assert result.stderr.count('\n') == 1, result.stderr[-4000:]  # No trace.
+
+
 def test_eval_cli_rejects_bad_setting(run_cli, tmp_path):
   """Exits non-zero before building anything heavy, naming the setting."""
   result = run_cli('disco_rl.examples.eval', '--batch-size', '5',

@@ -106,3 +106,19 @@ def test_kill_9_while_writing_leaves_the_last_checkpoint_usable(tmp_path):
   # A new checkpoint can be written after the crash.
   ckpt.save(latest + 1, {'big': jnp.zeros((4096, 1024))}, {'rows': 0})
   assert ckpt.latest_step() == latest + 1
+
+
+def test_a_checkpoint_of_other_shapes_is_refused_before_reading(tmp_path):
+  ckpt = checkpoint.Checkpointer(tmp_path / 'ckpt')
+  ckpt.save(1, _state(1.0), {'rows': 1})
+  wider = checkpoint.abstract_like(
+      _state(1.0).replace(params={'w': jnp.zeros((1, 3, 4)),
+                                  'b': jnp.arange(4.)}))
+  with pytest.raises(ValueError, match=(
+      r"Checkpoint 1 in .* cannot be resumed by this run: its params/w has "
+      r"shape \(3, 4\), this run's \(1, 3, 4\)\. It was written by another "
+      r'version of disco_rl .* or with other settings; start a new run\.')):
+    ckpt.restore(wider)
+  restored, _ = ckpt.restore(checkpoint.abstract_like(_state(0.0)))
+  np.testing.assert_array_equal(restored.params['w'], np.ones((3, 4)))
+  ckpt.close()

@@ -95,6 +95,8 @@ class Checkpointer:
 
     Raises:
       FileNotFoundError: if there is no such checkpoint.
+      ValueError: if the checkpoint holds a state of other shapes than
+        `target` (another version of the package or other settings).
     """
     ocp = _orbax()
     if step is None:
@@ -104,10 +106,38 @@ class Checkpointer:
     elif step not in self._manager.all_steps():
       raise FileNotFoundError(
           f'No checkpoint {step} in {self.directory}; it has {self.steps()}.')
+    self._check_shapes(step, target)
     restored = self._manager.restore(step, args=ocp.args.Composite(**{
         _STATE: ocp.args.StandardRestore(target),
         _EXTRA: ocp.args.JsonRestore()}))
     return restored[_STATE], restored[_EXTRA]
 
+  def _check_shapes(self, step: int, target) -> None:
+    """Raises ValueError, naming the first part, if checkpoint `step` holds
+    arrays of other shapes than `target` (checked before orbax reads any)."""
+    saved = _shapes_by_path(_orbax().StandardCheckpointHandler().metadata(
+        self.directory / str(step) / _STATE))
+    for path, shape in _shapes_by_path(target).items():
+      if path in saved and saved[path] != shape:
+        raise ValueError(
+            f'Checkpoint {step} in {self.directory} cannot be resumed by this '
+            f'run: its {"/".join(path)} has shape {saved[path]}, this run\'s '
+            f'{shape}. It was written by another version of disco_rl (eval '
+            'runs before seeds in parallel had no seed axis) or with other '
+            'settings; start a new run.')
+
   def close(self) -> None:
     self._manager.close()
+
+
+def _shapes_by_path(tree) -> dict[tuple[str, ...], tuple[int, ...]]:
+  """{(key, ...): shape} of every leaf with a shape (arrays, metadata)."""
+  def name(key) -> str:
+    for attr in ('key', 'name', 'idx'):
+      if hasattr(key, attr):
+        return str(getattr(key, attr))
+    return str(key)
+  leaves = jax.tree_util.tree_leaves_with_path(
+      tree, is_leaf=lambda x: hasattr(x, 'shape'))
+  return {tuple(name(k) for k in path): tuple(leaf.shape)
+          for path, leaf in leaves if hasattr(leaf, 'shape')}

@@ -183,7 +183,11 @@ class Trainer:
     self.interrupted: str | None = None
     if self.output_dir is not None:
       if resume:
-        self.restore()
+        try:
+          self.restore()
+        except BaseException:
+          self.close()  # No checkpoint I/O left pending at exit.
+          raise
       else:
         run_dir.prepare(self.output_dir, overwrite=overwrite)
         if self._lead:
