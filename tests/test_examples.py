@@ -577,6 +577,28 @@ def test_a_second_signal_stops_at_once_with_one_error_line(tmp_path):
       'checkpoint (continue it with --resume)'), stdout[-2000:]
 
 
+_CTRL_C_WHILE_IMPORTING = """
+import sys
+from disco_rl.examples import startup
+with startup.interruptible_imports(sys.argv[1]):
+  raise KeyboardInterrupt  # As Ctrl-C while JAX is being imported.
+"""
+
+
+@pytest.mark.parametrize('module_name', ['__main__', 'disco_rl.examples.eval'])
+def test_ctrl_c_while_importing_ends_a_command_with_one_line(module_name):
+  result = subprocess.run(
+      [sys.executable, '-c', _CTRL_C_WHILE_IMPORTING, module_name],
+      capture_output=True, text=True, check=False, timeout=TIMEOUT_S)
+  if module_name == '__main__':  # A command: one line, exit 130.
+    assert result.returncode == 128 + signal.SIGINT.value, result.stderr
+    assert result.stderr == ('interrupted by SIGINT while starting: nothing '
+                             'was written\n')
+  else:  # Imported as a module: the importer gets the KeyboardInterrupt.
+    assert 'KeyboardInterrupt' in result.stderr
+    assert 'while starting' not in result.stderr
+
+
 def test_a_diverging_run_stops_with_one_error_line(run_cli, tmp_path):
   result = run_cli('disco_rl.examples.eval', *EVAL_TINY, '--rule',
                    'actor_critic', '--learning-rate', '1e30',

@@ -11,18 +11,13 @@ flag (`--help` lists them); `--resume DIR` continues an interrupted run.
 Several processes: see docs/scaling.md ("Several hosts").
 """
 
-import signal
 import sys
 
-try:
+from disco_rl.examples import startup
+
+with startup.interruptible_imports(__name__):
   from disco_rl.examples import cli
   from disco_rl.loops import config as config_lib
-except KeyboardInterrupt:  # Ctrl-C while Python imports JAX and the package.
-  if __name__ != '__main__':
-    raise
-  print('interrupted by SIGINT while starting: nothing was written',
-        file=sys.stderr)
-  sys.exit(128 + signal.SIGINT.value)
 
 
 def _weights_unusable(config) -> str | None:
