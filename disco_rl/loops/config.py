@@ -262,6 +262,12 @@ def check_env_name(name: Any) -> None:
     environments.check_name(name, 'env')
 
 
+def steps_on_host(env: str) -> bool:
+  """Whether an eval environment is stepped in Python (the dm_env Catch)
+  rather than compiled into the program."""
+  return env == 'catch'
+
+
 def check_eval_config(config: EvalConfig) -> None:
   """Raises ValueError naming any setting that cannot work."""
   _check_common(config, ('batch_size', 'replay_ratio', 'buffer_capacity',
@@ -269,7 +275,7 @@ def check_eval_config(config: EvalConfig) -> None:
   _check_rates(config, ('learning_rate',))
   check_env_name(config.env)
   check_env_kwargs(config)
-  if config.env == 'catch' and config.num_seeds > 1:
+  if steps_on_host(config.env) and config.num_seeds > 1:
     raise ValueError(
         f"num_seeds={config.num_seeds} needs a jittable environment: "
         "env='catch' is stepped on the host one run at a time (use "

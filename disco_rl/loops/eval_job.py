@@ -44,7 +44,7 @@ def make_eval_loop(config: config_lib.EvalConfig, rule_params=None,
   `env`: the jittable Environment of `env='custom'` (see
   `eval_setup.make_setup`, which checks the config).
   """
-  if config.env == 'catch':
+  if config_lib.steps_on_host(config.env):
     return host_eval_loop.HostEvalLoop(config, rule_params=rule_params,
                                        devices=devices,
                                        load_weights=load_weights)

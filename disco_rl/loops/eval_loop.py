@@ -57,7 +57,7 @@ class EvalLoop:
       env: with `config.env == 'custom'`, the jittable environment (see
         `eval_setup.make_setup`).
     """
-    if config.env == 'catch':
+    if config_lib.steps_on_host(config.env):
       raise ValueError("env='catch' is stepped on the host: use HostEvalLoop "
                        '(or make_eval_loop).')
     self.setup = eval_setup.make_setup(config, devices, env)
@@ -84,7 +84,7 @@ class EvalLoop:
     config = self.setup.config
     if rngs is None:
       rngs = eval_setup.seed_keys(config)
-    return self._init(eval_setup.check_keys(rngs, config.num_seeds))
+    return self._init(eval_setup.as_seed_keys(rngs, config.num_seeds))
 
   def lower(self, state: eval_program.EvalState) -> jax.stages.Lowered:
     """The run program lowered for `state` (`.compile()`, cost analysis)."""

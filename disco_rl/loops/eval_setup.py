@@ -59,11 +59,6 @@ class EvalSetup:
     return len(self.devices)
 
   @property
-  def on_host(self) -> bool:
-    """Whether the environment is stepped in Python (`env='catch'`)."""
-    return self.config.env == 'catch'
-
-  @property
   def warmup_iterations(self) -> int:
     """Iterations that only act: until each buffer holds a learner batch."""
     return -(-self.batch_per_device // self.envs_per_device) - 1
@@ -114,7 +109,7 @@ def make_setup(config: config_lib.EvalConfig, devices=None,
 def _make_env(config: config_lib.EvalConfig, envs_per_device: int,
               env) -> base_env.Environment:
   """The run's environment (see `EvalSetup.env`)."""
-  if config.env == 'catch':  # Stepped on the host: all environments.
+  if config_lib.steps_on_host(config.env):  # All the environments.
     return get_environment(config.env, batch_size=config.num_envs,
                            env_settings=env_settings(config,
                                                      seed=config.seed))
@@ -195,7 +190,7 @@ def seed_keys(config: config_lib.EvalConfig) -> chex.PRNGKey:
                     for i in range(config.num_seeds)])
 
 
-def check_keys(rngs: chex.PRNGKey, num_seeds: int) -> chex.PRNGKey:
+def as_seed_keys(rngs: chex.PRNGKey, num_seeds: int) -> chex.PRNGKey:
   """[S, 2] keys (a single [2] key is one run's)."""
   rngs = jnp.asarray(rngs)
   if rngs.shape == (2,):

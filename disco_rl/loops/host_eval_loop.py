@@ -40,7 +40,7 @@ class HostEvalLoop:
 
   def __init__(self, config: config_lib.EvalConfig, rule_params=None,
                devices=None, load_weights: bool = True):
-    if config.env != 'catch':
+    if not config_lib.steps_on_host(config.env):
       raise ValueError(f'env={config.env!r} is jittable: use EvalLoop (or '
                        'make_eval_loop).')
     self.setup = eval_setup.make_setup(config, devices)
@@ -80,7 +80,7 @@ class HostEvalLoop:
     """
     if rngs is None:
       rngs = eval_setup.seed_keys(self.setup.config)
-    rngs = eval_setup.check_keys(rngs, 1)
+    rngs = eval_setup.as_seed_keys(rngs, 1)
     env_rng, rng = jax.random.split(rngs[0])
     self.host_env_state, host_timestep = self.setup.env.reset(env_rng)
     host_timestep = jax.tree.map(np.asarray, host_timestep)
