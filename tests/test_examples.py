@@ -500,6 +500,14 @@ def test_meta_train_preset_flag_and_overrides(tmp_path, capsys, monkeypatch):
                          '--out', str(tmp_path / 'o'), '--no-progress'])
   expected = config_lib.meta_train_preset('paper', num_agents=2)
   assert seen['config'] == expected
+  # Flags are checked with the preset, not alone: 8 tasks need the paper's
+  # 8 agents (the defaults' 2 would be too few).
+  suite = [f'catch[rows={r}]' for r in range(5, 13)]
+  with pytest.raises(Stop):
+    _main('meta_train')(['--preset', 'paper', '--tasks', *suite,
+                         '--out', str(tmp_path / 'o8'), '--no-progress'])
+  assert seen['config'] == config_lib.meta_train_preset('paper',
+                                                        tasks=tuple(suite))
   assert _main('meta_train')(['--preset', 'paper', '--resume',
                               str(tmp_path / 'none')]) == 2
   assert '--preset cannot be given with --resume' in _error_of(capsys)

@@ -214,3 +214,18 @@ def test_env_kwargs_survive_the_run_record(tmp_path):
   run_dir.write_settings(tmp_path, 'eval', config)
   assert run_dir.read_settings(tmp_path, 'eval',
                                config_lib.EvalConfig) == config
+
+
+@pytest.mark.parametrize('config_cls, rate', [
+    (config_lib.EvalConfig, 'learning_rate'),
+    (config_lib.MetaTrainConfig, 'meta_learning_rate')])
+def test_configs_check_themselves_when_made_and_are_frozen(config_cls, rate):
+  """Nothing downstream checks a config again, so none can be bad."""
+  message = f'{rate} must be a finite number > 0, got '
+  with pytest.raises(ValueError, match=message + 'nan'):
+    config_cls(**{rate: float('nan')})
+  config = config_cls()
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    setattr(config, rate, -1.0)
+  with pytest.raises(ValueError, match=message + '-1.0'):
+    dataclasses.replace(config, **{rate: -1.0})

@@ -48,15 +48,14 @@ def test_bad_suites():
     tasks.parse_tasks(['catch', 'catch[rows=5,columns=5]'])
   with pytest.raises(ValueError, match="got the text 'catch'"):
     tasks.parse_tasks('catch')
-  config = config_lib.MetaTrainConfig(num_agents=2,
-                                      tasks=('catch', 'catch[rows=6]',
-                                             'gymnax:CartPole-v1'))
+  suite = ('catch', 'catch[rows=6]', 'gymnax:CartPole-v1')
+  # A config checks itself when made, and again when replaced.
   with pytest.raises(ValueError, match=r'num_agents=2 is smaller than the '
                      r'number of tasks \(3\)'):
-    config_lib.check_meta_train_config(config)
+    config_lib.MetaTrainConfig(num_agents=2, tasks=suite)
+  config = config_lib.MetaTrainConfig(num_agents=3, tasks=suite)
   with pytest.raises(ValueError, match="Unknown task environment 'cartpole'"):
-    config_lib.check_meta_train_config(
-        dataclasses.replace(config, num_agents=3, tasks=('cartpole',)))
+    dataclasses.replace(config, tasks=('cartpole',))
 
 
 def test_group_sizes_split_the_population_evenly():

@@ -3,6 +3,7 @@
 """disco_rl.networks.nets: mixed precision of the agent network."""
 
 import chex
+import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -171,3 +172,28 @@ def test_conv_with_a_vector_environment_is_refused_by_name(fast_compile):
       r"net='conv' needs one image observation of shape \[H, W, C\]; env "
       r"'gymnax:CartPole-v1' .* gives shape\(s\) \[\(4,\)\]. Use net='mlp'")):
     eval_loop.EvalLoop(config, rule_params={})
+
+
+@pytest.mark.parametrize('net_cls, final_relu', [(nets.MLP, False),
+                                                 (nets.ConvNet, True)])
+def test_torso_ends_in_a_relu_only_in_the_conv_network(net_cls, final_relu):
+  """MinAtar's reference network: conv, ReLU, 128 hidden, ReLU; the MLP
+  (the upstream's, golden) ends its torso in a linear layer."""
+  action_spec = jittable_envs.CatchJittableEnvironment(
+      batch_size=1,
+      env_settings=jittable_envs.get_config_catch()).single_action_spec()
+
+  def embed(x):
+    net = net_cls(out_spec={}, dense=(32, 16), action_spec=action_spec,
+                  head_w_init_std=None)
+    return net._embedding_pass(x)  # pylint: disable=protected-access
+
+  fn = hk.transform(embed)
+  x = jax.random.normal(jax.random.PRNGKey(0), (64,) + _MINATAR_SHAPE)
+  params = fn.init(jax.random.PRNGKey(1), x)
+  out = np.asarray(fn.apply(params, None, x))
+  assert out.shape == (64, 16)
+  # After a ReLU nothing is negative; a linear layer's outputs of normal
+  # inputs are negative about half the time.
+  assert (out.min() >= 0) == final_relu
+  assert (out < 0).mean() == (0 if final_relu else pytest.approx(0.5, abs=0.2))

@@ -102,15 +102,14 @@ def config_from_args(parser, argv, args, job: str, config_cls):
   On --resume the saved settings stand; a flag given for a setting must
   equal the saved value, except --steps.
   """
-  config = flags.from_flags(config_cls, args)
+  values = flags.values_from_flags(config_cls, args)
   preset = getattr(args, 'preset', None)
   if args.resume is None:
     if preset is None:
-      return config
+      return config_cls(**values)
     given = given_flags(parser, argv)
-    return config_lib.meta_train_preset(preset, **{
-        f.name: getattr(config, f.name)
-        for f in dataclasses.fields(config_cls) if f.name in given})
+    return config_lib.meta_train_preset(
+        preset, **{k: v for k, v in values.items() if k in given})
   if preset is not None:
     raise ValueError('--preset cannot be given with --resume: the resumed '
                      'run keeps the settings it was started with.')
@@ -121,9 +120,8 @@ def config_from_args(parser, argv, args, job: str, config_cls):
   path = run_dir.check(args.resume, resume=True)
   saved = run_dir.read_settings(path, job, config_cls)
   given = given_flags(parser, argv)
-  changes = {f.name: getattr(config, f.name)
-             for f in dataclasses.fields(config_cls) if f.name in given}
-  trainer.check_same_settings(saved, dataclasses.replace(saved, **changes))
+  changes = {k: v for k, v in values.items() if k in given}
+  # The Trainer checks that these equal the saved ones (but --steps).
   return dataclasses.replace(saved, **changes)
 
 
@@ -181,10 +179,6 @@ def _train_and_report(parser, argv, args, config_cls, weights_unusable,
   job = 'eval' if config_cls is config_lib.EvalConfig else 'meta_train'
   try:
     config = config_from_args(parser, argv, args, job, config_cls)
-    if config_cls is config_lib.EvalConfig:
-      config_lib.check_eval_config(config)
-    else:
-      config_lib.check_meta_train_config(config)
     if args.keep_checkpoints < 1:
       raise ValueError(f'--keep-checkpoints must be >= 1, got '
                        f'{args.keep_checkpoints}.')

@@ -50,9 +50,14 @@ def _dict_field(help_text: str, **extra):
                            metadata=dict(help=help_text, **extra))
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class EvalConfig:
-  """Settings of an eval run (defaults: the upstream eval notebook)."""
+  """Settings of an eval run (defaults: the upstream eval notebook).
+
+  Checked when made (`check_eval_config`): a config that exists can run,
+  and nothing downstream checks it again. Frozen: change one with
+  `dataclasses.replace`, which checks the new one.
+  """
 
   rule: str = _field('disco_103', 'update rule', choices=RULES)
   env: str = _field('jittable_catch',
@@ -114,15 +119,21 @@ class EvalConfig:
       ('logits',), 'agent outputs kept in the replay buffer (the rules read '
       'only the behaviour logits)', flags=())
 
+  def __post_init__(self):
+    check_eval_config(self)
+
   @property
   def num_envs(self) -> int:
     """Environments acting at once, over all devices."""
     return self.batch_size // self.replay_ratio
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class MetaTrainConfig:
-  """Settings of a meta-training run (defaults: the upstream notebook)."""
+  """Settings of a meta-training run (defaults: the upstream notebook).
+
+  Checked when made (`check_meta_train_config`), like `EvalConfig`; frozen.
+  """
 
   num_steps: int = _field(800, 'meta-steps', flags=('--steps',))
   num_agents: int = _field(2, 'population size')
@@ -183,6 +194,9 @@ class MetaTrainConfig:
       True, "check the agents' training rollouts (actions in range, finite "
       'rewards) and stop with the field, step and batch index of the first '
       'bad entry')
+
+  def __post_init__(self):
+    check_meta_train_config(self)
 
 
 def _check_positive(config, names, minimum: int = 1) -> None:
@@ -269,7 +283,10 @@ def steps_on_host(env: str) -> bool:
 
 
 def check_eval_config(config: EvalConfig) -> None:
-  """Raises ValueError naming any setting that cannot work."""
+  """Raises ValueError naming any setting that cannot work.
+
+  `EvalConfig` runs it when made; call it to check a config again.
+  """
   _check_common(config, ('batch_size', 'replay_ratio', 'buffer_capacity',
                          'conv_kernel', 'num_seeds'), ('conv_channels',))
   _check_rates(config, ('learning_rate',))
@@ -290,7 +307,10 @@ def check_eval_config(config: EvalConfig) -> None:
 
 
 def check_meta_train_config(config: MetaTrainConfig) -> None:
-  """Raises ValueError naming any setting that cannot work."""
+  """Raises ValueError naming any setting that cannot work.
+
+  `MetaTrainConfig` runs it when made; call it to check a config again.
+  """
   _check_common(config, ('num_agents', 'batch_size_per_device',
                          'num_inner_steps'), ('value_dense',))
   _check_rates(config, ('learning_rate', 'meta_learning_rate'))

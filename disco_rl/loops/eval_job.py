@@ -127,7 +127,6 @@ class EvalJob:
 
   name = 'eval'
   config_cls = config_lib.EvalConfig
-  check_config = staticmethod(config_lib.check_eval_config)
 
   def __init__(self, config: config_lib.EvalConfig, rule_params=None,
                devices=None, restoring: bool = False,

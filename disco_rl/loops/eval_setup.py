@@ -66,7 +66,7 @@ class EvalSetup:
 
 def make_setup(config: config_lib.EvalConfig, devices=None,
                env: base_env.Environment | None = None) -> EvalSetup:
-  """Checks `config` and builds the run's devices, environment and agent.
+  """Builds the run's devices, environment and agent from `config`.
 
   Args:
     config: the run's settings.
@@ -78,10 +78,12 @@ def make_setup(config: config_lib.EvalConfig, devices=None,
       class); checked now (`base.check_jittable_environment`).
 
   Raises:
-    ValueError: bad settings, a custom environment that is missing, given
+    ValueError: a custom environment that is missing, given
       without env='custom', or of the wrong size.
   """
-  config_lib.check_eval_config(config)
+  if not isinstance(config, config_lib.EvalConfig):
+    raise TypeError('config must be an EvalConfig, got '
+                    f'{type(config).__name__}.')
   if (env is None) != (config.env != config_lib.CUSTOM_ENV):
     raise ValueError(
         "An Environment object goes with env='custom' and env='custom' "

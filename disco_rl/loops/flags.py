@@ -145,10 +145,14 @@ def add_flags(parser: argparse.ArgumentParser, config_cls) -> None:
         help=help_text.replace('%', '%%'))
 
 
-def from_flags(config_cls, args: argparse.Namespace):
-  """The config dataclass holding the values of the flags `add_flags` made."""
+def values_from_flags(config_cls, args: argparse.Namespace) -> dict:
+  """{field: value} of the flags `add_flags` made (lists as tuples)."""
   values = {f.name: getattr(args, f.name) for f in dataclasses.fields(
       config_cls) if hasattr(args, f.name)}
-  values = {k: tuple(v) if isinstance(v, list) else v
-            for k, v in values.items()}
-  return config_cls(**values)
+  return {k: tuple(v) if isinstance(v, list) else v
+          for k, v in values.items()}
+
+
+def from_flags(config_cls, args: argparse.Namespace):
+  """The config dataclass holding the values of the flags `add_flags` made."""
+  return config_cls(**values_from_flags(config_cls, args))

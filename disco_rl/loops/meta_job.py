@@ -34,7 +34,6 @@ class MetaTrainJob:
 
   name = 'meta_train'
   config_cls = config_lib.MetaTrainConfig
-  check_config = staticmethod(config_lib.check_meta_train_config)
 
   def __init__(self, config: config_lib.MetaTrainConfig,
                rule_params=None, devices=None, restoring: bool = False):

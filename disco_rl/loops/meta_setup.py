@@ -67,13 +67,15 @@ class MetaSetup:
 
 
 def make_setup(config: config_lib.MetaTrainConfig, devices=None) -> MetaSetup:
-  """Checks `config` and builds the run's devices, tasks and agents.
+  """Builds the run's devices, tasks and agents from `config`.
 
   Args:
     config: the run's settings.
     devices: the devices to use (default: `config.num_devices`, or all).
   """
-  config_lib.check_meta_train_config(config)
+  if not isinstance(config, config_lib.MetaTrainConfig):
+    raise TypeError('config must be a MetaTrainConfig, got '
+                    f'{type(config).__name__}.')
   devices = tuple(devices if devices is not None else
                   devices_lib.pick_devices({}, config.num_devices))
   tasks = tuple(tasks_lib.parse_tasks(config.tasks, config.rows,

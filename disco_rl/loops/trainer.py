@@ -151,8 +151,7 @@ class Trainer:
       ValueError: bad settings, an output directory that cannot be used, a
         resumed run whose settings differ (nothing is created then).
     """
-    job_cls = _job_for(config)
-    job_cls.check_config(config)
+    job_cls = _job_for(config)  # The config checked itself when made.
     if checkpoint_every is not None and checkpoint_every < 0:
       raise ValueError(f'checkpoint_every must be >= 0, got '
                        f'{checkpoint_every}.')

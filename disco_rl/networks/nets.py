@@ -165,11 +165,15 @@ class MLP(MLPHeadNet):
         model_kwargs=model_kwargs, module_name=module_name)
     self._dense = tuple(dense)
 
+  # The upstream MLP's torso ends in a linear layer (golden numbers).
+  TORSO_ACTIVATE_FINAL = False
+
   def _embedding_pass(self, inputs: chex.ArrayTree,
                       should_reset: chex.Array | None = None) -> chex.Array:
     del should_reset  # Stateless.
     leaves = [hk.Flatten()(leaf) for leaf in jax.tree.leaves(inputs)]
-    return hk.nets.MLP(self._dense, name='torso')(jnp.concatenate(leaves, -1))
+    return hk.nets.MLP(self._dense, activate_final=self.TORSO_ACTIVATE_FINAL,
+                       name='torso')(jnp.concatenate(leaves, -1))
 
 
 def check_observation_spec(name: str, observation_spec: Any,
@@ -200,8 +204,9 @@ class ConvNet(MLP):
 
   The observation (one [B, H, W, C] image) goes through `conv_channels`
   convolutions (`conv_kernel` x `conv_kernel`, stride 1, SAME padding, ReLU
-  after each); the `MLP`'s torso (flatten, hidden sizes `dense`), heads and
-  action model follow. Parameters: `conv_net/~_embedding_pass/conv_0` ...,
+  after each); the `MLP`'s torso (flatten, hidden sizes `dense`, here with a
+  ReLU after its last layer too, as MinAtar's reference network: conv 16
+  3x3, ReLU, 128 hidden, ReLU), heads and action model follow. Parameters: `conv_net/~_embedding_pass/conv_0` ...,
   then the `MLP`'s names under `conv_net/`.
   """
 
@@ -222,6 +227,8 @@ class ConvNet(MLP):
       raise ValueError(
           f'conv_channels must be positive sizes and conv_kernel >= 1, got '
           f'conv_channels={self._channels} and conv_kernel={conv_kernel}.')
+
+  TORSO_ACTIVATE_FINAL = True  # MinAtar's reference network.
 
   def _embedding_pass(self, inputs: chex.ArrayTree,
                       should_reset: chex.Array | None = None) -> chex.Array:
