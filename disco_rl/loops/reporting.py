@@ -133,7 +133,8 @@ def plot_runs(x, runs: dict[str, Any], path, xlabel: str, ylabel: str,
   for label, curve in zip(runs, curves):
     ax.plot(x, curve, linewidth=0.8, alpha=0.45, label=label)
   low, high = bootstrap_band(curves, seed=seed)
-  with np.errstate(all='ignore'):
+  with np.errstate(all='ignore'), warnings.catch_warnings():
+    warnings.simplefilter('ignore', RuntimeWarning)  # All-NaN columns.
     mean = np.nanmean(curves, axis=0)
   ax.plot(x, mean, color='black', linewidth=1.8,
           label=f'mean of {len(runs)} runs')

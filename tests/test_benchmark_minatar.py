@@ -1,0 +1,128 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""scripts/benchmark_minatar.py: its choices, summaries and a smoke run of
+every stage (sweep, table, report) that resumes from its results."""
+
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from smoke_env import fast_jax_env
+
+SCRIPTS = pathlib.Path(__file__).resolve().parent.parent / 'scripts'
+sys.path.insert(0, str(SCRIPTS))
+import benchmark_minatar as bench  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def test_the_rate_with_the_best_mean_is_chosen_the_smaller_on_a_tie():
+  assert bench.choose_rate({1e-3: [1.0, 2.0], 3e-3: [3.0, 2.0],
+                            1e-2: [0.0, 4.0]}) == 3e-3
+  assert bench.choose_rate({1e-2: [2.0, 2.0], 1e-3: [1.0, 3.0]}) == 1e-3
+  # A run without a final return never wins.
+  assert bench.choose_rate({1e-3: [math.nan, 9.0], 3e-3: [0.5, 0.5]}) == 3e-3
+
+
+def _metrics():
+  """Two seeds' rows (alternating, as the eval job writes them): 2 warm-up
+  iterations, then 10 updates; seed 7 ends episodes of return 1 at
+  iterations 3 and 11, seed 8 of return 2 at iteration 4 only."""
+  rows = []
+  for step in range(12):
+    for seed in (7, 8):
+      ended = (seed == 7 and step in (3, 11)) or (seed == 8 and step == 4)
+      rows.append(dict(step=step, seed=seed, env_steps=(step + 1) * 10,
+                       episodes=1.0 if ended else 0.0,
+                       avg_return=(1.0 if seed == 7 else 2.0) if ended
+                       else math.nan, learned=int(step >= 2),
+                       entropy=0.5 if step >= 2 else math.nan))
+  table = pd.DataFrame(rows)
+  return {k: table[k].to_numpy(float) for k in table.columns}
+
+
+def test_final_returns_of_the_last_tenth_or_the_last_episodes_seen():
+  # 10 updates: the last tenth is the last update (iteration 11). Seed 8
+  # ended no episode there: its last ones count (iteration 4).
+  assert bench.final_returns(_metrics(), 10) == [1.0, 2.0]
+
+
+def test_compact_curves_bin_iterations_per_seed():
+  rows = bench.compact_curves(_metrics(), bin_size=5)
+  assert [(r['seed'], r['step'], r['updates']) for r in rows] == [
+      (7, 4, 3), (7, 9, 8), (7, 11, 10), (8, 4, 3), (8, 9, 8), (8, 11, 10)]
+  assert [r['episodes'] for r in rows] == [1, 0, 1, 1, 0, 0]
+  assert rows[0]['avg_return'] == 1.0 and math.isnan(rows[1]['avg_return'])
+  assert rows[3]['avg_return'] == 2.0
+  assert rows[0]['entropy'] == 0.5 and rows[0]['env_steps'] == 50
+
+
+def test_normalised_scores():
+  assert bench.normalise('Breakout', 14.0, 0.5, 3.0) == 0.5
+  # Seaquest: from random play (0 here) to the actor-critic's mean.
+  assert bench.normalise('Seaquest', 3.0, 1.0, 5.0) == 0.5
+
+
+def test_seeds_of_a_program_must_be_consecutive():
+  with pytest.raises(ValueError, match=r'seeds must be consecutive .* got '
+                     r'\[0, 2\]'):
+    bench.make_config('Breakout', 'disco_103', 1e-3, [0, 2], 10, bench.TINY)
+
+
+@pytest.mark.weights
+def test_tiny_run_of_every_stage_then_read_back(tmp_path, tmp_path_factory):
+  """Sweep (one rate), table and report for Breakout with two seeds in one
+  program per rule; run again, every run is read back from --results."""
+  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+             JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
+  results, work = tmp_path / 'results', tmp_path / 'work'
+  args = [sys.executable, str(SCRIPTS / 'benchmark_minatar.py'), '--tiny',
+          '--games', 'Breakout', '--seeds', '0', '1', '--sweep-seeds', '5',
+          '--sweep-rates', '0.003', '--results', str(results), '--work',
+          str(work)]
+  first = subprocess.run(args, env=env, capture_output=True, text=True,
+                         check=False, timeout=900)
+  assert first.returncode == 0, first.stderr[-4000:]
+  assert json.loads((results / 'sweep.json').read_text())['chosen'] == {
+      'disco_103': 0.003, 'actor_critic': 0.003}
+  table = pd.read_csv(results / 'results.csv')
+  assert list(table['rule']) == ['disco_103', 'actor_critic']
+  assert (table['seeds'] == 2).all() and (table['updates'] == 20).all()
+  assert (table['ci_low'] <= table['final_return']).all()
+  assert (table['final_return'] <= table['ci_high']).all()
+  text = (results / 'results.md').read_text()
+  assert '| Disco103 |' in text and 'P(Disco103 > actor-critic) = ' in text
+  for png in ('curves_Breakout.png', 'iqm.png'):
+    assert (results / png).stat().st_size > 1000
+  summaries = sorted(results.glob('**/summary.json'))
+  assert len(summaries) == 4  # Sweep and table, both rules.
+  summary = json.loads(summaries[0].read_text())
+  assert summary['updates'] == 20 and summary['env_steps_per_update'] == 16
+  curves = pd.read_csv(results / 'Breakout/disco_103/lr_0.003/curves.csv')
+  assert sorted(set(curves['seed'])) == [0, 1]
+  assert curves.groupby('seed')['updates'].max().tolist() == [20, 20]
+  # Nothing but small files in --results.
+  assert not list(results.glob('**/checkpoints'))
+  written = [p.stat().st_mtime_ns for p in summaries]
+  again = subprocess.run(args, env=env, capture_output=True, text=True,
+                         check=False, timeout=600)
+  assert again.returncode == 0, again.stderr[-4000:]
+  assert [p.stat().st_mtime_ns for p in summaries] == written
+  assert 'avg_return=' not in again.stderr + again.stdout  # Nothing trained.
+  assert pd.read_csv(results / 'results.csv').equals(table)
+
+
+def test_bad_input_is_one_error_line(tmp_path):
+  proc = subprocess.run(
+      [sys.executable, str(SCRIPTS / 'benchmark_minatar.py'), '--stage',
+       'table', '--results', str(tmp_path / 'r'), '--work',
+       str(tmp_path / 'w')], capture_output=True, text=True, check=False,
+      timeout=300)
+  assert proc.returncode == 2
+  assert proc.stderr.strip() == (
+      f'error: {tmp_path / "r"}/sweep.json not found: run --stage sweep '
+      'first or give --learning-rates.')
