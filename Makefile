@@ -8,7 +8,7 @@
 #   make bench-meta-train  meta-training from random parameters (800 steps)
 #   make bench-loops step-per-call vs fused loops, side by side (~15 min)
 #   make bench-seeds 3 seeds in one program vs one after another (~10 min)
-#   make bench-minatar Disco103 vs actor-critic on the MinAtar games (hours)
+#   make bench-minatar Disco103 vs actor-critic on the five MinAtar games: LR sweep, table, statistics (hours)
 #   make bench-meta-window meta-gradient windows K=2,5,20: speed and memory
 #   make bench-meta-suite a rule meta-trained on a task suite, on held-out envs
 #   make weights     download and verify the Disco103 weights

@@ -379,11 +379,11 @@ def section_minatar(rec: Recorder, args) -> None:
   for num_envs in ((8, 32) if args.tiny else (1024, 4096)):
     measure_acting(rec, args, num_envs)
   # The MinAtar benchmark's training loop (scripts/benchmark_minatar.py):
-  # 16 environments, 16-trajectory batches, replay ratio 1.
+  # 2 environments, 16-trajectory batches, replay ratio 8, buffer 256.
   net = MINATAR_TINY_NET if args.tiny else MINATAR_NET
   sizes = (dict(batch_size=8, replay_ratio=2, buffer_capacity=16,
                 rollout_len=4, steps_per_call=5) if args.tiny else
-           dict(batch_size=16, replay_ratio=1, buffer_capacity=16,
+           dict(batch_size=16, replay_ratio=8, buffer_capacity=256,
                 rollout_len=29, steps_per_call=50))
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
   config = config_lib.EvalConfig(env=MINATAR_ENV, learning_rate=3e-3,
