@@ -216,7 +216,83 @@ def check_replicated_learner(num_devices: int) -> None:
   print('replicated learner: ok')
 
 
+def check_seed_shards(num_devices: int) -> None:
+  """Seeds sharded over devices: each group of devices runs its seeds as a
+  run alone on as many devices; checkpoints resume exactly."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import eval_setup  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+  assert num_devices == 4, 'the cases below are for 4 devices'
+  # 4 environments, a learner batch of 4, a buffer of 8, split over the
+  # devices of a seed group.
+  tiny = config_lib.EvalConfig(
+      rule='actor_critic', batch_size=4, replay_ratio=1, buffer_capacity=8,
+      rollout_len=5, dense=(16,), model_lstm_size=8, model_head_hiddens=(8,),
+      steps_per_call=3, seed=5, debug_checks=False)
+
+  def run(config):
+    loop = eval_loop.EvalLoop(config)
+    state = loop.init()
+    state, metrics = loop.run(state)
+    return loop, jax.device_get(state.learner_state), metrics
+
+  # 3 seeds do not split 4 devices into groups: every device holds a share
+  # of every run (compared with runs alone on one device elsewhere).
+  setup = eval_setup.make_setup(dataclasses.replace(tiny, num_seeds=3))
+  assert (setup.seed_shards, setup.batch_devices) == (1, 4)
+  # (seeds, devices): seed groups x devices per group, as picked.
+  for num_seeds, expected in ((4, (4, 1)), (2, (2, 2))):
+    config = dataclasses.replace(tiny, num_seeds=num_seeds)
+    loop, learner, metrics = run(config)
+    setup = loop.setup
+    assert (setup.seed_shards, setup.batch_devices) == expected, (
+        num_seeds, setup.seed_shards, setup.batch_devices)
+    assert setup.mesh.devices.shape == expected
+    for j in range(num_seeds):
+      alone_config = dataclasses.replace(tiny, seed=5 + j,
+                                         num_devices=expected[1])
+      _, alone_learner, alone_metrics = run(alone_config)
+      for key in alone_metrics:
+        np.testing.assert_allclose(metrics[key][:, j],
+                                   alone_metrics[key][:, 0], rtol=1e-5,
+                                   atol=1e-6, err_msg=f'{num_seeds} {key} {j}')
+      jax.tree.map(lambda many, one, j=j: np.testing.assert_allclose(
+          many[j], one[0], rtol=1e-5, atol=1e-6), learner, alone_learner)
+  # The runs' parameters live on their own group of devices.
+  config = dataclasses.replace(tiny, num_seeds=2)
+  loop = eval_loop.EvalLoop(config)
+  state = loop.init(eval_setup.seed_keys(config))
+  leaf = jax.tree.leaves(state.learner_state.params)[0]
+  assert leaf.sharding.spec[0] == loop_devices.SEED_AXIS, leaf.sharding
+  assert {(s.index[0].start, s.index[0].stop)
+          for s in leaf.addressable_shards} == {(0, 1), (1, 2)}
+  # Exact resume of seed-sharded runs.
+  with tempfile.TemporaryDirectory() as tmp:
+    whole = trainer.Trainer(dataclasses.replace(config, num_steps=6),
+                            f'{tmp}/whole', progress=False)
+    whole.fit()
+    whole.close()
+    part = trainer.Trainer(dataclasses.replace(config, num_steps=3),
+                           f'{tmp}/part', progress=False)
+    part.fit()
+    part.close()
+    resumed = trainer.Trainer(dataclasses.replace(config, num_steps=6),
+                              f'{tmp}/part', resume=True, progress=False)
+    resumed.fit()
+    resumed.close()
+    assert len(resumed.rows) == len(whole.rows) == 2 * whole.step
+    for a, b in zip(resumed.rows, whole.rows):
+      assert a.keys() == b.keys()
+      keys = [k for k in a if k not in ('rss_mb', 'time_s')]  # The host's.
+      np.testing.assert_array_equal([a[k] for k in keys], [b[k] for k in keys])
+  print('seed shards: ok')
+
+
 CHECKS = {
+    'seed_shards': check_seed_shards,
     'pmap_golden': check_pmap_golden,
     'sharding': check_sharding,
     'replicated_learner': check_replicated_learner,

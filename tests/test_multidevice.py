@@ -50,3 +50,10 @@ def test_sharding(num_devices):
 def test_replicated_learner_stays_identical(num_devices):
   assert 'replicated learner: ok' in run_check('replicated_learner',
                                                num_devices)
+
+
+def test_seeds_sharded_over_devices_run_as_alone_and_resume(
+    tmp_path_factory):
+  import smoke_env  # pylint: disable=g-import-not-at-top
+  assert 'seed shards: ok' in run_check(
+      'seed_shards', 4, smoke_env.fast_jax_env(tmp_path_factory))

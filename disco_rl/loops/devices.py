@@ -1,14 +1,19 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Devices for the loops: one mesh axis, one picker, several processes.
+"""Devices for the loops: the mesh, one picker, several processes.
 
-The loops run as one `jax.jit` program over a one-axis `jax.sharding.Mesh`
-whose axis is named `AXIS`, the agent's `batch_axis_name`, so the collectives
-inside the agent (`pmean` of gradients and statistics) work unchanged under
-`jax.shard_map`. State the devices share (parameters, optimiser states) is
-replicated (`PartitionSpec()`); state each device owns (environments, replay
-buffer) carries a leading device axis sharded over the mesh
-(`PartitionSpec(AXIS)`), one row per device.
+The loops run as one `jax.jit` program over a `jax.sharding.Mesh` whose
+batch axis is named `AXIS`, the agent's `batch_axis_name`, so the
+collectives inside the agent (`pmean` of gradients and statistics) work
+unchanged under `jax.shard_map`. State the devices share (parameters,
+optimiser states) is replicated (`PartitionSpec()`); state each device owns
+(environments, replay buffer) carries a leading device axis sharded over
+the mesh (`PartitionSpec(AXIS)`), one row per device.
+
+The eval loop's mesh has a second axis, `SEED_AXIS`, in front: the runs of
+several seeds are split into `seed_shards` groups of devices, each group
+running its share of the seeds on its own (`seed_shards`: 1 when every
+device holds a share of every run).
 
 Several processes (hosts) join one mesh after `initialize_distributed`; then
 every process runs the same program and sees the same replicated results.
@@ -16,15 +21,18 @@ every process runs the same program and sees the same replicated results.
 
 from collections.abc import Mapping, Sequence
 import dataclasses
+import math
 import os
 
 import jax
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 import numpy as np
 
 from disco_rl import utils
 
 AXIS = utils.DEFAULT_AXIS_NAME
+SEED_AXIS = 'seed'
 
 # Environment variables read by `initialize_distributed` (flags win).
 ENV_COORDINATOR = 'DISCO_RL_COORDINATOR'
@@ -32,15 +40,25 @@ ENV_NUM_PROCESSES = 'DISCO_RL_NUM_PROCESSES'
 ENV_PROCESS_ID = 'DISCO_RL_PROCESS_ID'
 
 
-def pick_devices(shares: Mapping[str, int],
-                 num_devices: int | None = None) -> list[jax.Device]:
+def seed_shards(num_seeds: int, num_devices: int) -> int:
+  """Groups of devices that the runs of `num_seeds` seeds are split into on
+  `num_devices` devices: their greatest common divisor. Each group runs
+  `num_seeds / k` of the seeds on `num_devices / k` devices (k = 1: every
+  device holds a share of every run)."""
+  return math.gcd(num_seeds, num_devices)
+
+
+def pick_devices(shares: Mapping[str, int], num_devices: int | None = None,
+                 num_seeds: int = 1) -> list[jax.Device]:
   """The devices of a run; every share must split evenly across them.
 
   Args:
     shares: sizes that are split across devices, by name (for messages),
-      e.g. {'batch_size': 64}.
+      e.g. {'batch_size': 64}: across the devices of a seed group
+      (`seed_shards`), all of them when `num_seeds` is 1.
     num_devices: how many devices; None picks the most that divide every
       share (with several processes: all devices of all processes).
+    num_seeds: runs in the program.
 
   Returns:
     The first `num_devices` of `jax.devices()`.
@@ -55,8 +73,10 @@ def pick_devices(shares: Mapping[str, int],
     if multi_process:
       num_devices = len(available)
     else:
-      num_devices = max(d for d in range(1, len(available) + 1)
-                        if all(s % d == 0 for s in shares.values()))
+      num_devices = max(
+          d for d in range(1, len(available) + 1)
+          if all(s % (d // seed_shards(num_seeds, d)) == 0
+                 for s in shares.values()))
   if not 1 <= num_devices <= len(available):
     raise ValueError(f'num_devices={num_devices} but {len(available)} '
                      'devices are available.')
@@ -64,14 +84,30 @@ def pick_devices(shares: Mapping[str, int],
     raise ValueError(
         f'num_devices={num_devices}: with {jax.process_count()} processes '
         f'every one of the {len(available)} devices must take part.')
-  for name, size in shares.items():
-    utils.check_divisible(size, num_devices, name)
+  check_shares(shares, num_devices, num_seeds)
   return list(available[:num_devices])
 
 
-def make_mesh(devices: Sequence[jax.Device]) -> Mesh:
-  """A one-axis mesh named `AXIS` over `devices`."""
-  return Mesh(np.asarray(list(devices)), (AXIS,))
+def check_shares(shares: Mapping[str, int], num_devices: int,
+                 num_seeds: int = 1) -> None:
+  """Raises ValueError naming a share that does not split evenly across
+  the devices of a seed group (see `pick_devices`)."""
+  groups = seed_shards(num_seeds, num_devices)
+  for name, size in shares.items():
+    utils.check_divisible(size, num_devices // groups, name if groups == 1
+                          else f'{name} (the {num_seeds} seeds split '
+                          f'{num_devices} devices into {groups} groups)')
+
+
+def make_mesh(devices: Sequence[jax.Device],
+              num_seed_shards: int | None = None) -> Mesh:
+  """A one-axis mesh named `AXIS` over `devices`; with `num_seed_shards`,
+  a [num_seed_shards, devices / num_seed_shards] mesh (`SEED_AXIS`,
+  `AXIS`): group g is devices g * n ... (g + 1) * n - 1."""
+  devices = np.asarray(list(devices))
+  if num_seed_shards is None:
+    return Mesh(devices, (AXIS,))
+  return Mesh(devices.reshape(num_seed_shards, -1), (SEED_AXIS, AXIS))
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
@@ -91,14 +127,15 @@ def shardings(mesh: Mesh, specs):
 
 
 def map_per_device(fn, specs, tree):
-  """Applies `fn` to the parts of `tree` whose spec is `PartitionSpec(AXIS)`.
+  """Applies `fn` to the parts of `tree` whose spec starts with `AXIS`
+  (`PartitionSpec(AXIS)`, `PartitionSpec(AXIS, SEED_AXIS)`).
 
   Inside `shard_map` those parts arrive as one device's [1, ...] block:
   `map_per_device(local_block, specs, state)` gives [...] and
   `map_per_device(device_block, specs, state)` turns it back.
   """
   return jax.tree.map(
-      lambda spec, sub: fn(sub) if spec == PartitionSpec(AXIS) else sub,
+      lambda spec, sub: fn(sub) if spec[:1] == (AXIS,) else sub,
       specs, tree, is_leaf=lambda x: isinstance(x, PartitionSpec))
 
 
@@ -128,11 +165,14 @@ def place(tree, sharding: NamedSharding):
 
 
 def fetch(tree):
-  """Replicated results as NumPy arrays on the host (any process)."""
+  """Results as NumPy arrays on the host (any process): replicated ones
+  from this process's copy, sharded ones gathered from every process."""
 
   def _fetch(x):
     if isinstance(x, jax.Array) and not x.is_fully_addressable:
-      return np.asarray(x.addressable_shards[0].data)
+      if x.sharding.is_fully_replicated:
+        return np.asarray(x.addressable_shards[0].data)
+      return np.asarray(multihost_utils.process_allgather(x, tiled=True))
     return np.asarray(x)
 
   return jax.tree.map(_fetch, tree)

@@ -70,7 +70,8 @@ class EvalLoop:
         config.matmul_precision)
     self._run = program.over_mesh(
         lambda *args: eval_program.run(self.setup, *args), self.setup.mesh,
-        (specs, P(), P()), (specs, P()), config.matmul_precision,
+        (specs, P(), P()), (specs, eval_program.METRICS_SPEC),
+        config.matmul_precision,
         donate_state=True)
 
   def init(self, rngs: chex.PRNGKey | None = None

@@ -27,8 +27,11 @@ averaged across devices (the agent's `pmean` over `devices.AXIS`), so the
 replicated parameters stay identical. `config.num_seeds` independent runs
 (seeds `seed`, `seed + 1`, ...) share the program, as purejaxrl's
 `vmap(make_train(config))`: every part of the state but the iteration count
-has a seed axis S, and the iteration is `vmap`ped over the seeds. Run `i`
-computes what a run with `seed + i` alone computes (to float rounding).
+has a seed axis S, and the iteration is `vmap`ped over the seeds. The seed
+axis is sharded over the mesh's `devices.SEED_AXIS`: with k seed shards
+(`EvalSetup.seed_shards`) each group of devices holds S / k of the runs
+whole, and the collectives stay within a group. Run `i` computes what a run
+with `seed + i` alone on a group's devices computes (to float rounding).
 """
 
 from typing import Any
@@ -50,18 +53,23 @@ from disco_rl.loops import rollout_checks
 from disco_rl.loops.eval_setup import EvalSetup
 
 AXIS = devices_lib.AXIS
+SEED = devices_lib.SEED_AXIS
+# The programs' [K, S] metrics: K iterations of the S runs.
+METRICS_SPEC = P(None, SEED)
 
 
 @chex.dataclass
 class EvalState:
   """Everything the eval program carries from one iteration to the next.
 
-  Replicated (the same on every device): `learner_state` [S, ...], `rng`
-  [S, 2] and `step` [] (shared by the S seeds' runs, which go in step).
-  Per device (a leading device axis D, sharded over the mesh):
-  `actor_state` [D, S, ...], `env_state` [D, S, ...], `timestep`
-  [D, S, E, ...], `acc_rewards` [D, S, E] and `replay` [D, S, C, ...], with
-  E environments and C buffer slots per device and seed.
+  Replicated over a seed group's devices: `learner_state` [S, ...], `rng`
+  [S, 2], and on every device `step` [] (shared by the S seeds' runs, which
+  go in step). Per device (a leading device axis D, the devices of a seed
+  group, sharded over the mesh's batch axis): `actor_state` [D, S, ...],
+  `env_state` [D, S, ...], `timestep` [D, S, E, ...], `acc_rewards`
+  [D, S, E] and `replay` [D, S, C, ...], with E environments and C buffer
+  slots per device and seed. The seed axis S is sharded over the seed
+  groups (`state_specs`).
 
   Attributes:
     learner_state: the agent's parameters, optimiser and rule state.
@@ -86,9 +94,11 @@ class EvalState:
 
 def state_specs() -> EvalState:
   """The `PartitionSpec` of each part of an `EvalState` (a tree prefix)."""
-  return EvalState(learner_state=P(), actor_state=P(AXIS),
-                   env_state=P(AXIS), timestep=P(AXIS), acc_rewards=P(AXIS),
-                   replay=P(AXIS), rng=P(), step=P())
+  per_device = P(AXIS, SEED)
+  return EvalState(learner_state=P(SEED), actor_state=per_device,
+                   env_state=per_device, timestep=per_device,
+                   acc_rewards=per_device, replay=per_device, rng=P(SEED),
+                   step=P())
 
 
 def _map_per_device(fn, state: EvalState) -> EvalState:
@@ -143,7 +153,7 @@ def reset(setup: EvalSetup, rngs: chex.PRNGKey) -> EvalState:
   def reset_run(rng):  # One run's environments, [D, ...].
     env_rng, rng = jax.random.split(rng)
     env_state, timestep = jax.vmap(setup.env.reset)(
-        jax.random.split(env_rng, setup.num_devices))
+        jax.random.split(env_rng, setup.batch_devices))
     return rng, env_state, timestep
 
   rngs, env_state, timestep = jax.vmap(reset_run, out_axes=(0, 1, 1))(rngs)
@@ -153,7 +163,7 @@ def reset(setup: EvalSetup, rngs: chex.PRNGKey) -> EvalState:
 def _init_run(setup: EvalSetup, rng: chex.PRNGKey, env_state,
               timestep) -> EvalState:
   """One run's state: per-device parts get their leading device axis."""
-  num = setup.num_devices
+  num = setup.batch_devices
   learner_rng, actor_rng, loop_rng = jax.random.split(rng, 3)
   per_device = lambda x: jnp.broadcast_to(x, (num,) + jnp.shape(x))
   agent = setup.agent

@@ -33,11 +33,15 @@ class EvalSetup:
   Attributes:
     config: the run's settings.
     devices: the devices of the mesh.
-    mesh: the one-axis device mesh (`devices.AXIS`).
+    mesh: the [seed_shards, batch_devices] device mesh (`devices.SEED_AXIS`,
+      `devices.AXIS`).
+    seed_shards: groups of devices the runs are split into
+      (`devices.seed_shards`): each runs `num_seeds / seed_shards` of them on
+      `batch_devices` devices, as a run alone on as many devices would.
     env: the environment: jittable, `envs_per_device` instances (one
       device's share), or for `env='catch'` the host one with all
       `config.num_envs`.
-    agent: the agent, learning under the mesh axis.
+    agent: the agent, learning under the mesh's batch axis.
     envs_per_device: environments per device and run (E).
     batch_per_device: learner batch per device and run.
     capacity_per_device: replay slots per device and run (C).
@@ -47,6 +51,7 @@ class EvalSetup:
   config: config_lib.EvalConfig
   devices: tuple[jax.Device, ...]
   mesh: jax.sharding.Mesh
+  seed_shards: int
   env: base_env.Environment
   agent: agent_lib.Agent
   envs_per_device: int
@@ -56,7 +61,14 @@ class EvalSetup:
 
   @property
   def num_devices(self) -> int:
+    """All the devices of the run."""
     return len(self.devices)
+
+  @property
+  def batch_devices(self) -> int:
+    """The devices each run's environments, batch and buffer split over
+    (D, the leading axis of the state's per-device parts)."""
+    return len(self.devices) // self.seed_shards
 
   @property
   def warmup_iterations(self) -> int:
@@ -89,18 +101,23 @@ def make_setup(config: config_lib.EvalConfig, devices=None,
         "An Environment object goes with env='custom' and env='custom' "
         'needs one: pass both EvalConfig(env=\'custom\', ...) and env= '
         f'(got env={config.env!r} and an env object: {env is not None}).')
+  shares = {'number of environments (batch_size // replay_ratio)':
+                config.num_envs,
+            'batch_size': config.batch_size,
+            'buffer_capacity': config.buffer_capacity}
   if devices is None:
-    devices = devices_lib.pick_devices(
-        {'number of environments (batch_size // replay_ratio)':
-             config.num_envs,
-         'batch_size': config.batch_size,
-         'buffer_capacity': config.buffer_capacity},
-        config.num_devices)
+    devices = devices_lib.pick_devices(shares, config.num_devices,
+                                       config.num_seeds)
+  else:
+    devices_lib.check_shares(shares, len(devices), config.num_seeds)
   devices = tuple(devices)
-  num = len(devices)
+  seed_shards = devices_lib.seed_shards(config.num_seeds, len(devices))
+  num = len(devices) // seed_shards
   environment = _make_env(config, config.num_envs // num, env)
   return EvalSetup(
-      config=config, devices=devices, mesh=devices_lib.make_mesh(devices),
+      config=config, devices=devices,
+      mesh=devices_lib.make_mesh(devices, seed_shards),
+      seed_shards=seed_shards,
       env=environment, agent=make_agent(config, environment),
       envs_per_device=config.num_envs // num,
       batch_per_device=config.batch_size // num,

@@ -60,12 +60,13 @@ class HostEvalLoop:
         (P(), P(), P(AXIS), P(AXIS)), (P(AXIS), P(AXIS)), precision)
     self._store_and_learn = program.over_mesh(
         lambda *args: eval_program.host_store_and_learn(self.setup, *args),
-        mesh, (specs, P(AXIS), P()), (specs, P()), precision,
+        mesh, (specs, P(AXIS), P()), (specs, P(devices_lib.SEED_AXIS)),
+        precision,
         donate_state=True)
 
   def _to_devices(self, host_timestep) -> types.EnvironmentTimestep:
     """[E, ...] host arrays as [D, 1, E / D, ...] blocks (one run)."""
-    num = self.setup.num_devices
+    num = self.setup.batch_devices
     split = jax.tree.map(
         lambda x: np.asarray(x).reshape((num, 1, -1) + np.shape(x)[1:]),
         host_timestep)
