@@ -24,6 +24,7 @@ import numpy as np
 import optax
 
 from disco_rl import optimizers
+from disco_rl import rollout_checks
 from disco_rl import types
 from disco_rl import utils
 from disco_rl.networks import nets
@@ -190,32 +191,26 @@ def check_rollout_values(rollout: types.ActorRollout, num_actions: int,
                          step: chex.Array | None = None) -> None:
   """Actions in [0, num_actions) and finite rewards, as `checkify` checks.
 
-  Each failure names the field, the time step t and the batch index b of
-  the first bad entry (and `step`, e.g. the loop iteration, if given). Runs
-  eagerly as it is; under `jit` the caller must functionalise it with
+  The first bad entry is `rollout_checks.find_fault`'s (as in the loops);
+  the failure names the field, the time step t and the batch index b (and
+  `step`, e.g. the loop iteration, if given). Runs eagerly as it is; under
+  `jit` the caller must functionalise it with
   `jax.experimental.checkify.checkify(..., errors=checkify.user_checks)`.
   """
   suffix = '' if step is None else ' (loop step {step})'
   extra = {} if step is None else dict(step=step)
-
-  def first_bad(bad):
-    index = jnp.argmax(bad.reshape(-1))
-    t, b = jnp.divmod(index, bad.shape[1])
-    return index, t, b
-
-  actions = jnp.asarray(rollout.actions)
-  bad = (actions < 0) | (actions >= num_actions)
-  index, t, b = first_bad(bad)
+  fault = rollout_checks.find_fault(
+      jnp.asarray(rollout.actions), jnp.asarray(rollout.rewards), num_actions,
+      step=0 if step is None else step)
   checkify.check(
-      ~jnp.any(bad), f'{what}.actions[t={{t}}, b={{b}}] = {{value}} is '
-      f'outside [0, {num_actions}){suffix}', t=t, b=b,
-      value=actions.reshape(-1)[index], **extra)
-  rewards = jnp.asarray(rollout.rewards)
-  bad = ~jnp.isfinite(rewards)
-  index, t, b = first_bad(bad)
+      fault.kind != rollout_checks.BAD_ACTION,
+      f'{what}.actions[t={{t}}, b={{b}}] = {{value}} is outside '
+      f'[0, {num_actions}){suffix}', t=fault.t, b=fault.b,
+      value=fault.value.astype(jnp.int32), **extra)
   checkify.check(
-      ~jnp.any(bad), f'{what}.rewards[t={{t}}, b={{b}}] = {{value}} is not '
-      f'finite{suffix}', t=t, b=b, value=rewards.reshape(-1)[index], **extra)
+      fault.kind != rollout_checks.BAD_REWARD,
+      f'{what}.rewards[t={{t}}, b={{b}}] = {{value}} is not '
+      f'finite{suffix}', t=fault.t, b=fault.b, value=fault.value, **extra)
 
 
 class Agent:
@@ -244,7 +239,7 @@ class Agent:
         naming the field, time step and batch index of the first bad entry.
         Eager calls raise at once; a jitted call must be functionalised with
         `checkify.checkify(..., errors=checkify.user_checks)`. (The loops
-        check their rollouts with `loops.rollout_checks` instead.)
+        use `rollout_checks.find_fault` directly, without checkify.)
         Off by default (the checks cost a little).
     """
     settings = utils.as_config(agent_settings, 'agent_settings')

@@ -21,7 +21,7 @@ from disco_rl.loops import eval_loop
 from disco_rl.loops import eval_program
 from disco_rl.loops import eval_setup
 from disco_rl.loops import host_eval_loop
-from disco_rl.loops import rollout_checks
+from disco_rl import rollout_checks
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
 

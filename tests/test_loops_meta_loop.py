@@ -20,7 +20,7 @@ import smoke_env
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta_loop
 from disco_rl.loops import meta_setup
-from disco_rl.loops import rollout_checks
+from disco_rl import rollout_checks
 
 DATA = pathlib.Path(__file__).resolve().parent / 'data'
 TINY = config_lib.MetaTrainConfig(

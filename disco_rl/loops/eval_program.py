@@ -49,7 +49,7 @@ from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import divergence
 from disco_rl.loops import driver
 from disco_rl.loops import replay
-from disco_rl.loops import rollout_checks
+from disco_rl import rollout_checks
 from disco_rl.loops.eval_setup import EvalSetup
 
 AXIS = devices_lib.AXIS

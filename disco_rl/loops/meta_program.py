@@ -42,7 +42,7 @@ from disco_rl import types
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import divergence
 from disco_rl.loops import driver
-from disco_rl.loops import rollout_checks
+from disco_rl import rollout_checks
 from disco_rl.loops.meta_setup import MetaSetup
 from disco_rl.loops.meta_setup import unrolls_inner_steps
 

@@ -1,6 +1,9 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""The loops' debug checks: the first bad entry of every acted rollout.
+"""Debug checks of acted rollouts: the first bad entry, as plain arrays.
+
+Used by the loops on every acted rollout and by `Agent(debug_checks=True)`
+(`agent.check_rollout_values`) on the rollouts it learns from.
 
 An environment bug (an action out of range, a reward that is not finite)
 would otherwise flow silently into the parameters. Inside the compiled

@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.rollout_checks: the first bad entry of acted rollouts."""
+"""disco_rl.rollout_checks: the first bad entry of acted rollouts."""
 
 import chex
 import jax
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from disco_rl.loops import rollout_checks as checks
+from disco_rl import rollout_checks as checks
 
 
 class FindFaultTest(chex.TestCase):
