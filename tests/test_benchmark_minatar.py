@@ -126,3 +126,30 @@ def test_bad_input_is_one_error_line(tmp_path):
   assert proc.stderr.strip() == (
       f'error: {tmp_path / "r"}/sweep.json not found: run --stage sweep '
       'first or give --learning-rates.')
+
+
+# ----------------------------------------------------------------------------
+# scripts/study_plateau.py: the plateau's measures.
+
+import study_plateau  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def test_plateau_is_where_the_return_is_half_way_from_start_to_end():
+  updates = np.arange(1, 101, dtype=float)
+  # -1 for 40 updates, then a ramp to +1 at update 60, then +1.
+  returns = np.clip(-1 + (updates - 40) / 10, -1, 1)
+  length, start, end = study_plateau.plateau_length(updates, returns, 1)
+  assert (start, end) == (-1.0, 1.0)
+  assert length == 50  # The ramp crosses 0 at update 50.
+  # A 5-point trailing mean crosses later, by half its width.
+  assert study_plateau.plateau_length(updates, returns, 5)[0] == 52
+  # Nothing learned: no plateau to measure.
+  assert math.isnan(study_plateau.plateau_length(updates, -returns, 1)[0])
+
+
+def test_the_policy_leaves_uniform_below_90_percent_of_its_entropy():
+  updates = np.arange(1, 11, dtype=float)
+  entropy = np.full(10, math.log(3))
+  entropy[6:] = 0.5
+  assert study_plateau.leaves_uniform(updates, entropy, 3, 1) == 7
+  assert math.isnan(study_plateau.leaves_uniform(updates, entropy[:6], 3, 1))
