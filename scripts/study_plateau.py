@@ -51,13 +51,15 @@ import benchmark_minatar  # scripts/benchmark_minatar.py, beside this script
 
 BASE = dict(env='jittable_catch', rows=8, columns=8, rule='disco_103',
             steps_per_call=50, debug_checks=False)
+# In the order they run: the warm ones right after base, whose final state
+# they start from (kept in memory only).
 CONDITIONS = {
     'base': {},
+    'warm_rule': {},
+    'warm_rnn': {},
     'lr_3e-3': dict(learning_rate=3e-3),
     'lr_3e-2': dict(learning_rate=3e-2),
     'batch_16': dict(batch_size=16, replay_ratio=8, buffer_capacity=256),
-    'warm_rule': {},
-    'warm_rnn': {},
 }
 # What a warm condition carries over from the base agents' meta_state.
 WARM_KEYS = {'warm_rule': ('rnn_state', 'adv_ema_state', 'td_ema_state'),
