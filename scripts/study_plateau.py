@@ -26,9 +26,11 @@ learning rates and on every game at the chosen one.
 Per run: the plateau's length, the first update at which the return (a
 moving mean) is half way from its start (the mean over the first 5% of the
 updates) to its end (the last 10%); NaN where the end is not above the
-start (nothing learned) or the moving mean never gets there. And the first update at which the policy's
-entropy (a moving mean) falls below 90% of ln(actions): where the policy
-leaves uniform. Writes to --results: per condition curves.csv and
+start (nothing learned) or the moving mean never gets there. And the first
+update from which the policy's entropy (a moving mean) stays below 90% of
+ln(actions): where the policy leaves uniform for good. Both are computed
+from the committed curves, so the tables can be made again from them.
+Writes to --results: per condition curves.csv and
 summary.json, plateau.csv/.md (every run and condition) and plateau.png
 (return and entropy against updates).
 
@@ -71,7 +73,7 @@ TINY = dict(dense=(16,), model_lstm_size=8, model_head_hiddens=(8,),
             steps_per_call=10)
 TINY_UPDATES = 30
 START_FRACTION, END_FRACTION = 0.05, 0.1
-WINDOW = 25  # Iterations of the moving means (1 point of binned curves).
+WINDOW = 25  # Iterations the moving means span.
 UNIFORM_FRACTION = 0.9  # Of ln(actions): the policy has left uniform.
 
 
@@ -112,11 +114,20 @@ def plateau_length(updates: np.ndarray, returns: np.ndarray,
 
 def leaves_uniform(updates: np.ndarray, entropy: np.ndarray,
                    num_actions: int, window: int) -> float:
-  """The first update at which the entropy's moving mean is below
-  `UNIFORM_FRACTION` of ln(num_actions) (NaN: never)."""
+  """The first update from which the entropy's moving mean stays below
+  `UNIFORM_FRACTION` of ln(num_actions) to the end (NaN: it ends above).
+
+  "Stays": an early dip that comes back up (Disco103's entropy on Catch
+  falls to about 0.96 in its first 10 updates, then returns to ln 3) does
+  not count.
+  """
   smooth = moving_mean(entropy, window)
-  below = np.flatnonzero(smooth < UNIFORM_FRACTION * math.log(num_actions))
-  return float(np.asarray(updates)[below[0]]) if below.size else math.nan
+  above = ~(smooth < UNIFORM_FRACTION * math.log(num_actions))  # NaN too.
+  if above[-1]:
+    return math.nan
+  last_above = np.flatnonzero(above)
+  first = last_above[-1] + 1 if last_above.size else 0
+  return float(np.asarray(updates)[first])
 
 
 def make_config(condition: str, updates: int, tiny: bool, seeds=SEEDS):
@@ -172,19 +183,10 @@ def run_condition(args, condition: str, updates: int, base_meta=None):
   pd.DataFrame(benchmark_minatar.compact_curves(
       metrics, max(1, updates // benchmark_minatar.CURVE_POINTS))).to_csv(
           results / 'curves.csv', index=False, float_format='%.6g')
-  runs = []
-  for seed in np.unique(metrics['seed']):
-    rows = metrics['seed'] == seed
-    done_updates = np.cumsum(metrics['learned'][rows])
-    length, begin, end = plateau_length(done_updates,
-                                        metrics['avg_return'][rows], WINDOW)
-    runs.append(dict(seed=int(seed), plateau=length, start=begin, end=end,
-                     leaves_uniform=leaves_uniform(
-                         done_updates, metrics['entropy'][rows], num_actions,
-                         WINDOW)))
   summary = dict(condition=condition, settings=CONDITIONS[condition],
                  carried=list(WARM_KEYS.get(condition, ())), updates=updates,
-                 runs=runs, wall_s=round(time.time() - start, 1))
+                 num_actions=num_actions, seeds=config.num_seeds,
+                 wall_s=round(time.time() - start, 1))
   done.write_text(json.dumps(summary, indent=1) + '\n')
   # On the host: the loop donates its state's buffers to the next call.
   import jax  # pylint: disable=g-import-not-at-top
@@ -193,21 +195,34 @@ def run_condition(args, condition: str, updates: int, base_meta=None):
   return summary, meta
 
 
+def measure_rows(setting: str, path: pathlib.Path,
+                 num_actions: int) -> list[dict]:
+  """Per seed, the plateau and where the policy leaves uniform, from a
+  run's committed curves (points of several iterations each: the moving
+  means span about `WINDOW` iterations)."""
+  rows = []
+  for seed, c in benchmark_minatar.read_curves(path).items():
+    per_point = max(1.0, float(np.median(np.diff(c['step'])))
+                    if len(c['step']) > 1 else 1.0)
+    window = max(1, round(WINDOW / per_point))
+    length, begin, end = plateau_length(c['updates'], c['avg_return'],
+                                        window)
+    rows.append(dict(setting=setting, seed=seed, plateau=length, start=begin,
+                     end=end, leaves_uniform=leaves_uniform(
+                         c['updates'], c['entropy'], num_actions, window)))
+  return rows
+
+
 def minatar_rows(results: pathlib.Path) -> list[dict]:
-  """Plateau rows of Disco103's committed MinAtar runs (binned curves)."""
+  """Plateau rows of Disco103's committed MinAtar runs."""
   rows = []
   for path in sorted(results.glob('**/disco_103/lr_*/curves.csv')):
     summary = json.loads((path.parent / 'summary.json').read_text())
     game = summary['env'].split(':')[1].replace('-MinAtar', '')
     study = 'sweep' if 'sweep' in path.parts else 'table'
-    curves = benchmark_minatar.read_curves(path.parent)
-    for seed, c in curves.items():
-      length, begin, end = plateau_length(c['updates'], c['avg_return'], 1)
-      rows.append(dict(
-          setting=f'MinAtar {game}, lr {summary["learning_rate"]:g} '
-          f'({study})', seed=seed, plateau=length, start=begin, end=end,
-          leaves_uniform=leaves_uniform(
-              c['updates'], c['entropy'], _minatar_actions(game), 1)))
+    rows += measure_rows(
+        f'MinAtar {game}, lr {summary["learning_rate"]:g} ({study})',
+        path.parent, _minatar_actions(game))
   return rows
 
 
@@ -254,8 +269,10 @@ def plot(results: pathlib.Path, conditions) -> pathlib.Path:
 def write_tables(results: pathlib.Path, summaries, minatar: pathlib.Path,
                  command: str) -> None:
   import pandas as pd  # pylint: disable=g-import-not-at-top
-  rows = [dict(setting=f'Catch 8x8, {s["condition"]}', **r)
-          for s in summaries for r in s['runs']]
+  rows = []
+  for s in summaries:
+    rows += measure_rows(f'Catch 8x8, {s["condition"]}',
+                         results / s['condition'], s.get('num_actions', 3))
   rows += minatar_rows(minatar)
   table = pd.DataFrame(rows)
   table.to_csv(results / 'plateau.csv', index=False, float_format='%.4g')

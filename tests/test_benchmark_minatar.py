@@ -153,3 +153,6 @@ def test_the_policy_leaves_uniform_below_90_percent_of_its_entropy():
   entropy[6:] = 0.5
   assert study_plateau.leaves_uniform(updates, entropy, 3, 1) == 7
   assert math.isnan(study_plateau.leaves_uniform(updates, entropy[:6], 3, 1))
+  # An early dip that comes back up does not count.
+  dip = np.array([math.log(3), 0.5, math.log(3), math.log(3), 0.5, 0.5])
+  assert study_plateau.leaves_uniform(updates[:6], dip, 3, 1) == 5
