@@ -189,7 +189,8 @@ def run_program(config, work: pathlib.Path, results: pathlib.Path,
       env_steps_per_update=per_iteration,
       final_returns=final_returns(metrics, config.num_steps),
       steps_per_second=run['steps_per_second'],
-      compile_s=run.get('compile_s'), wall_s=round(time.time() - start, 1))
+      first_call_s=run.get('compile_and_first_step_s'),
+      wall_s=round(time.time() - start, 1))
   tmp = done.with_suffix('.tmp')
   tmp.write_text(json.dumps(summary, indent=1) + '\n')
   tmp.replace(done)
