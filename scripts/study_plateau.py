@@ -162,16 +162,22 @@ def train(config, warm_meta_state=None):
   return columns, state, loop.setup.agent.num_actions
 
 
+def is_done(args, condition: str, updates: int) -> bool:
+  """Whether --results holds the condition's run of `updates` (and it is
+  not to be overwritten)."""
+  done = pathlib.Path(args.results) / condition / 'summary.json'
+  return (not args.overwrite and done.is_file()
+          and json.loads(done.read_text())['updates'] == updates)
+
+
 def run_condition(args, condition: str, updates: int, base_meta=None):
   """Trains one condition unless its summary is in --results; (summary,
   the final meta_state of its agents or None if read back)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
   results = pathlib.Path(args.results) / condition
   done = results / 'summary.json'
-  if done.is_file() and not args.overwrite:
-    summary = json.loads(done.read_text())
-    if summary['updates'] == updates:
-      return summary, None
+  if is_done(args, condition, updates):
+    return json.loads(done.read_text()), None
   config = make_config(condition, updates, args.tiny)
   warm = None
   if condition in WARM_KEYS:
@@ -316,12 +322,9 @@ def main(argv=None) -> int:
     results = pathlib.Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
     summaries, base_meta = [], None
-    needs_base = any(c in WARM_KEYS and not (
-        results / c / 'summary.json').is_file() for c in args.conditions)
-    order = (['base'] if needs_base or 'base' in args.conditions else []) + [
-        c for c in args.conditions if c != 'base']
-    for condition in order:
-      if condition in WARM_KEYS and base_meta is None:
+    for condition in [c for c in CONDITIONS if c in args.conditions]:
+      if (condition in WARM_KEYS and base_meta is None
+          and not is_done(args, condition, updates)):
         # The base agents' final rule state: train base again if it was read
         # back (its state is not kept).
         _, base_meta = run_condition(

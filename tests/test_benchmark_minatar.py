@@ -156,3 +156,38 @@ def test_the_policy_leaves_uniform_below_90_percent_of_its_entropy():
   # An early dip that comes back up does not count.
   dip = np.array([math.log(3), 0.5, math.log(3), math.log(3), 0.5, 0.5])
   assert study_plateau.leaves_uniform(updates[:6], dip, 3, 1) == 5
+
+
+@pytest.mark.slow
+@pytest.mark.weights
+def test_plateau_study_tiny_run(tmp_path, tmp_path_factory):
+  """Every condition (the warm ones from base's final state), the tables
+  (with the MinAtar runs of a tiny benchmark) and the plot; run again, each
+  condition is read back."""
+  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+             JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
+  minatar = tmp_path / 'minatar'
+  bench_args = [sys.executable, str(SCRIPTS / 'benchmark_minatar.py'),
+                '--tiny', '--games', 'Breakout', '--seeds', '0', '1',
+                '--sweep-rates', '0.003', '--rules', 'disco_103',
+                '--results', str(minatar), '--work', str(tmp_path / 'w')]
+  assert subprocess.run(bench_args, env=env, capture_output=True, text=True,
+                        check=False, timeout=900).returncode == 0
+  args = [sys.executable, str(SCRIPTS / 'study_plateau.py'), '--tiny',
+          '--results', str(tmp_path / 'plateau'), '--minatar-results',
+          str(minatar)]
+  first = subprocess.run(args, env=env, capture_output=True, text=True,
+                         check=False, timeout=1800)
+  assert first.returncode == 0, first.stderr[-4000:]
+  table = pd.read_csv(tmp_path / 'plateau/plateau.csv')
+  settings = list(dict.fromkeys(table['setting']))
+  assert settings[:6] == [f'Catch 8x8, {c}' for c in study_plateau.CONDITIONS]
+  assert any(s.startswith('MinAtar Breakout, lr 0.003') for s in settings)
+  assert (tmp_path / 'plateau/plateau.png').stat().st_size > 1000
+  warm = json.loads((tmp_path / 'plateau/warm_rnn/summary.json').read_text())
+  assert warm['carried'] == ['rnn_state']
+  again = subprocess.run(args, env=env, capture_output=True, text=True,
+                         check=False, timeout=600)
+  assert again.returncode == 0, again.stderr[-4000:]
+  assert 'training' not in again.stdout
+  assert pd.read_csv(tmp_path / 'plateau/plateau.csv').equals(table)
