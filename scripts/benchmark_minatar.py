@@ -340,9 +340,10 @@ def report(args, rates: dict[str, float], updates: int) -> None:
           per_seed=s['final_returns'], random=randoms[game],
           steps_per_second=s['steps_per_second']))
   pd.DataFrame(rows).to_csv(out / 'results.csv', index=False)
+  env_steps = summaries[games[0], args.rules[0]]['env_steps']
   lines = [
       f'MinAtar (gymnax), {updates:,} learner updates per run '
-      f'({updates * env_steps_per_update(args.settings):,} environment steps); final '
+      f'({env_steps:,} environment steps); final '
       f'return = mean return of the episodes that ended in the last '
       f'{FINAL_FRACTION:.0%} of the updates; mean over seeds with a '
       'stratified-bootstrap 95% interval.', '',
@@ -374,7 +375,7 @@ def report(args, rates: dict[str, float], updates: int) -> None:
     lines += ['', 'P(Disco103 > actor-critic) = '
               f'{rl_stats.probability_of_improvement(*pair):.3f} '
               f'[{low:.3f}, {high:.3f}]']
-    print(f'plot: {plot_iqm(out, games, curves, randoms, ac_means, rates)}')
+    print(f'plot: {plot_iqm(out, games, curves, randoms, ac_means)}')
   lines += ['', 'Normalised score: final return / PPO return at 10M steps '
             '(gymnax baselines: ' + ', '.join(
                 f'{g} {v:g}' for g, v in PPO_RETURNS.items())
@@ -386,12 +387,6 @@ def report(args, rates: dict[str, float], updates: int) -> None:
   for game in games:
     print(f'plot: {plot_game(out, game, {r: curves[game, r] for r in args.rules})}')
   print('\n'.join(lines), flush=True)
-
-
-def env_steps_per_update(settings: dict) -> int:
-  """Environment steps acted per iteration (one learner update each)."""
-  return (settings['batch_size'] // settings['replay_ratio']
-          * settings['rollout_len'])
 
 
 def _band(ax, x, runs: np.ndarray, label: str) -> None:
@@ -429,10 +424,9 @@ def plot_game(out: pathlib.Path, game: str, curves: dict) -> pathlib.Path:
   return path
 
 
-def plot_iqm(out, games, curves, randoms, ac_means, rates) -> pathlib.Path:
+def plot_iqm(out, games, curves, randoms, ac_means) -> pathlib.Path:
   """iqm.png: the IQM over games and seeds of normalised returns against
   learner updates, with stratified-bootstrap 95% intervals."""
-  del rates
   from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
   fig, ax = reporting.new_figure()
   for rule in RULES:

@@ -75,14 +75,6 @@ def mean_ci(values) -> tuple[float, float]:
   return float(x.mean()), float(half)
 
 
-def iqm(values) -> float:
-  """Interquartile mean: the mean of the middle 50% (25% cut each side)."""
-  from scipy import stats  # pylint: disable=g-import-not-at-top
-  x = np.asarray(values, float)
-  x = x[np.isfinite(x)]
-  return float(stats.trim_mean(x, 0.25)) if len(x) else float('nan')
-
-
 def read_curve(path) -> dict[str, np.ndarray]:
   """[N] step, env_steps, avg_return and episodes of a run's metrics.csv."""
   metrics = reporting.read_metrics(pathlib.Path(path) / 'metrics.csv')
