@@ -102,14 +102,19 @@ def test_adapter_matches_gymnax_stepped_by_hand(env_id, kwargs, ends):
 
   np.testing.assert_array_equal(first.step_type, np.full(_BATCH, FIRST))
   np.testing.assert_array_equal(first.reward, np.zeros(_BATCH))
-  np.testing.assert_array_equal(first.observation,
+  # Observations: MinAtar's 0/1 channels as uint8, others float32; the
+  # same values either way.
+  stored = np.uint8 if env_id.endswith('-MinAtar') else np.float32
+  assert first.observation.dtype == timesteps.observation.dtype == stored
+  assert env.single_observation_spec()['observation'].dtype == stored
+  np.testing.assert_array_equal(np.asarray(first.observation, np.float32),
                                 np.asarray(first_obs, np.float32))
   # Every step: the auto-reset observation, the reward, LAST at every end.
-  np.testing.assert_array_equal(timesteps.observation,
+  np.testing.assert_array_equal(np.asarray(timesteps.observation, np.float32),
                                 np.asarray(obs, np.float32))
   np.testing.assert_array_equal(timesteps.reward,
                                 np.asarray(reward, np.float32))
-  assert timesteps.reward.dtype == timesteps.observation.dtype == np.float32
+  assert timesteps.reward.dtype == np.float32
   np.testing.assert_array_equal(
       timesteps.step_type, np.where(terminated | truncated, LAST, MID))
   # Termination: discount 0; truncation: the episode ends, discount 1.
@@ -120,6 +125,23 @@ def test_adapter_matches_gymnax_stepped_by_hand(env_id, kwargs, ends):
               truncated=np.sum(truncated & ~terminated))
   for end in ends:
     assert seen[end] > 0, f'no episode was {end} in {_STEPS} steps: {seen}'
+
+
+@pytest.mark.parametrize('game', ['Asterix', 'Freeway', 'Seaquest',
+                                  'SpaceInvaders'])
+def test_minatar_observations_are_stored_as_the_same_bytes(game):
+  """gymnax gives MinAtar's 0/1 channels as float32; the adapter keeps them
+  as uint8 of the same values (Breakout: the exactness test above)."""
+  env = environments.get_environment(f'gymnax:{game}-MinAtar', _BATCH)
+  actions = _random_actions(env.single_action_spec().maximum + 1)
+  rng = jax.random.PRNGKey(5)
+  first, timesteps, _ = _adapter_rollout(env, rng, actions)
+  first_obs, (obs, *_) = _by_hand(env.env, env.env_params, rng, actions)
+  assert timesteps.observation.dtype == first.observation.dtype == np.uint8
+  np.testing.assert_array_equal(np.asarray(first.observation, np.float32),
+                                first_obs)
+  np.testing.assert_array_equal(np.asarray(timesteps.observation, np.float32),
+                                obs)
 
 
 def test_step_info_of_the_five_value_api():
@@ -171,7 +193,8 @@ def test_every_discrete_gymnax_environment_resets_and_steps(env_id):
     for leaf, leaf_spec in zip(jax.tree.leaves(timestep.observation),
                                jax.tree.leaves(obs_spec)):
       assert leaf.shape == (2,) + leaf_spec.shape
-      assert leaf.dtype == np.float32 and len(leaf_spec.shape) >= 1
+      assert leaf.dtype == leaf_spec.dtype and len(leaf_spec.shape) >= 1
+      assert leaf.dtype in (np.float32, np.uint8)
     assert timestep.step_type.shape == timestep.reward.shape == (2,)
     assert np.all(np.isfinite(timestep.reward))
 
@@ -349,9 +372,10 @@ def test_eval_cli_trains_on_minatar_with_the_conv_torso(tmp_path, capsys):
   summary = json.loads((out / 'summary.json').read_text())
   assert summary['steps'] == 3
   assert summary['final_avg_return'] is not None  # Episodes of 6 steps end.
-  # observations [4, 10, 10, 4] float32, actions, rewards, discounts, logits.
+  # observations [4, 10, 10, 4] uint8, actions, rewards, discounts, logits
+  # (stored once).
   assert summary['replay_bytes_per_trajectory'] == (
-      4 * 400 * 4 + 4 * 4 + 4 * 4 + 4 * 1 + 2 * 4 * 3 * 4)
+      4 * 400 + 4 * 4 + 4 * 4 + 4 * 1 + 4 * 3 * 4)
 
 
 def test_eval_cli_reports_a_bad_env_in_one_line(tmp_path, capsys):

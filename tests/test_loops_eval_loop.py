@@ -113,8 +113,9 @@ def test_host_environment_needs_the_host_loop():
 def test_replay_stores_only_the_behaviour_logits(fused_run):
   loop, (state, _) = fused_run
   assert set(state.replay.data.agent_outs) == {'logits'}
-  # Per step: 8x8 float32 board, action, reward, discount, 3 logits twice.
-  assert eval_program.bytes_per_trajectory(state) == 5 * (256 + 4 + 4 + 1 + 12 + 12)
+  assert state.replay.data.logits is None  # Stored once, in agent_outs.
+  # Per step: 8x8 float32 board, action, reward, discount, 3 logits.
+  assert eval_program.bytes_per_trajectory(state) == 5 * (256 + 4 + 4 + 1 + 12)
 
 
 @pytest.mark.parametrize('loop_cls', ['fused', 'host'])

@@ -59,7 +59,11 @@ def test_keep_outputs_trims_agent_outputs_and_names_missing_ones():
   rollout = _rollout(2, 2, 0)
   kept = replay.keep_outputs(rollout, ('logits',))
   assert set(kept.agent_outs) == {'logits'}
+  # The behaviour logits are stored once, and come back on restore.
+  assert kept.logits is None
+  np.testing.assert_array_equal(replay.restore(kept).logits, rollout.logits)
   assert replay.keep_outputs(rollout, None) is rollout
+  assert replay.restore(rollout) is rollout
   with pytest.raises(ValueError, match=r"behaviour_outputs \['pi'\] are not"):
     replay.keep_outputs(rollout, ('pi',))
 
@@ -68,8 +72,8 @@ def test_bytes_per_trajectory_counts_every_stored_field():
   buffer = replay.init(replay.keep_outputs(_rollout(4, 3, 0), ('logits',)),
                        capacity=5)
   # Per step: observation 4 + action 4 + reward 4 + discount 1 + logits 12
-  # + logits (agent output) 12 bytes.
-  assert replay.bytes_per_trajectory(buffer) == 4 * (4 + 4 + 4 + 1 + 12 + 12)
+  # bytes (stored once).
+  assert replay.bytes_per_trajectory(buffer) == 4 * (4 + 4 + 4 + 1 + 12)
 
 
 def test_capacity_must_be_positive():

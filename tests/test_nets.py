@@ -197,3 +197,33 @@ def test_torso_ends_in_a_relu_only_in_the_conv_network(net_cls, final_relu):
   # inputs are negative about half the time.
   assert (out.min() >= 0) == final_relu
   assert (out < 0).mean() == (0 if final_relu else pytest.approx(0.5, abs=0.2))
+
+
+@pytest.mark.parametrize('precision', ['float32', 'bfloat16'])
+def test_byte_observations_give_the_outputs_of_their_float_values(
+    precision, fast_compile):
+  """MinAtar's channels are stored as uint8; networks see them as floats."""
+  del fast_compile
+  settings = config_lib.agent_settings('disco_103', 1e-2, (16,), 8, (8,),
+                                       precision, net='conv',
+                                       conv_channels=(4,))
+  from dm_env import specs  # pylint: disable=g-import-not-at-top
+  agent = agent_lib.Agent(
+      single_observation_spec={
+          'observation': specs.Array(_MINATAR_SHAPE, np.uint8)},
+      single_action_spec=specs.BoundedArray((), np.int32, 0, 2),
+      agent_settings=settings, batch_axis_name=None)
+  params = agent.initial_learner_state(jax.random.PRNGKey(0)).params
+  state = agent.initial_actor_state(jax.random.PRNGKey(0))
+  obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3,
+                             (3, 2) + _MINATAR_SHAPE).astype(jnp.uint8)
+  reset = jnp.zeros((3, 2), bool)
+  from_bytes, _ = agent.network.unroll(params, state, obs, reset)
+  from_floats, _ = agent.network.unroll(params, state,
+                                        obs.astype(jnp.float32), reset)
+  chex.assert_trees_all_equal(from_bytes, from_floats)
+  assert from_bytes['logits'].dtype == jnp.float32
+  assert nets.float_observations(obs).dtype == jnp.float32
+  floats = jnp.ones((2,), jnp.bfloat16)
+  assert nets.float_observations(floats) is floats or (
+      nets.float_observations(floats).dtype == jnp.bfloat16)

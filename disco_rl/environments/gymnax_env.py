@@ -23,8 +23,12 @@ Craftax) and runs `batch_size` instances with `jax.vmap`:
   on truncation (a time limit: the return could have continued) and on
   every other step. gymnax >= 1.0 reports `terminated` and `truncated`;
   the older five-value API (Craftax) reports `done` and `info['discount']`.
-* Observations are float32; a discrete observation space (an index, e.g.
-  FrozenLake) becomes a one-hot vector, a scalar one a vector of one.
+* Observations are float32, but bytes stay bytes, as uint8: bool and uint8
+  arrays, and MinAtar's 0/1 channels (float32 in gymnax; `byte_observations`
+  of the '-MinAtar' ids). The replay buffer stores them in a quarter of the
+  space and the networks convert them to floats. A discrete
+  observation space (an index, e.g. FrozenLake) becomes a one-hot vector, a
+  scalar one a vector of one.
 
 Environments are named 'gymnax:<id>' (any id in `gymnax.registered_envs`)
 or 'craftax:<id>' (`CRAFTAX_NAMES`, with `pip install 'disco_rl[craftax]'`).
@@ -54,6 +58,8 @@ CRAFTAX_PREFIX = 'craftax:'
 # Craftax environments that restart episodes on their own.
 CRAFTAX_NAMES = ('Craftax-Classic-Symbolic-v1', 'Craftax-Classic-Pixels-v1',
                  'Craftax-Symbolic-v1', 'Craftax-Pixels-v1')
+# gymnax's MinAtar ids end so; their observations are 0/1 channels.
+MINATAR_SUFFIX = '-MinAtar'
 # The optional package behind each prefix, and the extra that installs it.
 _PACKAGES = {GYMNAX_PREFIX: ('gymnax', 'disco_rl'),
              CRAFTAX_PREFIX: ('craftax', 'disco_rl[craftax]')}
@@ -108,23 +114,31 @@ def action_spec_from_space(space: Any, what: str) -> specs.BoundedArray:
                             maximum=int(space.n) - 1, name='action')
 
 
-def _observation_fn(space: Any) -> Callable[[chex.ArrayTree],
-                                            chex.ArrayTree]:
-  """One instance's observation -> float32 arrays of rank >= 1."""
+def _as_stored(x: chex.Array, as_bytes: bool) -> chex.Array:
+  """One observation array as the package keeps it, rank >= 1: bytes as
+  uint8 (arrays that are bool or uint8, and every array where `as_bytes`,
+  e.g. MinAtar's 0/1 channels, which gymnax gives as float32), anything else
+  as float32. Networks turn bytes into floats
+  (`networks.nets.float_observations`), so the replay buffer holds a byte
+  where a float would take four."""
+  x = jnp.atleast_1d(jnp.asarray(x))
+  if as_bytes or x.dtype in (jnp.bool_, jnp.uint8):
+    return x.astype(jnp.uint8)
+  return x.astype(jnp.float32)
+
+
+def _observation_fn(space: Any, as_bytes: bool = False
+                    ) -> Callable[[chex.ArrayTree], chex.ArrayTree]:
+  """One instance's observation -> arrays of rank >= 1 (`_as_stored`)."""
   if is_discrete(space):
     return lambda obs: jax.nn.one_hot(obs, int(space.n), dtype=jnp.float32)
-
-  def to_float(obs):
-    return jax.tree.map(
-        lambda x: jnp.atleast_1d(jnp.asarray(x, jnp.float32)), obs)
-
-  return to_float
+  return lambda obs: jax.tree.map(lambda x: _as_stored(x, as_bytes), obs)
 
 
 def _observation_spec(example: chex.ArrayTree) -> types.Specs:
   """{'observation': spec} of one array, or one spec per leaf of a mapping."""
   def spec(x):
-    return specs.Array(shape=tuple(x.shape), dtype=np.float32)
+    return specs.Array(shape=tuple(x.shape), dtype=np.dtype(x.dtype))
   if isinstance(example, Mapping):
     return jax.tree.map(spec, dict(example))
   return {'observation': spec(example)}
@@ -169,7 +183,7 @@ class GymnaxEnvironment(base.Environment):
   """
 
   def __init__(self, env: Any, env_params: Any, batch_size: int,
-               name: str | None = None):
+               name: str | None = None, byte_observations: bool = False):
     """Derives the specs; raises if the action space is not discrete.
 
     Args:
@@ -177,13 +191,16 @@ class GymnaxEnvironment(base.Environment):
       env_params: its parameters (e.g. `env.default_params`).
       batch_size: the number of instances (>= 1).
       name: shown in messages (default: the class name).
+      byte_observations: the observations hold whole numbers in [0, 255]
+        whatever their dtype (MinAtar's 0/1 channels): keep them as uint8.
     """
     self.batch_size = base.check_batch_size(batch_size)
     self.env, self.env_params = env, env_params
     self.name = name or type(env).__name__
     self._single_action_spec = action_spec_from_space(
         env.action_space(env_params), repr(self.name))
-    self._observe = _observation_fn(env.observation_space(env_params))
+    self._observe = _observation_fn(env.observation_space(env_params),
+                                    byte_observations)
     obs, _ = jax.eval_shape(lambda key: env.reset(key, env_params),
                             jax.random.PRNGKey(0))
     self._single_observation_spec = _observation_spec(
@@ -387,4 +404,6 @@ def make(name: str, batch_size: int,
     raise ValueError(f'{name!r} is not a gymnax or craftax name; expected '
                      f"'{GYMNAX_PREFIX}<id>' or '{CRAFTAX_PREFIX}<id>'.")
   env, params = builders[prefix + ':'](env_id, dict(env_kwargs or {}), name)
-  return GymnaxEnvironment(env, params, batch_size, name=name)
+  return GymnaxEnvironment(
+      env, params, batch_size, name=name,
+      byte_observations=name.endswith(MINATAR_SUFFIX))

@@ -60,22 +60,46 @@ def add(buffer: ReplayState, rollout: types.ActorRollout) -> ReplayState:
 
 def sample(buffer: ReplayState, rng: chex.PRNGKey,
            batch_size: int) -> types.ActorRollout:
-  """`batch_size` stored trajectories, uniformly with replacement, [T, B]."""
+  """`batch_size` stored trajectories, uniformly with replacement, [T, B].
+
+  A whole `ActorRollout` (its `logits` restored, see `keep_outputs`).
+  """
   index = jax.random.randint(rng, (batch_size,), 0, buffer.size)
-  return jax.tree.map(lambda store: jnp.swapaxes(store[index], 0, 1),
-                      buffer.data)
+  return restore(jax.tree.map(lambda store: jnp.swapaxes(store[index], 0, 1),
+                              buffer.data))
 
 
 def keep_outputs(rollout: types.ActorRollout,
                  keep: tuple[str, ...] | None) -> types.ActorRollout:
-  """The rollout with only the agent outputs named in `keep` (None: all)."""
+  """The rollout as the buffer stores it: only the agent outputs in `keep`.
+
+  The behaviour logits are stored once: where `keep` holds 'logits',
+  `rollout.logits` (the same array as `agent_outs['logits']`) is dropped
+  (set to None) and `restore` puts it back.
+
+  Args:
+    rollout: an acted [T, B, ...] rollout.
+    keep: the agent outputs to keep (None: all of them, and `logits` too).
+
+  Raises:
+    ValueError: naming the outputs of `keep` that the agent does not have.
+  """
   if keep is None:
     return rollout
   missing = [k for k in keep if k not in rollout.agent_outs]
   if missing:
     raise ValueError(f'behaviour_outputs {missing} are not agent outputs '
                      f'({sorted(rollout.agent_outs)}).')
-  return rollout.replace(agent_outs={k: rollout.agent_outs[k] for k in keep})
+  return rollout.replace(
+      agent_outs={k: rollout.agent_outs[k] for k in keep},
+      logits=None if 'logits' in keep else rollout.logits)
+
+
+def restore(stored: types.ActorRollout) -> types.ActorRollout:
+  """A stored rollout (`keep_outputs`) with its `logits` field back."""
+  if stored.logits is not None:
+    return stored
+  return stored.replace(logits=stored.agent_outs['logits'])
 
 
 def bytes_per_trajectory(buffer: ReplayState) -> int:

@@ -39,16 +39,29 @@ def get_network(name: str, *args, **kwargs) -> types.PolicyNetwork:
         f'Unknown network name {name!r}; expected one of {sorted(NETWORKS)}.')
 
   def one_step(observations, should_reset=None):
-    return NETWORKS[name](*args, **kwargs)(observations, should_reset)
+    return NETWORKS[name](*args, **kwargs)(
+        float_observations(observations), should_reset)
 
   def unroll(observations, should_reset=None):
-    return NETWORKS[name](*args, **kwargs).unroll(observations, should_reset)
+    return NETWORKS[name](*args, **kwargs).unroll(
+        float_observations(observations), should_reset)
 
   init, one_step_apply = hk.without_apply_rng(
       hk.transform_with_state(one_step))
   _, unroll_apply = hk.without_apply_rng(hk.transform_with_state(unroll))
   return types.PolicyNetwork(
       init=init, one_step=one_step_apply, unroll=unroll_apply)
+
+
+def float_observations(observations: chex.ArrayTree) -> chex.ArrayTree:
+  """Observations with every integer or bool leaf (bytes as stored, e.g.
+  MinAtar's uint8 channels) as float32 of the same values; floating leaves
+  unchanged."""
+  def to_float(x):
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(
+        jnp.float32)
+  return jax.tree.map(to_float, observations)
 
 
 PRECISIONS = ('float32', 'bfloat16')
@@ -59,7 +72,7 @@ def with_precision(network: types.PolicyNetwork,
   """The network computing in `precision`, with float32 parameters and outputs.
 
   A `jmp.Policy`: `one_step` and `unroll` cast the parameters and the
-  observations to the compute dtype and the outputs back to float32, so the
+  observations (bytes first to floats) to the compute dtype and the outputs back to float32, so the
   parameters, their gradients, the optimiser and every consumer of the
   outputs (the update rule, the meta-network) stay in float32. `init` is
   unchanged.
@@ -79,9 +92,10 @@ def with_precision(network: types.PolicyNetwork,
 
   def wrap(apply):
     def apply_in_precision(params, state, observations, should_reset=None):
-      outputs, state = apply(policy.cast_to_compute(params), state,
-                             policy.cast_to_compute(observations),
-                             should_reset)
+      outputs, state = apply(
+          policy.cast_to_compute(params), state,
+          policy.cast_to_compute(float_observations(observations)),
+          should_reset)
       return policy.cast_to_output(outputs), state
     return apply_in_precision
 
