@@ -354,21 +354,24 @@ def test_craftax_classic_symbolic_resets_and_steps():
 # From the command line: a MinAtar game with the conv torso.
 
 
-def test_eval_cli_trains_on_minatar_with_the_conv_torso(tmp_path, capsys):
+@pytest.mark.parametrize('net,torso', [
+    ('conv', ['--conv-channels', '4']),
+    ('resnet', ['--resnet-channels', '4,4', '--resnet-blocks', '1'])])
+def test_eval_cli_trains_on_minatar_with_an_image_torso(net, torso, tmp_path,
+                                                       capsys):
   out = tmp_path / 'run'
   status = eval_cli.main([
-      '--env', 'gymnax:Breakout-MinAtar', '--net', 'conv',
+      '--env', 'gymnax:Breakout-MinAtar', '--net', net,
       '--env-kwargs', 'max_steps_in_episode=6', '--rule', 'actor_critic',
       '--steps', '3', '--batch-size', '4', '--replay-ratio', '2',
       '--buffer-capacity', '8', '--rollout-len', '4', '--dense', '8',
-      '--conv-channels', '4', '--model-lstm-size', '4',
-      '--model-head-hiddens', '4', '--steps-per-call', '2', '--no-progress',
-      '--out', str(out)])
+      '--model-lstm-size', '4', '--model-head-hiddens', '4',
+      '--steps-per-call', '2', '--no-progress', '--out', str(out)] + torso)
   assert status == 0, capsys.readouterr().err
   settings = json.loads((out / 'run.json').read_text())['settings']
   assert settings['env'] == 'gymnax:Breakout-MinAtar'
   assert settings['env_kwargs'] == {'max_steps_in_episode': 6}
-  assert settings['net'] == 'conv'
+  assert settings['net'] == net
   summary = json.loads((out / 'summary.json').read_text())
   assert summary['steps'] == 3
   assert summary['final_avg_return'] is not None  # Episodes of 6 steps end.

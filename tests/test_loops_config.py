@@ -151,11 +151,17 @@ def test_env_net_and_env_kwargs_flags_reach_the_config():
       conv_kernel=5, env_kwargs=dict(size=10, deterministic=False,
                                      unscaled_move_cost=0.5, tag='abc'))
   config_lib.check_eval_config(config)
+  args = _parser(config_lib.EvalConfig).parse_args([
+      '--net', 'resnet', '--resnet-channels', '16,32', '--resnet-blocks',
+      '1'])
+  assert flags.from_flags(config_lib.EvalConfig, args) == (
+      config_lib.EvalConfig(net='resnet', resnet_channels=(16, 32),
+                            resnet_blocks=1))
 
 
 @pytest.mark.parametrize('argv', [['--env-kwargs', 'size'],
                                   ['--env-kwargs', '=3'],
-                                  ['--net', 'resnet']])
+                                  ['--net', 'vit']])
 def test_bad_env_kwargs_and_net_flags_are_argparse_errors(argv):
   with pytest.raises(argparse.ArgumentError):
     _parser(config_lib.EvalConfig).parse_args(argv)
@@ -180,7 +186,8 @@ def test_env_kwargs_accepts_what_papermill_passes(value, expected):
     (dict(env_kwargs=[('size', 3)]), 'env_kwargs must be a dict'),
     (dict(conv_kernel=0), 'conv_kernel must be >= 1, got 0'),
     (dict(conv_channels=(16, 0)), 'conv_channels must be positive layer'),
-    (dict(net='resnet'), "Unknown net 'resnet'"),
+    (dict(net='vit'), "Unknown net 'vit'"),
+    (dict(resnet_blocks=-1), 'resnet_blocks must be >= 0, got -1'),
 ])
 def test_bad_environment_and_network_settings(changes, fragment):
   with pytest.raises(ValueError, match=fragment):
@@ -202,9 +209,30 @@ def test_agent_settings_build_the_conv_torso():
   assert net.net_args['conv_kernel'] == 5
   mlp = config_lib.agent_settings('actor_critic', 0.5, (7,), 9, (3,))
   assert 'conv_channels' not in mlp.net_settings.net_args
-  with pytest.raises(ValueError, match="Unknown net 'resnet'"):
+  with pytest.raises(ValueError, match="Unknown net 'vit'"):
+    config_lib.agent_settings('actor_critic', 0.5, (7,), 9, (3,), net='vit')
+  with pytest.raises(ValueError, match=(
+      r"net='mlp' takes the torso settings \[\], got also "
+      r"\['conv_kernel'\]")):
     config_lib.agent_settings('actor_critic', 0.5, (7,), 9, (3,),
-                              net='resnet')
+                              conv_kernel=3)
+
+
+def test_agent_settings_build_the_resnet_torso_from_the_config():
+  config = config_lib.EvalConfig(net='resnet', resnet_channels=(8, 16),
+                                 resnet_blocks=1)
+  assert config_lib.torso_args(config) == dict(resnet_channels=(8, 16),
+                                               resnet_blocks=1)
+  settings = config_lib.agent_settings('disco_103', 0.5, (7,), 9, (3,),
+                                       net='resnet',
+                                       **config_lib.torso_args(config))
+  assert settings.net_settings.name == 'resnet'
+  assert tuple(settings.net_settings.net_args['resnet_channels']) == (8, 16)
+  assert settings.net_settings.net_args['resnet_blocks'] == 1
+  with pytest.raises(ValueError, match='resnet_blocks must be >= 0, got -1'):
+    config_lib.EvalConfig(net='resnet', resnet_blocks=-1)
+  with pytest.raises(ValueError, match='resnet_channels must be positive'):
+    config_lib.EvalConfig(net='resnet', resnet_channels=(8, 0))
 
 
 def test_env_kwargs_survive_the_run_record(tmp_path):

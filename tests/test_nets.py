@@ -227,3 +227,92 @@ def test_byte_observations_give_the_outputs_of_their_float_values(
   floats = jnp.ones((2,), jnp.bfloat16)
   assert nets.float_observations(floats) is floats or (
       nets.float_observations(floats).dtype == jnp.bfloat16)
+
+
+# ----------------------------------------------------------------------------
+# The residual torso ('resnet').
+
+
+def test_resnet_parameters_downsampling_and_outputs(fast_compile):
+  del fast_compile
+  agent = _spec_agent('resnet', _MINATAR_SHAPE, resnet_channels=(4, 6),
+                      resnet_blocks=2)
+  names = _param_names(agent)
+  stem = 'res_net/~_embedding_pass/'
+  assert names[stem + 'stage_0_conv']['w'] == (3, 3, 4, 4)
+  assert names[stem + 'stage_1_conv']['w'] == (3, 3, 4, 6)
+  for i, channels in enumerate((4, 6)):
+    for j in range(2):
+      for k in range(2):
+        assert names[stem + f'stage_{i}_block_{j}_conv_{k}']['w'] == (
+            3, 3, channels, channels)
+  # Two stride-2 SAME max-pools: 10 x 10 -> 5 x 5 -> 3 x 3, 6 channels.
+  assert names[stem + 'torso/~/linear_0']['w'] == (3 * 3 * 6, 16)
+  conv_rest = {k[len('conv_net/'):] for k in _param_names(
+      _spec_agent('conv', _MINATAR_SHAPE)) if 'embedding_pass' not in k}
+  assert {k[len('res_net/'):] for k in names
+          if 'embedding_pass' not in k} == conv_rest
+
+  obs = jax.random.uniform(jax.random.PRNGKey(1), (5, 2) + _MINATAR_SHAPE)
+  reset = jnp.zeros((5, 2), bool)
+  params = agent.initial_learner_state(jax.random.PRNGKey(0)).params
+  state = agent.initial_actor_state(jax.random.PRNGKey(0))
+  out, _ = agent.network.unroll(params, state, obs, reset)
+  step, _ = agent.network.one_step(params, state, obs[0], reset[0])
+  assert out['logits'].shape == (5, 2, 3)
+  chex.assert_trees_all_close(jax.tree.map(lambda x: x[0], out), step,
+                              rtol=1e-5, atol=1e-6)
+
+
+def test_resnet_blocks_are_residual():
+  """Each block adds to its input: with its last convolution zeroed, a
+  block is the identity, and the torso equals one without blocks."""
+  action_spec = jittable_envs.CatchJittableEnvironment(
+      batch_size=1,
+      env_settings=jittable_envs.get_config_catch()).single_action_spec()
+
+  def embed(x, blocks):
+    net = nets.ResNet(out_spec={}, dense=(8,), action_spec=action_spec,
+                      head_w_init_std=None, resnet_channels=(4, 4),
+                      resnet_blocks=blocks)
+    return net._embedding_pass(x)  # pylint: disable=protected-access
+
+  x = jax.random.normal(jax.random.PRNGKey(0), (3,) + _MINATAR_SHAPE)
+  with_blocks = hk.transform(lambda x: embed(x, 1))
+  params = with_blocks.init(jax.random.PRNGKey(1), x)
+  out = with_blocks.apply(params, None, x)
+  zeroed = {k: (jax.tree.map(jnp.zeros_like, v) if k.endswith('conv_1')
+                else v) for k, v in params.items()}
+  plain = hk.transform(lambda x: embed(x, 0))
+  kept = {k.replace('res_net', 'res_net', 1): v for k, v in params.items()
+          if 'block' not in k}
+  np.testing.assert_allclose(with_blocks.apply(zeroed, None, x),
+                             plain.apply(kept, None, x), rtol=1e-6, atol=1e-6)
+  assert not np.allclose(out, plain.apply(kept, None, x))
+  with pytest.raises(ValueError, match='resnet_blocks >= 0'):
+    hk.transform(lambda x: embed(x, -1)).init(jax.random.PRNGKey(1), x)
+
+
+def test_resnet_needs_an_image_and_computes_in_bfloat16(fast_compile):
+  del fast_compile
+  with pytest.raises(ValueError, match=r"net='resnet' needs one image"):
+    nets.check_observation_spec(
+        'resnet', {'observation': jax.ShapeDtypeStruct((4,), jnp.float32)})
+  agent = _spec_agent('resnet', _MINATAR_SHAPE, resnet_channels=(4,),
+                      resnet_blocks=1)
+  settings16 = config_lib.agent_settings(
+      'disco_103', 1e-2, (16,), 8, (8,), 'bfloat16', net='resnet',
+      resnet_channels=(4,), resnet_blocks=1)
+  agent16 = agent_lib.Agent(
+      single_observation_spec=agent.single_observation_spec,
+      single_action_spec=agent.single_action_spec,
+      agent_settings=settings16, batch_axis_name=None)
+  params = agent.initial_learner_state(jax.random.PRNGKey(0)).params
+  obs = jax.random.uniform(jax.random.PRNGKey(1), (2, 3) + _MINATAR_SHAPE)
+  reset = jnp.zeros((2, 3), bool)
+  out32, _ = agent.network.unroll(params, {}, obs, reset)
+  out16, _ = agent16.network.unroll(params, {}, obs, reset)
+  assert out16['logits'].dtype == jnp.float32
+  chex.assert_trees_all_close(out16, out32, rtol=5e-2, atol=5e-2)
+  jaxpr = str(jax.make_jaxpr(agent16.network.unroll)(params, {}, obs, reset))
+  assert 'conv_general_dilated' in jaxpr and 'bf16[' in jaxpr

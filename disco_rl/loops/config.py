@@ -28,7 +28,10 @@ _MATMUL_PRECISION_HELP = (
     "recent NVIDIA GPUs, bfloat16 passes on TPUs), 'high' (an intermediate "
     "precision where the backend has one) or 'highest' (full float32); CPUs "
     'compute float32 products in full at every setting')
-NETS = ('mlp', 'conv')
+NETS = ('mlp', 'conv', 'resnet')
+# The config fields each network's torso takes (its constructor's names).
+TORSO_FIELDS = {'mlp': (), 'conv': ('conv_channels', 'conv_kernel'),
+                'resnet': ('resnet_channels', 'resnet_blocks')}
 CATCH_ENVS = environments.CATCH_NAMES
 # env='custom': the Environment object given to Trainer/EvalLoop (env=...).
 CUSTOM_ENV = 'custom'
@@ -86,8 +89,10 @@ class EvalConfig:
                                 'over all devices')
   learning_rate: float = _field(1e-2, "the agent's learning rate")
   net: str = _field('mlp', "agent network: 'mlp' (observations flattened, "
-                    "then the MLP torso) or 'conv' (MinAtar-style: 3x3 "
-                    'convolutions on [H, W, C] images, then the MLP torso)',
+                    "then the MLP torso), 'conv' (MinAtar-style: 3x3 "
+                    'convolutions on [H, W, C] images, then the MLP torso) '
+                    "or 'resnet' (IMPALA-style residual stages on [H, W, C] "
+                    'images, each halving the image, then the MLP torso)',
                     choices=NETS)
   dense: tuple[int, ...] = _field((512, 512), "hidden sizes of the agent's "
                                   'MLP torso, e.g. 512,512')
@@ -96,6 +101,12 @@ class EvalConfig:
       '16 (MinAtar) or 32,64')
   conv_kernel: int = _field(3, "kernel size of the conv torso's layers "
                             '(stride 1, SAME padding)')
+  resnet_channels: tuple[int, ...] = _field(
+      (16, 32, 32), "channels of the resnet torso's stages (net resnet; "
+      "IMPALA's 16,32,32), each a conv, a stride-2 max-pool and "
+      '--resnet-blocks residual blocks')
+  resnet_blocks: int = _field(2, 'residual blocks per stage of the resnet '
+                              'torso (each two 3x3 convolutions)')
   model_lstm_size: int = _field(128, 'size of the action-model LSTM')
   model_head_hiddens: tuple[int, ...] = _field(
       (128,), 'hidden sizes of the action-model heads')
@@ -242,6 +253,11 @@ def _check_common(config, positive, sizes) -> None:
     raise ValueError(f'num_devices must be >= 1, got {config.num_devices}.')
 
 
+def torso_args(config: EvalConfig) -> dict[str, Any]:
+  """The settings of `config.net`'s torso (`TORSO_FIELDS`), by name."""
+  return {name: getattr(config, name) for name in TORSO_FIELDS[config.net]}
+
+
 def check_env_kwargs(config: EvalConfig) -> None:
   """`env_kwargs` is a mapping of names; Catch's may not repeat rows/columns.
 
@@ -288,7 +304,9 @@ def check_eval_config(config: EvalConfig) -> None:
   `EvalConfig` runs it when made; call it to check a config again.
   """
   _check_common(config, ('batch_size', 'replay_ratio', 'buffer_capacity',
-                         'conv_kernel', 'num_seeds'), ('conv_channels',))
+                         'conv_kernel', 'num_seeds'),
+                ('conv_channels', 'resnet_channels'))
+  _check_positive(config, ('resnet_blocks',), minimum=0)
   _check_rates(config, ('learning_rate',))
   check_env_name(config.env)
   check_env_kwargs(config)
@@ -354,8 +372,7 @@ def meta_train_preset(name: str, **overrides) -> MetaTrainConfig:
 
 def agent_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
                    model_head_hiddens, precision: str = 'float32',
-                   net: str = 'mlp', conv_channels=(16,),
-                   conv_kernel: int = 3) -> config_dict.ConfigDict:
+                   net: str = 'mlp', **torso) -> config_dict.ConfigDict:
   """Agent settings of the loops: the rule's defaults with an MLP/conv agent.
 
   Args:
@@ -366,13 +383,21 @@ def agent_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
     model_head_hiddens: hidden sizes of the action model's heads.
     precision: compute dtype of the agent network (see
       `networks.nets.with_precision`).
-    net: 'mlp' or 'conv' (`networks.nets.ConvNet`: conv layers before the
-      MLP torso).
-    conv_channels: the conv layers' output channels (net 'conv').
-    conv_kernel: their kernel size (net 'conv').
+    net: 'mlp', 'conv' (`networks.nets.ConvNet`: conv layers before the
+      MLP torso) or 'resnet' (`networks.nets.ResNet`: residual stages).
+    **torso: the network's own settings, `TORSO_FIELDS[net]`:
+      `conv_channels`, `conv_kernel` (conv); `resnet_channels`,
+      `resnet_blocks` (resnet); missing ones take the network's defaults.
+
+  Raises:
+    ValueError: an unknown rule or net, or settings `net` does not take.
   """
   if net not in NETS:
     raise ValueError(f'Unknown net {net!r}; expected one of {NETS}.')
+  extra = sorted(set(torso) - set(TORSO_FIELDS[net]))
+  if extra:
+    raise ValueError(f'net={net!r} takes the torso settings '
+                     f'{list(TORSO_FIELDS[net])}, got also {extra}.')
   if rule == 'disco_103':
     settings = agent_lib.get_settings_disco()
   elif rule == 'actor_critic':
@@ -384,9 +409,9 @@ def agent_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
       dense=tuple(dense), model_arch_name='lstm', head_w_init_std=1e-2,
       model_kwargs=dict(head_mlp_hiddens=tuple(model_head_hiddens),
                         lstm_size=model_lstm_size))
-  if net == 'conv':
-    settings.net_settings.net_args.update(
-        conv_channels=tuple(conv_channels), conv_kernel=conv_kernel)
+  settings.net_settings.net_args.update(
+      {k: tuple(v) if isinstance(v, (list, tuple)) else v
+       for k, v in torso.items()})
   if precision != 'float32':
     settings.net_settings.precision = precision
   settings.learning_rate = learning_rate

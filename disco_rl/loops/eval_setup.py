@@ -161,7 +161,7 @@ def make_agent(config: config_lib.EvalConfig,
   settings = config_lib.agent_settings(
       config.rule, config.learning_rate, config.dense, config.model_lstm_size,
       config.model_head_hiddens, config.precision, net=config.net,
-      conv_channels=config.conv_channels, conv_kernel=config.conv_kernel)
+      **config_lib.torso_args(config))
   return agent_lib.Agent(
       single_observation_spec=env.single_observation_spec(),
       single_action_spec=env.single_action_spec(),

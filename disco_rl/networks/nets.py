@@ -194,21 +194,21 @@ def check_observation_spec(name: str, observation_spec: Any,
                            what: str = 'single_observation_spec()') -> None:
   """Raises unless observations of `observation_spec` fit network `name`.
 
-  'mlp' flattens every observation, so any shape fits; 'conv' needs one
-  image [H, W, C].
+  'mlp' flattens every observation, so any shape fits; 'conv' and
+  'resnet' need one image [H, W, C].
 
   Args:
     name: the network's name (a key of `NETWORKS`).
     observation_spec: one observation's spec tree (no batch axis).
     what: the spec's name in messages.
   """
-  if name != 'conv':
+  if name not in IMAGE_NETWORKS:
     return
   shapes = [tuple(s.shape) for s in jax.tree.leaves(
       observation_spec, is_leaf=lambda x: hasattr(x, 'shape'))]
   if len(shapes) != 1 or len(shapes[0]) != 3:
     raise ValueError(
-        f"net='conv' needs one image observation of shape [H, W, C]; {what} "
+        f"net={name!r} needs one image observation of shape [H, W, C]; {what} "
         f'gives shape(s) {shapes or "(none)"}. Use net=\'mlp\' for vector '
         'observations.')
 
@@ -257,4 +257,64 @@ class ConvNet(MLP):
     return super()._embedding_pass(x, should_reset)
 
 
-NETWORKS = {'mlp': MLP, 'conv': ConvNet}
+class ResNet(MLP):
+  """IMPALA-style residual agent: residual stages, then the MLP torso.
+
+  Each stage (one per entry of `resnet_channels`) is a 3x3 convolution
+  (stride 1, SAME), a 3x3 max-pool of stride 2 (SAME: the image's height
+  and width halve, rounded up) and `resnet_blocks` residual blocks (ReLU,
+  3x3 conv, ReLU, 3x3 conv, added to the block's input), as in IMPALA's
+  network (Espeholt et al. 2018: channels 16, 32, 32; 2 blocks). A ReLU
+  follows the last stage; then the `MLP`'s torso (flatten, hidden sizes
+  `dense`, with a ReLU after its last layer, as the conv network's), heads
+  and action model. Parameters: `res_net/~_embedding_pass/stage_<i>_conv`,
+  `.../stage_<i>_block_<j>_conv_<k>`, then the `MLP`'s names under
+  `res_net/`.
+  """
+
+  def __init__(
+      self, out_spec: chex.ArrayTree, dense: Iterable[int],
+      action_spec: types.Specs, head_w_init_std: float | None,
+      resnet_channels: Iterable[int] = (16, 32, 32), resnet_blocks: int = 2,
+      model_out_spec: chex.ArrayTree | None = None,
+      model_arch_name: str | None = None,
+      model_kwargs: Mapping[str, Any] | None = None,
+      module_name: str | None = None) -> None:
+    super().__init__(out_spec, dense, action_spec, head_w_init_std,
+                     model_out_spec, model_arch_name, model_kwargs,
+                     module_name)
+    self._channels = tuple(resnet_channels)
+    self._blocks = resnet_blocks
+    if (not self._channels or min(self._channels) < 1
+        or resnet_blocks < 0):
+      raise ValueError(
+          f'resnet_channels must be positive sizes and resnet_blocks >= 0, '
+          f'got resnet_channels={self._channels} and '
+          f'resnet_blocks={resnet_blocks}.')
+
+  TORSO_ACTIVATE_FINAL = True
+
+  def _embedding_pass(self, inputs: chex.ArrayTree,
+                      should_reset: chex.Array | None = None) -> chex.Array:
+    """[B, H, W, C] image -> [B, dense[-1]] embedding."""
+    leaves = jax.tree.leaves(inputs)
+    check_observation_spec('resnet', [x[0] for x in leaves],
+                           'the observation (without its batch axis)')
+    x = leaves[0]
+    for i, channels in enumerate(self._channels):
+      x = hk.Conv2D(channels, 3, stride=1, padding='SAME',
+                    name=f'stage_{i}_conv')(x)
+      x = hk.max_pool(x, window_shape=(1, 3, 3, 1), strides=(1, 2, 2, 1),
+                      padding='SAME')
+      for j in range(self._blocks):
+        y = x
+        for k in range(2):
+          y = hk.Conv2D(channels, 3, stride=1, padding='SAME',
+                        name=f'stage_{i}_block_{j}_conv_{k}')(jax.nn.relu(y))
+        x = x + y
+    return super()._embedding_pass(jax.nn.relu(x), should_reset)
+
+
+NETWORKS = {'mlp': MLP, 'conv': ConvNet, 'resnet': ResNet}
+# The networks that take one [H, W, C] image.
+IMAGE_NETWORKS = ('conv', 'resnet')
