@@ -1,10 +1,12 @@
 # Copyright 2025 The disco_rl authors. Licensed under Apache-2.0.
-"""Environments: Catch (host dm_env and pure JAX), gymnax and Craftax by name.
+"""Environments: Catch (host dm_env and pure JAX), gymnax, Craftax and
+Jumanji by name.
 
   get_environment('jittable_catch', 8)
   get_environment('gymnax:Breakout-MinAtar', 8)
   get_environment('gymnax:DeepSea-bsuite', 8, {'size': 10})
   get_environment('craftax:Craftax-Classic-Symbolic-v1', 8)  # [craftax] extra
+  get_environment('jumanji:Sokoban-v0', 8)                   # [jumanji] extra
 """
 
 from collections.abc import Mapping
@@ -17,6 +19,8 @@ from disco_rl.environments import base
 from disco_rl.environments import catch
 from disco_rl.environments import gymnax_env
 from disco_rl.environments import jittable_envs
+from disco_rl.environments import jumanji_env
+from disco_rl.environments import packages
 
 # name -> (environment class, default settings function)
 _ENVIRONMENTS = {
@@ -28,18 +32,19 @@ _ENVIRONMENTS = {
 # one (stepped on the host).
 CATCH_NAMES = ('jittable_catch', 'catch')
 # Names of environments from other packages start with one of these.
-PREFIXES = ('gymnax:', 'craftax:')
+PREFIXES = packages.PREFIXES
 
 
 def is_package_name(name: str) -> bool:
-  """Whether `name` is a 'gymnax:<id>' or 'craftax:<id>' name."""
+  """Whether `name` is a 'gymnax:<id>', 'craftax:<id>' or 'jumanji:<id>'
+  name."""
   return isinstance(name, str) and name.startswith(PREFIXES)
 
 
 def _unknown_name(name: Any, what: str = 'environment') -> ValueError:
   """The error for an unknown name: the valid ones and the close matches."""
   known = sorted(_ENVIRONMENTS)
-  matches = gymnax_env.close_matches(
+  matches = packages.close_matches(
       str(name), known + gymnax_env.known_names())
   hint = (f' Close matches: {", ".join(map(repr, matches))}.' if matches
           else '')
@@ -47,15 +52,16 @@ def _unknown_name(name: Any, what: str = 'environment') -> ValueError:
   return ValueError(
       f'Unknown {what} {name!r}; valid names are {valid}, '
       "'gymnax:<id>' (any id gymnax registers, e.g. "
-      "'gymnax:Breakout-MinAtar') and 'craftax:<id>' (e.g. "
-      f"'craftax:Craftax-Classic-Symbolic-v1').{hint}")
+      "'gymnax:Breakout-MinAtar'), 'craftax:<id>' (e.g. "
+      "'craftax:Craftax-Classic-Symbolic-v1') and 'jumanji:<id>' (e.g. "
+      f"'jumanji:Sokoban-v0').{hint}")
 
 
 def check_name(name: Any, what: str = 'environment') -> None:
   """Raises a ValueError (with close matches) unless `name` can be built.
 
   For 'gymnax:'/'craftax:' names this imports the package and looks the id
-  up; a `gymnax_env.MissingPackageError` names the extra to install.
+  up; a `packages.MissingPackageError` names the extra to install.
 
   Args:
     name: the environment's name.
@@ -66,13 +72,18 @@ def check_name(name: Any, what: str = 'environment') -> None:
   if not is_package_name(name):
     raise _unknown_name(name, what)
   prefix = name.split(':', 1)[0] + ':'
-  if (prefix == gymnax_env.CRAFTAX_PREFIX
+  if prefix == packages.JUMANJI_PREFIX:
+    packages.import_optional(prefix)
+    if name not in jumanji_env.jumanji_names():
+      raise packages.unknown_id_error(name, jumanji_env.jumanji_names(), what)
+    return
+  if (prefix == packages.CRAFTAX_PREFIX
       and name not in gymnax_env.craftax_names()):
     # Craftax's names are known without the package: say so first.
-    raise gymnax_env.unknown_id_error(name, gymnax_env.craftax_names(), what)
-  gymnax_env.import_optional(prefix)
+    raise packages.unknown_id_error(name, gymnax_env.craftax_names(), what)
+  packages.import_optional(prefix)
   if name not in gymnax_env.known_names():
-    raise gymnax_env.unknown_id_error(
+    raise packages.unknown_id_error(
         name, [n for n in gymnax_env.known_names() if n.startswith(prefix)],
         what)
 
@@ -88,9 +99,10 @@ def get_environment(
     name: 'catch' (host dm_env Catch), 'jittable_catch' (pure-JAX Catch),
       'gymnax:<id>' (any gymnax environment with discrete actions, e.g.
       'gymnax:Breakout-MinAtar', 'gymnax:CartPole-v1',
-      'gymnax:DeepSea-bsuite') or 'craftax:<id>' (e.g.
+      'gymnax:DeepSea-bsuite'), 'craftax:<id>' (e.g.
       'craftax:Craftax-Classic-Symbolic-v1'; `pip install
-      'disco_rl[craftax]'`).
+      'disco_rl[craftax]'`) or 'jumanji:<id>' (one discrete action, e.g.
+      'jumanji:Sokoban-v0'; `pip install 'disco_rl[jumanji]'`).
     batch_size: the number of parallel instances (>= 1).
     env_settings: the environment's settings; for Catch its module's
       defaults if None; for gymnax/Craftax keyword arguments of the
@@ -103,12 +115,14 @@ def get_environment(
   Raises:
     ValueError: on an unknown name (listing close matches), a bad batch
       size, unknown settings or a continuous action space.
-    gymnax_env.MissingPackageError: (an ImportError) when the package a name
+    packages.MissingPackageError: (an ImportError) when the package a name
       needs is not installed, naming the pip extra.
   """
   if is_package_name(name):
     settings = utils.as_config(env_settings or {},
                                f'{name} env_settings').to_dict()
+    if name.startswith(packages.JUMANJI_PREFIX):
+      return jumanji_env.make(name, batch_size, settings)
     return gymnax_env.make(name, batch_size, settings)
   if name not in _ENVIRONMENTS:
     raise _unknown_name(name)

@@ -39,7 +39,6 @@ name, into its `EnvParams` (e.g. `size` of DeepSea, `max_steps_in_episode`).
 from collections.abc import Callable, Mapping
 import dataclasses
 import difflib
-import importlib
 import inspect
 from typing import Any
 
@@ -52,17 +51,16 @@ import numpy as np
 
 from disco_rl import types
 from disco_rl.environments import base
+from disco_rl.environments import observations
+from disco_rl.environments import packages
 
-GYMNAX_PREFIX = 'gymnax:'
-CRAFTAX_PREFIX = 'craftax:'
+GYMNAX_PREFIX = packages.GYMNAX_PREFIX
+CRAFTAX_PREFIX = packages.CRAFTAX_PREFIX
 # Craftax environments that restart episodes on their own.
 CRAFTAX_NAMES = ('Craftax-Classic-Symbolic-v1', 'Craftax-Classic-Pixels-v1',
                  'Craftax-Symbolic-v1', 'Craftax-Pixels-v1')
 # gymnax's MinAtar ids end so; their observations are 0/1 channels.
 MINATAR_SUFFIX = '-MinAtar'
-# The optional package behind each prefix, and the extra that installs it.
-_PACKAGES = {GYMNAX_PREFIX: ('gymnax', 'disco_rl'),
-             CRAFTAX_PREFIX: ('craftax', 'disco_rl[craftax]')}
 
 
 @chex.dataclass(mappable_dataclass=False)
@@ -114,34 +112,13 @@ def action_spec_from_space(space: Any, what: str) -> specs.BoundedArray:
                             maximum=int(space.n) - 1, name='action')
 
 
-def _as_stored(x: chex.Array, as_bytes: bool) -> chex.Array:
-  """One observation array as the package keeps it, rank >= 1: bytes as
-  uint8 (arrays that are bool or uint8, and every array where `as_bytes`,
-  e.g. MinAtar's 0/1 channels, which gymnax gives as float32), anything else
-  as float32. Networks turn bytes into floats
-  (`networks.nets.float_observations`), so the replay buffer holds a byte
-  where a float would take four."""
-  x = jnp.atleast_1d(jnp.asarray(x))
-  if as_bytes or x.dtype in (jnp.bool_, jnp.uint8):
-    return x.astype(jnp.uint8)
-  return x.astype(jnp.float32)
-
-
 def _observation_fn(space: Any, as_bytes: bool = False
                     ) -> Callable[[chex.ArrayTree], chex.ArrayTree]:
-  """One instance's observation -> arrays of rank >= 1 (`_as_stored`)."""
+  """One instance's observation -> arrays of rank >= 1
+  (`observations.as_stored`)."""
   if is_discrete(space):
     return lambda obs: jax.nn.one_hot(obs, int(space.n), dtype=jnp.float32)
-  return lambda obs: jax.tree.map(lambda x: _as_stored(x, as_bytes), obs)
-
-
-def _observation_spec(example: chex.ArrayTree) -> types.Specs:
-  """{'observation': spec} of one array, or one spec per leaf of a mapping."""
-  def spec(x):
-    return specs.Array(shape=tuple(x.shape), dtype=np.dtype(x.dtype))
-  if isinstance(example, Mapping):
-    return jax.tree.map(spec, dict(example))
-  return {'observation': spec(example)}
+  return lambda obs: jax.tree.map(lambda x: observations.as_stored(x, as_bytes), obs)
 
 
 # ----------------------------------------------------------------------------
@@ -203,7 +180,7 @@ class GymnaxEnvironment(base.Environment):
                                     byte_observations)
     obs, _ = jax.eval_shape(lambda key: env.reset(key, env_params),
                             jax.random.PRNGKey(0))
-    self._single_observation_spec = _observation_spec(
+    self._single_observation_spec = observations.observation_spec(
         jax.eval_shape(self._observe, obs))
 
   def _timestep(self, obs, reward, step_type) -> types.EnvironmentTimestep:
@@ -268,33 +245,9 @@ class GymnaxEnvironment(base.Environment):
 # Construction by name.
 
 
-class MissingPackageError(ImportError, ValueError):
-  """An optional package an environment needs is not installed.
-
-  Also a ValueError: to the command-line jobs it is bad input (one line).
-  """
-
-
-def import_optional(prefix: str) -> Any:
-  """The package behind 'gymnax:' or 'craftax:' names.
-
-  Raises:
-    MissingPackageError: naming the package and the pip extra that installs
-      it.
-  """
-  package, extra = _PACKAGES[prefix]
-  try:
-    return importlib.import_module(package)
-  except ImportError as e:
-    raise MissingPackageError(
-        f"Environments named '{prefix}<id>' need the {package!r} package, "
-        f"which is not installed ({e}); install it with: pip install "
-        f"'{extra}'.") from e
-
-
 def gymnax_names() -> list[str]:
   """'gymnax:<id>' for every environment gymnax registers."""
-  gymnax = import_optional(GYMNAX_PREFIX)
+  gymnax = packages.import_optional(GYMNAX_PREFIX)
   return [GYMNAX_PREFIX + n for n in gymnax.registered_envs]
 
 
@@ -310,31 +263,6 @@ def known_names() -> list[str]:
   except ImportError:
     names = []
   return names + craftax_names()
-
-
-def close_matches(name: str, candidates: list[str]) -> list[str]:
-  """Up to 5 candidates close to `name`, ignoring case and a 'pkg:' prefix."""
-  def bare(n):
-    return n.split(':', 1)[-1].lower()
-  by_key = {}
-  for candidate in candidates:
-    by_key.setdefault(candidate.lower(), candidate)
-    by_key.setdefault(bare(candidate), candidate)
-  found = difflib.get_close_matches(bare(name), list(by_key), n=10,
-                                    cutoff=0.5)
-  return list(dict.fromkeys(by_key[k] for k in found))[:5]
-
-
-def unknown_id_error(name: str, candidates: list[str],
-                     what: str = 'environment') -> ValueError:
-  """The error for a 'pkg:<id>' name whose id `candidates` do not hold."""
-  prefix = name.split(':', 1)[0] + ':'
-  matches = close_matches(name, candidates)
-  hint = (f' Close matches: {", ".join(map(repr, matches))}.' if matches
-          else '')
-  return ValueError(
-      f'Unknown {what} {name!r}: no {prefix}<id> of that id.{hint} '
-      f'Known ids: {", ".join(c[len(prefix):] for c in candidates)}.')
 
 
 def split_kwargs(constructor: Callable[..., Any], params: Any,
@@ -362,9 +290,9 @@ def split_kwargs(constructor: Callable[..., Any], params: Any,
 
 
 def _make_gymnax(env_id: str, env_kwargs: Mapping[str, Any], name: str):
-  gymnax = import_optional(GYMNAX_PREFIX)
+  gymnax = packages.import_optional(GYMNAX_PREFIX)
   if env_id not in gymnax.registered_envs:
-    raise unknown_id_error(name, gymnax_names())
+    raise packages.unknown_id_error(name, gymnax_names())
   env, params = gymnax.make(env_id)
   ctor, fields = split_kwargs(type(env), params, env_kwargs, name)
   if ctor:
@@ -374,8 +302,8 @@ def _make_gymnax(env_id: str, env_kwargs: Mapping[str, Any], name: str):
 
 def _make_craftax(env_id: str, env_kwargs: Mapping[str, Any], name: str):
   if env_id not in CRAFTAX_NAMES:  # Known without the package.
-    raise unknown_id_error(name, craftax_names())
-  import_optional(CRAFTAX_PREFIX)
+    raise packages.unknown_id_error(name, craftax_names())
+  packages.import_optional(CRAFTAX_PREFIX)
   from craftax import craftax_env  # pylint: disable=g-import-not-at-top
   env = craftax_env.make_craftax_env_from_name(env_id, auto_reset=True)
   params = env.default_params

@@ -69,7 +69,9 @@ class EvalConfig:
                     "host), 'gymnax:<id>' (any gymnax environment with "
                     "discrete actions, e.g. gymnax:Breakout-MinAtar), "
                     "'craftax:<id>' (e.g. craftax:Craftax-Classic-Symbolic-v1"
-                    ", pip install 'disco_rl[craftax]') or 'custom' (the "
+                    ", pip install 'disco_rl[craftax]'), 'jumanji:<id>' "
+                    "(e.g. jumanji:Sokoban-v0, pip install "
+                    "'disco_rl[jumanji]') or 'custom' (the "
                     'Environment object passed as Trainer(..., env=...))')
   env_kwargs: dict[str, Any] = _dict_field(
       'environment settings as name=value pairs, e.g. size=10 (DeepSea) or '

@@ -195,7 +195,9 @@ def check_observation_spec(name: str, observation_spec: Any,
   """Raises unless observations of `observation_spec` fit network `name`.
 
   'mlp' flattens every observation, so any shape fits; 'conv' and
-  'resnet' need one image [H, W, C].
+  'resnet' need exactly one image [H, W, C] among the observations (the
+  others, e.g. Sokoban's step count, go beside the image's features into
+  the MLP torso).
 
   Args:
     name: the network's name (a key of `NETWORKS`).
@@ -206,17 +208,33 @@ def check_observation_spec(name: str, observation_spec: Any,
     return
   shapes = [tuple(s.shape) for s in jax.tree.leaves(
       observation_spec, is_leaf=lambda x: hasattr(x, 'shape'))]
-  if len(shapes) != 1 or len(shapes[0]) != 3:
+  if sum(len(shape) == 3 for shape in shapes) != 1:
     raise ValueError(
         f"net={name!r} needs one image observation of shape [H, W, C]; {what} "
         f'gives shape(s) {shapes or "(none)"}. Use net=\'mlp\' for vector '
-        'observations.')
+        'observations (other observations may go beside one image).')
+
+
+def split_image(inputs: chex.ArrayTree, name: str = 'conv'
+                ) -> tuple[chex.Array, list[chex.Array]]:
+  """The one [B, H, W, C] image among batched observations, and the others
+  (in tree order).
+
+  Raises:
+    ValueError: unless exactly one observation is an image.
+  """
+  leaves = jax.tree.leaves(inputs)
+  check_observation_spec(name, [x[0] for x in leaves],
+                         'the observation (without its batch axis)')
+  index = next(i for i, x in enumerate(leaves) if x.ndim == 4)
+  return leaves[index], leaves[:index] + leaves[index + 1:]
 
 
 class ConvNet(MLP):
   """MinAtar-style agent: conv layers, then the MLP torso, heads and model.
 
-  The observation (one [B, H, W, C] image) goes through `conv_channels`
+  The observation's image ([B, H, W, C]; other observations, flattened,
+  join its features at the MLP torso) goes through `conv_channels`
   convolutions (`conv_kernel` x `conv_kernel`, stride 1, SAME padding, ReLU
   after each); the `MLP`'s torso (flatten, hidden sizes `dense`, here with a
   ReLU after its last layer too, as MinAtar's reference network: conv 16
@@ -246,15 +264,12 @@ class ConvNet(MLP):
 
   def _embedding_pass(self, inputs: chex.ArrayTree,
                       should_reset: chex.Array | None = None) -> chex.Array:
-    """[B, H, W, C] image -> [B, dense[-1]] embedding."""
-    leaves = jax.tree.leaves(inputs)
-    check_observation_spec('conv', [x[0] for x in leaves],
-                           'the observation (without its batch axis)')
-    x = leaves[0]
+    """[B, H, W, C] image (and other observations) -> [B, dense[-1]]."""
+    x, others = split_image(inputs)
     for i, channels in enumerate(self._channels):
       x = jax.nn.relu(hk.Conv2D(channels, self._kernel, stride=1,
                                 padding='SAME', name=f'conv_{i}')(x))
-    return super()._embedding_pass(x, should_reset)
+    return super()._embedding_pass([x] + others, should_reset)
 
 
 class ResNet(MLP):
@@ -296,11 +311,8 @@ class ResNet(MLP):
 
   def _embedding_pass(self, inputs: chex.ArrayTree,
                       should_reset: chex.Array | None = None) -> chex.Array:
-    """[B, H, W, C] image -> [B, dense[-1]] embedding."""
-    leaves = jax.tree.leaves(inputs)
-    check_observation_spec('resnet', [x[0] for x in leaves],
-                           'the observation (without its batch axis)')
-    x = leaves[0]
+    """[B, H, W, C] image (and other observations) -> [B, dense[-1]]."""
+    x, others = split_image(inputs, 'resnet')
     for i, channels in enumerate(self._channels):
       x = hk.Conv2D(channels, 3, stride=1, padding='SAME',
                     name=f'stage_{i}_conv')(x)
@@ -312,7 +324,7 @@ class ResNet(MLP):
           y = hk.Conv2D(channels, 3, stride=1, padding='SAME',
                         name=f'stage_{i}_block_{j}_conv_{k}')(jax.nn.relu(y))
         x = x + y
-    return super()._embedding_pass(jax.nn.relu(x), should_reset)
+    return super()._embedding_pass([jax.nn.relu(x)] + others, should_reset)
 
 
 NETWORKS = {'mlp': MLP, 'conv': ConvNet, 'resnet': ResNet}

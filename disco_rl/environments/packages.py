@@ -1,0 +1,67 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Environments of other packages by name: 'gymnax:<id>', 'craftax:<id>',
+'jumanji:<id>'. The optional package behind each prefix, and the errors for
+a missing package or an unknown id."""
+
+import difflib
+import importlib
+from typing import Any
+
+GYMNAX_PREFIX = 'gymnax:'
+CRAFTAX_PREFIX = 'craftax:'
+JUMANJI_PREFIX = 'jumanji:'
+# The optional package behind each prefix, and what installs it.
+PACKAGES = {GYMNAX_PREFIX: ('gymnax', 'disco_rl'),
+            CRAFTAX_PREFIX: ('craftax', 'disco_rl[craftax]'),
+            JUMANJI_PREFIX: ('jumanji', 'disco_rl[jumanji]')}
+PREFIXES = tuple(PACKAGES)
+
+
+class MissingPackageError(ImportError, ValueError):
+  """An optional package an environment needs is not installed.
+
+  Also a ValueError: to the command-line jobs it is bad input (one line).
+  """
+
+
+def import_optional(prefix: str) -> Any:
+  """The package behind the names of `prefix` ('gymnax:', 'craftax:', ...).
+
+  Raises:
+    MissingPackageError: naming the package and the pip extra that installs
+      it.
+  """
+  package, extra = PACKAGES[prefix]
+  try:
+    return importlib.import_module(package)
+  except ImportError as e:
+    raise MissingPackageError(
+        f"Environments named '{prefix}<id>' need the {package!r} package, "
+        f"which is not installed ({e}); install it with: pip install "
+        f"'{extra}'.") from e
+
+
+def close_matches(name: str, candidates: list[str]) -> list[str]:
+  """Up to 5 candidates close to `name`, ignoring case and a 'pkg:' prefix."""
+  def bare(n):
+    return n.split(':', 1)[-1].lower()
+  by_key = {}
+  for candidate in candidates:
+    by_key.setdefault(candidate.lower(), candidate)
+    by_key.setdefault(bare(candidate), candidate)
+  found = difflib.get_close_matches(bare(name), list(by_key), n=10,
+                                    cutoff=0.5)
+  return list(dict.fromkeys(by_key[k] for k in found))[:5]
+
+
+def unknown_id_error(name: str, candidates: list[str],
+                     what: str = 'environment') -> ValueError:
+  """The error for a 'pkg:<id>' name whose id `candidates` do not hold."""
+  prefix = name.split(':', 1)[0] + ':'
+  matches = close_matches(name, candidates)
+  hint = (f' Close matches: {", ".join(map(repr, matches))}.' if matches
+          else '')
+  return ValueError(
+      f'Unknown {what} {name!r}: no {prefix}<id> of that id.{hint} '
+      f'Known ids: {", ".join(c[len(prefix):] for c in candidates)}.')
