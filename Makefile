@@ -46,9 +46,10 @@ endif
 
 .PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train bench-loops bench-seeds bench-minatar bench-meta-window bench-meta-suite test-py312 gpu-wheels gpu-bundle
 
+# The optional environment extras (craftax, jumanji) too: their tests run in CI.
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install $(PIP_FLAGS) -e '.[test]'
+	$(VPY) -m pip install $(PIP_FLAGS) -e '.[test,craftax,jumanji]'
 	touch $@
 
 setup:

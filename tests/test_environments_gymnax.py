@@ -350,6 +350,32 @@ def test_craftax_classic_symbolic_resets_and_steps():
   np.testing.assert_array_equal(info.discount, [1.0, 1.0])
 
 
+def test_craftax_classic_pixels_train_with_the_resnet_from_the_cli(
+    tmp_path, capsys):
+  """Craftax-Classic from pixels ([63, 63, 3] floats in [0, 1]) with the
+  residual torso: two learner steps from the command line."""
+  pytest.importorskip(
+      'craftax', reason="craftax is not installed: pip install "
+      "'disco_rl[craftax]'")
+  env = environments.get_environment('craftax:Craftax-Classic-Pixels-v1', 2)
+  spec = env.single_observation_spec()['observation']
+  assert spec.shape == (63, 63, 3) and spec.dtype == np.float32
+  out = tmp_path / 'run'
+  status = eval_cli.main([
+      '--env', 'craftax:Craftax-Classic-Pixels-v1', '--net', 'resnet',
+      '--resnet-channels', '4,4', '--resnet-blocks', '1', '--rule',
+      'actor_critic', '--steps', '3', '--batch-size', '4', '--replay-ratio',
+      '2', '--buffer-capacity', '8', '--rollout-len', '4', '--dense', '8',
+      '--model-lstm-size', '4', '--model-head-hiddens', '4',
+      '--steps-per-call', '3', '--no-progress', '--out', str(out)])
+  assert status == 0, capsys.readouterr().err
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  metrics = pd.read_csv(out / 'metrics.csv')
+  learned = metrics[metrics['learned'] > 0]
+  assert len(learned) >= 2 and (learned['global_update_norm'] > 0).all()
+  assert np.isfinite(learned['total_loss']).all()
+
+
 # ----------------------------------------------------------------------------
 # From the command line: a MinAtar game with the conv torso.
 
