@@ -23,6 +23,12 @@ def test_parse_catch_and_gymnax_tasks():
       'gymnax:DeepSea-bsuite[size=8]']
   for task in suite:  # The text is the task.
     assert tasks.parse_task(task.spec()) == task
+  # A task may name its agents' network; the text keeps it.
+  breakout = tasks.parse_task('gymnax:Breakout-MinAtar[net=conv]')
+  assert breakout == tasks.Task('gymnax:Breakout-MinAtar', (), 'conv')
+  assert tasks.parse_task(breakout.spec()) == breakout
+  assert tasks.eval_settings(breakout) == dict(
+      env='gymnax:Breakout-MinAtar', env_kwargs={}, net='conv')
   # No tasks: Catch on the config's board (the upstream notebook's).
   assert tasks.parse_tasks((), rows=5, columns=5) == (
       tasks.Task('catch', (('rows', 5), ('columns', 5))),)

@@ -33,6 +33,14 @@ NETS = ('mlp', 'conv', 'resnet')
 TORSO_FIELDS = {'mlp': (), 'conv': ('conv_channels', 'conv_kernel'),
                 'resnet': ('resnet_channels', 'resnet_blocks')}
 CATCH_ENVS = environments.CATCH_NAMES
+_CONV_CHANNELS_HELP = ("output channels of the conv torso's layers (net "
+                       'conv), e.g. 16 (MinAtar) or 32,64')
+_CONV_KERNEL_HELP = "kernel size of the conv torso's layers (stride 1, SAME padding)"
+_RESNET_CHANNELS_HELP = (
+    "channels of the resnet torso's stages (net resnet; IMPALA's 16,32,32), "
+    'each a conv, a stride-2 max-pool and --resnet-blocks residual blocks')
+_RESNET_BLOCKS_HELP = ('residual blocks per stage of the resnet torso (each '
+                       'two 3x3 convolutions)')
 # env='custom': the Environment object given to Trainer/EvalLoop (env=...).
 CUSTOM_ENV = 'custom'
 
@@ -98,17 +106,11 @@ class EvalConfig:
                     choices=NETS)
   dense: tuple[int, ...] = _field((512, 512), "hidden sizes of the agent's "
                                   'MLP torso, e.g. 512,512')
-  conv_channels: tuple[int, ...] = _field(
-      (16,), "output channels of the conv torso's layers (net conv), e.g. "
-      '16 (MinAtar) or 32,64')
-  conv_kernel: int = _field(3, "kernel size of the conv torso's layers "
-                            '(stride 1, SAME padding)')
-  resnet_channels: tuple[int, ...] = _field(
-      (16, 32, 32), "channels of the resnet torso's stages (net resnet; "
-      "IMPALA's 16,32,32), each a conv, a stride-2 max-pool and "
-      '--resnet-blocks residual blocks')
-  resnet_blocks: int = _field(2, 'residual blocks per stage of the resnet '
-                              'torso (each two 3x3 convolutions)')
+  conv_channels: tuple[int, ...] = _field((16,), _CONV_CHANNELS_HELP)
+  conv_kernel: int = _field(3, _CONV_KERNEL_HELP)
+  resnet_channels: tuple[int, ...] = _field((16, 32, 32),
+                                            _RESNET_CHANNELS_HELP)
+  resnet_blocks: int = _field(2, _RESNET_BLOCKS_HELP)
   model_lstm_size: int = _field(128, 'size of the action-model LSTM')
   model_head_hiddens: tuple[int, ...] = _field(
       (128,), 'hidden sizes of the action-model heads')
@@ -163,7 +165,16 @@ class MetaTrainConfig:
       'gymnax:DeepSea-bsuite[size=8]; catch without a board is rows x '
       'columns; none: catch alone')
   learning_rate: float = _field(5e-4, "the agents' learning rate")
+  net: str = _field(
+      'mlp', "the agents' network: 'mlp', 'conv' or 'resnet' (as the eval "
+      "job's --net); a task may name its own, e.g. "
+      'gymnax:Breakout-MinAtar[net=conv]', choices=NETS)
   dense: tuple[int, ...] = _field((512, 512), 'agent MLP hidden sizes')
+  conv_channels: tuple[int, ...] = _field((16,), _CONV_CHANNELS_HELP)
+  conv_kernel: int = _field(3, _CONV_KERNEL_HELP)
+  resnet_channels: tuple[int, ...] = _field((16, 32, 32),
+                                            _RESNET_CHANNELS_HELP)
+  resnet_blocks: int = _field(2, _RESNET_BLOCKS_HELP)
   model_lstm_size: int = _field(256, 'agent action-model LSTM size')
   model_head_hiddens: tuple[int, ...] = _field(
       (256,), 'agent action-model head sizes')
@@ -255,9 +266,11 @@ def _check_common(config, positive, sizes) -> None:
     raise ValueError(f'num_devices must be >= 1, got {config.num_devices}.')
 
 
-def torso_args(config: EvalConfig) -> dict[str, Any]:
-  """The settings of `config.net`'s torso (`TORSO_FIELDS`), by name."""
-  return {name: getattr(config, name) for name in TORSO_FIELDS[config.net]}
+def torso_args(config, net: str | None = None) -> dict[str, Any]:
+  """The torso settings (`TORSO_FIELDS`) of network `net` (default:
+  `config.net`) in an `EvalConfig` or `MetaTrainConfig`, by name."""
+  return {name: getattr(config, name)
+          for name in TORSO_FIELDS[net or config.net]}
 
 
 def check_env_kwargs(config: EvalConfig) -> None:
@@ -332,7 +345,9 @@ def check_meta_train_config(config: MetaTrainConfig) -> None:
   `MetaTrainConfig` runs it when made; call it to check a config again.
   """
   _check_common(config, ('num_agents', 'batch_size_per_device',
-                         'num_inner_steps'), ('value_dense',))
+                         'num_inner_steps', 'conv_kernel'),
+                ('value_dense', 'conv_channels', 'resnet_channels'))
+  _check_positive(config, ('resnet_blocks',), minimum=0)
   _check_rates(config, ('learning_rate', 'meta_learning_rate'))
   _check_positive(config, ('meta_grad_clip', 'agent_lifetime',
                            'max_unrolled_inner_steps'), minimum=0)

@@ -21,6 +21,7 @@ from disco_rl.loops import config as config_lib
 from disco_rl.loops import devices as devices_lib
 from disco_rl.loops import meta_optimizer
 from disco_rl.loops import tasks as tasks_lib
+from disco_rl.networks import nets
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,14 +81,19 @@ def make_setup(config: config_lib.MetaTrainConfig, devices=None) -> MetaSetup:
                   devices_lib.pick_devices({}, config.num_devices))
   tasks = tuple(tasks_lib.parse_tasks(config.tasks, config.rows,
                                       config.columns))
-  members = tuple(
-      meta_objective.MetaTrainAgent(
-          batch_size_per_device=config.batch_size_per_device,
-          agent_settings=agent_settings(config),
-          value_fn_config=value_fn_config(config),
-          axis_name=devices_lib.AXIS,
-          env=tasks_lib.make_env(task, config.batch_size_per_device))
-      for task in tasks)
+  members = []
+  for task in tasks:
+    env = tasks_lib.make_env(task, config.batch_size_per_device)
+    net = task_net(config, task)
+    nets.check_observation_spec(
+        net, env.single_observation_spec(),
+        f'task {task.spec()!r} (its single_observation_spec())')
+    members.append(meta_objective.MetaTrainAgent(
+        batch_size_per_device=config.batch_size_per_device,
+        agent_settings=agent_settings(config, net),
+        value_fn_config=value_fn_config(config),
+        axis_name=devices_lib.AXIS, env=env))
+  members = tuple(members)
   population = config.population
   if population == 'auto':
     population = 'map' if devices[0].platform == 'cpu' else 'vmap'
@@ -102,11 +108,19 @@ def make_setup(config: config_lib.MetaTrainConfig, devices=None) -> MetaSetup:
       population=population)
 
 
-def agent_settings(config: config_lib.MetaTrainConfig):
-  """The population's agent settings (the Disco agent, MLP network)."""
+def task_net(config: config_lib.MetaTrainConfig, task: tasks_lib.Task) -> str:
+  """The network of the agents of `task`: the task's own, else the
+  config's `net`."""
+  return task.net or config.net
+
+
+def agent_settings(config: config_lib.MetaTrainConfig, net: str = 'mlp'):
+  """The agent settings of a task group: the Disco agent with network `net`
+  ('mlp', 'conv' or 'resnet', its torso from the config)."""
   return config_lib.agent_settings('disco_103', config.learning_rate,
                                    config.dense, config.model_lstm_size,
-                                   config.model_head_hiddens)
+                                   config.model_head_hiddens, net=net,
+                                   **config_lib.torso_args(config, net))
 
 
 def value_fn_config(config: config_lib.MetaTrainConfig) -> types.ValueFnConfig:

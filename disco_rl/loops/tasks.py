@@ -9,6 +9,8 @@ flag or a config holds it:
   'catch[rows=7,columns=5]'        Catch on another board
   'gymnax:CartPole-v1'             any discrete gymnax/Craftax environment
   'gymnax:DeepSea-bsuite[size=8]'  with constructor / EnvParams settings
+  'gymnax:Breakout-MinAtar[net=conv]'  its agents with another network
+                                   than the config's `net`
 
 The population's agents are split over the tasks in contiguous groups, as
 evenly as possible (`group_sizes`); the agents of one group share an
@@ -24,6 +26,7 @@ import numpy as np
 from disco_rl import environments
 from disco_rl.environments import base as base_env
 from disco_rl.loops import flags
+from disco_rl.networks import nets
 
 # 'catch' means the jittable Catch here: meta-training acts on the device.
 CATCH_NAMES = environments.CATCH_NAMES
@@ -39,10 +42,13 @@ class Task:
     name: an environment name ('catch', 'gymnax:<id>', 'craftax:<id>').
     settings: its settings (Catch: rows, columns; gymnax: constructor
       arguments or `EnvParams` fields).
+    net: the network of its agents ('mlp', 'conv', 'resnet'); None: the
+      config's `net`.
   """
 
   name: str
   settings: tuple[tuple[str, Any], ...] = ()
+  net: str | None = None
 
   @property
   def is_catch(self) -> bool:
@@ -50,10 +56,10 @@ class Task:
 
   def spec(self) -> str:
     """The task as text (`parse_task(task.spec()) == task`)."""
-    if not self.settings:
+    items = self.settings + ((('net', self.net),) if self.net else ())
+    if not items:
       return self.name
-    return '%s[%s]' % (self.name, ','.join(f'{k}={v}'
-                                           for k, v in self.settings))
+    return '%s[%s]' % (self.name, ','.join(f'{k}={v}' for k, v in items))
 
 
 def parse_task(text: Any, rows: int = 5, columns: int = 5) -> Task:
@@ -77,6 +83,10 @@ def parse_task(text: Any, rows: int = 5, columns: int = 5) -> Task:
     settings = flags.parse_kwargs(settings_text or '')
   except Exception as e:  # argparse.ArgumentTypeError: say which task.
     raise ValueError(f'Malformed settings in task {text!r}: {e}.') from None
+  net = settings.pop('net', None)
+  if net is not None and net not in nets.NETWORKS:
+    raise ValueError(f'Task {text!r}: unknown net {net!r}; expected one of '
+                     f'{tuple(nets.NETWORKS)}.')
   if name in CATCH_NAMES:
     unknown = sorted(set(settings) - set(_CATCH_KEYS))
     if unknown:
@@ -86,9 +96,9 @@ def parse_task(text: Any, rows: int = 5, columns: int = 5) -> Task:
                     columns=settings.get('columns', columns))
     base_env.check_board(settings['rows'], settings['columns'],
                          f'task {text!r}')
-    return Task('catch', tuple(settings.items()))
+    return Task('catch', tuple(settings.items()), net)
   environments.check_name(name, 'task environment')
-  return Task(name, tuple(settings.items()))
+  return Task(name, tuple(settings.items()), net)
 
 
 def parse_tasks(texts, rows: int = 5, columns: int = 5) -> tuple[Task, ...]:
@@ -113,12 +123,14 @@ def make_env(task: Task, batch_size: int) -> base_env.Environment:
 
 def eval_settings(task: Task) -> dict[str, Any]:
   """The `EvalConfig` fields that train an agent on `task` (its environment
-  and settings), e.g. `EvalConfig(**eval_settings(task), num_steps=200)`."""
+  and settings, and its network if it names one), e.g.
+  `EvalConfig(**eval_settings(task), num_steps=200)`."""
+  net = dict(net=task.net) if task.net else {}
   if task.is_catch:
     settings = dict(task.settings)
     return dict(env='jittable_catch', rows=settings['rows'],
-                columns=settings['columns'])
-  return dict(env=task.name, env_kwargs=dict(task.settings))
+                columns=settings['columns'], **net)
+  return dict(env=task.name, env_kwargs=dict(task.settings), **net)
 
 
 def group_sizes(num_agents: int, num_tasks: int) -> tuple[int, ...]:
