@@ -10,6 +10,7 @@
 #   make bench-seeds 3 seeds in one program vs one after another (~10 min)
 #   make bench-minatar Disco103 vs actor-critic on the five MinAtar games: LR sweep, table, statistics (hours)
 #   make bench-meta-window meta-gradient windows K=2,5,20: speed and memory
+#   make bench-envs  training speed on Atari, Sokoban, Craftax pixels, MinAtar (~10 min)
 #   make bench-meta-suite a rule meta-trained on a task suite, on held-out envs
 #   make weights     download and verify the Disco103 weights
 #   make test-py312  the Python 3.12 leg of CI: a fresh .venv312 (jax 0.11),
@@ -44,12 +45,13 @@ else
 TEST_ENV := -u XLA_FLAGS
 endif
 
-.PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train bench-loops bench-seeds bench-minatar bench-meta-window bench-meta-suite test-py312 gpu-wheels gpu-bundle
+.PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train bench-loops bench-seeds bench-minatar bench-meta-window bench-meta-suite bench-envs test-py312 gpu-wheels gpu-bundle
 
-# The optional environment extras (craftax, jumanji) too: their tests run in CI.
+# The optional environment extras (craftax, jumanji, atari) too: their tests
+# run in CI.
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install $(PIP_FLAGS) -e '.[test,craftax,jumanji]'
+	$(VPY) -m pip install $(PIP_FLAGS) -e '.[test,craftax,jumanji,atari]'
 	touch $@
 
 setup:
@@ -79,6 +81,9 @@ bench-meta-train: $(STAMP)
 
 bench-loops: $(STAMP)
 	$(VPY) scripts/benchmark_loops.py $(ARGS)
+
+bench-envs: $(STAMP)
+	$(VPY) scripts/benchmark_envs.py --out runs/bench_envs $(ARGS)
 
 bench-seeds: $(STAMP)
 	$(VPY) scripts/benchmark_seeds.py $(ARGS)

@@ -257,13 +257,16 @@ class Agent:
     logging.info('Update rule %s: %r', settings.update_rule_name,
                  settings.update_rule)
 
-    self._network = nets.with_precision(nets.get_network(
-        name=settings.net_settings.name,
-        action_spec=single_action_spec,
-        out_spec=self.update_rule.flat_output_spec(single_action_spec),
-        model_out_spec=self.update_rule.model_output_spec(single_action_spec),
-        **_to_plain(settings.net_settings.net_args),
-    ), settings.net_settings.get('precision', 'float32'))
+    self._network = nets.with_observation_scales(nets.with_precision(
+        nets.get_network(
+            name=settings.net_settings.name,
+            action_spec=single_action_spec,
+            out_spec=self.update_rule.flat_output_spec(single_action_spec),
+            model_out_spec=self.update_rule.model_output_spec(
+                single_action_spec),
+            **_to_plain(settings.net_settings.net_args),
+        ), settings.net_settings.get('precision', 'float32')),
+        single_observation_spec)
     self._optimizer = optimizers.agent_optimizer(
         learning_rate=settings.learning_rate,
         max_abs_update=settings.max_abs_update)

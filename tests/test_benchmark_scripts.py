@@ -112,3 +112,21 @@ def test_seeds_benchmark_tiny_run(tmp_path, tmp_path_factory):
   assert again.returncode == 2
   assert again.stderr.strip() == (f'error: {tmp_path / "out"}/results.json '
                                   'exists: choose another --out')
+
+
+@pytest.mark.slow  # About 2.5 min: four families compiled.
+def test_envs_benchmark_tiny_run(tmp_path, tmp_path_factory):
+  """Every family trains and both Atari acting modes report a speed."""
+  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+             JAX_PLATFORMS='cpu')
+  done = subprocess.run(
+      [sys.executable, str(SCRIPTS / 'benchmark_envs.py'), '--tiny', '--out',
+       str(tmp_path / 'out')], env=env, capture_output=True, text=True,
+      check=False, timeout=1800)
+  assert done.returncode == 0, done.stderr[-4000:]
+  results = json.loads((tmp_path / 'out/results.json').read_text())
+  assert len(results['training']) == 4
+  assert all(r['learner_steps_per_second'] > 0 for r in results['training'])
+  assert [a['mode'] for a in results['acting']] == ['host', 'xla']
+  assert results['acting'][0]['env_steps_per_second'] > 0
+  assert '| family | env | net |' in (tmp_path / 'out/results.md').read_text()

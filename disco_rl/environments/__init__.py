@@ -7,6 +7,7 @@ Jumanji by name.
   get_environment('gymnax:DeepSea-bsuite', 8, {'size': 10})
   get_environment('craftax:Craftax-Classic-Symbolic-v1', 8)  # [craftax] extra
   get_environment('jumanji:Sokoban-v0', 8)                   # [jumanji] extra
+  get_environment('envpool:Breakout-v5', 8)   # [atari] extra; on the host
 """
 
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from ml_collections import config_dict
 from disco_rl import utils
 from disco_rl.environments import base
 from disco_rl.environments import catch
+from disco_rl.environments import envpool_env
 from disco_rl.environments import gymnax_env
 from disco_rl.environments import jittable_envs
 from disco_rl.environments import jumanji_env
@@ -31,6 +33,13 @@ _ENVIRONMENTS = {
 # The Catch names: the jittable one (stepped on the device) and the dm_env
 # one (stepped on the host).
 CATCH_NAMES = ('jittable_catch', 'catch')
+
+
+def steps_on_host(name: str) -> bool:
+  """Whether environment `name` is stepped in Python on the host (the
+  dm_env Catch, envpool's Atari) rather than compiled into the program."""
+  return name == 'catch' or (isinstance(name, str) and name.startswith(
+      packages.ENVPOOL_PREFIX))
 # Names of environments from other packages start with one of these.
 PREFIXES = packages.PREFIXES
 
@@ -54,7 +63,8 @@ def _unknown_name(name: Any, what: str = 'environment') -> ValueError:
       "'gymnax:<id>' (any id gymnax registers, e.g. "
       "'gymnax:Breakout-MinAtar'), 'craftax:<id>' (e.g. "
       "'craftax:Craftax-Classic-Symbolic-v1') and 'jumanji:<id>' (e.g. "
-      f"'jumanji:Sokoban-v0').{hint}")
+      "'jumanji:Sokoban-v0') and 'envpool:<Game>-v5' (Atari, e.g. "
+      f"'envpool:Breakout-v5').{hint}")
 
 
 def check_name(name: Any, what: str = 'environment') -> None:
@@ -72,6 +82,10 @@ def check_name(name: Any, what: str = 'environment') -> None:
   if not is_package_name(name):
     raise _unknown_name(name, what)
   prefix = name.split(':', 1)[0] + ':'
+  if prefix == packages.ENVPOOL_PREFIX:
+    if name not in envpool_env.atari_names():
+      raise packages.unknown_id_error(name, envpool_env.atari_names(), what)
+    return
   if prefix == packages.JUMANJI_PREFIX:
     packages.import_optional(prefix)
     if name not in jumanji_env.jumanji_names():
@@ -102,7 +116,9 @@ def get_environment(
       'gymnax:DeepSea-bsuite'), 'craftax:<id>' (e.g.
       'craftax:Craftax-Classic-Symbolic-v1'; `pip install
       'disco_rl[craftax]'`) or 'jumanji:<id>' (one discrete action, e.g.
-      'jumanji:Sokoban-v0'; `pip install 'disco_rl[jumanji]'`).
+      'jumanji:Sokoban-v0'; `pip install 'disco_rl[jumanji]'`) or
+      'envpool:<Game>-v5' (Atari on the host, e.g. 'envpool:Breakout-v5';
+      `pip install 'disco_rl[atari]'`; `random_seed` seeds the games).
     batch_size: the number of parallel instances (>= 1).
     env_settings: the environment's settings; for Catch its module's
       defaults if None; for gymnax/Craftax keyword arguments of the
@@ -123,6 +139,9 @@ def get_environment(
                                f'{name} env_settings').to_dict()
     if name.startswith(packages.JUMANJI_PREFIX):
       return jumanji_env.make(name, batch_size, settings)
+    if name.startswith(packages.ENVPOOL_PREFIX):
+      seed = settings.pop('random_seed', 0)
+      return envpool_env.make(name, batch_size, settings, seed=seed)
     return gymnax_env.make(name, batch_size, settings)
   if name not in _ENVIRONMENTS:
     raise _unknown_name(name)

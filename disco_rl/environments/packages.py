@@ -1,7 +1,7 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Environments of other packages by name: 'gymnax:<id>', 'craftax:<id>',
-'jumanji:<id>'. The optional package behind each prefix, and the errors for
+'jumanji:<id>', 'envpool:<Game>-v5' (Atari). The optional package behind each prefix, and the errors for
 a missing package or an unknown id."""
 
 import difflib
@@ -11,10 +11,12 @@ from typing import Any
 GYMNAX_PREFIX = 'gymnax:'
 CRAFTAX_PREFIX = 'craftax:'
 JUMANJI_PREFIX = 'jumanji:'
+ENVPOOL_PREFIX = 'envpool:'
 # The optional package behind each prefix, and what installs it.
 PACKAGES = {GYMNAX_PREFIX: ('gymnax', 'disco_rl'),
             CRAFTAX_PREFIX: ('craftax', 'disco_rl[craftax]'),
-            JUMANJI_PREFIX: ('jumanji', 'disco_rl[jumanji]')}
+            JUMANJI_PREFIX: ('jumanji', 'disco_rl[jumanji]'),
+            ENVPOOL_PREFIX: ('envpool', 'disco_rl[atari]')}
 PREFIXES = tuple(PACKAGES)
 
 

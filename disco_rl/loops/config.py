@@ -79,7 +79,9 @@ class EvalConfig:
                     "'craftax:<id>' (e.g. craftax:Craftax-Classic-Symbolic-v1"
                     ", pip install 'disco_rl[craftax]'), 'jumanji:<id>' "
                     "(e.g. jumanji:Sokoban-v0, pip install "
-                    "'disco_rl[jumanji]') or 'custom' (the "
+                    "'disco_rl[jumanji]'), 'envpool:<Game>-v5' (Atari, "
+                    "stepped on the host, e.g. envpool:Breakout-v5, pip "
+                    "install 'disco_rl[atari]') or 'custom' (the "
                     'Environment object passed as Trainer(..., env=...))')
   env_kwargs: dict[str, Any] = _dict_field(
       'environment settings as name=value pairs, e.g. size=10 (DeepSea) or '
@@ -308,9 +310,9 @@ def check_env_name(name: Any) -> None:
 
 
 def steps_on_host(env: str) -> bool:
-  """Whether an eval environment is stepped in Python (the dm_env Catch)
-  rather than compiled into the program."""
-  return env == 'catch'
+  """Whether an eval environment is stepped in Python (the dm_env Catch,
+  envpool's Atari) rather than compiled into the program."""
+  return environments.steps_on_host(env)
 
 
 def check_eval_config(config: EvalConfig) -> None:
@@ -326,10 +328,12 @@ def check_eval_config(config: EvalConfig) -> None:
   check_env_name(config.env)
   check_env_kwargs(config)
   if steps_on_host(config.env) and config.num_seeds > 1:
+    hint = (" (use 'jittable_catch', the same game)" if config.env == 'catch'
+            else '')
     raise ValueError(
         f"num_seeds={config.num_seeds} needs a jittable environment: "
-        "env='catch' is stepped on the host one run at a time (use "
-        "'jittable_catch', the same game).")
+        f"env={config.env!r} is stepped on the host one run at a time"
+        f"{hint}.")
   if config.batch_size % config.replay_ratio:
     raise ValueError(
         f'batch_size={config.batch_size} must be a multiple of replay_ratio='

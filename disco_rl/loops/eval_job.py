@@ -209,6 +209,11 @@ class EvalJob:
                             devices_lib.fetch(state.learner_state.params))
     if env is None and cfg.env == config_lib.CUSTOM_ENV:
       env = self.loop.setup.env
+    elif env is None and config_lib.steps_on_host(cfg.env) and (
+        cfg.env != 'catch'):
+      raise ValueError(
+          f'evaluate needs a jittable environment; env={cfg.env!r} is '
+          'stepped on the host: pass env= (a jittable Environment).')
     elif env is None:
       name = 'jittable_catch' if cfg.env == 'catch' else cfg.env
       env = get_environment(name, batch_size=cfg.num_envs,

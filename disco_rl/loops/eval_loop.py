@@ -58,8 +58,8 @@ class EvalLoop:
         `eval_setup.make_setup`).
     """
     if config_lib.steps_on_host(config.env):
-      raise ValueError("env='catch' is stepped on the host: use HostEvalLoop "
-                       '(or make_eval_loop).')
+      raise ValueError(f'env={config.env!r} is stepped on the host: use '
+                       'HostEvalLoop (or make_eval_loop).')
     self.setup = eval_setup.make_setup(config, devices, env)
     self.rule_params = eval_setup.rule_params_on_mesh(
         self.setup, rule_params, load_weights)

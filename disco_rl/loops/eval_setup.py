@@ -173,13 +173,14 @@ def env_settings(config: config_lib.EvalConfig,
   """The settings `get_environment` gets for `config.env`.
 
   Catch: its board (`rows`, `columns`), the host one also `random_seed`,
-  plus `env_kwargs`; gymnax/craftax: `env_kwargs`.
+  plus `env_kwargs`; envpool: `env_kwargs` and `random_seed`; the others:
+  `env_kwargs`.
   """
   settings = dict(config.env_kwargs)
   if config.env in config_lib.CATCH_ENVS:
     settings.update(rows=config.rows, columns=config.columns)
-    if seed is not None:
-      settings['random_seed'] = seed
+  if config_lib.steps_on_host(config.env) and seed is not None:
+    settings['random_seed'] = seed
   return settings
 
 

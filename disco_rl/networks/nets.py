@@ -64,6 +64,51 @@ def float_observations(observations: chex.ArrayTree) -> chex.ArrayTree:
   return jax.tree.map(to_float, observations)
 
 
+def observation_scales(observation_spec: Any) -> list[float]:
+  """Per observation leaf (tree order), the factor its values are
+  multiplied by as floats: 1 / maximum for integer leaves whose spec bounds
+  them to [0, maximum] with maximum > 1 (Atari's 0..255 frames: 1/255),
+  else 1 (MinAtar's 0/1 bytes, floats)."""
+  def scale(spec) -> float:
+    maximum = getattr(spec, 'maximum', None)
+    if (maximum is None or not np.issubdtype(np.dtype(spec.dtype), np.integer)
+        or np.ndim(maximum) != 0 or float(maximum) <= 1
+        or float(getattr(spec, 'minimum', 0)) != 0):
+      return 1.0
+    return 1.0 / float(maximum)
+  return [scale(s) for s in jax.tree.leaves(
+      observation_spec, is_leaf=lambda x: hasattr(x, 'dtype'))]
+
+
+def with_observation_scales(network: types.PolicyNetwork,
+                            observation_spec: Any) -> types.PolicyNetwork:
+  """The network taking observations of `observation_spec` as stored:
+  integer leaves become float32 times `observation_scales` (e.g. Atari's
+  uint8 frames divided by 255) before the network (and its precision
+  policy) sees them. The network itself where every scale is 1."""
+  scales = observation_scales(observation_spec)
+  if all(s == 1.0 for s in scales):
+    return network
+
+  def scaled(observations):
+    leaves, tree = jax.tree.flatten(observations)
+    if len(leaves) != len(scales):
+      return observations  # The agent's shape check names the mismatch.
+    return jax.tree.unflatten(tree, [
+        jnp.asarray(x, jnp.float32) * s
+        if not jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x
+        for x, s in zip(leaves, scales)])
+
+  def wrap(apply):
+    def apply_scaled(params, state, observations, should_reset=None):
+      return apply(params, state, scaled(observations), should_reset)
+    return apply_scaled
+
+  return types.PolicyNetwork(init=network.init,
+                             one_step=wrap(network.one_step),
+                             unroll=wrap(network.unroll))
+
+
 PRECISIONS = ('float32', 'bfloat16')
 
 
