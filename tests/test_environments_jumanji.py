@@ -289,3 +289,30 @@ def test_a_missing_jumanji_names_its_extra(monkeypatch, tmp_path, capsys):
   assert status == 2
   assert err.startswith('error: ') and len(err.strip().splitlines()) == 1
   assert "pip install 'disco_rl[jumanji]'" in err
+
+
+def test_importing_jumanji_in_a_notebook_leaves_matplotlib_alone(
+    monkeypatch):
+  """jumanji 1.1 runs `%matplotlib ipympl` on import in a notebook (which
+  raises without ipympl); the package's import skips that magic only."""
+  import sys  # pylint: disable=g-import-not-at-top
+  import types as pytypes  # pylint: disable=g-import-not-at-top
+  from disco_rl.environments import packages  # pylint: disable=g-import-not-at-top
+  calls = []
+
+  class Shell:
+
+    def run_line_magic(self, name, line):
+      calls.append((name, line))
+      if name == 'matplotlib':
+        raise RuntimeError(f"'{line}' is not a recognised backend name")
+
+  shell = Shell()
+  monkeypatch.setitem(sys.modules, 'IPython', pytypes.SimpleNamespace(
+      get_ipython=lambda: shell))
+  with packages._matplotlib_magic_off():  # pylint: disable=protected-access
+    assert shell.run_line_magic('matplotlib', 'ipympl') is None
+    shell.run_line_magic('time', 'x')
+  assert calls == [('time', 'x')]
+  with pytest.raises(RuntimeError, match='ipympl'):  # Restored after.
+    shell.run_line_magic('matplotlib', 'ipympl')

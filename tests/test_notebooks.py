@@ -201,6 +201,33 @@ def test_eval_notebook(num_devices, tmp_path, execute, disco_103_path,
   assert math.isclose(final, np.nanmean(returns), abs_tol=5e-4), printed
 
 
+# The pixel families with the residual torso: Atari (on the host), Sokoban
+# and Craftax from pixels. Slow (three notebooks); the default run trains
+# each family from the CLI (test_environments_*.py).
+@pytest.mark.slow
+@pytest.mark.weights
+@pytest.mark.parametrize('env,env_kwargs,package', [
+    ('envpool:Breakout-v5', {}, 'envpool'),
+    ('jumanji:Sokoban-v0', {'generator': 'toy'}, 'jumanji'),
+    ('craftax:Craftax-Classic-Pixels-v1', {}, 'craftax')])
+def test_eval_notebook_trains_a_pixel_family(env, env_kwargs, package,
+                                             tmp_path, execute,
+                                             disco_103_path):
+  pytest.importorskip(package)
+  out = tmp_path / 'out'
+  params = dict(EVAL_TINY, **EVAL_SPLIT[1], output_dir=str(out),
+                weights_path=str(disco_103_path), env=env,
+                env_kwargs=env_kwargs, net='resnet', resnet_channels=(4,),
+                resnet_blocks=1)
+  nb = execute('eval', params, 1, weights_file=disco_103_path)
+  metrics = evaluation.read_metrics(out / 'metrics.csv')
+  learned = metrics['learned'] == 1
+  assert learned.sum() == params['num_steps']
+  assert np.isfinite(metrics['total_loss'][learned]).all()
+  assert "'resnet_blocks': 1" in stdout_of(nb, 'build-agent')
+  assert_png(out / 'returns.png')
+
+
 # ----------------------------------------------------------------------------
 # Meta-training notebook: a random rule, meta-trained for two steps.
 

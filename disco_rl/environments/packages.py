@@ -4,8 +4,10 @@
 'jumanji:<id>', 'envpool:<Game>-v5' (Atari). The optional package behind each prefix, and the errors for
 a missing package or an unknown id."""
 
+import contextlib
 import difflib
 import importlib
+import sys
 from typing import Any
 
 GYMNAX_PREFIX = 'gymnax:'
@@ -36,12 +38,41 @@ def import_optional(prefix: str) -> Any:
   """
   package, extra = PACKAGES[prefix]
   try:
-    return importlib.import_module(package)
+    with _matplotlib_magic_off():
+      return importlib.import_module(package)
   except ImportError as e:
     raise MissingPackageError(
         f"Environments named '{prefix}<id>' need the {package!r} package, "
         f"which is not installed ({e}); install it with: pip install "
         f"'{extra}'.") from e
+
+
+@contextlib.contextmanager
+def _matplotlib_magic_off():
+  """Imports inside it leave a notebook's Matplotlib backend alone.
+
+  jumanji 1.1 runs `%matplotlib ipympl` when imported in a notebook, which
+  raises (a RuntimeError, not caught by jumanji) unless ipympl is
+  installed, and would switch the notebook's backend if it were.
+  """
+  shell = None
+  if 'IPython' in sys.modules:
+    shell = sys.modules['IPython'].get_ipython()
+  if shell is None:
+    yield
+    return
+  run_line_magic = shell.run_line_magic
+
+  def without_matplotlib(name, *args, **kwargs):
+    if name == 'matplotlib':
+      return None
+    return run_line_magic(name, *args, **kwargs)
+
+  shell.run_line_magic = without_matplotlib
+  try:
+    yield
+  finally:
+    shell.run_line_magic = run_line_magic
 
 
 def close_matches(name: str, candidates: list[str]) -> list[str]:
