@@ -156,6 +156,10 @@ def final_returns(metrics: dict[str, np.ndarray],
   return finals
 
 
+class Interrupted(Exception):
+  """A run stopped by a signal before its last learner step."""
+
+
 def run_program(config, work: pathlib.Path, results: pathlib.Path,
                 overwrite: bool = False) -> dict:
   """Trains one program unless its results are in `results`; its summary.
@@ -175,6 +179,12 @@ def run_program(config, work: pathlib.Path, results: pathlib.Path,
       return summary
   start = time.time()
   run = comparison.run_or_resume(config, work, overwrite)
+  if run.get('interrupted') or run.get('steps') != config.num_steps:
+    # Stopped by a signal: nothing is recorded; the next call resumes it.
+    raise Interrupted(
+        f'{work} stopped at learner step {run.get("steps")} of '
+        f'{config.num_steps} ({run.get("interrupted")}); run the same '
+        'command again to resume it.')
   metrics = reporting.read_metrics(work / 'metrics.csv')
   results.mkdir(parents=True, exist_ok=True)
   pd.DataFrame(compact_curves(
@@ -519,6 +529,9 @@ def main(argv=None) -> int:
   except (ValueError, FileNotFoundError) as e:  # Settings; the weights.
     print(f'error: {str(e).splitlines()[0]}', file=sys.stderr)
     return 2
+  except Interrupted as e:
+    print(f'stopped: {e}', file=sys.stderr)
+    return 130
   return 0
 
 

@@ -191,3 +191,17 @@ def test_plateau_study_tiny_run(tmp_path, tmp_path_factory):
   assert again.returncode == 0, again.stderr[-4000:]
   assert 'training' not in again.stdout
   assert pd.read_csv(tmp_path / 'plateau/plateau.csv').equals(table)
+
+
+def test_an_interrupted_run_records_nothing(tmp_path, monkeypatch):
+  """A run stopped by a signal leaves no curves or summary behind (they
+  would read as finished next time); the next call resumes it."""
+  monkeypatch.setattr(bench.comparison, 'run_or_resume',
+                      lambda *a, **k: dict(steps=7, interrupted='SIGTERM'))
+  config = bench.make_config('Breakout', 'disco_103', 1e-3, [0], 20,
+                             bench.TINY)
+  with pytest.raises(bench.Interrupted, match=(
+      r'stopped at learner step 7 of 20 \(SIGTERM\); run the same command '
+      'again to resume it')):
+    bench.run_program(config, tmp_path / 'work', tmp_path / 'results')
+  assert not (tmp_path / 'results').exists()
