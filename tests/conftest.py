@@ -222,3 +222,20 @@ def pytest_collection_modifyitems(config, items):
   del config
   rank = {name: i for i, name in enumerate(LONGEST_FILES)}
   items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+@pytest.fixture
+def hide_package(monkeypatch):
+  """`hide_package(name)`: `importlib.import_module(name)` raises
+  ImportError for the rest of the test, as if the package were missing."""
+  import importlib  # pylint: disable=g-import-not-at-top
+  real_import = importlib.import_module
+
+  def hide(package: str) -> None:
+    def import_module(name, *args):
+      if name == package:
+        raise ImportError(f'No module named {package!r}')
+      return real_import(name, *args)
+    monkeypatch.setattr(importlib, 'import_module', import_module)
+
+  return hide

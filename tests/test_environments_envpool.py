@@ -3,7 +3,6 @@
 """Atari through envpool: exact semantics against envpool stepped by hand,
 training and resuming from the CLI, the networks' byte scaling, bad input."""
 
-import importlib
 import json
 
 import dm_env
@@ -165,15 +164,8 @@ def test_atari_runs_one_seed_per_program(tmp_path, capsys):
           'is stepped on the host') in err
 
 
-def test_a_missing_envpool_names_its_extra(monkeypatch):
-  real_import = importlib.import_module
-
-  def without_envpool(name, *args):
-    if name == 'envpool':
-      raise ImportError("No module named 'envpool'")
-    return real_import(name, *args)
-
-  monkeypatch.setattr(importlib, 'import_module', without_envpool)
+def test_a_missing_envpool_names_its_extra(hide_package):
+  hide_package('envpool')
   with pytest.raises(ImportError, match=(
       r"need the 'envpool' package, which is not installed .*pip install "
       r"'disco_rl\[atari\]'")):

@@ -4,7 +4,6 @@
 
 import dataclasses
 import functools
-import importlib
 import json
 import urllib.error
 
@@ -309,15 +308,8 @@ def test_unknown_names_list_close_matches(name, match):
     environments.check_name(name, 'env')
 
 
-def test_a_missing_optional_package_names_its_extra(monkeypatch):
-  real_import = importlib.import_module
-
-  def without_craftax(name, *args):
-    if name == 'craftax':
-      raise ImportError("No module named 'craftax'")
-    return real_import(name, *args)
-
-  monkeypatch.setattr(importlib, 'import_module', without_craftax)
+def test_a_missing_optional_package_names_its_extra(hide_package):
+  hide_package('craftax')
   for call in (lambda: environments.get_environment(
       'craftax:Craftax-Classic-Symbolic-v1', 2),
                lambda: environments.check_name('craftax:Craftax-Symbolic-v1')):

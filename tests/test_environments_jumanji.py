@@ -4,7 +4,6 @@
 training from the CLI, and bad input."""
 
 import functools
-import importlib
 import json
 
 import dm_env
@@ -270,15 +269,8 @@ def test_levels_that_cannot_be_downloaded_say_what_to_do(monkeypatch):
   assert isinstance(caught.value, ValueError)  # One line from the CLIs.
 
 
-def test_a_missing_jumanji_names_its_extra(monkeypatch, tmp_path, capsys):
-  real_import = importlib.import_module
-
-  def without_jumanji(name, *args):
-    if name == 'jumanji':
-      raise ImportError("No module named 'jumanji'")
-    return real_import(name, *args)
-
-  monkeypatch.setattr(importlib, 'import_module', without_jumanji)
+def test_a_missing_jumanji_names_its_extra(hide_package, tmp_path, capsys):
+  hide_package('jumanji')
   with pytest.raises(ImportError, match=(
       r"need the 'jumanji' package, which is not installed .*pip install "
       r"'disco_rl\[jumanji\]'")):

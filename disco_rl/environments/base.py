@@ -60,6 +60,90 @@ class Environment(abc.ABC):
     return utils.broadcast_specs(self.single_action_spec(), self.batch_size)
 
 
+@chex.dataclass(mappable_dataclass=False)
+class StepInfo:
+  """How each instance's step ended, all [B].
+
+  Attributes:
+    terminated: the episode reached a terminal state.
+    truncated: the episode was cut (a time limit) without terminating.
+    discount: dm_env's discount, float32: 0 where `terminated`, else 1.
+  """
+
+  terminated: chex.Array
+  truncated: chex.Array
+  discount: chex.Array
+
+
+class AdapterEnvironment(Environment):
+  """An environment of another package (gymnax, Jumanji, envpool) adapted.
+
+  Subclasses set `_single_observation_spec` and `_single_action_spec` when
+  built and implement `step_with_info`; `step` is it without the
+  `StepInfo`.
+  """
+
+  _single_observation_spec: types.Specs
+  _single_action_spec: types.ActionSpec
+
+  @abc.abstractmethod
+  def step_with_info(
+      self, state: _StateT, actions: chex.Array
+  ) -> tuple[_StateT, types.EnvironmentTimestep, StepInfo]:
+    """`step`, and how each episode ended (terminated, truncated, discount).
+
+    Args:
+      state: the batch's state.
+      actions: [B] integer actions in [0, num_actions).
+
+    Returns:
+      (next state, timestep with [B] leaves, `StepInfo` [B]).
+    """
+
+  def step(  # pytype: disable=signature-mismatch
+      self, state: _StateT, actions: chex.Array
+  ) -> tuple[_StateT, types.EnvironmentTimestep]:
+    """Steps every instance with its action ([B]); LAST ends an episode."""
+    state, timestep, _ = self.step_with_info(state, actions)
+    return state, timestep
+
+  def single_observation_spec(self) -> types.Specs:
+    return self._single_observation_spec
+
+  def single_action_spec(self) -> types.ActionSpec:
+    return self._single_action_spec
+
+
+class VmappedEnvironment(AdapterEnvironment):
+  """An adapted environment of pure-JAX instances run with `jax.vmap`.
+
+  Subclasses implement one instance's `_reset_one(key) -> (state,
+  timestep)` and `_step_one(state, action) -> (state, timestep, StepInfo)`.
+  """
+
+  @abc.abstractmethod
+  def _reset_one(self, key: chex.PRNGKey):
+    """One instance's reset."""
+
+  @abc.abstractmethod
+  def _step_one(self, state, action: chex.Array):
+    """One instance's step, with its `StepInfo`."""
+
+  def reset(  # pytype: disable=signature-mismatch
+      self, rng_key: chex.PRNGKey
+  ) -> tuple[Any, types.EnvironmentTimestep]:
+    """Starts B episodes, instance b with `split(rng_key, B)[b]`: step
+    types FIRST [B], rewards 0 [B]."""
+    return jax.vmap(self._reset_one)(jax.random.split(rng_key,
+                                                      self.batch_size))
+
+  def step_with_info(self, state, actions: chex.Array):
+    """`step`, and how each episode ended; [B] actions in [0, A)."""
+    chex.assert_shape(actions, (self.batch_size,))
+    return jax.vmap(self._step_one)(state,
+                                    jax.numpy.asarray(actions, np.int32))
+
+
 # ----------------------------------------------------------------------------
 # Argument checks.
 

@@ -85,7 +85,7 @@ def check_kwargs(task_id: str, env_kwargs: Mapping[str, Any],
                      f'expected some of {sorted(known)}.')
 
 
-class EnvpoolEnvironment(base.Environment):
+class EnvpoolEnvironment(base.AdapterEnvironment):
   """`batch_size` Atari games in an envpool pool, stepped on the host.
 
   Attributes:
@@ -143,7 +143,7 @@ class EnvpoolEnvironment(base.Environment):
 
   def step_with_info(
       self, state: EnvpoolState | None, actions: chex.Array
-  ) -> tuple[EnvpoolState, types.EnvironmentTimestep, gymnax_env.StepInfo]:
+  ) -> tuple[EnvpoolState, types.EnvironmentTimestep, base.StepInfo]:
     """Steps every game with its action ([B]); resets the games that ended.
 
     Returns:
@@ -163,7 +163,7 @@ class EnvpoolEnvironment(base.Environment):
       first, _ = self._pool.reset(ids)
       frames[ids] = first
     terminated = np.asarray(terminated, bool)
-    info = gymnax_env.StepInfo(
+    info = base.StepInfo(
         terminated=terminated, truncated=ended & ~terminated,
         discount=np.where(terminated, 0.0, 1.0).astype(np.float32))
     return EnvpoolState(), types.EnvironmentTimestep(
@@ -172,18 +172,7 @@ class EnvpoolEnvironment(base.Environment):
                            dm_env.StepType.MID).astype(np.int32),
         reward=np.asarray(reward, np.float32)), info
 
-  def step(  # pytype: disable=signature-mismatch
-      self, state: EnvpoolState | None, actions: chex.Array
-  ) -> tuple[EnvpoolState, types.EnvironmentTimestep]:
-    """`step_with_info` without the info."""
-    state, timestep, _ = self.step_with_info(state, actions)
-    return state, timestep
 
-  def single_observation_spec(self) -> types.Specs:
-    return self._single_observation_spec
-
-  def single_action_spec(self) -> types.ActionSpec:
-    return self._single_action_spec
 
   # Checkpoints: envpool cannot save its games, so a checkpoint keeps the
   # settings and a restored environment starts new games.

@@ -71,21 +71,6 @@ class GymnaxState:
   rng: chex.PRNGKey
 
 
-@chex.dataclass(mappable_dataclass=False)
-class StepInfo:
-  """How each instance's step ended, all [B].
-
-  Attributes:
-    terminated: the episode reached a terminal state.
-    truncated: the episode was cut (a time limit) without terminating.
-    discount: dm_env's discount, float32: 0 where `terminated`, else 1.
-  """
-
-  terminated: chex.Array
-  truncated: chex.Array
-  discount: chex.Array
-
-
 # ----------------------------------------------------------------------------
 # Spaces.
 
@@ -125,7 +110,7 @@ def _observation_fn(space: Any, as_bytes: bool = False
 # The batched environment.
 
 
-def _step_info(outputs: tuple[Any, ...], what: str) -> StepInfo:
+def _step_info(outputs: tuple[Any, ...], what: str) -> base.StepInfo:
   """Terminated/truncated/discount of one wrapped `step`'s outputs."""
   if len(outputs) == 6:  # gymnax >= 1.0: obs, state, r, terminated, truncated, info
     terminated, truncated = (jnp.asarray(x, bool) for x in outputs[3:5])
@@ -141,12 +126,12 @@ def _step_info(outputs: tuple[Any, ...], what: str) -> StepInfo:
         f'{what}.step must return (obs, state, reward, terminated, '
         'truncated, info) as gymnax >= 1.0 does, or (obs, state, reward, '
         f'done, info); got {len(outputs)} values.')
-  return StepInfo(terminated=terminated, truncated=truncated,
+  return base.StepInfo(terminated=terminated, truncated=truncated,
                   discount=jnp.where(terminated, 0.0, 1.0).astype(
                       jnp.float32))
 
 
-class GymnaxEnvironment(base.Environment):
+class GymnaxEnvironment(base.VmappedEnvironment):
   """`batch_size` instances of a gymnax-style environment, vmapped.
 
   `reset` and `step` are pure and jittable. See the module docstring for
@@ -204,41 +189,6 @@ class GymnaxEnvironment(base.Environment):
     step_type = jnp.where(ended, dm_env.StepType.LAST, dm_env.StepType.MID)
     timestep = self._timestep(outputs[0], outputs[2], step_type)
     return GymnaxState(env_state=outputs[1], rng=carry), timestep, info
-
-  def reset(  # pytype: disable=signature-mismatch
-      self, rng_key: chex.PRNGKey
-  ) -> tuple[GymnaxState, types.EnvironmentTimestep]:
-    """Starts B episodes: step types FIRST [B], rewards 0 [B]."""
-    return jax.vmap(self._reset_one)(jax.random.split(rng_key,
-                                                      self.batch_size))
-
-  def step_with_info(
-      self, state: GymnaxState, actions: chex.Array
-  ) -> tuple[GymnaxState, types.EnvironmentTimestep, StepInfo]:
-    """`step`, and how each episode ended (terminated, truncated, discount).
-
-    Args:
-      state: the batch's state.
-      actions: [B] integer actions in [0, num_actions).
-
-    Returns:
-      (next state, timestep with [B] leaves, `StepInfo` [B]).
-    """
-    chex.assert_shape(actions, (self.batch_size,))
-    return jax.vmap(self._step_one)(state, jnp.asarray(actions, jnp.int32))
-
-  def step(  # pytype: disable=signature-mismatch
-      self, state: GymnaxState, actions: chex.Array
-  ) -> tuple[GymnaxState, types.EnvironmentTimestep]:
-    """Steps every instance with its action ([B]); LAST ends an episode."""
-    state, timestep, _ = self.step_with_info(state, actions)
-    return state, timestep
-
-  def single_observation_spec(self) -> types.Specs:
-    return self._single_observation_spec
-
-  def single_action_spec(self) -> types.ActionSpec:
-    return self._single_action_spec
 
 
 # ----------------------------------------------------------------------------

@@ -48,7 +48,6 @@ import numpy as np
 
 from disco_rl import types
 from disco_rl.environments import base
-from disco_rl.environments import gymnax_env
 from disco_rl.environments import observations
 from disco_rl.environments import packages
 
@@ -110,7 +109,7 @@ def observation_dict(observation: Any) -> dict[str, chex.Array]:
           for path, leaf in leaves}
 
 
-class JumanjiEnvironment(base.Environment):
+class JumanjiEnvironment(base.VmappedEnvironment):
   """`batch_size` instances of a Jumanji environment, auto-reset, vmapped.
 
   `reset` and `step` are pure and jittable; see the module docstring.
@@ -157,47 +156,12 @@ class JumanjiEnvironment(base.Environment):
     ended = timestep.last()
     discount = jnp.asarray(timestep.discount, jnp.float32).reshape(())
     terminated = ended & (discount == 0)
-    info = gymnax_env.StepInfo(
+    info = base.StepInfo(
         terminated=terminated, truncated=ended & ~terminated,
         discount=jnp.where(terminated, 0.0, 1.0).astype(jnp.float32))
     step_type = jnp.where(ended, dm_env.StepType.LAST, dm_env.StepType.MID)
     return (JumanjiState(env_state=env_state),
             self._timestep(timestep, step_type), info)
-
-  def reset(  # pytype: disable=signature-mismatch
-      self, rng_key: chex.PRNGKey
-  ) -> tuple[JumanjiState, types.EnvironmentTimestep]:
-    """Starts B episodes: step types FIRST [B], rewards 0 [B]."""
-    return jax.vmap(self._reset_one)(jax.random.split(rng_key,
-                                                      self.batch_size))
-
-  def step_with_info(
-      self, state: JumanjiState, actions: chex.Array
-  ) -> tuple[JumanjiState, types.EnvironmentTimestep, gymnax_env.StepInfo]:
-    """`step`, and how each episode ended (terminated, truncated, discount).
-
-    Args:
-      state: the batch's state.
-      actions: [B] integer actions in [0, num_actions).
-
-    Returns:
-      (next state, timestep with [B] leaves, `StepInfo` [B]).
-    """
-    chex.assert_shape(actions, (self.batch_size,))
-    return jax.vmap(self._step_one)(state, jnp.asarray(actions, jnp.int32))
-
-  def step(  # pytype: disable=signature-mismatch
-      self, state: JumanjiState, actions: chex.Array
-  ) -> tuple[JumanjiState, types.EnvironmentTimestep]:
-    """Steps every instance with its action ([B]); LAST ends an episode."""
-    state, timestep, _ = self.step_with_info(state, actions)
-    return state, timestep
-
-  def single_observation_spec(self) -> types.Specs:
-    return self._single_observation_spec
-
-  def single_action_spec(self) -> types.ActionSpec:
-    return self._single_action_spec
 
 
 # ----------------------------------------------------------------------------
