@@ -6,10 +6,12 @@
 For each family (Atari through envpool on the host, Sokoban and Craftax
 pixels compiled into the fused loop, MinAtar Breakout for reference),
 Disco103 trains `--steps` learner steps with the residual torso (IMPALA's
-sizes: 16,32,32 channels, 2 blocks; MinAtar: the conv torso) at batch 32,
-replay ratio 4 (8 environments), rollouts of 29 steps, buffer 256. Prints
+sizes: 16,32,32 channels, 2 blocks; MinAtar: the conv torso) at batch 4,
+replay ratio 2 (2 environments), rollouts of 29 steps, buffer 32: small,
+for a 2-core CPU, where one learner step on 32 Atari trajectories took
+minutes. Prints
 and writes (to --out: results.json, results.md) the learner steps/s after
-compilation, the environment steps/s (learner steps/s x 8 x 29: each
+compilation, the environment steps/s (learner steps/s x 2 x 29: each
 learner step acts one rollout of every environment), the compile time and
 the replay bytes per trajectory.
 
@@ -42,7 +44,7 @@ FAMILIES = {
     'MinAtar Breakout (reference)': dict(env='gymnax:Breakout-MinAtar',
                                          net='conv', conv_channels=(16,)),
 }
-SETTINGS = dict(batch_size=32, replay_ratio=4, buffer_capacity=256,
+SETTINGS = dict(batch_size=4, replay_ratio=2, buffer_capacity=32,
                 rollout_len=29, dense=(256,), model_lstm_size=128,
                 model_head_hiddens=(128,), resnet_channels=(16, 32, 32),
                 resnet_blocks=2, learning_rate=1e-3, debug_checks=False)
@@ -85,6 +87,10 @@ ACTING_SCRIPT = textwrap.dedent('''
 ''')
 
 
+class Interrupted(Exception):
+  """A run stopped by a signal: the benchmark stops too."""
+
+
 def train(family: str, settings: dict, steps: int, out: pathlib.Path):
   """Trains one family; its speed and sizes."""
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
@@ -94,6 +100,8 @@ def train(family: str, settings: dict, steps: int, out: pathlib.Path):
   run_dir = out / family.split(' ')[0].lower()
   summary = trainer_lib.run_eval(config, run_dir, overwrite=True,
                                  progress=False)
+  if summary.get('interrupted') or not summary.get('completed', True):
+    raise Interrupted(f'{family} stopped ({summary.get("interrupted")}).')
   rate = summary['steps_per_second']
   return dict(family=family, env=config.env, net=config.net,
               learner_steps_per_second=rate,
@@ -126,13 +134,13 @@ def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument('--out', required=True, help='output directory')
   parser.add_argument('--steps', type=int, default=None,
-                      help='learner steps per family (default 20; --tiny 3)')
+                      help='learner steps per family (default 6; --tiny 3)')
   parser.add_argument('--families', nargs='+', default=list(FAMILIES),
                       choices=list(FAMILIES))
   parser.add_argument('--tiny', action='store_true',
                       help='tiny sizes: a smoke run')
   args = parser.parse_args(argv)
-  steps = args.steps or (3 if args.tiny else 20)
+  steps = args.steps or (3 if args.tiny else 6)
   if steps < 2:
     print(f'error: --steps must be >= 2, got {steps}.', file=sys.stderr)
     return 2
@@ -142,7 +150,11 @@ def main(argv=None) -> int:
   rows = []
   for family in args.families:
     start = time.time()
-    row = train(family, settings, steps, out)
+    try:
+      row = train(family, settings, steps, out)
+    except Interrupted as e:
+      print(f'stopped: {e}', file=sys.stderr)
+      return 130
     rows.append(row)
     print(f'{family}: {row["learner_steps_per_second"]:.2f} learner steps/s,'
           f' {row["env_steps_per_second"]:.0f} env steps/s, compile '
