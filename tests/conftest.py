@@ -208,6 +208,8 @@ LONGEST_FILES = (
     'test_gpu_check.py',
     'test_environments_gymnax.py',
     'test_loops_meta_loop.py',
+    'test_environments_jumanji.py',
+    'test_environments_envpool.py',
     'test_golden_agent.py',
     'test_agent.py',
     'test_golden_meta.py',

@@ -128,6 +128,7 @@ def test_adapter_matches_gymnax_stepped_by_hand(env_id, kwargs, ends):
 
 @pytest.mark.parametrize('game', ['Asterix', 'Freeway', 'Seaquest',
                                   'SpaceInvaders'])
+@pytest.mark.slow  # ~30 s for four games; Breakout is in the exactness test.
 def test_minatar_observations_are_stored_as_the_same_bytes(game):
   """gymnax gives MinAtar's 0/1 channels as float32; the adapter keeps them
   as uint8 of the same values (Breakout: the exactness test above)."""
@@ -342,6 +343,7 @@ def test_craftax_classic_symbolic_resets_and_steps():
   np.testing.assert_array_equal(info.discount, [1.0, 1.0])
 
 
+@pytest.mark.slow  # ~30 s; the default run trains Craftax pixels from the CLI.
 def test_craftax_classic_pixels_match_craftax_stepped_by_hand():
   """The adapter's pixels, rewards and episode ends are Craftax's own,
   with the keys the adapter documents (as for gymnax, five-value API)."""
@@ -417,7 +419,9 @@ def test_craftax_classic_pixels_train_with_the_resnet_from_the_cli(
 
 @pytest.mark.parametrize('net,torso', [
     ('conv', ['--conv-channels', '4']),
-    ('resnet', ['--resnet-channels', '4,4', '--resnet-blocks', '1'])])
+    # Slow: the default run trains the resnet on Atari and Craftax pixels.
+    pytest.param('resnet', ['--resnet-channels', '4,4', '--resnet-blocks',
+                            '1'], marks=pytest.mark.slow)])
 def test_eval_cli_trains_on_minatar_with_an_image_torso(net, torso, tmp_path,
                                                        capsys):
   out = tmp_path / 'run'

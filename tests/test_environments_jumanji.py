@@ -188,7 +188,8 @@ def test_a_truncated_episode_ends_with_discount_one():
     ('jumanji:Sokoban-v0', 'conv', ['--env-kwargs',
                                     'generator=toy,time_limit=12',
                                     '--conv-channels', '4']),
-    ('jumanji:Game2048-v1', 'mlp', [])])
+    # Slow: a second program; the default run trains Sokoban.
+    pytest.param('jumanji:Game2048-v1', 'mlp', [], marks=pytest.mark.slow)])
 def test_eval_cli_trains_on_jumanji(env, net, extra, tmp_path, capsys):
   out = tmp_path / 'run'
   status = eval_cli.main([

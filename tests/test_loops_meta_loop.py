@@ -299,6 +299,7 @@ def test_a_task_may_name_its_own_network():
     dataclasses.replace(config, tasks=('catch[net=cnn]',))
 
 
+@pytest.mark.slow  # ~45 s; the default run builds the conv suite (above).
 def test_a_conv_population_meta_trains_on_minatar(fast_compile):
   """One meta-step of agents with the conv torso on Breakout: the rule
   moves, the agents' conv layers learn, every log is finite."""
