@@ -53,15 +53,24 @@ def get_network(name: str, *args, **kwargs) -> types.PolicyNetwork:
       init=init, one_step=one_step_apply, unroll=unroll_apply)
 
 
-def float_observations(observations: chex.ArrayTree) -> chex.ArrayTree:
+def float_observations(observations: chex.ArrayTree,
+                       scales: list[float] | None = None) -> chex.ArrayTree:
   """Observations with every integer or bool leaf (bytes as stored, e.g.
-  MinAtar's uint8 channels) as float32 of the same values; floating leaves
+  MinAtar's uint8 channels) as float32, times its entry of `scales` (one per
+  leaf in tree order, `observation_scales`; None: 1); floating leaves
   unchanged."""
-  def to_float(x):
+  leaves, tree = jax.tree.flatten(observations)
+  if scales is None or len(scales) != len(leaves):
+    scales = [1.0] * len(leaves)  # A mismatch: the agent's check names it.
+
+  def to_float(x, scale):
     x = jnp.asarray(x)
-    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(
-        jnp.float32)
-  return jax.tree.map(to_float, observations)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+      return x
+    x = x.astype(jnp.float32)
+    return x if scale == 1.0 else x * scale
+  return jax.tree.unflatten(tree, [to_float(x, s)
+                                   for x, s in zip(leaves, scales)])
 
 
 def observation_scales(observation_spec: Any) -> list[float]:
@@ -90,18 +99,10 @@ def with_observation_scales(network: types.PolicyNetwork,
   if all(s == 1.0 for s in scales):
     return network
 
-  def scaled(observations):
-    leaves, tree = jax.tree.flatten(observations)
-    if len(leaves) != len(scales):
-      return observations  # The agent's shape check names the mismatch.
-    return jax.tree.unflatten(tree, [
-        jnp.asarray(x, jnp.float32) * s
-        if not jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x
-        for x, s in zip(leaves, scales)])
-
   def wrap(apply):
     def apply_scaled(params, state, observations, should_reset=None):
-      return apply(params, state, scaled(observations), should_reset)
+      return apply(params, state, float_observations(observations, scales),
+                   should_reset)
     return apply_scaled
 
   return types.PolicyNetwork(init=network.init,
@@ -117,10 +118,10 @@ def with_precision(network: types.PolicyNetwork,
   """The network computing in `precision`, with float32 parameters and outputs.
 
   A `jmp.Policy`: `one_step` and `unroll` cast the parameters and the
-  observations (bytes first to floats) to the compute dtype and the outputs back to float32, so the
-  parameters, their gradients, the optimiser and every consumer of the
-  outputs (the update rule, the meta-network) stay in float32. `init` is
-  unchanged.
+  observations (bytes first to floats) to the compute dtype and the outputs
+  back to float32, so the parameters, their gradients, the optimiser and
+  every consumer of the outputs (the update rule, the meta-network) stay in
+  float32. `init` is unchanged.
 
   Args:
     network: the float32 network.
