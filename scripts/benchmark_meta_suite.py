@@ -5,20 +5,31 @@
 
 1. Meta-trains a rule from random parameters on a small suite (`--suite`,
    default: Catch 5x5, Catch 7x5 and gymnax CartPole-v1), the population
-   split over the tasks (`MetaTrainConfig.tasks`): out/meta/.
+   split over the tasks (`MetaTrainConfig.tasks`): out/meta/. The settings:
+   a preset (`--meta-preset`, default the upstream notebook's), this
+   script's population, then any field given with `--meta-set NAME=VALUE`
+   (e.g. `agent_lifetime=200 dense=128,128`).
 2. Trains fresh agents with the learned rule, with Disco103 and with the
    actor-critic baseline on environments the suite does not hold
    (`--held-out`, default: Catch 8x8 and bsuite's Catch in gymnax, a 10x5
-   board), several seeds each (the eval job): out/<env>/<rule>/seed_<s>/.
-3. Writes curves_<env>.png (mean return and 95% interval over seeds against
-   environment steps), results.csv and results.md (final return: mean return
-   of the episodes ending in the last 10% of steps, mean +- 95% t interval
-   over seeds) and the command.
+   board), several seeds each, in one or both evaluation settings
+   (`--eval-settings`): 'eval', one setting for every rule (the eval job's
+   agent learning rate 1e-2, replay); 'meta', the setting the rule was
+   meta-trained in (its agents' learning rate, network, batch of
+   environments and rollout length; each learner step on the batch just
+   acted, sampled from a buffer of that batch). Output:
+   out/<setting>/<env>/<rule>/seed_<s>/.
+3. Writes curves_<setting>_<env>.png (mean return and 95% interval over
+   seeds against environment steps), results.csv and results.md (final
+   return: mean return of the episodes ending in the last 10% of steps,
+   mean +- 95% t interval over seeds) and the command.
 
 Runs that finished are read back and interrupted ones resume, so an
 interrupted benchmark continues where it stopped.
 
   python scripts/benchmark_meta_suite.py --meta-steps 600 --seeds 0 1 2
+  python scripts/benchmark_meta_suite.py --meta-set agent_lifetime=200 \
+      --eval-settings meta --out runs/meta_suite_lifetimes
   python scripts/benchmark_meta_suite.py --tiny --out runs/meta_suite_tiny
 """
 
@@ -32,6 +43,7 @@ import time
 
 import comparison  # scripts/comparison.py, beside this script
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import flags
 from disco_rl.loops import run_dir as run_files
 from disco_rl.loops import tasks
 from disco_rl.loops import trainer
@@ -61,18 +73,29 @@ TINY_EVAL = dict(EVAL, batch_size=8, replay_ratio=4, buffer_capacity=32,
                  rollout_len=5, dense=(16,), model_lstm_size=8,
                  model_head_hiddens=(8,), num_steps=20, steps_per_call=5)
 FINAL_FRACTION = 0.1
+EVAL_SETTINGS = ('eval', 'meta')
 
 
-def meta_train(out: pathlib.Path, suite, meta_steps: int, settings: dict,
-               seed: int, overwrite: bool) -> pathlib.Path:
+def meta_config(preset: str, settings: dict, overrides: dict, **fields
+                ) -> config_lib.MetaTrainConfig:
+  """The meta-training config: the preset, then this script's `settings`
+  (population, sizes at --tiny), then `overrides` (--meta-set), then
+  `fields` (steps, suite, seed)."""
+  values = dict(config_lib.META_TRAIN_PRESETS[preset])
+  values.update(settings)
+  values.update(overrides)
+  values.update(fields)
+  return config_lib.MetaTrainConfig(**values)
+
+
+def meta_train(out: pathlib.Path, config: config_lib.MetaTrainConfig,
+               overwrite: bool) -> pathlib.Path:
   """Meta-trains the rule (resuming an interrupted run); its .npz path."""
-  config = config_lib.MetaTrainConfig(num_steps=meta_steps, tasks=tuple(suite),
-                                      init='random', seed=seed, **settings)
   path = out / 'meta'
   done = path / 'summary.json'
   if done.is_file() and not overwrite:
     summary = json.loads(done.read_text())
-    if not summary.get('interrupted') and summary['steps'] == meta_steps:
+    if not summary.get('interrupted') and summary['steps'] == config.num_steps:
       return pathlib.Path(summary['params_npz'])
   checkpoints = path / run_files.CHECKPOINTS
   resume = (not overwrite and checkpoints.is_dir()
@@ -87,11 +110,26 @@ def meta_train(out: pathlib.Path, suite, meta_steps: int, settings: dict,
   return pathlib.Path(summary['params_npz'])
 
 
+def meta_eval_settings(meta: config_lib.MetaTrainConfig, settings: dict
+                       ) -> dict:
+  """The eval settings of the 'meta' setting: `settings` (steps, calls)
+  with the agents of `meta`: learning rate, network, rollout length, and
+  one learner step per acted batch of `batch_size_per_device` environments
+  (replay ratio 1, a buffer of that batch)."""
+  return dict(settings, learning_rate=meta.learning_rate, net=meta.net,
+              dense=meta.dense, model_lstm_size=meta.model_lstm_size,
+              model_head_hiddens=meta.model_head_hiddens,
+              rollout_len=meta.rollout_len,
+              batch_size=meta.batch_size_per_device, replay_ratio=1,
+              buffer_capacity=meta.batch_size_per_device,
+              **config_lib.torso_args(meta))
+
+
 def eval_config(env_task: str, rule: str, seed: int, settings: dict):
   """The eval job's settings for one held-out task, rule and seed."""
   task = tasks.parse_task(env_task)
-  config = config_lib.EvalConfig(**tasks.eval_settings(task), seed=seed,
-                                 **settings)
+  config = config_lib.EvalConfig(**{**settings, **tasks.eval_settings(task)},
+                                 seed=seed)
   return dataclasses.replace(
       config, rule='actor_critic' if rule == 'actor_critic' else 'disco_103')
 
@@ -108,6 +146,21 @@ def main(argv=None) -> int:
                       help='evaluation tasks, none of them in the suite')
   parser.add_argument('--meta-steps', type=int, default=600)
   parser.add_argument('--meta-seed', type=int, default=4)
+  parser.add_argument('--meta-preset', default='notebook',
+                      choices=tuple(config_lib.META_TRAIN_PRESETS),
+                      help='meta-training settings to start from')
+  parser.add_argument(
+      '--meta-set', nargs='+', default=[], metavar='NAME=VALUE',
+      type=lambda a: flags.field_value(config_lib.MetaTrainConfig, a),
+      help='MetaTrainConfig fields over the preset, e.g. agent_lifetime=200 '
+      'dense=128,128 learning_rate=1e-3')
+  parser.add_argument('--eval-settings', nargs='+', default=['eval'],
+                      choices=EVAL_SETTINGS,
+                      help="'eval': the eval job's agents (learning rate "
+                      "1e-2, replay); 'meta': the meta-training agents")
+  parser.add_argument('--eval-steps', type=int, default=None,
+                      help='learner steps per evaluation run (default: '
+                      f'{EVAL["num_steps"]}; --tiny {TINY_EVAL["num_steps"]})')
   parser.add_argument('--rules', nargs='+', default=list(RULES),
                       choices=RULES)
   parser.add_argument('--tiny', action='store_true',
@@ -121,10 +174,23 @@ def main(argv=None) -> int:
   overlap = sorted(set(suite) & set(held_out))
   if overlap:
     parser.error(f'held-out tasks {overlap} are in the suite')
-  meta_settings = TINY_META if args.tiny else META
-  eval_settings = TINY_EVAL if args.tiny else EVAL
+  for name in ('num_steps', 'tasks', 'init', 'seed'):
+    if name in dict(args.meta_set):
+      parser.error(f'--meta-set {name}: set it with the script\'s own flag '
+                   '(--meta-steps, --suite, --meta-seed; init is random)')
   meta_steps = 4 if args.tiny and '--meta-steps' not in argv else (
       args.meta_steps)
+  try:
+    meta = meta_config(args.meta_preset, TINY_META if args.tiny else META,
+                       dict(args.meta_set), num_steps=meta_steps,
+                       tasks=tuple(suite), init='random', seed=args.meta_seed)
+  except ValueError as e:
+    parser.error(f'--meta-set: {e}')
+  base_eval = dict(TINY_EVAL if args.tiny else EVAL)
+  if args.eval_steps is not None:
+    base_eval['num_steps'] = args.eval_steps
+  settings = {'eval': base_eval,
+              'meta': meta_eval_settings(meta, base_eval)}
   out = pathlib.Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   import jax  # pylint: disable=g-import-not-at-top
@@ -134,75 +200,79 @@ def main(argv=None) -> int:
   from disco_rl import weights  # pylint: disable=g-import-not-at-top
 
   start = time.time()
-  params_path = meta_train(out, suite, meta_steps, meta_settings,
-                           args.meta_seed, args.overwrite)
+  params_path = meta_train(out, meta, args.overwrite)
   print(f'meta-trained rule: {params_path} ({time.time() - start:.0f}s)',
         flush=True)
   learned = weights.load_disco_103(params_path)
 
   rows = []
-  for env_task in held_out:
-    curves = {}
-    for rule in args.rules:
-      finals = []
-      for seed in args.seeds:
-        path = out / env_dir_name(env_task) / rule / f'seed_{seed}'
-        config = eval_config(env_task, rule, seed, eval_settings)
-        begin = time.time()
-        summary = comparison.run_or_resume(
-            config, path, args.overwrite,
-            rule_params=learned if rule == 'learned' else None)
-        curve = comparison.read_curve(path)
-        finals.append(comparison.final_return(curve, FINAL_FRACTION))
-        curves.setdefault(RULE_LABELS[rule], []).append(curve)
-        print(f'{env_task} {rule} seed {seed}: final return {finals[-1]:.3f}'
-              f' | {summary["steps_per_second"]:.2f} steps/s | '
-              f'{time.time() - begin:.0f}s | {path}', flush=True)
-      mean, half = comparison.mean_ci(finals)
-      rows.append(dict(env=env_task, rule=rule, seeds=len(finals),
-                       final_return_mean=mean, final_return_ci95=half,
-                       final_returns=finals))
-    png = comparison.plot_rules(
-        out / f'curves_{env_dir_name(env_task)}.png',
-        f'held-out {env_task}: mean and 95% interval over seeds', curves)
-    print(f'plot: {png}', flush=True)
+  for setting in args.eval_settings:
+    for env_task in held_out:
+      curves = {}
+      for rule in args.rules:
+        finals = []
+        for seed in args.seeds:
+          path = (out / setting / env_dir_name(env_task) / rule /
+                  f'seed_{seed}')
+          config = eval_config(env_task, rule, seed, settings[setting])
+          begin = time.time()
+          summary = comparison.run_or_resume(
+              config, path, args.overwrite,
+              rule_params=learned if rule == 'learned' else None)
+          curve = comparison.read_curve(path)
+          finals.append(comparison.final_return(curve, FINAL_FRACTION))
+          curves.setdefault(RULE_LABELS[rule], []).append(curve)
+          print(f'[{setting}] {env_task} {rule} seed {seed}: final return '
+                f'{finals[-1]:.3f} | {summary["steps_per_second"]:.2f} '
+                f'steps/s | {time.time() - begin:.0f}s | {path}', flush=True)
+        mean, half = comparison.mean_ci(finals)
+        rows.append(dict(setting=setting, env=env_task, rule=rule,
+                         seeds=len(finals), final_return_mean=mean,
+                         final_return_ci95=half, final_returns=finals))
+      png = comparison.plot_rules(
+          out / f'curves_{setting}_{env_dir_name(env_task)}.png',
+          f'held-out {env_task} ({setting} setting): mean and 95% interval '
+          'over seeds', curves)
+      print(f'plot: {png}', flush=True)
 
   command = 'python scripts/benchmark_meta_suite.py ' + ' '.join(
       shlex.quote(a) for a in argv)
   meta_summary = json.loads((out / 'meta' / 'summary.json').read_text())
-  write_tables(out, rows, command, suite, meta_steps, meta_settings,
-               eval_settings, meta_summary)
+  write_tables(out, rows, command, meta, settings, args.eval_settings,
+               meta_summary)
   print((out / 'results.md').read_text())
   return 0
 
 
-def write_tables(out, rows, command, suite, meta_steps, meta_settings,
-                 eval_settings, meta_summary) -> None:
+def write_tables(out, rows, command, meta, settings, used, meta_summary
+                 ) -> None:
   """results.csv and results.md."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
   pd.DataFrame(rows).to_csv(out / 'results.csv', index=False)
+  changed = {f.name: getattr(meta, f.name) for f in dataclasses.fields(meta)
+             if getattr(meta, f.name) != f.default and f.name != 'tasks'}
   lines = [
-      f'Rule meta-trained from random parameters for {meta_steps} meta-steps '
-      f'on {", ".join(suite)} (final positive rewards per meta-step '
-      f'{meta_summary["final_pos_rewards"]:.1f}, first '
+      f'Rule meta-trained from random parameters for {meta.num_steps} '
+      f'meta-steps on {", ".join(meta.tasks)} (final positive rewards per '
+      f'meta-step {meta_summary["final_pos_rewards"]:.1f}, first '
       f'{meta_summary["first_pos_rewards"]:.1f}), then fresh agents trained '
-      'with it on '
-      f'held-out environments for {eval_settings["num_steps"]} learner steps;'
-      f' final return = mean episode return over the last '
-      f'{FINAL_FRACTION:.0%} of environment steps; mean +- 95% t interval '
-      'over seeds.', '',
-      '| held-out env | rule | seeds | final return | per seed |',
-      '|---|---|---|---|---|']
+      'with it on held-out environments; final return = mean episode return '
+      f'over the last {FINAL_FRACTION:.0%} of environment steps; mean +- 95% '
+      't interval over seeds.', '',
+      '| setting | held-out env | rule | seeds | final return | per seed |',
+      '|---|---|---|---|---|---|']
   for r in rows:
     seeds = ', '.join(f'{x:.2f}' for x in r['final_returns'])
     lines.append(
-        f'| {r["env"]} | {RULE_LABELS[r["rule"]]} | {r["seeds"]} | '
-        f'{r["final_return_mean"]:.3f} +- {r["final_return_ci95"]:.3f} | '
-        f'{seeds} |')
-  lines += ['', f'Meta-training settings: `{meta_settings}` (other '
-            'MetaTrainConfig fields at their defaults)',
-            f'Evaluation settings (every environment and rule): '
-            f'`{eval_settings}`', '', f'Command: `{command}`', '']
+        f'| {r["setting"]} | {r["env"]} | {RULE_LABELS[r["rule"]]} | '
+        f'{r["seeds"]} | {r["final_return_mean"]:.3f} +- '
+        f'{r["final_return_ci95"]:.3f} | {seeds} |')
+  lines += ['', f'Meta-training settings (MetaTrainConfig fields other than '
+            f'their defaults): `{changed}`']
+  for name in used:
+    lines.append(f'Evaluation setting {name!r} (every environment and '
+                 f'rule): `{settings[name]}`')
+  lines += ['', f'Command: `{command}`', '']
   (out / 'results.md').write_text('\n'.join(lines))
 
 

@@ -17,32 +17,63 @@ SCRIPTS = pathlib.Path(__file__).resolve().parent.parent / 'scripts'
 
 @pytest.mark.slow
 def test_meta_suite_benchmark_tiny_run_and_resume(tmp_path, tmp_path_factory):
-  """Meta-trains on the suite, evaluates on the held-out tasks, writes the
-  table and curves; run again, it reads everything back."""
+  """Meta-trains on the suite (with lifetimes), evaluates on the held-out
+  tasks in both settings, writes the table and curves; run again, it reads
+  everything back."""
   env = dict(os.environ, **fast_jax_env(tmp_path_factory),
              JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
   args = [sys.executable, str(SCRIPTS / 'benchmark_meta_suite.py'), '--tiny',
           '--seeds', '0', '1', '--rules', 'learned', 'actor_critic',
-          '--out', str(tmp_path / 'out')]
+          '--meta-set', 'agent_lifetime=4', 'learning_rate=1e-3',
+          '--eval-settings', 'eval', 'meta', '--out', str(tmp_path / 'out')]
   first = subprocess.run(args, env=env, capture_output=True, text=True,
                          check=False, timeout=1800)
   assert first.returncode == 0, first.stderr[-4000:]
+  settings = json.loads((tmp_path / 'out/meta/run.json').read_text())
+  assert 'agent_lifetime' in json.dumps(settings)
   table = pd.read_csv(tmp_path / 'out/results.csv')
   assert sorted(set(table['env'])) == ['catch[rows=8,columns=8]',
                                        'gymnax:Catch-bsuite']
   assert sorted(set(table['rule'])) == ['actor_critic', 'learned']
+  assert sorted(set(table['setting'])) == ['eval', 'meta']
   assert (table['seeds'] == 2).all()
-  for name in ('catch_rows_8_columns_8_', 'gymnax_Catch-bsuite'):
-    assert (tmp_path / f'out/curves_{name}.png').stat().st_size > 1000
-  assert '| held-out env | rule |' in (tmp_path / 'out/results.md').read_text()
+  for setting in ('eval', 'meta'):
+    for name in ('catch_rows_8_columns_8_', 'gymnax_Catch-bsuite'):
+      png = tmp_path / f'out/curves_{setting}_{name}.png'
+      assert png.stat().st_size > 1000
+  results = (tmp_path / 'out/results.md').read_text()
+  assert '| setting | held-out env | rule |' in results
+  assert "'agent_lifetime': 4" in results
+  # The 'meta' setting trains as the meta-training agents did.
+  run = json.loads((tmp_path / 'out/meta/catch_rows_8_columns_8_/learned/'
+                    'seed_0/run.json').read_text())
+  assert 'learning_rate' in json.dumps(run)
   runs = sorted((tmp_path / 'out').glob('**/metrics.csv'))
-  assert len(runs) == 1 + 2 * 2 * 2  # Meta-training, envs x rules x seeds.
+  # Meta-training; settings x envs x rules x seeds.
+  assert len(runs) == 1 + 2 * 2 * 2 * 2
   written = [p.stat().st_mtime_ns for p in runs]
   again = subprocess.run(args, env=env, capture_output=True, text=True,
                          check=False, timeout=600)
   assert again.returncode == 0, again.stderr[-4000:]
   assert pd.read_csv(tmp_path / 'out/results.csv').equals(table)
   assert [p.stat().st_mtime_ns for p in runs] == written  # Read back.
+
+
+def test_meta_suite_benchmark_refuses_bad_overrides(tmp_path, capsys,
+                                                    monkeypatch):
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import benchmark_meta_suite  # pylint: disable=g-import-not-at-top
+  for bad, fragment in ((['--meta-set', 'lifetime=3'], 'MetaTrainConfig field'),
+                        (['--meta-set', 'agent_lifetime=x'], 'an integer'),
+                        (['--meta-set', 'agent_lifetime=1'], 'shorter than'),
+                        (['--meta-set', 'tasks=catch'], '--suite')):
+    with pytest.raises(SystemExit) as stop:
+      benchmark_meta_suite.main(['--tiny', *bad, '--out',
+                                 str(tmp_path / 'out')])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert fragment in err[-1], err
+  assert not (tmp_path / 'out').exists()
 
 
 @pytest.mark.slow

@@ -74,7 +74,7 @@ def test_every_section_runs_at_tiny_sizes_on_the_cpu(tmp_path, golden_dir,
     return {r['run']: r for r in sections[name]['rows']}
 
   evals = rows('eval')
-  assert set(evals) == {'defaults', 'batch 16', 'defaults, highest'}
+  assert set(evals) == {'defaults', 'defaults, highest'}
   assert evals['defaults, highest']['matmul_precision'] == 'highest'
   for row in evals.values():
     assert row['learner_steps_per_s'] > 0
@@ -83,8 +83,7 @@ def test_every_section_runs_at_tiny_sizes_on_the_cpu(tmp_path, golden_dir,
         rel=1e-3)
     assert row['peak_host_rss_mb'] > 0
   minatar = rows('minatar')
-  assert set(minatar) == {'acting, 8 envs', 'acting, 32 envs',
-                          'training loop'}
+  assert set(minatar) == {'acting, 8 envs', 'training loop'}
   assert all(r['env_steps_per_s'] > 0 for r in minatar.values())
   meta = rows('meta')
   assert set(meta) == {'paper preset, 2 agents'}  # Tiny: the paper's alone.
