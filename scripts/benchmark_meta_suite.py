@@ -12,13 +12,14 @@
 2. Trains fresh agents with the learned rule, with Disco103 and with the
    actor-critic baseline on environments the suite does not hold
    (`--held-out`, default: Catch 8x8 and bsuite's Catch in gymnax, a 10x5
-   board), several seeds each, in one or both evaluation settings
+   board), several seeds each (in parallel, one program per environment
+   and rule), in one or both evaluation settings
    (`--eval-settings`): 'eval', one setting for every rule (the eval job's
    agent learning rate 1e-2, replay); 'meta', the setting the rule was
    meta-trained in (its agents' learning rate, network, batch of
    environments and rollout length; each learner step on the batch just
    acted, sampled from a buffer of that batch). Output:
-   out/<setting>/<env>/<rule>/seed_<s>/.
+   out/<setting>/<env>/<rule>/.
 3. Writes curves_<setting>_<env>.png (mean return and 95% interval over
    seeds against environment steps), results.csv and results.md (final
    return: mean return of the episodes ending in the last 10% of steps,
@@ -125,11 +126,13 @@ def meta_eval_settings(meta: config_lib.MetaTrainConfig, settings: dict
               **config_lib.torso_args(meta))
 
 
-def eval_config(env_task: str, rule: str, seed: int, settings: dict):
-  """The eval job's settings for one held-out task, rule and seed."""
+def eval_config(env_task: str, rule: str, seeds, settings: dict):
+  """The eval job's settings for one held-out task and rule: the
+  (consecutive) `seeds` in parallel, in one program."""
+  seeds = list(seeds)
   task = tasks.parse_task(env_task)
   config = config_lib.EvalConfig(**{**settings, **tasks.eval_settings(task)},
-                                 seed=seed)
+                                 seed=seeds[0], num_seeds=len(seeds))
   return dataclasses.replace(
       config, rule='actor_critic' if rule == 'actor_critic' else 'disco_103')
 
@@ -169,6 +172,9 @@ def main(argv=None) -> int:
   comparison.add_run_flags(parser, 'runs/bench_meta_suite')
   argv = sys.argv[1:] if argv is None else list(argv)
   args = parser.parse_args(argv)
+  if args.seeds != list(range(args.seeds[0], args.seeds[0] + len(args.seeds))):
+    parser.error(f'--seeds must be consecutive (one program runs them in '
+                 f'parallel), got {args.seeds}')
   suite = [t.spec() for t in tasks.parse_tasks(args.suite)]
   held_out = [tasks.parse_task(t).spec() for t in args.held_out]
   overlap = sorted(set(suite) & set(held_out))
@@ -194,7 +200,7 @@ def main(argv=None) -> int:
   out = pathlib.Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   import jax  # pylint: disable=g-import-not-at-top
-  # The seeds of an environment and rule compile the same programs.
+  # A rerun, or a rule of the same program as another's, compiles nothing.
   jax.config.update('jax_compilation_cache_dir', str(out / 'jax_cache'))
   jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)
   from disco_rl import weights  # pylint: disable=g-import-not-at-top
@@ -210,21 +216,23 @@ def main(argv=None) -> int:
     for env_task in held_out:
       curves = {}
       for rule in args.rules:
-        finals = []
-        for seed in args.seeds:
-          path = (out / setting / env_dir_name(env_task) / rule /
-                  f'seed_{seed}')
-          config = eval_config(env_task, rule, seed, settings[setting])
-          begin = time.time()
-          summary = comparison.run_or_resume(
-              config, path, args.overwrite,
-              rule_params=learned if rule == 'learned' else None)
-          curve = comparison.read_curve(path)
-          finals.append(comparison.final_return(curve, FINAL_FRACTION))
-          curves.setdefault(RULE_LABELS[rule], []).append(curve)
-          print(f'[{setting}] {env_task} {rule} seed {seed}: final return '
-                f'{finals[-1]:.3f} | {summary["steps_per_second"]:.2f} '
-                f'steps/s | {time.time() - begin:.0f}s | {path}', flush=True)
+        path = out / setting / env_dir_name(env_task) / rule
+        config = eval_config(env_task, rule, args.seeds, settings[setting])
+        begin = time.time()
+        summary = comparison.run_or_resume(
+            config, path, args.overwrite,
+            rule_params=learned if rule == 'learned' else None)
+        if summary.get('interrupted') or summary['steps'] != config.num_steps:
+          raise SystemExit(f'{path} stopped ({summary.get("interrupted")}); '
+                           'run the same command again to resume.')
+        runs = comparison.read_seed_curves(path)
+        finals = [comparison.final_return(runs[s], FINAL_FRACTION)
+                  for s in args.seeds]
+        curves[RULE_LABELS[rule]] = [runs[s] for s in args.seeds]
+        print(f'[{setting}] {env_task} {rule} seeds {args.seeds}: final '
+              'returns ' + ', '.join(f'{x:.3f}' for x in finals) +
+              f' | {summary["steps_per_second"]:.2f} steps/s | '
+              f'{time.time() - begin:.0f}s | {path}', flush=True)
         mean, half = comparison.mean_ci(finals)
         rows.append(dict(setting=setting, env=env_task, rule=rule,
                          seeds=len(finals), final_return_mean=mean,

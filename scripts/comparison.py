@@ -7,6 +7,7 @@ What the benchmark scripts (MinAtar, meta-training suites) share:
 
   summary = run_or_resume(EvalConfig(...), path)   # done: read back
   curve = read_curve(path)                         # [N] env_steps, ...
+  curves = read_seed_curves(path)                  # {seed: curve}
   mean, half = mean_ci([final_return(c) for c in curves])
   plot_rules(path.png, title, {'Disco103': curves, ...})
 """
@@ -80,6 +81,16 @@ def read_curve(path) -> dict[str, np.ndarray]:
   metrics = reporting.read_metrics(pathlib.Path(path) / 'metrics.csv')
   return {k: np.asarray(metrics[k], float)
           for k in ('step', 'env_steps', 'avg_return', 'episodes')}
+
+
+def read_seed_curves(path) -> dict[int, dict[str, np.ndarray]]:
+  """{seed: `read_curve`'s columns} of a run of several seeds in parallel
+  (`EvalConfig.num_seeds`; its metrics.csv has one row per step and seed)."""
+  metrics = reporting.read_metrics(pathlib.Path(path) / 'metrics.csv')
+  seeds = metrics['seed'].astype(int)
+  return {int(s): {k: np.asarray(metrics[k][seeds == s], float)
+                   for k in ('step', 'env_steps', 'avg_return', 'episodes')}
+          for s in np.unique(seeds)}
 
 
 def final_return(curve: dict[str, np.ndarray], fraction: float = 0.1

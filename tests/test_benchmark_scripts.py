@@ -46,11 +46,12 @@ def test_meta_suite_benchmark_tiny_run_and_resume(tmp_path, tmp_path_factory):
   assert "'agent_lifetime': 4" in results
   # The 'meta' setting trains as the meta-training agents did.
   run = json.loads((tmp_path / 'out/meta/catch_rows_8_columns_8_/learned/'
-                    'seed_0/run.json').read_text())
-  assert 'learning_rate' in json.dumps(run)
+                    'run.json').read_text())['settings']
+  assert (run['learning_rate'], run['replay_ratio'], run['num_seeds']) == (
+      1e-3, 1, 2)
   runs = sorted((tmp_path / 'out').glob('**/metrics.csv'))
-  # Meta-training; settings x envs x rules x seeds.
-  assert len(runs) == 1 + 2 * 2 * 2 * 2
+  # Meta-training; settings x envs x rules (seeds in parallel).
+  assert len(runs) == 1 + 2 * 2 * 2
   written = [p.stat().st_mtime_ns for p in runs]
   again = subprocess.run(args, env=env, capture_output=True, text=True,
                          check=False, timeout=600)
@@ -66,7 +67,8 @@ def test_meta_suite_benchmark_refuses_bad_overrides(tmp_path, capsys,
   for bad, fragment in ((['--meta-set', 'lifetime=3'], 'MetaTrainConfig field'),
                         (['--meta-set', 'agent_lifetime=x'], 'an integer'),
                         (['--meta-set', 'agent_lifetime=1'], 'shorter than'),
-                        (['--meta-set', 'tasks=catch'], '--suite')):
+                        (['--meta-set', 'tasks=catch'], '--suite'),
+                        (['--seeds', '0', '2'], 'consecutive')):
     with pytest.raises(SystemExit) as stop:
       benchmark_meta_suite.main(['--tiny', *bad, '--out',
                                  str(tmp_path / 'out')])
