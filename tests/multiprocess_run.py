@@ -1,14 +1,15 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""A few eval and meta-train steps, in one of several processes or alone.
+"""A few eval or meta-train steps, in one of several processes or alone.
 
 Run by test_loops_multiprocess.py:
 
-  python multiprocess_run.py OUT [COORDINATOR NUM_PROCESSES PROCESS_ID]
+  python multiprocess_run.py eval|meta OUT [COORDINATOR NUM_PROCESSES
+      PROCESS_ID]
 
 With the last three arguments the process joins the others first (CPU
 collectives over gloo). Process 0 (or the only one) saves the learned agent
-and rule parameters and the metrics to OUT as .npz files.
+(eval) or rule (meta) parameters and the metrics to OUT as an .npz file.
 """
 
 import sys
@@ -37,34 +38,40 @@ def _flat(tree, prefix):
           for path, leaf in leaves}
 
 
-def main(argv):
-  out = argv[1]
-  if len(argv) > 2:
-    devices.initialize_distributed(devices.DistributedConfig(
-        coordinator_address=argv[2], num_processes=int(argv[3]),
-        process_id=int(argv[4])))
+def run_eval() -> dict[str, np.ndarray]:
+  """Two calls of the eval loop: the agent's parameters and each call's
+  metrics."""
   from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import meta_loop  # pylint: disable=g-import-not-at-top
-  assert len(jax.devices()) == 2, jax.devices()
-
   loop = eval_loop.EvalLoop(EVAL)
   state = loop.init(jax.random.PRNGKey(0))
-  eval_metrics = []
-  for _ in range(2):
+  arrays = {}
+  for i in range(2):
     state, metrics = loop.run(state)
-    eval_metrics.append(metrics)
-  params = devices.fetch(state.learner_state.params)
+    arrays.update({f'eval_metrics/{i}/{k}': v for k, v in metrics.items()})
+  arrays.update(_flat(devices.fetch(state.learner_state.params), 'agent'))
+  return arrays
 
+
+def run_meta() -> dict[str, np.ndarray]:
+  """One call of the meta-training loop: the rule's parameters and logs."""
+  from disco_rl.loops import meta_loop  # pylint: disable=g-import-not-at-top
   trainer = meta_loop.MetaTrainer(META)
   population = trainer.init(jax.random.PRNGKey(META.seed))
   population, logs = trainer.run(population)
-  rule = trainer.params(population)
+  arrays = _flat(trainer.params(population), 'rule')
+  arrays.update({f'meta_logs/{k}': v for k, v in logs.items()})
+  return arrays
 
+
+def main(argv):
+  job, out = argv[1], argv[2]
+  if len(argv) > 3:
+    devices.initialize_distributed(devices.DistributedConfig(
+        coordinator_address=argv[3], num_processes=int(argv[4]),
+        process_id=int(argv[5])))
+  assert len(jax.devices()) == 2, jax.devices()
+  arrays = {'eval': run_eval, 'meta': run_meta}[job]()
   if jax.process_index() == 0:
-    arrays = dict(_flat(params, 'agent'), **_flat(rule, 'rule'))
-    for i, m in enumerate(eval_metrics):
-      arrays.update({f'eval_metrics/{i}/{k}': v for k, v in m.items()})
-    arrays.update({f'meta_logs/{k}': v for k, v in logs.items()})
     np.savez(out, **arrays)
   print(f'process {jax.process_index()} of {jax.process_count()}: done',
         flush=True)

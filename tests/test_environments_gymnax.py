@@ -343,7 +343,7 @@ def test_craftax_classic_symbolic_resets_and_steps():
   np.testing.assert_array_equal(info.discount, [1.0, 1.0])
 
 
-@pytest.mark.slow  # ~30 s; the default run trains Craftax pixels from the CLI.
+@pytest.mark.slow  # ~30 s; the default run steps the same adapter (Symbolic).
 def test_craftax_classic_pixels_match_craftax_stepped_by_hand():
   """The adapter's pixels, rewards and episode ends are Craftax's own,
   with the keys the adapter documents (as for gymnax, five-value API)."""
@@ -387,10 +387,14 @@ def test_craftax_classic_pixels_match_craftax_stepped_by_hand():
                                 np.where(done, LAST, MID))
 
 
+@pytest.mark.slow
 def test_craftax_classic_pixels_train_with_the_resnet_from_the_cli(
     tmp_path, capsys):
   """Craftax-Classic from pixels ([63, 63, 3] floats in [0, 1]) with the
-  residual torso: two learner steps from the command line."""
+  residual torso: two learner steps from the command line. (Slow: the
+  pixel renderer compiles for most of a minute; the default run steps the
+  same adapter on Craftax-Classic-Symbolic and trains the resnet from the
+  command line on Atari, test_environments_envpool.py.)"""
   pytest.importorskip(
       'craftax', reason="craftax is not installed: pip install "
       "'disco_rl[craftax]'")

@@ -35,24 +35,41 @@ def _run(args, env=None, timeout=900):
                         timeout=timeout)
 
 
-def test_every_section_runs_at_tiny_sizes_on_the_cpu(tmp_path, golden_dir,
-                                                     disco_103_path):
+def _run_tiny(tmp_path, golden_dir, disco_103_path, sections=()):
+  """Runs the check at tiny sizes on the CPU (all sections, or `sections`);
+  asserts every section that ran is ok. (stdout, out dir, sections)."""
   env = dict(os.environ, DISCO_RL_GOLDEN_DIR=str(golden_dir),
              DISCO_RL_WEIGHTS=str(disco_103_path), MPLBACKEND='Agg')
   env.pop('XLA_FLAGS', None)
   out = tmp_path / 'check'
-  done = _run(['--cpu', '--tiny', '--fast-compile', '--out', str(out)], env)
+  chosen = ['--sections', *sections] if sections else []
+  done = _run(['--cpu', '--tiny', '--fast-compile', *chosen, '--out',
+               str(out)], env)
   assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
   results = json.loads((out / 'results.json').read_text())
-  sections = results['sections']
-  assert list(sections) == [s.name for s in gpu_check.SECTIONS]
-  for name, section in sections.items():
+  ran = results['sections']
+  assert list(ran) == [s.name for s in gpu_check.SECTIONS
+                       if not sections or s.name in sections]
+  for name, section in ran.items():
     assert section['status'] == 'ok', (name, section)
+  table = (out / 'results.md').read_text()
+  for section in gpu_check.SECTIONS:
+    assert (f'## {section.title}' in table) == (section.name in ran)
+  assert table in done.stdout  # Printed too.
+  return out, ran
 
+
+def _rows(sections, name):
+  return {r['run']: r for r in sections[name]['rows']}
+
+
+def _check_device(sections):
   device = sections['device']['info']
   assert device['backend'] == 'cpu' and device['device_count'] >= 1
   assert {'jax', 'dm-haiku', 'rlax', 'gymnax'} <= set(device['versions'])
 
+
+def _check_golden(sections, out):
   # On a CPU float32 products are exact at every precision: every key of
   # both cases passes at both precisions, against both references.
   golden = sections['golden']['rows']
@@ -70,10 +87,37 @@ def test_every_section_runs_at_tiny_sizes_on_the_cpu(tmp_path, golden_dir,
           (out / 'golden_keys.jsonl').read_text().splitlines()]
   assert sum(r['keys'] for r in golden) == len(keys)
 
-  def rows(name):
-    return {r['run']: r for r in sections[name]['rows']}
 
-  evals = rows('eval')
+def _check_seeds(sections):
+  seeds = _rows(sections, 'seeds')
+  assert set(seeds) == {'1 seed', '2 seeds'}
+  assert 'seeds' not in seeds['1 seed']
+  assert seeds['2 seeds']['all_runs_learner_steps_per_s'] == pytest.approx(
+      2 * seeds['2 seeds']['learner_steps_per_s'], rel=1e-2)
+
+
+def test_the_driver_runs_chosen_sections_at_tiny_sizes_on_the_cpu(
+    tmp_path, golden_dir, disco_103_path):
+  """The driver, the device and golden sections (what the GPU run decides
+  the matmul precision from) and one loop section; every section is in the
+  slow test below."""
+  out, sections = _run_tiny(tmp_path, golden_dir, disco_103_path,
+                            ('device', 'golden', 'seeds'))
+  _check_device(sections)
+  _check_golden(sections, out)
+  _check_seeds(sections)
+  assert '| run | batch | envs |' in (out / 'results.md').read_text()
+
+
+@pytest.mark.slow
+def test_every_section_runs_at_tiny_sizes_on_the_cpu(tmp_path, golden_dir,
+                                                     disco_103_path):
+  out, sections = _run_tiny(tmp_path, golden_dir, disco_103_path)
+  _check_device(sections)
+  _check_golden(sections, out)
+  _check_seeds(sections)
+
+  evals = _rows(sections, 'eval')
   assert set(evals) == {'defaults', 'defaults, highest'}
   assert evals['defaults, highest']['matmul_precision'] == 'highest'
   for row in evals.values():
@@ -82,24 +126,14 @@ def test_every_section_runs_at_tiny_sizes_on_the_cpu(tmp_path, golden_dir,
         row['learner_steps_per_s'] * row['envs'] * row['rollout_len'],
         rel=1e-3)
     assert row['peak_host_rss_mb'] > 0
-  minatar = rows('minatar')
+  minatar = _rows(sections, 'minatar')
   assert set(minatar) == {'acting, 8 envs', 'training loop'}
   assert all(r['env_steps_per_s'] > 0 for r in minatar.values())
-  meta = rows('meta')
+  meta = _rows(sections, 'meta')
   assert set(meta) == {'paper preset, 2 agents'}  # Tiny: the paper's alone.
   assert meta['paper preset, 2 agents']['inner_steps'] == 3
   assert all(r['meta_steps_per_s'] > 0 for r in meta.values())
-  seeds = rows('seeds')
-  assert set(seeds) == {'1 seed', '2 seeds'}
-  assert 'seeds' not in seeds['1 seed']
-  assert seeds['2 seeds']['all_runs_learner_steps_per_s'] == pytest.approx(
-      2 * seeds['2 seeds']['learner_steps_per_s'], rel=1e-2)
-
-  table = (out / 'results.md').read_text()
-  for section in gpu_check.SECTIONS:
-    assert f'## {section.title}' in table
-  assert '| run | batch | envs |' in table
-  assert table in done.stdout  # Printed too.
+  assert '| run | batch | envs |' in (out / 'results.md').read_text()
 
 
 def test_a_spent_budget_skips_sections_and_still_writes_results(tmp_path):

@@ -2,6 +2,9 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Two processes on 127.0.0.1 run the loops as one process with 2 devices.
 
+The eval loop in the default run, meta-training (two task groups) in the
+slow one.
+
 Each process has one CPU device and joins the run through
 `devices.initialize_distributed` (gloo collectives); the learned agent and
 rule parameters and every metric must equal those of one process with two
@@ -15,6 +18,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 TIMEOUT_S = 900
@@ -33,9 +37,10 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def _start(out, num_devices, *args):
+def _start(out, num_devices, job, *args):
   return subprocess.Popen(
-      [sys.executable, str(HERE / 'multiprocess_run.py'), str(out), *args],
+      [sys.executable, str(HERE / 'multiprocess_run.py'), job, str(out),
+       *args],
       cwd=HERE, env=_env(num_devices), stdout=subprocess.PIPE,
       stderr=subprocess.STDOUT, text=True)
 
@@ -54,21 +59,28 @@ def _finish(processes):
   return outputs
 
 
-def test_two_processes_equal_one_process_with_two_devices(tmp_path):
+@pytest.mark.parametrize('job', [
+    'eval',
+    # Meta-training compiles for minutes in each of the three processes.
+    pytest.param('meta', marks=pytest.mark.slow)])
+def test_two_processes_equal_one_process_with_two_devices(job, tmp_path):
   single, multi = tmp_path / 'single.npz', tmp_path / 'multi.npz'
-  out, = _finish([_start(single, 2)])
+  out, = _finish([_start(single, 2, job)])
   assert 'process 0 of 1: done' in out
   address = f'127.0.0.1:{_free_port()}'
-  outs = _finish([_start(multi, 1, address, '2', str(i)) for i in range(2)])
+  outs = _finish([_start(multi, 1, job, address, '2', str(i))
+                  for i in range(2)])
   assert 'process 0 of 2: done' in outs[0]
   assert 'process 1 of 2: done' in outs[1]
 
   a, b = np.load(single), np.load(multi)
   assert sorted(a.files) == sorted(b.files)
-  assert any(k.startswith('agent') for k in a.files)
-  assert any(k.startswith('rule') for k in a.files)
-  assert 'eval_metrics/1/learned' in a.files and 'meta_logs/pos_rewards' in (
-      a.files)
-  assert 'meta_logs/rewards_task1' in a.files  # Two task groups.
+  if job == 'eval':
+    assert any(k.startswith('agent') for k in a.files)
+    assert 'eval_metrics/1/learned' in a.files
+  else:
+    assert any(k.startswith('rule') for k in a.files)
+    assert 'meta_logs/pos_rewards' in a.files
+    assert 'meta_logs/rewards_task1' in a.files  # Two task groups.
   for key in a.files:
     np.testing.assert_array_equal(a[key], b[key], err_msg=key)
