@@ -192,29 +192,34 @@ def compilation_cache(tmp_path_factory):
 # ---------------------------------------------------------------------------
 # Order: the longest test files first.
 
-# The test files that take minutes in the default run (compiling
+# The test files that take the longest in the default run (compiling
 # meta-training programs, starting processes), longest first (per-file
 # totals of a default run with --durations=0 on the 2-core machine: about
-# 190, 180, 175, 110, 80 s). `make test` hands whole files to its two
-# pytest-xdist processes in collection order (--dist loadfile
-# --no-loadscope-reorder); starting these first keeps the two processes'
-# shares even. With xdist's own order (files with more tests first) the
-# multi-process test came last and ran alone for three minutes.
+# 185, 165, 110, 95, 75 s for the first five). `make test` hands whole
+# files to its two pytest-xdist processes in collection order (--dist
+# loadfile --no-loadscope-reorder); starting these first keeps the two
+# processes' shares even. With xdist's own order (files with more tests
+# first) a three-minute file came last and ran alone.
 LONGEST_FILES = (
-    'test_loops_multiprocess.py',
-    'test_notebooks.py',
     'test_loops_trainer.py',
+    'test_notebooks.py',
     'test_examples.py',
-    'test_gpu_check.py',
     'test_environments_gymnax.py',
-    'test_loops_meta_loop.py',
-    'test_environments_jumanji.py',
-    'test_environments_envpool.py',
     'test_golden_agent.py',
+    'test_multidevice.py',
+    'test_loops_meta_loop.py',
+    'test_loops_eval_loop.py',
+    'test_benchmark_minatar.py',
+    'test_nets.py',
     'test_agent.py',
     'test_golden_meta.py',
+    'test_gpu_check.py',
     'test_readme.py',
-    'test_multidevice.py',
+    'test_environments_envpool.py',
+    'test_loops_precision.py',
+    'test_golden_rules.py',
+    'test_environments_jumanji.py',
+    'test_loops_multiprocess.py',
 )
 
 
