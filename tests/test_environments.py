@@ -381,3 +381,12 @@ def test_package_settings_of_the_wrong_type():
   with pytest.raises(TypeError, match=r'gymnax:CartPole-v1 env_settings must '
                      r'be .* got str'):
     environments.get_environment('gymnax:CartPole-v1', 2, 'rows=5')
+
+
+def test_discrete_action_spec_is_what_the_checks_accept():
+  from disco_rl.environments import base  # pylint: disable=g-import-not-at-top
+  spec = base.discrete_action_spec(4)
+  assert spec == specs.BoundedArray((), np.int32, 0, 3, name='action')
+  base.check_action_spec(spec)
+  with pytest.raises(ValueError, match='num_actions must be >= 1, got 0'):
+    base.discrete_action_spec(0)

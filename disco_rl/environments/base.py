@@ -10,6 +10,7 @@ from collections.abc import Collection
 from typing import Any, TypeVar
 
 import chex
+from dm_env import specs
 import jax
 from ml_collections import config_dict
 import numpy as np
@@ -197,6 +198,15 @@ def check_setting_keys(
 
 # ----------------------------------------------------------------------------
 # Checks of an environment object (e.g. a user's own), before anything runs.
+
+
+def discrete_action_spec(num_actions: int) -> specs.BoundedArray:
+  """The action spec the agents take: one of `num_actions` actions, a scalar
+  int32 in [0, num_actions - 1] (what `check_action_spec` accepts)."""
+  if int(num_actions) < 1:
+    raise ValueError(f'num_actions must be >= 1, got {num_actions!r}.')
+  return specs.BoundedArray(shape=(), dtype=np.int32, minimum=0,
+                            maximum=int(num_actions) - 1, name='action')
 
 
 def check_action_spec(spec: Any, what: str = 'single_action_spec()') -> None:

@@ -93,8 +93,7 @@ def action_spec_from_space(space: Any, what: str) -> specs.BoundedArray:
         f'spaces.Discrete with n >= 1), got {space!r}. Disco103 and the '
         'actor-critic agent choose one of n actions; continuous and '
         'multi-dimensional action spaces are not supported.')
-  return specs.BoundedArray(shape=(), dtype=np.int32, minimum=0,
-                            maximum=int(space.n) - 1, name='action')
+  return base.discrete_action_spec(int(space.n))
 
 
 def _observation_fn(space: Any, as_bytes: bool = False

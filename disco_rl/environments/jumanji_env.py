@@ -86,8 +86,7 @@ def action_spec_from_jumanji(spec: Any, what: str) -> specs.BoundedArray:
         f'got {type(spec).__name__} {spec!r}. Disco103 and the actor-critic '
         'agent choose one of n actions; several actions at once '
         '(MultiDiscreteArray) and continuous actions are not supported.')
-  return specs.BoundedArray(shape=(), dtype=np.int32, minimum=0,
-                            maximum=int(num_values) - 1, name='action')
+  return base.discrete_action_spec(int(num_values))
 
 
 def _name(key: Any) -> str:
