@@ -19,7 +19,7 @@
    meta-trained in (its agents' learning rate, network, batch of
    environments and rollout length; each learner step on the batch just
    acted, sampled from a buffer of that batch). Output:
-   out/<setting>/<env>/<rule>/.
+   out/eval_<setting>/<env>/<rule>/ (the meta-training run is out/meta/).
 3. Writes curves_<setting>_<env>.png (mean return and 95% interval over
    seeds against environment steps), results.csv and results.md (final
    return: mean return of the episodes ending in the last 10% of steps,
@@ -216,7 +216,7 @@ def main(argv=None) -> int:
     for env_task in held_out:
       curves = {}
       for rule in args.rules:
-        path = out / setting / env_dir_name(env_task) / rule
+        path = out / f'eval_{setting}' / env_dir_name(env_task) / rule
         config = eval_config(env_task, rule, args.seeds, settings[setting])
         begin = time.time()
         summary = comparison.run_or_resume(

@@ -45,7 +45,7 @@ def test_meta_suite_benchmark_tiny_run_and_resume(tmp_path, tmp_path_factory):
   assert '| setting | held-out env | rule |' in results
   assert "'agent_lifetime': 4" in results
   # The 'meta' setting trains as the meta-training agents did.
-  run = json.loads((tmp_path / 'out/meta/catch_rows_8_columns_8_/learned/'
+  run = json.loads((tmp_path / 'out/eval_meta/catch_rows_8_columns_8_/learned/'
                     'run.json').read_text())['settings']
   assert (run['learning_rate'], run['replay_ratio'], run['num_seeds']) == (
       1e-3, 1, 2)
