@@ -3,7 +3,6 @@
 """The gymnax/Craftax adapter: exact semantics, every discrete env, errors."""
 
 import dataclasses
-import functools
 import json
 import urllib.error
 
@@ -14,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import adapter_helpers
 from disco_rl import environments
 from disco_rl.environments import base
 from disco_rl.environments import gymnax_env
@@ -30,19 +30,6 @@ LAST, MID, FIRST = (int(dm_env.StepType.LAST), int(dm_env.StepType.MID),
 def _random_actions(num_actions, seed=0):
   return jax.random.randint(jax.random.PRNGKey(seed), (_STEPS, _BATCH), 0,
                             num_actions, dtype=jnp.int32)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _adapter_rollout(env, rng, actions):
-  """The adapter's reset, then one `step_with_info` per row of actions."""
-  state, first = env.reset(rng)
-
-  def step(state, action):
-    state, timestep, info = env.step_with_info(state, action)
-    return state, (timestep, info)
-
-  _, (timesteps, infos) = jax.lax.scan(step, state, actions)
-  return first, timesteps, infos
 
 
 def _by_hand(gym_env, params, rng, actions):
@@ -95,7 +82,7 @@ def test_adapter_matches_gymnax_stepped_by_hand(env_id, kwargs, ends):
   env = environments.get_environment(f'gymnax:{env_id}', _BATCH, kwargs)
   actions = _random_actions(env.single_action_spec().maximum + 1)
   rng = jax.random.PRNGKey(3)
-  first, timesteps, infos = _adapter_rollout(env, rng, actions)
+  first, timesteps, infos = adapter_helpers.adapter_rollout(env, rng, actions)
   first_obs, (obs, reward, terminated, truncated) = _by_hand(
       env.env, env.env_params, rng, actions)
 
@@ -135,7 +122,7 @@ def test_minatar_observations_are_stored_as_the_same_bytes(game):
   env = environments.get_environment(f'gymnax:{game}-MinAtar', _BATCH)
   actions = _random_actions(env.single_action_spec().maximum + 1)
   rng = jax.random.PRNGKey(5)
-  first, timesteps, _ = _adapter_rollout(env, rng, actions)
+  first, timesteps, _ = adapter_helpers.adapter_rollout(env, rng, actions)
   first_obs, (obs, *_) = _by_hand(env.env, env.env_params, rng, actions)
   assert timesteps.observation.dtype == first.observation.dtype == np.uint8
   np.testing.assert_array_equal(np.asarray(first.observation, np.float32),
@@ -354,7 +341,7 @@ def test_craftax_classic_pixels_match_craftax_stepped_by_hand():
                                      _BATCH)
   actions = _random_actions(env.single_action_spec().maximum + 1)[:20]
   rng = jax.random.PRNGKey(4)
-  first, timesteps, _ = _adapter_rollout(env, rng, actions)
+  first, timesteps, _ = adapter_helpers.adapter_rollout(env, rng, actions)
   raw, params = env.env, env.env_params
 
   @jax.jit

@@ -3,7 +3,6 @@
 """The Jumanji adapter: exact semantics against Jumanji stepped by hand,
 training from the CLI, and bad input."""
 
-import functools
 import json
 
 import dm_env
@@ -12,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import adapter_helpers
 from disco_rl import environments
 from disco_rl.environments import jumanji_env
 from disco_rl.examples import eval as eval_cli
@@ -28,18 +28,6 @@ LAST, MID, FIRST = (int(dm_env.StepType.LAST), int(dm_env.StepType.MID),
                     int(dm_env.StepType.FIRST))
 # No download: Jumanji's two toy levels.
 _SOKOBAN = dict(generator='toy', time_limit=12)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _adapter_rollout(env, rng, actions):
-  state, first = env.reset(rng)
-
-  def step(state, action):
-    state, timestep, info = env.step_with_info(state, action)
-    return state, (timestep, info)
-
-  _, (timesteps, infos) = jax.lax.scan(step, state, actions)
-  return first, timesteps, infos
 
 
 def _by_hand(raw_env, rng, actions):
@@ -81,7 +69,7 @@ def test_adapter_matches_jumanji_stepped_by_hand(env_id, kwargs):
   actions = jax.random.randint(jax.random.PRNGKey(1), (_STEPS, _BATCH), 0,
                                num_actions, dtype=jnp.int32)
   rng = jax.random.PRNGKey(3)
-  first, timesteps, infos = _adapter_rollout(env, rng, actions)
+  first, timesteps, infos = adapter_helpers.adapter_rollout(env, rng, actions)
   if 'generator' in kwargs:  # The toy levels, as the adapter builds them.
     from jumanji.environments.routing.sokoban import generator  # pylint: disable=g-import-not-at-top
     kwargs = dict(kwargs, generator=generator.ToyGenerator())
