@@ -6,10 +6,9 @@ confidence intervals, learning curves.
 What the benchmark scripts (MinAtar, meta-training suites) share:
 
   summary = run_or_resume(EvalConfig(...), path)   # done: read back
-  curve = read_curve(path)                         # [N] env_steps, ...
-  curves = read_seed_curves(path)                  # {seed: curve}
-  mean, half = mean_ci([final_return(c) for c in curves])
-  plot_rules(path.png, title, {'Disco103': curves, ...})
+  curves = read_seed_curves(path)                  # {seed: [N] env_steps, ...}
+  mean, half = mean_ci([final_return(c) for c in curves.values()])
+  plot_rules(path.png, title, {'Disco103': list(curves.values()), ...})
 """
 
 import json
@@ -76,16 +75,10 @@ def mean_ci(values) -> tuple[float, float]:
   return float(x.mean()), float(half)
 
 
-def read_curve(path) -> dict[str, np.ndarray]:
-  """[N] step, env_steps, avg_return and episodes of a run's metrics.csv."""
-  metrics = reporting.read_metrics(pathlib.Path(path) / 'metrics.csv')
-  return {k: np.asarray(metrics[k], float)
-          for k in ('step', 'env_steps', 'avg_return', 'episodes')}
-
-
 def read_seed_curves(path) -> dict[int, dict[str, np.ndarray]]:
-  """{seed: `read_curve`'s columns} of a run of several seeds in parallel
-  (`EvalConfig.num_seeds`; its metrics.csv has one row per step and seed)."""
+  """{seed: [N] step, env_steps, avg_return and episodes} of a run's
+  metrics.csv (one row per step and seed; `EvalConfig.num_seeds` seeds in
+  parallel, or one)."""
   metrics = reporting.read_metrics(pathlib.Path(path) / 'metrics.csv')
   seeds = metrics['seed'].astype(int)
   return {int(s): {k: np.asarray(metrics[k][seeds == s], float)
@@ -115,7 +108,7 @@ def plot_rules(path, title: str, curves: dict[str, list[dict]],
   Args:
     path: the PNG to write.
     title: the plot's title.
-    curves: {label: [`read_curve` of each seed]}.
+    curves: {label: [each seed's curve, `read_seed_curves`]}.
     x: the curves' key on the x axis.
     xlabel: its label.
   """

@@ -37,8 +37,8 @@ results.md, golden_keys.jsonl and log.txt to --out and prints the tables.
 
 runs every section at tiny sizes on the CPU (tests/test_gpu_check.py), so
 the check cannot rot between GPU runs (each code path once: the eval loop
-without its larger batches, acting with 8 environments). Exit status 0 when every section
-ran (or was skipped by design), 1 otherwise.
+without its larger batches, acting with 8 environments). Exit status 0
+when every section ran (or was skipped by design), 1 otherwise.
 """
 
 import argparse

@@ -37,7 +37,8 @@ def _run(args, env=None, timeout=900):
 
 def _run_tiny(tmp_path, golden_dir, disco_103_path, sections=()):
   """Runs the check at tiny sizes on the CPU (all sections, or `sections`);
-  asserts every section that ran is ok. (stdout, out dir, sections)."""
+  asserts every section that ran is ok. Returns (out dir, {section: its
+  results})."""
   env = dict(os.environ, DISCO_RL_GOLDEN_DIR=str(golden_dir),
              DISCO_RL_WEIGHTS=str(disco_103_path), MPLBACKEND='Agg')
   env.pop('XLA_FLAGS', None)

@@ -119,11 +119,11 @@ def field_value(config_cls, assignment: str) -> tuple[str, Any]:
         f'expected NAME=VALUE with NAME a {config_cls.__name__} field, got '
         f'{assignment!r}' + ('' if not sep else
                              f' (fields: {", ".join(sorted(fields))})'))
-  flag_type, optional = _flag_type(typing.get_type_hints(config_cls)[name])
+  hint = typing.get_type_hints(config_cls)[name]
+  flag_type, optional = _flag_type(hint)
   text = text.strip()
   if optional and text.lower() == 'none':
     return name, None
-  hint = typing.get_type_hints(config_cls)[name]
   words = typing.get_origin(hint) is tuple and flag_type is str
   try:
     if words:
