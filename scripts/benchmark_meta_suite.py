@@ -8,7 +8,10 @@
    split over the tasks (`MetaTrainConfig.tasks`): out/meta/. The settings:
    a preset (`--meta-preset`, default the upstream notebook's), this
    script's population, then any field given with `--meta-set NAME=VALUE`
-   (e.g. `agent_lifetime=200 dense=128,128`).
+   (e.g. `agent_lifetime=200 dense=128,128`). `--meta-init NPZ` starts
+   from a rule an earlier run meta-trained (its out/meta/
+   update_rule_params.npz) instead of a fresh meta-network: a second stage,
+   e.g. with lifetimes, whose budget adds the first's.
 2. Trains fresh agents with the learned rule, with Disco103 and with the
    actor-critic baseline on environments the suite does not hold
    (`--held-out`, default: Catch 8x8 and bsuite's Catch in gymnax, a 10x5
@@ -31,6 +34,9 @@ interrupted benchmark continues where it stopped.
   python scripts/benchmark_meta_suite.py --meta-steps 600 --seeds 0 1 2
   python scripts/benchmark_meta_suite.py --meta-set agent_lifetime=200 \
       --eval-settings meta --out runs/meta_suite_lifetimes
+  python scripts/benchmark_meta_suite.py --meta-init \
+      runs/bench_meta_suite/meta/update_rule_params.npz \
+      --meta-set agent_lifetime=1000 num_agents=6 --out runs/meta_suite_stage2
   python scripts/benchmark_meta_suite.py --tiny --out runs/meta_suite_tiny
 """
 
@@ -90,8 +96,12 @@ def meta_config(preset: str, settings: dict, overrides: dict, **fields
 
 
 def meta_train(out: pathlib.Path, config: config_lib.MetaTrainConfig,
-               overwrite: bool) -> pathlib.Path:
-  """Meta-trains the rule (resuming an interrupted run); its .npz path."""
+               overwrite: bool, init_params=None) -> pathlib.Path:
+  """Meta-trains the rule (resuming an interrupted run); its .npz path.
+
+  `init_params`: the starting rule (None: per `config.init`); a resumed
+  run continues from its checkpoint's.
+  """
   path = out / 'meta'
   done = path / 'summary.json'
   if done.is_file() and not overwrite:
@@ -102,7 +112,8 @@ def meta_train(out: pathlib.Path, config: config_lib.MetaTrainConfig,
   resume = (not overwrite and checkpoints.is_dir()
             and any(checkpoints.iterdir()))
   run = trainer.Trainer(config, path, resume=resume, overwrite=not resume,
-                        progress=True)
+                        progress=True,
+                        rule_params=None if resume else init_params)
   summary = run.fit()
   run.close()
   if summary.get('interrupted'):
@@ -149,6 +160,10 @@ def main(argv=None) -> int:
                       help='evaluation tasks, none of them in the suite')
   parser.add_argument('--meta-steps', type=int, default=600)
   parser.add_argument('--meta-seed', type=int, default=4)
+  parser.add_argument('--meta-init', default=None, metavar='NPZ',
+                      help="start meta-training from this rule (an earlier "
+                      "run's meta/update_rule_params.npz; default: a fresh "
+                      'meta-network)')
   parser.add_argument('--meta-preset', default='notebook',
                       choices=tuple(config_lib.META_TRAIN_PRESETS),
                       help='meta-training settings to start from')
@@ -183,15 +198,23 @@ def main(argv=None) -> int:
   for name in ('num_steps', 'tasks', 'init', 'seed'):
     if name in dict(args.meta_set):
       parser.error(f'--meta-set {name}: set it with the script\'s own flag '
-                   '(--meta-steps, --suite, --meta-seed; init is random)')
+                   '(--meta-steps, --suite, --meta-seed, --meta-init)')
   meta_steps = 4 if args.tiny and '--meta-steps' not in argv else (
       args.meta_steps)
   try:
     meta = meta_config(args.meta_preset, TINY_META if args.tiny else META,
                        dict(args.meta_set), num_steps=meta_steps,
-                       tasks=tuple(suite), init='random', seed=args.meta_seed)
+                       tasks=tuple(suite), seed=args.meta_seed,
+                       init='disco_103' if args.meta_init else 'random')
   except ValueError as e:
     parser.error(f'--meta-set: {e}')
+  from disco_rl import weights  # pylint: disable=g-import-not-at-top
+  init_params = None
+  if args.meta_init:
+    try:
+      init_params = weights.load_disco_103(args.meta_init)
+    except (OSError, ValueError) as e:
+      parser.error(f'--meta-init: {e}')
   base_eval = dict(TINY_EVAL if args.tiny else EVAL)
   if args.eval_steps is not None:
     base_eval['num_steps'] = args.eval_steps
@@ -203,10 +226,9 @@ def main(argv=None) -> int:
   # A rerun, or a rule of the same program as another's, compiles nothing.
   jax.config.update('jax_compilation_cache_dir', str(out / 'jax_cache'))
   jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)
-  from disco_rl import weights  # pylint: disable=g-import-not-at-top
 
   start = time.time()
-  params_path = meta_train(out, meta, args.overwrite)
+  params_path = meta_train(out, meta, args.overwrite, init_params)
   print(f'meta-trained rule: {params_path} ({time.time() - start:.0f}s)',
         flush=True)
   learned = weights.load_disco_103(params_path)
@@ -247,20 +269,22 @@ def main(argv=None) -> int:
       shlex.quote(a) for a in argv)
   meta_summary = json.loads((out / 'meta' / 'summary.json').read_text())
   write_tables(out, rows, command, meta, settings, args.eval_settings,
-               meta_summary)
+               meta_summary, args.meta_init)
   print((out / 'results.md').read_text())
   return 0
 
 
-def write_tables(out, rows, command, meta, settings, used, meta_summary
-                 ) -> None:
+def write_tables(out, rows, command, meta, settings, used, meta_summary,
+                 meta_init=None) -> None:
   """results.csv and results.md."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
   pd.DataFrame(rows).to_csv(out / 'results.csv', index=False)
   changed = {f.name: getattr(meta, f.name) for f in dataclasses.fields(meta)
              if getattr(meta, f.name) != f.default and f.name != 'tasks'}
+  origin = (f'from the rule in {meta_init} (itself meta-trained from random '
+            'parameters)' if meta_init else 'from random parameters')
   lines = [
-      f'Rule meta-trained from random parameters for {meta.num_steps} '
+      f'Rule meta-trained {origin} for {meta.num_steps} '
       f'meta-steps on {", ".join(meta.tasks)} (final positive rewards per '
       f'meta-step {meta_summary["final_pos_rewards"]:.1f}, first '
       f'{meta_summary["first_pos_rewards"]:.1f}), then fresh agents trained '

@@ -8,6 +8,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 from smoke_env import fast_jax_env
@@ -60,6 +61,39 @@ def test_meta_suite_benchmark_tiny_run_and_resume(tmp_path, tmp_path_factory):
   assert [p.stat().st_mtime_ns for p in runs] == written  # Read back.
 
 
+@pytest.mark.slow
+def test_meta_suite_benchmark_second_stage_starts_from_the_given_rule(
+    tmp_path, tmp_path_factory):
+  """--meta-init: meta-training continues from an earlier run's rule (each
+  of its 4 meta-steps moves a parameter by at most about the meta learning
+  rate, Adam's step bound), and the table says where it started."""
+  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+             JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
+  common = [sys.executable, str(SCRIPTS / 'benchmark_meta_suite.py'),
+            '--tiny', '--seeds', '0', '--rules', 'learned',
+            '--held-out', 'catch[rows=8,columns=8]']
+  first = subprocess.run(common + ['--out', str(tmp_path / 'one')], env=env,
+                         capture_output=True, text=True, check=False,
+                         timeout=1800)
+  assert first.returncode == 0, first.stderr[-4000:]
+  start = tmp_path / 'one/meta/update_rule_params.npz'
+  second = subprocess.run(
+      common + ['--meta-init', str(start), '--meta-set', 'agent_lifetime=4',
+                '--out', str(tmp_path / 'two')],
+      env=env, capture_output=True, text=True, check=False, timeout=1800)
+  assert second.returncode == 0, second.stderr[-4000:]
+  settings = json.loads((tmp_path / 'two/meta/run.json').read_text())
+  assert settings['settings']['init'] == 'disco_103'
+  lr = settings['settings']['meta_learning_rate']
+  with np.load(start) as a, np.load(
+      tmp_path / 'two/meta/update_rule_params.npz') as b:
+    assert sorted(a.files) == sorted(b.files)
+    moved = max(float(np.max(np.abs(a[k] - b[k]))) for k in a.files)
+  assert 0 < moved <= 4 * lr * 1.01, moved
+  assert f'from the rule in {start}' in (
+      tmp_path / 'two/results.md').read_text()
+
+
 def test_meta_suite_benchmark_refuses_bad_overrides(tmp_path, capsys,
                                                     monkeypatch):
   monkeypatch.syspath_prepend(str(SCRIPTS))
@@ -68,6 +102,9 @@ def test_meta_suite_benchmark_refuses_bad_overrides(tmp_path, capsys,
                         (['--meta-set', 'agent_lifetime=x'], 'an integer'),
                         (['--meta-set', 'agent_lifetime=1'], 'shorter than'),
                         (['--meta-set', 'tasks=catch'], '--suite'),
+                        (['--meta-set', 'init=random'], '--meta-init'),
+                        (['--meta-init', str(tmp_path / 'no.npz')],
+                         'no.npz'),
                         (['--seeds', '0', '2'], 'consecutive')):
     with pytest.raises(SystemExit) as stop:
       benchmark_meta_suite.main(['--tiny', *bad, '--out',
