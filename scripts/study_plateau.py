@@ -31,8 +31,9 @@ update from which the policy's entropy (a moving mean) stays below 90% of
 ln(actions): where the policy leaves uniform for good. Both are computed
 from the committed curves, so the tables can be made again from them.
 Writes to --results: per condition curves.csv and
-summary.json, plateau.csv/.md (every run and condition) and plateau.png
-(return and entropy against updates).
+summary.json, plateau.csv/.md (every run and condition), plateau.png
+(Catch: return and entropy against updates) and plateau_minatar.png (the
+MinAtar runs, one column per game).
 
   python scripts/study_plateau.py
   python scripts/study_plateau.py --tiny --results /tmp/p
@@ -201,34 +202,55 @@ def run_condition(args, condition: str, updates: int, base_meta=None):
   return summary, meta
 
 
+def measure_run(updates, returns, entropy, num_actions: int,
+                window: int) -> dict:
+  """One run's plateau, start and end returns, and where its policy leaves
+  uniform.
+
+  The plateau counts only once the policy has left uniform for good: a
+  run whose policy stays uniform has not ended its plateau, whatever the
+  noise of its returns (NaN, as for a run whose return did not rise).
+  """
+  length, begin, end = plateau_length(updates, returns, window)
+  leave = leaves_uniform(updates, entropy, num_actions, window)
+  if math.isnan(leave):
+    length = math.nan
+  return dict(plateau=length, start=begin, end=end, leaves_uniform=leave)
+
+
 def measure_rows(setting: str, path: pathlib.Path,
                  num_actions: int) -> list[dict]:
-  """Per seed, the plateau and where the policy leaves uniform, from a
-  run's committed curves (points of several iterations each: the moving
-  means span about `WINDOW` iterations)."""
+  """Per seed, `measure_run` of a run's committed curves (points of several
+  iterations each: the moving means span about `WINDOW` iterations)."""
   rows = []
   for seed, c in benchmark_minatar.read_curves(path).items():
     per_point = max(1.0, float(np.median(np.diff(c['step'])))
                     if len(c['step']) > 1 else 1.0)
     window = max(1, round(WINDOW / per_point))
-    length, begin, end = plateau_length(c['updates'], c['avg_return'],
-                                        window)
-    rows.append(dict(setting=setting, seed=seed, plateau=length, start=begin,
-                     end=end, leaves_uniform=leaves_uniform(
-                         c['updates'], c['entropy'], num_actions, window)))
+    rows.append(dict(setting=setting, seed=seed, **measure_run(
+        c['updates'], c['avg_return'], c['entropy'], num_actions, window)))
   return rows
+
+
+def minatar_runs(results: pathlib.Path) -> list[tuple[str, str, float,
+                                                       pathlib.Path]]:
+  """Disco103's committed MinAtar runs: (game, 'table' or 'sweep', learning
+  rate, run directory), sorted by path."""
+  runs = []
+  for path in sorted(results.glob('**/disco_103/lr_*/curves.csv')):
+    summary = json.loads((path.parent / 'summary.json').read_text())
+    game = summary['env'].split(':')[1].replace('-MinAtar', '')
+    study = 'sweep' if 'sweep' in path.parts else 'table'
+    runs.append((game, study, summary['learning_rate'], path.parent))
+  return runs
 
 
 def minatar_rows(results: pathlib.Path) -> list[dict]:
   """Plateau rows of Disco103's committed MinAtar runs."""
   rows = []
-  for path in sorted(results.glob('**/disco_103/lr_*/curves.csv')):
-    summary = json.loads((path.parent / 'summary.json').read_text())
-    game = summary['env'].split(':')[1].replace('-MinAtar', '')
-    study = 'sweep' if 'sweep' in path.parts else 'table'
-    rows += measure_rows(
-        f'MinAtar {game}, lr {summary["learning_rate"]:g} ({study})',
-        path.parent, _minatar_actions(game))
+  for game, study, rate, path in minatar_runs(results):
+    rows += measure_rows(f'MinAtar {game}, lr {rate:g} ({study})', path,
+                         _minatar_actions(game))
   return rows
 
 
@@ -238,25 +260,36 @@ def _minatar_actions(game: str) -> int:
           'SpaceInvaders': 4}[game]
 
 
+def _mean_and_band(ax, x, ys: np.ndarray, label: str) -> None:
+  """The mean over runs [R, N] with a 95% bootstrap band."""
+  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
+  low, high = reporting.bootstrap_band(ys)
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore', RuntimeWarning)  # All-NaN points.
+    ax.plot(x, np.nanmean(ys, axis=0), label=label)
+  ax.fill_between(x, low, high, alpha=0.2)
+
+
+def _stacked(path: pathlib.Path, keys) -> tuple[np.ndarray, list]:
+  """A run's updates and its seeds' curves [seeds, points] per key, cut to
+  the shortest seed."""
+  curves = benchmark_minatar.read_curves(path)
+  length = min(len(c['updates']) for c in curves.values())
+  x = next(iter(curves.values()))['updates'][:length]
+  return x, [np.stack([c[k][:length] for c in curves.values()]) for k in keys]
+
+
 def plot(results: pathlib.Path, conditions) -> pathlib.Path:
   """plateau.png: return (top) and entropy (bottom) against updates, the
   mean over seeds with a 95% bootstrap band, per condition."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
   fig, axes = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
   for condition in conditions:
-    curves = benchmark_minatar.read_curves(results / condition)
-    length = min(len(c['updates']) for c in curves.values())
-    x = next(iter(curves.values()))['updates'][:length]
-    for ax, key in zip(axes, ('avg_return', 'entropy')):
-      ys = np.stack([c[key][:length] for c in curves.values()])
-      low, high = reporting.bootstrap_band(ys)
-      with warnings.catch_warnings():
-        warnings.simplefilter('ignore', RuntimeWarning)  # All-NaN points.
-        ax.plot(x, np.nanmean(ys, axis=0), label=condition)
-      ax.fill_between(x, low, high, alpha=0.2)
+    x, ys = _stacked(results / condition, ('avg_return', 'entropy'))
+    for ax, y in zip(axes, ys):
+      _mean_and_band(ax, x, y, condition)
   axes[0].set_ylabel('episode return')
   axes[1].set_ylabel('policy entropy')
   axes[1].axhline(math.log(3), color='gray', linestyle=':', label='ln 3')
@@ -268,6 +301,50 @@ def plot(results: pathlib.Path, conditions) -> pathlib.Path:
   fig.tight_layout()
   path = results / 'plateau.png'
   fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return path
+
+
+def plot_minatar(results: pathlib.Path, minatar: pathlib.Path
+                 ) -> pathlib.Path | None:
+  """plateau_minatar.png: Disco103's committed MinAtar runs, one column per
+  game: return (top) and entropy over ln(actions) (bottom, 1 = uniform)
+  against updates, mean over seeds with a 95% bootstrap band, one line per
+  learning rate and study (None if there are no runs). A point where no
+  episode ended (most of Freeway's: its episodes last 2,500 steps) shows the
+  seed's last return."""
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  runs = minatar_runs(minatar)
+  games = sorted({game for game, *_ in runs})
+  if not games:
+    return None
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, axes = plt.subplots(2, len(games), figsize=(4.5 * len(games), 6.5),
+                           sharex=True, squeeze=False)
+  for game, study, rate, path in runs:
+    column = games.index(game)
+    x, (returns, entropy) = _stacked(path, ('avg_return', 'entropy'))
+    returns = pd.DataFrame(returns.T).ffill().to_numpy().T
+    label = f'lr {rate:g} ({study}, {returns.shape[0]} seeds)'
+    _mean_and_band(axes[0, column], x, returns, label)
+    _mean_and_band(axes[1, column], x,
+                   entropy / math.log(_minatar_actions(game)), label)
+  for column, game in enumerate(games):
+    axes[0, column].set_title(game)
+    axes[1, column].axhline(UNIFORM_FRACTION, color='gray', linestyle=':',
+                            label=f'{UNIFORM_FRACTION:g} (leaves uniform)')
+    axes[1, column].set_xlabel('learner updates')
+    for ax in axes[:, column]:
+      ax.grid(alpha=0.3)
+      ax.legend(fontsize=7)
+  axes[0, 0].set_ylabel('episode return')
+  axes[1, 0].set_ylabel('policy entropy / ln(actions)')
+  fig.suptitle('Disco103 on MinAtar: mean over seeds, 95% bootstrap band')
+  fig.tight_layout()
+  path = results / 'plateau_minatar.png'
+  fig.savefig(path, dpi=90)
   plt.close(fig)
   return path
 
@@ -285,7 +362,8 @@ def write_tables(results: pathlib.Path, summaries, minatar: pathlib.Path,
   lines = ['Updates until the return is half way from its start to its end '
            '(plateau), and until the policy entropy falls below 90% of '
            'ln(actions) (leaves uniform); per run, mean over seeds (n/a: '
-           'did not learn / never).', '',
+           'the return did not rise, or the policy never left uniform for '
+           'good: the plateau outlasted the run).', '',
            '| setting | seeds | plateau (mean) | per seed | leaves uniform '
            '(mean) | return start -> end |', '|---|---|---|---|---|---|']
   fmt = lambda v: 'n/a' if not np.isfinite(v) else f'{v:.0f}'
@@ -338,6 +416,7 @@ def main(argv=None) -> int:
                  'python scripts/study_plateau.py '
                  + ' '.join(shlex.quote(a) for a in argv))
     print(f'plot: {plot(results, [s["condition"] for s in summaries])}')
+    print(f'plot: {plot_minatar(results, pathlib.Path(args.minatar_results))}')
   except (ValueError, FileNotFoundError) as e:
     print(f'error: {str(e).splitlines()[0]}', file=sys.stderr)
     return 2

@@ -158,6 +158,20 @@ def test_the_policy_leaves_uniform_below_90_percent_of_its_entropy():
   assert study_plateau.leaves_uniform(updates[:6], dip, 3, 1) == 5
 
 
+def test_a_run_whose_policy_stays_uniform_has_no_plateau_end():
+  """Noise that leaves the end a little above the start is no learning
+  while the policy stays uniform (Catch at learning rate 3e-2)."""
+  updates = np.arange(1, 101, dtype=float)
+  returns = np.where(updates > 90, -0.7, -0.8)
+  uniform = np.full(100, math.log(3))
+  run = study_plateau.measure_run(updates, returns, uniform, 3, 1)
+  assert math.isnan(run['plateau']) and math.isnan(run['leaves_uniform'])
+  assert (run['start'], run['end']) == (-0.8, -0.7)
+  learned = np.where(updates > 60, 0.2, math.log(3))
+  run = study_plateau.measure_run(updates, returns, learned, 3, 1)
+  assert (run['plateau'], run['leaves_uniform']) == (91, 61)
+
+
 @pytest.mark.slow
 @pytest.mark.weights
 def test_plateau_study_tiny_run(tmp_path, tmp_path_factory):
