@@ -33,6 +33,8 @@ import sys
 import textwrap
 import time
 
+import comparison  # scripts/comparison.py, beside this script
+
 FAMILIES = {
     'Atari (envpool, host loop)': dict(env='envpool:Breakout-v5',
                                        net='resnet'),
@@ -87,10 +89,6 @@ ACTING_SCRIPT = textwrap.dedent('''
 ''')
 
 
-class Interrupted(Exception):
-  """A run stopped by a signal: the benchmark stops too."""
-
-
 def train(family: str, settings: dict, steps: int, out: pathlib.Path):
   """Trains one family; its speed and sizes."""
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
@@ -101,7 +99,8 @@ def train(family: str, settings: dict, steps: int, out: pathlib.Path):
   summary = trainer_lib.run_eval(config, run_dir, overwrite=True,
                                  progress=False)
   if summary.get('interrupted') or not summary.get('completed', True):
-    raise Interrupted(f'{family} stopped ({summary.get("interrupted")}).')
+    raise comparison.Interrupted(
+        f'{family} stopped ({summary.get("interrupted")}).')
   rate = summary['steps_per_second']
   return dict(family=family, env=config.env, net=config.net,
               learner_steps_per_second=rate,
@@ -152,7 +151,7 @@ def main(argv=None) -> int:
     start = time.time()
     try:
       row = train(family, settings, steps, out)
-    except Interrupted as e:
+    except comparison.Interrupted as e:
       print(f'stopped: {e}', file=sys.stderr)
       return 130
     rows.append(row)

@@ -117,8 +117,9 @@ def meta_train(out: pathlib.Path, config: config_lib.MetaTrainConfig,
   summary = run.fit()
   run.close()
   if summary.get('interrupted'):
-    raise SystemExit(f'meta-training interrupted ({summary["interrupted"]}); '
-                     'run the same command again to resume.')
+    raise comparison.Interrupted(
+        f'meta-training interrupted ({summary["interrupted"]}); run the '
+        'same command again to resume.')
   return pathlib.Path(summary['params_npz'])
 
 
@@ -228,11 +229,33 @@ def main(argv=None) -> int:
   jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)
 
   start = time.time()
-  params_path = meta_train(out, meta, args.overwrite, init_params)
-  print(f'meta-trained rule: {params_path} ({time.time() - start:.0f}s)',
-        flush=True)
-  learned = weights.load_disco_103(params_path)
+  try:
+    params_path = meta_train(out, meta, args.overwrite, init_params)
+    print(f'meta-trained rule: {params_path} ({time.time() - start:.0f}s)',
+          flush=True)
+    rows = evaluate(out, args, held_out, settings,
+                    weights.load_disco_103(params_path))
+  except comparison.Interrupted as e:
+    print(f'stopped: {e}', file=sys.stderr)
+    return 130
 
+  command = 'python scripts/benchmark_meta_suite.py ' + ' '.join(
+      shlex.quote(a) for a in argv)
+  meta_summary = json.loads((out / 'meta' / 'summary.json').read_text())
+  write_tables(out, rows, command, meta, settings, args.eval_settings,
+               meta_summary, args.meta_init)
+  print((out / 'results.md').read_text())
+  return 0
+
+
+def evaluate(out: pathlib.Path, args, held_out, settings: dict,
+             learned) -> list[dict]:
+  """Trains (or reads back) every held-out environment x rule program in
+  each evaluation setting and plots its curves; the table's rows.
+
+  Raises:
+    comparison.Interrupted: a program stopped by a signal.
+  """
   rows = []
   for setting in args.eval_settings:
     for env_task in held_out:
@@ -245,8 +268,9 @@ def main(argv=None) -> int:
             config, path, args.overwrite,
             rule_params=learned if rule == 'learned' else None)
         if summary.get('interrupted') or summary['steps'] != config.num_steps:
-          raise SystemExit(f'{path} stopped ({summary.get("interrupted")}); '
-                           'run the same command again to resume.')
+          raise comparison.Interrupted(
+              f'{path} stopped ({summary.get("interrupted")}); run the same '
+              'command again to resume.')
         runs = comparison.read_seed_curves(path)
         finals = [comparison.final_return(runs[s], FINAL_FRACTION)
                   for s in args.seeds]
@@ -264,14 +288,7 @@ def main(argv=None) -> int:
           f'held-out {env_task} ({setting} setting): mean and 95% interval '
           'over seeds', curves)
       print(f'plot: {png}', flush=True)
-
-  command = 'python scripts/benchmark_meta_suite.py ' + ' '.join(
-      shlex.quote(a) for a in argv)
-  meta_summary = json.loads((out / 'meta' / 'summary.json').read_text())
-  write_tables(out, rows, command, meta, settings, args.eval_settings,
-               meta_summary, args.meta_init)
-  print((out / 'results.md').read_text())
-  return 0
+  return rows
 
 
 def write_tables(out, rows, command, meta, settings, used, meta_summary,

@@ -156,10 +156,6 @@ def final_returns(metrics: dict[str, np.ndarray],
   return finals
 
 
-class Interrupted(Exception):
-  """A run stopped by a signal before its last learner step."""
-
-
 def run_program(config, work: pathlib.Path, results: pathlib.Path,
                 overwrite: bool = False) -> dict:
   """Trains one program unless its results are in `results`; its summary.
@@ -181,7 +177,7 @@ def run_program(config, work: pathlib.Path, results: pathlib.Path,
   run = comparison.run_or_resume(config, work, overwrite)
   if run.get('interrupted') or run.get('steps') != config.num_steps:
     # Stopped by a signal: nothing is recorded; the next call resumes it.
-    raise Interrupted(
+    raise comparison.Interrupted(
         f'{work} stopped at learner step {run.get("steps")} of '
         f'{config.num_steps} ({run.get("interrupted")}); run the same '
         'command again to resume it.')
@@ -529,7 +525,7 @@ def main(argv=None) -> int:
   except (ValueError, FileNotFoundError) as e:  # Settings; the weights.
     print(f'error: {str(e).splitlines()[0]}', file=sys.stderr)
     return 2
-  except Interrupted as e:
+  except comparison.Interrupted as e:
     print(f'stopped: {e}', file=sys.stderr)
     return 130
   return 0

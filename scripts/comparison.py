@@ -23,6 +23,11 @@ from disco_rl.loops import run_dir as run_files
 from disco_rl.loops import trainer
 
 
+class Interrupted(Exception):
+  """A run stopped by a signal before its end: the script stops too (exit
+  status 130, one `stopped:` line); the same command resumes the run."""
+
+
 def run_or_resume(config, path: pathlib.Path, overwrite: bool = False,
                   **trainer_args) -> dict[str, Any]:
   """Trains one eval run (unless it is done) and returns its summary.

@@ -416,7 +416,9 @@ def main(argv=None) -> int:
                  'python scripts/study_plateau.py '
                  + ' '.join(shlex.quote(a) for a in argv))
     print(f'plot: {plot(results, [s["condition"] for s in summaries])}')
-    print(f'plot: {plot_minatar(results, pathlib.Path(args.minatar_results))}')
+    minatar_png = plot_minatar(results, pathlib.Path(args.minatar_results))
+    if minatar_png is not None:
+      print(f'plot: {minatar_png}')
   except (ValueError, FileNotFoundError) as e:
     print(f'error: {str(e).splitlines()[0]}', file=sys.stderr)
     return 2

@@ -214,7 +214,7 @@ def test_an_interrupted_run_records_nothing(tmp_path, monkeypatch):
                       lambda *a, **k: dict(steps=7, interrupted='SIGTERM'))
   config = bench.make_config('Breakout', 'disco_103', 1e-3, [0], 20,
                              bench.TINY)
-  with pytest.raises(bench.Interrupted, match=(
+  with pytest.raises(bench.comparison.Interrupted, match=(
       r'stopped at learner step 7 of 20 \(SIGTERM\); run the same command '
       'again to resume it')):
     bench.run_program(config, tmp_path / 'work', tmp_path / 'results')

@@ -115,6 +115,32 @@ def test_meta_suite_benchmark_refuses_bad_overrides(tmp_path, capsys,
   assert not (tmp_path / 'out').exists()
 
 
+def test_meta_suite_benchmark_stopped_by_a_signal_says_so(tmp_path, capsys,
+                                                         monkeypatch):
+  """Meta-training stopped by a signal: one `stopped:` line, exit 130, as
+  the other benchmark scripts; the same command resumes it."""
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import benchmark_meta_suite  # pylint: disable=g-import-not-at-top
+
+  class StoppedTrainer:
+
+    def __init__(self, *args, **kwargs):
+      pass
+
+    def fit(self):
+      return dict(interrupted='SIGTERM')
+
+    def close(self):
+      pass
+
+  monkeypatch.setattr(benchmark_meta_suite.trainer, 'Trainer', StoppedTrainer)
+  code = benchmark_meta_suite.main(['--tiny', '--out', str(tmp_path / 'out')])
+  assert code == 130
+  err = capsys.readouterr().err.strip().splitlines()
+  assert err == ['stopped: meta-training interrupted (SIGTERM); run the same '
+                 'command again to resume.']
+
+
 @pytest.mark.slow
 def test_loops_benchmark_tiny_run(tmp_path, tmp_path_factory):
   """The previous and fused loops side by side, both jobs: the table and a
