@@ -23,7 +23,9 @@
    environments and rollout length; each learner step on the batch just
    acted, sampled from a buffer of that batch). Output:
    out/eval_<setting>/<env>/<rule>/ (the meta-training run is out/meta/).
-3. Writes curves_<setting>_<env>.png (mean return and 95% interval over
+3. Writes meta_tasks.png (each task's reward per step against meta-steps;
+   with --meta-init, the first stage's run before it when its metrics.csv
+   is beside the npz), curves_<setting>_<env>.png (mean return and 95% interval over
    seeds against environment steps), results.csv and results.md (final
    return: mean return of the episodes ending in the last 10% of steps,
    mean +- 95% t interval over seeds) and the command.
@@ -233,6 +235,12 @@ def main(argv=None) -> int:
     params_path = meta_train(out, meta, args.overwrite, init_params)
     print(f'meta-trained rule: {params_path} ({time.time() - start:.0f}s)',
           flush=True)
+    stages = [('from --meta-init', out / 'meta')]
+    first = pathlib.Path(args.meta_init or '').parent
+    if args.meta_init and (first / 'metrics.csv').is_file():
+      stages.insert(0, ('first stage', first))
+    print(f'plot: {plot_meta_tasks(out / "meta_tasks.png", stages)}',
+          flush=True)
     rows = evaluate(out, args, held_out, settings,
                     weights.load_disco_103(params_path))
   except comparison.Interrupted as e:
@@ -246,6 +254,48 @@ def main(argv=None) -> int:
                meta_summary, args.meta_init)
   print((out / 'results.md').read_text())
   return 0
+
+
+def task_rewards(meta_dir: pathlib.Path) -> dict[str, tuple]:
+  """{task: (meta-steps [S], mean reward per step of its agents' training
+  rollouts [S])} of a meta-training run's metrics.csv."""
+  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
+  settings = json.loads((meta_dir / run_files.SETTINGS).read_text())
+  metrics = reporting.read_metrics(meta_dir / 'metrics.csv')
+  names = settings['settings'].get('tasks') or ['catch']
+  columns = ([f'rewards_task{g}' for g in range(len(names))]
+             if len(names) > 1 else ['rewards'])
+  return {name: (metrics['step'], metrics[column])
+          for name, column in zip(names, columns)}
+
+
+def plot_meta_tasks(path: pathlib.Path, stages) -> pathlib.Path:
+  """Each task's reward per step against meta-steps, the stages one after
+  another (a dashed line where one starts), 20-step moving means.
+
+  Args:
+    path: the PNG to write.
+    stages: [(label, meta-training run directory)], in order.
+  """
+  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
+  fig, ax = reporting.new_figure()
+  colours, offset = {}, 0
+  for i, (label, meta_dir) in enumerate(stages):
+    if i:
+      ax.axvline(offset, color='gray', linestyle='--', linewidth=1)
+      ax.text(offset, 1.0, f' {label}', transform=ax.get_xaxis_transform(),
+              va='top', fontsize=8, color='gray')
+    last = offset
+    for task, (steps, rewards) in task_rewards(meta_dir).items():
+      line, = ax.plot(offset + steps, reporting.smoothed(rewards, 20),
+                      color=colours.get(task),
+                      label=None if task in colours else task)
+      colours[task] = line.get_color()
+      last = max(last, offset + steps[-1] + 1)
+    offset = last
+  return reporting.save_figure(
+      fig, ax, path, 'meta-step', 'reward per step (training rollouts)',
+      'meta-training: each task\'s agents (20-step means)', dpi=120)
 
 
 def evaluate(out: pathlib.Path, args, held_out, settings: dict,

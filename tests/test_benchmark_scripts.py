@@ -42,6 +42,7 @@ def test_meta_suite_benchmark_tiny_run_and_resume(tmp_path, tmp_path_factory):
     for name in ('catch_rows_8_columns_8_', 'gymnax_Catch-bsuite'):
       png = tmp_path / f'out/curves_{setting}_{name}.png'
       assert png.stat().st_size > 1000
+  assert (tmp_path / 'out/meta_tasks.png').stat().st_size > 1000
   results = (tmp_path / 'out/results.md').read_text()
   assert '| setting | held-out env | rule |' in results
   assert "'agent_lifetime': 4" in results
@@ -92,6 +93,7 @@ def test_meta_suite_benchmark_second_stage_starts_from_the_given_rule(
   assert 0 < moved <= 4 * lr * 1.01, moved
   assert f'from the rule in {start}' in (
       tmp_path / 'two/results.md').read_text()
+  assert (tmp_path / 'two/meta_tasks.png').stat().st_size > 1000
 
 
 def test_meta_suite_benchmark_refuses_bad_overrides(tmp_path, capsys,
@@ -113,6 +115,31 @@ def test_meta_suite_benchmark_refuses_bad_overrides(tmp_path, capsys,
     err = capsys.readouterr().err.strip().splitlines()
     assert fragment in err[-1], err
   assert not (tmp_path / 'out').exists()
+
+
+def test_meta_suite_task_rewards_name_each_tasks_column(tmp_path,
+                                                       monkeypatch):
+  """A suite's rewards_task<g> columns are read under their tasks' names; a
+  one-task run's under 'rewards'."""
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import benchmark_meta_suite  # pylint: disable=g-import-not-at-top
+  for tasks, columns in ((['catch', 'gymnax:CartPole-v1'],
+                          ['rewards_task0', 'rewards_task1']),
+                         ([], ['rewards'])):
+    run = tmp_path / str(len(tasks))
+    run.mkdir()
+    (run / 'run.json').write_text(json.dumps({'settings': {'tasks': tasks}}))
+    table = {'step': [0, 1, 2], 'rewards': [9.0, 9.0, 9.0]}
+    table.update({c: [g + 0.1, g + 0.2, g + 0.3]
+                  for g, c in enumerate(columns) if c != 'rewards'})
+    if columns == ['rewards']:
+      table['rewards'] = [0.1, 0.2, 0.3]
+    pd.DataFrame(table).to_csv(run / 'metrics.csv', index=False)
+    read = benchmark_meta_suite.task_rewards(run)
+    assert list(read) == (tasks or ['catch'])
+    for g, (steps, rewards) in enumerate(read.values()):
+      np.testing.assert_array_equal(steps, [0, 1, 2])
+      np.testing.assert_allclose(rewards, [g + 0.1, g + 0.2, g + 0.3])
 
 
 def test_meta_suite_benchmark_stopped_by_a_signal_says_so(tmp_path, capsys,
