@@ -25,8 +25,8 @@
    out/eval_<setting>/<env>/<rule>/ (the meta-training run is out/meta/).
 3. Writes meta_tasks.png (each task's reward per step against meta-steps;
    with --meta-init, the first stage's run before it when its metrics.csv
-   is beside the npz), curves_<setting>_<env>.png (mean return and 95% interval over
-   seeds against environment steps), results.csv and results.md (final
+   is beside the npz), curves_<setting>_<env>.png (mean return and 95%
+   interval over seeds against environment steps), results.csv and results.md (final
    return: mean return of the episodes ending in the last 10% of steps,
    mean +- 95% t interval over seeds) and the command.
 
