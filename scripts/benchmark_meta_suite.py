@@ -183,7 +183,9 @@ def main(argv=None) -> int:
                       help='learner steps per evaluation run (default: '
                       f'{EVAL["num_steps"]}; --tiny {TINY_EVAL["num_steps"]})')
   parser.add_argument('--rules', nargs='+', default=list(RULES),
-                      choices=RULES)
+                      choices=RULES,
+                      help="without 'learned', no meta-training: the "
+                      'baselines only')
   parser.add_argument('--tiny', action='store_true',
                       help='smoke run: tiny networks, 4 meta-steps, 20 '
                       'learner steps per evaluation run')
@@ -231,25 +233,27 @@ def main(argv=None) -> int:
   jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)
 
   start = time.time()
+  learned, meta_summary = None, None
   try:
-    params_path = meta_train(out, meta, args.overwrite, init_params)
-    print(f'meta-trained rule: {params_path} ({time.time() - start:.0f}s)',
-          flush=True)
-    stages = [('from --meta-init', out / 'meta')]
-    first = pathlib.Path(args.meta_init or '').parent
-    if args.meta_init and (first / 'metrics.csv').is_file():
-      stages.insert(0, ('first stage', first))
-    print(f'plot: {plot_meta_tasks(out / "meta_tasks.png", stages)}',
-          flush=True)
-    rows = evaluate(out, args, held_out, settings,
-                    weights.load_disco_103(params_path))
+    if 'learned' in args.rules:  # The baselines need no meta-training.
+      params_path = meta_train(out, meta, args.overwrite, init_params)
+      print(f'meta-trained rule: {params_path} ({time.time() - start:.0f}s)',
+            flush=True)
+      stages = [('from --meta-init', out / 'meta')]
+      first = pathlib.Path(args.meta_init or '').parent
+      if args.meta_init and (first / 'metrics.csv').is_file():
+        stages.insert(0, ('first stage', first))
+      print(f'plot: {plot_meta_tasks(out / "meta_tasks.png", stages)}',
+            flush=True)
+      learned = weights.load_disco_103(params_path)
+      meta_summary = json.loads((out / 'meta' / 'summary.json').read_text())
+    rows = evaluate(out, args, held_out, settings, learned)
   except comparison.Interrupted as e:
     print(f'stopped: {e}', file=sys.stderr)
     return 130
 
   command = 'python scripts/benchmark_meta_suite.py ' + ' '.join(
       shlex.quote(a) for a in argv)
-  meta_summary = json.loads((out / 'meta' / 'summary.json').read_text())
   write_tables(out, rows, command, meta, settings, args.eval_settings,
                meta_summary, args.meta_init)
   print((out / 'results.md').read_text())
@@ -343,21 +347,26 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
 
 def write_tables(out, rows, command, meta, settings, used, meta_summary,
                  meta_init=None) -> None:
-  """results.csv and results.md."""
+  """results.csv and results.md (`meta_summary` None: no rule was
+  meta-trained, the baselines only)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
   pd.DataFrame(rows).to_csv(out / 'results.csv', index=False)
   changed = {f.name: getattr(meta, f.name) for f in dataclasses.fields(meta)
              if getattr(meta, f.name) != f.default and f.name != 'tasks'}
   origin = (f'from the rule in {meta_init} (itself meta-trained from random '
             'parameters)' if meta_init else 'from random parameters')
+  rules = ' and '.join(dict.fromkeys(RULE_LABELS[r['rule']] for r in rows))
+  what = (f'Fresh agents trained with {rules} (no rule meta-trained in this '
+          'run) on held-out environments' if meta_summary is None else
+          f'Rule meta-trained {origin} for {meta.num_steps} '
+          f'meta-steps on {", ".join(meta.tasks)} (final positive rewards '
+          f'per meta-step {meta_summary["final_pos_rewards"]:.1f}, first '
+          f'{meta_summary["first_pos_rewards"]:.1f}), then fresh agents '
+          'trained with it on held-out environments')
   lines = [
-      f'Rule meta-trained {origin} for {meta.num_steps} '
-      f'meta-steps on {", ".join(meta.tasks)} (final positive rewards per '
-      f'meta-step {meta_summary["final_pos_rewards"]:.1f}, first '
-      f'{meta_summary["first_pos_rewards"]:.1f}), then fresh agents trained '
-      'with it on held-out environments; final return = mean episode return '
-      f'over the last {FINAL_FRACTION:.0%} of environment steps; mean +- 95% '
-      't interval over seeds.', '',
+      f'{what}; final return = mean episode return over the last '
+      f'{FINAL_FRACTION:.0%} of environment steps; mean +- 95% t interval '
+      'over seeds.', '',
       '| setting | held-out env | rule | seeds | final return | per seed |',
       '|---|---|---|---|---|---|']
   for r in rows:

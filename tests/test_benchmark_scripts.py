@@ -117,6 +117,24 @@ def test_meta_suite_benchmark_refuses_bad_overrides(tmp_path, capsys,
   assert not (tmp_path / 'out').exists()
 
 
+@pytest.mark.slow
+def test_meta_suite_benchmark_baselines_alone_meta_train_nothing(
+    tmp_path, tmp_path_factory):
+  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+             JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
+  run = subprocess.run(
+      [sys.executable, str(SCRIPTS / 'benchmark_meta_suite.py'), '--tiny',
+       '--seeds', '0', '--rules', 'actor_critic', '--held-out',
+       'catch[rows=8,columns=8]', '--out', str(tmp_path / 'out')],
+      env=env, capture_output=True, text=True, check=False, timeout=1200)
+  assert run.returncode == 0, run.stderr[-4000:]
+  assert not (tmp_path / 'out/meta').exists()
+  assert (tmp_path / 'out/eval_eval/catch_rows_8_columns_8_/actor_critic/'
+          'summary.json').is_file()
+  assert (tmp_path / 'out/results.md').read_text().startswith(
+      'Fresh agents trained with actor-critic (no rule meta-trained')
+
+
 def test_meta_suite_task_rewards_name_each_tasks_column(tmp_path,
                                                        monkeypatch):
   """A suite's rewards_task<g> columns are read under their tasks' names; a
