@@ -279,13 +279,30 @@ def _stacked(path: pathlib.Path, keys) -> tuple[np.ndarray, list]:
   return x, [np.stack([c[k][:length] for c in curves.values()]) for k in keys]
 
 
-def plot(results: pathlib.Path, conditions) -> pathlib.Path:
-  """plateau.png: return (top) and entropy (bottom) against updates, the
-  mean over seeds with a 95% bootstrap band, per condition."""
+def _subplots(rows: int, columns: int, size):
+  """(figure, [rows, columns] axes) drawn off-screen (Agg), shared x."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, axes = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+  return plt.subplots(rows, columns, figsize=size, sharex=True,
+                      squeeze=False)
+
+
+def _save(fig, path: pathlib.Path, title: str, dpi: int) -> pathlib.Path:
+  """`fig` with its title saved as PNG to `path`, and closed."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig.suptitle(title)
+  fig.tight_layout()
+  fig.savefig(path, dpi=dpi)
+  plt.close(fig)
+  return path
+
+
+def plot(results: pathlib.Path, conditions) -> pathlib.Path:
+  """plateau.png: return (top) and entropy (bottom) against updates, the
+  mean over seeds with a 95% bootstrap band, per condition."""
+  fig, axes = _subplots(2, 1, (8, 7))
+  axes = axes[:, 0]
   for condition in conditions:
     x, ys = _stacked(results / condition, ('avg_return', 'entropy'))
     for ax, y in zip(axes, ys):
@@ -297,12 +314,9 @@ def plot(results: pathlib.Path, conditions) -> pathlib.Path:
   for ax in axes:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-  fig.suptitle('Disco103 on Catch 8x8: mean over seeds, 95% bootstrap band')
-  fig.tight_layout()
-  path = results / 'plateau.png'
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
-  return path
+  return _save(fig, results / 'plateau.png',
+               'Disco103 on Catch 8x8: mean over seeds, 95% bootstrap band',
+               dpi=100)
 
 
 def plot_minatar(results: pathlib.Path, minatar: pathlib.Path
@@ -318,11 +332,7 @@ def plot_minatar(results: pathlib.Path, minatar: pathlib.Path
   games = sorted({game for game, *_ in runs})
   if not games:
     return None
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, axes = plt.subplots(2, len(games), figsize=(4.5 * len(games), 6.5),
-                           sharex=True, squeeze=False)
+  fig, axes = _subplots(2, len(games), (4.5 * len(games), 6.5))
   for game, study, rate, path in runs:
     column = games.index(game)
     x, (returns, entropy) = _stacked(path, ('avg_return', 'entropy'))
@@ -341,12 +351,9 @@ def plot_minatar(results: pathlib.Path, minatar: pathlib.Path
       ax.legend(fontsize=7)
   axes[0, 0].set_ylabel('episode return')
   axes[1, 0].set_ylabel('policy entropy / ln(actions)')
-  fig.suptitle('Disco103 on MinAtar: mean over seeds, 95% bootstrap band')
-  fig.tight_layout()
-  path = results / 'plateau_minatar.png'
-  fig.savefig(path, dpi=90)
-  plt.close(fig)
-  return path
+  return _save(fig, results / 'plateau_minatar.png',
+               'Disco103 on MinAtar: mean over seeds, 95% bootstrap band',
+               dpi=90)
 
 
 def write_tables(results: pathlib.Path, summaries, minatar: pathlib.Path,
