@@ -9,6 +9,7 @@ __version__ = '0.1.0'
 _EXPORTS = {
     'Trainer': 'disco_rl.loops.trainer',
     'stop_when': 'disco_rl.loops.trainer',
+    'read_rule': 'disco_rl.loops.trainer',
     'EvalConfig': 'disco_rl.loops.config',
     'MetaTrainConfig': 'disco_rl.loops.config',
 }

@@ -173,6 +173,61 @@ def test_meta_train_cli(run_cli, tmp_path):
   again = summary_of(stdout)
   assert again['completed'] and again['interrupted'] is None
   assert again['steps'] == 2
+  # The rule at its (last) checkpoint, exported: the run's final rule.
+  rule = tmp_path / 'rules/rule_2.npz'
+  stdout = ok(run_cli('disco_rl.examples.export_rule', str(out), '--out',
+                      str(rule)))
+  assert stdout == f'rule of meta-step 2 of {out}: {rule}\n'
+  with np.load(rule) as exported, np.load(summary['params_npz']) as final:
+    assert sorted(exported.files) == sorted(final.files)
+    for key in final.files:
+      np.testing.assert_array_equal(exported[key], final[key])
+  assert sorted(p.name for p in rule.parent.iterdir()) == ['rule_2.npz']
+
+
+def test_export_rule_bad_input_is_one_error_line(tmp_path, capsys,
+                                                 monkeypatch):
+  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+  monkeypatch.chdir(tmp_path)
+  config = config_lib.MetaTrainConfig(
+      num_steps=2, num_agents=2, batch_size_per_device=2, rollout_len=3,
+      dense=(16,), model_lstm_size=8, model_head_hiddens=(8,),
+      value_dense=(8,))
+  trainer.run_meta_train(config, tmp_path / 'run', progress=False)
+  (tmp_path / 'taken.npz').write_bytes(b'kept')
+  export = _main('export_rule')
+  for args, message in [
+      (['--step', '1'], r'No checkpoint 1 in \S+/run/checkpoints; it has \[2\]\.'),
+      (['--out', 'taken.npz'], r'--out taken.npz exists; pass --overwrite to '
+       r'replace it\.'),
+      (['--out', '.'], r'--out \. is a directory; expected a file path\.'),
+      (['--out', 'rule.npz', '--step', '2', 'extra'], None),
+  ]:
+    if message is None:  # argparse's own one line, exit 2.
+      with pytest.raises(SystemExit) as stop:
+        export(['run', *args])
+      assert stop.value.code == 2
+      assert capsys.readouterr().err.splitlines()[-1].endswith(
+          'error: unrecognized arguments: extra')
+      continue
+    assert export(['run', '--out', 'rule.npz', *args]) == cli.EXIT_BAD_INPUT
+    assert re.fullmatch(message, _error_of(capsys)), message
+  assert (tmp_path / 'taken.npz').read_bytes() == b'kept'
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['run', 'taken.npz']
+  assert export(['nowhere', '--out', 'r.npz']) == cli.EXIT_BAD_INPUT
+  assert re.fullmatch(r'No run in \S+/nowhere: it has no run.json .*',
+                      _error_of(capsys))
+  evaluated = tmp_path / 'evaluated'
+  trainer.run_eval(config_lib.EvalConfig(
+      rule='actor_critic', num_steps=1, batch_size=4, replay_ratio=2,
+      buffer_capacity=8, rollout_len=6, dense=(16,), model_lstm_size=8,
+      model_head_hiddens=(8,)), evaluated, progress=False)
+  assert export([str(evaluated), '--out', 'r.npz']) == cli.EXIT_BAD_INPUT
+  assert 'holds a eval run, not a meta_train run' in _error_of(capsys)
+  # --overwrite replaces an existing file.
+  assert export(['run', '--out', 'taken.npz', '--overwrite']) == 0
+  with np.load(tmp_path / 'taken.npz') as rule:
+    assert 'lstm/linear/w' in rule.files
 
 
 def test_eval_cli_runs_seeds_in_parallel(run_cli, tmp_path):

@@ -189,6 +189,54 @@ def test_meta_train_resume_is_exact(tmp_path):
     resumed.evaluate(env=eval_config())
 
 
+def test_read_rule_reads_a_checkpoint_and_changes_nothing(tmp_path):
+  """The rule at an earlier checkpoint is the one a run stopped there ends
+  with; the latest is the run's final rule; the run directory is untouched."""
+  run = trainer_lib.Trainer(meta_config(num_steps=4), tmp_path / 'a',
+                            progress=False, checkpoint_every=2)
+  run.fit()
+  run.close()
+  files = {p: p.read_bytes() for p in (tmp_path / 'a').iterdir()
+           if p.is_file()}
+  checkpoints = sorted(p.name for p in (tmp_path / 'a/checkpoints').iterdir())
+
+  def npz(path):
+    with np.load(path) as data:
+      return {k: data[k] for k in data.files}
+
+  import disco_rl  # pylint: disable=g-import-not-at-top
+  assert disco_rl.read_rule is trainer_lib.read_rule
+  params, step = trainer_lib.read_rule(tmp_path / 'a')
+  assert step == 4
+  from disco_rl import weights  # pylint: disable=g-import-not-at-top
+  chex.assert_trees_all_equal(weights.flatten_params(params),
+                              npz(tmp_path / 'a/update_rule_params.npz'))
+  params, step = trainer_lib.read_rule(tmp_path / 'a', step=2)
+  assert step == 2
+  stopped = trainer_lib.Trainer(meta_config(num_steps=2), tmp_path / 'b',
+                                progress=False)
+  stopped.fit()
+  chex.assert_trees_all_equal(weights.flatten_params(params),
+                              npz(tmp_path / 'b/update_rule_params.npz'))
+  with pytest.raises(AssertionError):  # The rule moved between the two.
+    chex.assert_trees_all_equal(npz(tmp_path / 'a/update_rule_params.npz'),
+                                npz(tmp_path / 'b/update_rule_params.npz'))
+  # Nothing in the run changed: files, metrics rows, checkpoints.
+  assert {p: p.read_bytes() for p in (tmp_path / 'a').iterdir()
+          if p.is_file()} == files
+  assert sorted(p.name for p in (tmp_path / 'a/checkpoints').iterdir()
+                ) == checkpoints
+  with pytest.raises(FileNotFoundError, match=r'No checkpoint 3 .*\[2, 4\]'):
+    trainer_lib.read_rule(tmp_path / 'a', step=3)
+  evaluated = trainer_lib.Trainer(eval_config(num_steps=1), tmp_path / 'e',
+                                  progress=False)
+  evaluated.fit()
+  with pytest.raises(ValueError, match='holds a eval run, not a meta_train'):
+    trainer_lib.read_rule(tmp_path / 'e')
+  with pytest.raises(ValueError, match='No run in .*none: it has no run.json'):
+    trainer_lib.read_rule(tmp_path / 'none')
+
+
 def test_same_seed_same_metrics_other_seed_differs():
   def metrics(seed):
     run = trainer_lib.Trainer(eval_config(seed=seed, num_steps=6),

@@ -25,6 +25,7 @@ iterations only fill the replay buffer) and meta-steps for meta-training.
 from collections.abc import Callable, Sequence
 import json
 import math
+import pathlib
 from typing import Any
 
 import jax
@@ -64,6 +65,13 @@ def _json_safe(value):
   if isinstance(value, np.integer):
     return int(value)
   return value
+
+
+def _checkpointed(state, rule_params):
+  """What a checkpoint holds: the loop state, and the rule's parameters when
+  they are apart from it (the eval job's; None for meta-training, whose rule
+  is in its state)."""
+  return dict(loop=state, rule=rule_params)
 
 
 # Settings a resumed run may change: they do not change its numbers.
@@ -238,7 +246,7 @@ class Trainer:
 
   def _saved_state(self):
     """The loop state and the rule's parameters when they are apart from it."""
-    return dict(loop=self.state, rule=self.job.rule_params)
+    return _checkpointed(self.state, self.job.rule_params)
 
   def restore(self, directory=None, step: int | None = None) -> int:
     """Continues from a checkpoint (default: the latest in `output_dir`).
@@ -409,6 +417,53 @@ class Trainer:
     if self._checkpointer is not None:
       self._checkpointer.close()
       self._checkpointer = None
+
+
+def read_rule(output_dir, step: int | None = None
+              ) -> tuple[dict[str, dict[str, np.ndarray]], int]:
+  """A meta-training run's rule as it was at one of its checkpoints.
+
+  Reads only: nothing in `output_dir` changes (resuming from an earlier
+  checkpoint would drop the metrics rows after it), and no rule file is
+  loaded (the checkpoint holds the rule).
+
+    params, step = read_rule('runs/meta_train', step=750)
+    meta_objective.save_params(params, 'rule_750.npz')
+
+  Args:
+    output_dir: the directory of a meta-training run (finished, interrupted
+      or still running).
+    step: the checkpoint's meta-step (default: the latest checkpoint).
+
+  Returns:
+    The rule's meta-parameters as NumPy arrays, {module: {name: array}} (the
+    layout of `disco_103.npz` and of the run's `update_rule_params.npz`),
+    and the checkpoint's meta-step.
+
+  Raises:
+    ValueError: `output_dir` holds no run, or an eval run.
+    FileNotFoundError: the run has no checkpoint `step` (the message lists
+      the ones it has) or none at all.
+  """
+  path = pathlib.Path(output_dir).expanduser().absolute()
+  if not (path / run_dir.SETTINGS).is_file():
+    raise ValueError(f'No run in {path}: it has no {run_dir.SETTINGS} (the '
+                     'record every run writes when it starts).')
+  config = run_dir.read_settings(path, meta_job.MetaTrainJob.name,
+                                 config_lib.MetaTrainConfig)
+  if not (path / run_dir.CHECKPOINTS).is_dir():
+    raise FileNotFoundError(f'No checkpoint in {path}: the run has no '
+                            f'{run_dir.CHECKPOINTS}/ directory.')
+  job = meta_job.MetaTrainJob(config, restoring=True)
+  checkpoints = checkpoint_lib.Checkpointer(path / run_dir.CHECKPOINTS)
+  try:
+    if step is None:
+      step = checkpoints.latest_step()
+    saved, _ = checkpoints.restore(checkpoint_lib.abstract_like(
+        _checkpointed(job.init(), job.rule_params)), step)
+  finally:
+    checkpoints.close()
+  return job.loop.params(saved['loop']), int(step)
 
 
 def run_eval(config: config_lib.EvalConfig, output_dir, rule_params=None,

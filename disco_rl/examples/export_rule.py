@@ -1,0 +1,83 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Writes a meta-training run's rule at one of its checkpoints to an npz.
+
+  python -m disco_rl.examples.export_rule runs/meta_train --step 750 \
+      --out runs/rule_750.npz
+  python -m disco_rl.examples.eval --weights runs/rule_750.npz ...
+
+The file has the layout of `disco_103.npz` (and of the run's final
+`update_rule_params.npz`), so `--weights` of the eval and meta-train
+commands takes it. The run is only read: a finished, interrupted or running
+run stays as it is. Without `--step`, the latest checkpoint; a run keeps
+its last `--keep-checkpoints` (3 unless set). An existing `--out` is
+refused unless `--overwrite`. Bad input prints one `error:` line and exits 2.
+"""
+
+import argparse
+import pathlib
+import sys
+
+from disco_rl.examples import startup
+
+with startup.interruptible_imports(__name__):
+  from disco_rl import meta_objective
+  from disco_rl.examples import cli
+  from disco_rl.loops import trainer
+
+
+def make_parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('run', metavar='RUN_DIR',
+                      help='the meta-training run directory')
+  parser.add_argument('--step', type=int, default=None,
+                      help='the checkpoint (meta-step) to read; default: the '
+                      'latest')
+  parser.add_argument('--out', required=True, metavar='NPZ',
+                      help='the file to write')
+  parser.add_argument('--overwrite', action='store_true',
+                      help='replace an existing --out')
+  return parser
+
+
+def export(run, out, step: int | None = None, overwrite: bool = False) -> int:
+  """Writes the rule of `run`'s checkpoint `step` to `out`; returns the step.
+
+  Raises:
+    ValueError: `out` exists and not `overwrite`, or is a directory; the
+      errors of `trainer.read_rule`.
+    FileNotFoundError: no such checkpoint.
+  """
+  out = pathlib.Path(out)
+  if out.is_dir():
+    raise ValueError(f'--out {out} is a directory; expected a file path.')
+  if out.exists() and not overwrite:
+    raise ValueError(f'--out {out} exists; pass --overwrite to replace it.')
+  params, step = trainer.read_rule(run, step)
+  out.parent.mkdir(parents=True, exist_ok=True)
+  tmp = out.with_name(out.name + '.tmp.npz')
+  try:  # Written whole or not at all.
+    meta_objective.save_params(params, tmp)
+    tmp.replace(out)
+  finally:
+    tmp.unlink(missing_ok=True)
+  return step
+
+
+def main(argv=None) -> int:
+  args = make_parser().parse_args(argv)
+  try:
+    step = export(args.run, args.out, args.step, args.overwrite)
+  except cli.USER_ERRORS as e:
+    print(f'error: {" ".join(str(e).split())}', file=sys.stderr)
+    return cli.EXIT_BAD_INPUT
+  except KeyboardInterrupt:
+    print(f'interrupted by SIGINT: {args.out} was not written',
+          file=sys.stderr)
+    return 130
+  print(f'rule of meta-step {step} of {args.run}: {args.out}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
