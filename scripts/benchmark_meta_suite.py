@@ -339,8 +339,8 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
                          final_return_ci95=half, final_returns=finals))
       png = comparison.plot_rules(
           out / f'curves_{setting}_{env_dir_name(env_task)}.png',
-          f'held-out {env_task} ({setting} setting): mean and 95% interval '
-          'over seeds', curves)
+          f'held-out {env_task} ({setting} setting)\nmean and 95% t '
+          'interval over seeds', curves)
       print(f'plot: {png}', flush=True)
   return rows
 
