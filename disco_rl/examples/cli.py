@@ -36,6 +36,13 @@ EXIT_BAD_INPUT = 2
 _UNSET = object()
 
 
+def user_error(e: Exception) -> int:
+  """Prints `e` as the one `error:` line of a command; the exit status."""
+  message = ' '.join(str(e).split()) or type(e).__name__
+  print(f'error: {message}', file=sys.stderr)
+  return EXIT_BAD_INPUT
+
+
 def make_parser(description: str, config_cls, default_out: str
                 ) -> argparse.ArgumentParser:
   """Flags of every setting of `config_cls`, the run's and the processes'."""
@@ -198,9 +205,7 @@ def _train_and_report(parser, argv, args, config_cls, weights_unusable,
     summary = run_trainer.fit()
     run_trainer.close()
   except USER_ERRORS as e:
-    message = ' '.join(str(e).split()) or type(e).__name__
-    print(f'error: {message}', file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return user_error(e)
   lead = jax.process_index() == 0
   if lead:
     print(json.dumps(summary, indent=2))

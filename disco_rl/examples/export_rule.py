@@ -69,8 +69,7 @@ def main(argv=None) -> int:
   try:
     step = export(args.run, args.out, args.step, args.overwrite)
   except cli.USER_ERRORS as e:
-    print(f'error: {" ".join(str(e).split())}', file=sys.stderr)
-    return cli.EXIT_BAD_INPUT
+    return cli.user_error(e)
   except KeyboardInterrupt:
     print(f'interrupted by SIGINT: {args.out} was not written',
           file=sys.stderr)
