@@ -26,7 +26,8 @@
 3. Writes meta_tasks.png (each task's reward per step against meta-steps;
    with --meta-init, the first stage's run before it when its metrics.csv
    is beside the npz), curves_<setting>_<env>.png (mean return and 95%
-   interval over seeds against environment steps), results.csv and results.md (final
+   bootstrap band over seeds against environment steps; curves.png: all of them,
+   a row per setting), results.csv and results.md (final
    return: mean return of the episodes ending in the last 10% of steps,
    mean +- 95% t interval over seeds) and the command.
 
@@ -310,10 +311,10 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
   Raises:
     comparison.Interrupted: a program stopped by a signal.
   """
-  rows = []
+  rows, panels = [], {}
   for setting in args.eval_settings:
     for env_task in held_out:
-      curves = {}
+      curves = panels[f'{setting} setting', env_task] = {}
       for rule in args.rules:
         path = out / f'eval_{setting}' / env_dir_name(env_task) / rule
         config = eval_config(env_task, rule, args.seeds, settings[setting])
@@ -339,9 +340,13 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
                          final_return_ci95=half, final_returns=finals))
       png = comparison.plot_rules(
           out / f'curves_{setting}_{env_dir_name(env_task)}.png',
-          f'held-out {env_task} ({setting} setting)\nmean and 95% t '
-          'interval over seeds', curves)
+          f'held-out {env_task} ({setting} setting)\nmean and 95% '
+          'bootstrap band over seeds', curves)
       print(f'plot: {png}', flush=True)
+  png = comparison.plot_rules_grid(
+      out / 'curves.png', 'held-out environments: mean return and 95% '
+      'bootstrap band over seeds', panels)
+  print(f'plot: {png}', flush=True)
   return rows
 
 

@@ -14,6 +14,7 @@ What the benchmark scripts (MinAtar, meta-training suites) share:
 import json
 import math
 import pathlib
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -105,10 +106,32 @@ def final_return(curve: dict[str, np.ndarray], fraction: float = 0.1
                           weights=curve['episodes'][last]))
 
 
+def draw_rules(ax, curves: dict[str, list[dict]], x: str = 'env_steps'
+               ) -> None:
+  """Draws on `ax`, per rule, the mean return over seeds (each seed's curve
+  smoothed over 1/50 of its length) and its 95% percentile-bootstrap band
+  (unlike a t interval over few seeds, it stays within the returns seen).
+
+  Args:
+    ax: matplotlib axes.
+    curves: {label: [each seed's curve, `read_seed_curves`]}.
+    x: the curves' key on the x axis.
+  """
+  for label, runs in curves.items():
+    length = min(len(c[x]) for c in runs)
+    window = max(1, length // 50)
+    ys = np.stack([reporting.smoothed(c['avg_return'][:length], window)
+                   for c in runs])
+    low, high = reporting.bootstrap_band(ys)
+    xs = runs[0][x][:length]
+    ax.plot(xs, np.nanmean(ys, axis=0), label=f'{label} ({len(runs)} seeds)')
+    ax.fill_between(xs, low, high, alpha=0.25)
+
+
 def plot_rules(path, title: str, curves: dict[str, list[dict]],
                x: str = 'env_steps', xlabel: str = 'environment steps'
                ) -> pathlib.Path:
-  """Per rule, the mean return over seeds and its 95% interval (a PNG).
+  """Per rule, the mean return over seeds and its 95% bootstrap band (a PNG).
 
   Args:
     path: the PNG to write.
@@ -118,16 +141,60 @@ def plot_rules(path, title: str, curves: dict[str, list[dict]],
     xlabel: its label.
   """
   fig, ax = reporting.new_figure()
-  for label, runs in curves.items():
-    length = min(len(c[x]) for c in runs)
-    window = max(1, length // 50)
-    ys = np.stack([reporting.smoothed(c['avg_return'][:length], window)
-                   for c in runs])
-    stats = [mean_ci(ys[:, i]) for i in range(length)]
-    mean = np.array([m for m, _ in stats])
-    half = np.nan_to_num(np.array([h for _, h in stats]))
-    xs = runs[0][x][:length]
-    ax.plot(xs, mean, label=f'{label} ({len(runs)} seeds)')
-    ax.fill_between(xs, mean - half, mean + half, alpha=0.25)
+  draw_rules(ax, curves, x)
   return reporting.save_figure(fig, ax, path, xlabel, 'average episode return',
                                title, dpi=120)
+
+
+def plot_rules_grid(path, title: str,
+                    panels: dict[tuple[str, str], dict[str, list[dict]]],
+                    x: str = 'env_steps', xlabel: str = 'environment steps'
+                    ) -> pathlib.Path:
+  """`plot_rules` of several settings and environments in one PNG: a row
+  per setting, a column per environment, one legend.
+
+  Args:
+    path: the PNG to write.
+    title: the figure's title.
+    panels: {(row label, column label): that panel's `curves`}; a missing
+      pair leaves its panel empty.
+    x: the curves' key on the x axis.
+    xlabel: its label.
+  """
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+  if not panels:
+    raise ValueError('panels must hold at least one (row, column) pair.')
+  rows = list(dict.fromkeys(r for r, _ in panels))
+  columns = list(dict.fromkeys(c for _, c in panels))
+  fig, axes = plt.subplots(len(rows), len(columns), squeeze=False,
+                           figsize=(4.2 * len(columns), 3.2 * len(rows) + 0.8))
+  for i, row in enumerate(rows):
+    for j, column in enumerate(columns):
+      ax = axes[i, j]
+      if (row, column) not in panels:
+        ax.set_axis_off()
+        continue
+      draw_rules(ax, panels[row, column], x)
+      ax.set_title(f'{column}\n{row}', fontsize=9)
+      ax.grid(alpha=0.3)
+      ax.set_xlabel(xlabel, fontsize=9)
+      if j == 0:
+        ax.set_ylabel('average episode return')
+      ax.xaxis.set_major_locator(ticker.MaxNLocator(5))
+      ax.xaxis.set_major_formatter(ticker.EngFormatter())  # 50k, 1M
+  legend = {}  # Every rule of any panel, in order of appearance.
+  for ax in axes.flat:
+    for handle, label in zip(*ax.get_legend_handles_labels()):
+      legend.setdefault(label, handle)
+  handles, labels = list(legend.values()), list(legend)
+  ncol = len(labels) if len(columns) > 1 else 1
+  fig.legend(handles, labels, loc='lower center', ncol=ncol, frameon=False)
+  fig.suptitle(textwrap.fill(title, 45 * len(columns)))
+  fig.tight_layout(rect=(0, 0.03 * len(labels) / ncol / len(rows) * 2, 1, 1))
+  path = pathlib.Path(path)
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path

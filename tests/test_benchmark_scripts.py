@@ -42,6 +42,7 @@ def test_meta_suite_benchmark_tiny_run_and_resume(tmp_path, tmp_path_factory):
     for name in ('catch_rows_8_columns_8_', 'gymnax_Catch-bsuite'):
       png = tmp_path / f'out/curves_{setting}_{name}.png'
       assert png.stat().st_size > 1000
+  assert (tmp_path / 'out/curves.png').stat().st_size > 1000  # All panels.
   assert (tmp_path / 'out/meta_tasks.png').stat().st_size > 1000
   results = (tmp_path / 'out/results.md').read_text()
   assert '| setting | held-out env | rule |' in results
