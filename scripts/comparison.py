@@ -9,6 +9,7 @@ What the benchmark scripts (MinAtar, meta-training suites) share:
   curves = read_seed_curves(path)                  # {seed: [N] env_steps, ...}
   mean, half = mean_ci([final_return(c) for c in curves.values()])
   plot_rules(path.png, title, {'Disco103': list(curves.values()), ...})
+  plot_rules_grid(path.png, title, {(setting, env): {label: curves}, ...})
 """
 
 import json
