@@ -396,8 +396,11 @@ def report(args, rates: dict[str, float], updates: int) -> None:
 
 
 def _band(ax, x, runs: np.ndarray, label: str) -> None:
+  import warnings  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
-  mean = np.nanmean(runs, axis=0)
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore', RuntimeWarning)  # Before any episode end.
+    mean = np.nanmean(runs, axis=0)
   low, high = reporting.bootstrap_band(runs)
   ax.plot(x, mean, label=label)
   ax.fill_between(x, low, high, alpha=0.25)
@@ -405,14 +408,19 @@ def _band(ax, x, runs: np.ndarray, label: str) -> None:
 
 def plot_game(out: pathlib.Path, game: str, curves: dict) -> pathlib.Path:
   """curves_<game>.png: per rule the mean return over seeds and a 95%
-  bootstrap band, against learner updates (left) and environment steps."""
+  bootstrap band, against learner updates (left) and environment steps.
+
+  A point where no episode ended carries the seed's last return (Freeway's
+  episodes all end at its 2,500-step limit, every 3-4 points here: without
+  it no line is drawn)."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   fig, axes = plt.subplots(1, 2, figsize=(11, 4))
   for rule, runs in curves.items():
     length = min(len(c['updates']) for c in runs.values())
-    ys = np.stack([c['avg_return'][:length] for c in runs.values()])
+    ys = np.stack([_filled(c['avg_return'][:length], start=np.nan)
+                   for c in runs.values()])
     first = next(iter(runs.values()))
     label = f'{RULE_LABELS[rule]} ({len(runs)} seeds)'
     _band(axes[0], first['updates'][:length], ys, label)
@@ -455,10 +463,11 @@ def plot_iqm(out, games, curves, randoms, ac_means) -> pathlib.Path:
       f'MinAtar, {len(games)} game(s): IQM and 95% stratified-bootstrap CI')
 
 
-def _filled(values: np.ndarray) -> np.ndarray:
-  """NaN points take the last finite value before them (0 at the start)."""
+def _filled(values: np.ndarray, start: float = 0.0) -> np.ndarray:
+  """NaN points take the last finite value before them (`start` before the
+  first)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
-  return pd.Series(values).ffill().fillna(0.0).to_numpy()
+  return pd.Series(values).ffill().fillna(start).to_numpy()
 
 
 def main(argv=None) -> int:

@@ -61,6 +61,15 @@ def test_compact_curves_bin_iterations_per_seed():
   assert rows[0]['entropy'] == 0.5 and rows[0]['env_steps'] == 50
 
 
+def test_points_without_an_episode_end_carry_the_last_return():
+  # Freeway: every point between its time-limit episode ends is NaN; the
+  # curves draw the last return seen (NaN, or the IQM's 0, before any).
+  values = np.array([np.nan, 1.0, np.nan, np.nan, 3.0, np.nan])
+  np.testing.assert_array_equal(bench._filled(values, start=np.nan),
+                                [np.nan, 1, 1, 1, 3, 3])
+  np.testing.assert_array_equal(bench._filled(values), [0, 1, 1, 1, 3, 3])
+
+
 def test_normalised_scores():
   assert bench.normalise('Breakout', 14.0, 0.5, 3.0) == 0.5
   # Seaquest: from random play (0 here) to the actor-critic's mean.
