@@ -395,17 +395,6 @@ def report(args, rates: dict[str, float], updates: int) -> None:
   print('\n'.join(lines), flush=True)
 
 
-def _band(ax, x, runs: np.ndarray, label: str) -> None:
-  import warnings  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
-  with warnings.catch_warnings():
-    warnings.simplefilter('ignore', RuntimeWarning)  # Before any episode end.
-    mean = np.nanmean(runs, axis=0)
-  low, high = reporting.bootstrap_band(runs)
-  ax.plot(x, mean, label=label)
-  ax.fill_between(x, low, high, alpha=0.25)
-
-
 def plot_game(out: pathlib.Path, game: str, curves: dict) -> pathlib.Path:
   """curves_<game>.png: per rule the mean return over seeds and a 95%
   bootstrap band, against learner updates (left) and environment steps.
@@ -423,8 +412,8 @@ def plot_game(out: pathlib.Path, game: str, curves: dict) -> pathlib.Path:
                    for c in runs.values()])
     first = next(iter(runs.values()))
     label = f'{RULE_LABELS[rule]} ({len(runs)} seeds)'
-    _band(axes[0], first['updates'][:length], ys, label)
-    _band(axes[1], first['env_steps'][:length], ys, label)
+    comparison.draw_band(axes[0], first['updates'][:length], ys, label)
+    comparison.draw_band(axes[1], first['env_steps'][:length], ys, label)
   for ax, xlabel in zip(axes, ('learner updates', 'environment steps')):
     ax.set_xlabel(xlabel)
     ax.set_ylabel('episode return')

@@ -107,6 +107,18 @@ def final_return(curve: dict[str, np.ndarray], fraction: float = 0.1
                           weights=curve['episodes'][last]))
 
 
+def draw_band(ax, x, runs, label: str, alpha: float = 0.25) -> None:
+  """Draws on `ax` the mean over runs of [R, N] curves (NaN points
+  skipped) and its 95% percentile-bootstrap band."""
+  import warnings  # pylint: disable=g-import-not-at-top
+  runs = np.asarray(runs, float)
+  low, high = reporting.bootstrap_band(runs)
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore', RuntimeWarning)  # All-NaN points.
+    ax.plot(x, np.nanmean(runs, axis=0), label=label)
+  ax.fill_between(x, low, high, alpha=alpha)
+
+
 def draw_rules(ax, curves: dict[str, list[dict]], x: str = 'env_steps'
                ) -> None:
   """Draws on `ax`, per rule, the mean return over seeds (each seed's curve
@@ -123,10 +135,7 @@ def draw_rules(ax, curves: dict[str, list[dict]], x: str = 'env_steps'
     window = max(1, length // 50)
     ys = np.stack([reporting.smoothed(c['avg_return'][:length], window)
                    for c in runs])
-    low, high = reporting.bootstrap_band(ys)
-    xs = runs[0][x][:length]
-    ax.plot(xs, np.nanmean(ys, axis=0), label=f'{label} ({len(runs)} seeds)')
-    ax.fill_between(xs, low, high, alpha=0.25)
+    draw_band(ax, runs[0][x][:length], ys, f'{label} ({len(runs)} seeds)')
 
 
 def plot_rules(path, title: str, curves: dict[str, list[dict]],

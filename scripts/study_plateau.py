@@ -51,6 +51,7 @@ import warnings
 import numpy as np
 
 import benchmark_minatar  # scripts/benchmark_minatar.py, beside this script
+import comparison  # scripts/comparison.py, beside this script
 
 BASE = dict(env='jittable_catch', rows=8, columns=8, rule='disco_103',
             steps_per_call=50, debug_checks=False)
@@ -260,16 +261,6 @@ def _minatar_actions(game: str) -> int:
           'SpaceInvaders': 4}[game]
 
 
-def _mean_and_band(ax, x, ys: np.ndarray, label: str) -> None:
-  """The mean over runs [R, N] with a 95% bootstrap band."""
-  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
-  low, high = reporting.bootstrap_band(ys)
-  with warnings.catch_warnings():
-    warnings.simplefilter('ignore', RuntimeWarning)  # All-NaN points.
-    ax.plot(x, np.nanmean(ys, axis=0), label=label)
-  ax.fill_between(x, low, high, alpha=0.2)
-
-
 def _stacked(path: pathlib.Path, keys) -> tuple[np.ndarray, list]:
   """A run's updates and its seeds' curves [seeds, points] per key, cut to
   the shortest seed."""
@@ -306,7 +297,7 @@ def plot(results: pathlib.Path, conditions) -> pathlib.Path:
   for condition in conditions:
     x, ys = _stacked(results / condition, ('avg_return', 'entropy'))
     for ax, y in zip(axes, ys):
-      _mean_and_band(ax, x, y, condition)
+      comparison.draw_band(ax, x, y, condition, alpha=0.2)
   axes[0].set_ylabel('episode return')
   axes[1].set_ylabel('policy entropy')
   axes[1].axhline(math.log(3), color='gray', linestyle=':', label='ln 3')
@@ -338,9 +329,10 @@ def plot_minatar(results: pathlib.Path, minatar: pathlib.Path
     x, (returns, entropy) = _stacked(path, ('avg_return', 'entropy'))
     returns = pd.DataFrame(returns.T).ffill().to_numpy().T
     label = f'lr {rate:g} ({study}, {returns.shape[0]} seeds)'
-    _mean_and_band(axes[0, column], x, returns, label)
-    _mean_and_band(axes[1, column], x,
-                   entropy / math.log(_minatar_actions(game)), label)
+    comparison.draw_band(axes[0, column], x, returns, label, alpha=0.2)
+    comparison.draw_band(
+        axes[1, column], x, entropy / math.log(_minatar_actions(game)), label,
+        alpha=0.2)
   for column, game in enumerate(games):
     axes[0, column].set_title(game)
     axes[1, column].axhline(UNIFORM_FRACTION, color='gray', linestyle=':',
