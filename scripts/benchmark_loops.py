@@ -221,7 +221,12 @@ def bench_eval(args) -> dict:
         jax.tree.map(lambda x: x[0], state.actor_state), params, False)
     return new, jax.lax.pmean({k: logs[k] for k in fused.setup.log_keys}, AXIS)
 
-  specs = eval_program.state_specs()
+  # One run's state (`_one_run`): the fused loop's specs without the seed
+  # axis.
+  specs = eval_program.EvalState(
+      learner_state=P(), actor_state=P(AXIS), env_state=P(AXIS),
+      timestep=P(AXIS), acc_rewards=P(AXIS), replay=P(AXIS), rng=P(),
+      step=P())
   learner_only = jax.jit(jax.shard_map(
       learn_alone, mesh=fused.setup.mesh, in_specs=(specs, P(), P()),
       out_specs=(P(), P()), check_vma=False))
