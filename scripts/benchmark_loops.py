@@ -223,10 +223,9 @@ def bench_eval(args) -> dict:
 
   # One run's state (`_one_run`): the fused loop's specs without the seed
   # axis.
-  specs = eval_program.EvalState(
-      learner_state=P(), actor_state=P(AXIS), env_state=P(AXIS),
-      timestep=P(AXIS), acc_rewards=P(AXIS), replay=P(AXIS), rng=P(),
-      step=P())
+  specs = jax.tree.map(
+      lambda spec: P(*(a for a in spec if a != devices_lib.SEED_AXIS)),
+      eval_program.state_specs(), is_leaf=lambda x: isinstance(x, P))
   learner_only = jax.jit(jax.shard_map(
       learn_alone, mesh=fused.setup.mesh, in_specs=(specs, P(), P()),
       out_specs=(P(), P()), check_vma=False))
