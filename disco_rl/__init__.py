@@ -12,6 +12,8 @@ _EXPORTS = {
     'read_rule': 'disco_rl.loops.trainer',
     'EvalConfig': 'disco_rl.loops.config',
     'MetaTrainConfig': 'disco_rl.loops.config',
+    'make_eval': 'disco_rl.loops.eval',
+    'make_meta_train': 'disco_rl.loops.meta',
 }
 
 

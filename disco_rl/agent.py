@@ -494,3 +494,57 @@ def get_settings_actor_critic() -> config_dict.ConfigDict:
       learning_rate=5e-4, max_abs_update=1.0,
       net_settings=dict(name='mlp', net_args=agent_net),
   ))
+
+
+# The rules a job names, and the settings function of each.
+RULES = {'disco_103': get_settings_disco,
+         'actor_critic': get_settings_actor_critic}
+# The constructor settings each network's torso takes, by network name.
+TORSO_FIELDS = {'mlp': (), 'conv': ('conv_channels', 'conv_kernel'),
+                'resnet': ('resnet_channels', 'resnet_blocks')}
+
+
+def make_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
+                  model_head_hiddens, precision: str = 'float32',
+                  net: str = 'mlp', **torso) -> config_dict.ConfigDict:
+  """The settings of a job's agent: the rule's, with the job's network.
+
+  The one place where a job's fields become an agent (the eval job's and
+  every meta-training task's).
+
+  Args:
+    rule: 'disco_103' (the Disco agent) or 'actor_critic'.
+    learning_rate: the agent's learning rate.
+    dense: hidden sizes of the MLP torso.
+    model_lstm_size: size of the action model's LSTM.
+    model_head_hiddens: hidden sizes of the action model's heads.
+    precision: compute dtype of the network (`nets.with_precision`).
+    net: 'mlp', 'conv' (`nets.ConvNet`) or 'resnet' (`nets.ResNet`).
+    **torso: the network's own settings, `TORSO_FIELDS[net]`; missing ones
+      take the network's defaults.
+
+  Raises:
+    ValueError: an unknown rule or net, or settings `net` does not take.
+  """
+  if rule not in RULES:
+    raise ValueError(f'Unknown rule {rule!r}; expected one of '
+                     f'{tuple(RULES)}.')
+  if net not in TORSO_FIELDS:
+    raise ValueError(f'Unknown net {net!r}; expected one of '
+                     f'{tuple(TORSO_FIELDS)}.')
+  extra = sorted(set(torso) - set(TORSO_FIELDS[net]))
+  if extra:
+    raise ValueError(f'net={net!r} takes the torso settings '
+                     f'{list(TORSO_FIELDS[net])}, got also {extra}.')
+  settings = RULES[rule]()
+  settings.net_settings.name = net
+  settings.net_settings.net_args = dict(
+      dense=tuple(dense), model_arch_name='lstm', head_w_init_std=1e-2,
+      model_kwargs=dict(head_mlp_hiddens=tuple(model_head_hiddens),
+                        lstm_size=model_lstm_size),
+      **{k: tuple(v) if isinstance(v, (list, tuple)) else v
+         for k, v in torso.items()})
+  if precision != 'float32':
+    settings.net_settings.precision = precision
+  settings.learning_rate = learning_rate
+  return settings

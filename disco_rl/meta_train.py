@@ -4,17 +4,15 @@
 
 The names users and notebooks import from `disco_rl.meta_train`: the
 objective (`disco_rl.meta_objective`: one agent's meta-loss and
-meta-gradient), the settings (`disco_rl.loops.config`), the population loop
-(`disco_rl.loops.meta_loop`) and `run_meta_train` (`disco_rl.loops.trainer`).
+meta-gradient), the settings (`disco_rl.loops.config`), the job
+(`disco_rl.loops.meta`) and `run_meta_train` (`disco_rl.loops.trainer`).
 """
 
 from disco_rl.loops.config import MetaTrainConfig
-from disco_rl.loops.config import check_meta_train_config as check_config
-from disco_rl.loops.meta_loop import MetaTrainLoop
-from disco_rl.loops.meta_loop import MetaTrainer
-from disco_rl.loops.meta_program import PopulationState
-from disco_rl.loops.meta_setup import agent_settings
-from disco_rl.loops.meta_setup import value_fn_config
+from disco_rl.loops.config import META_TRAIN_PRESETS
+from disco_rl.loops.config import meta_train_preset
+from disco_rl.loops.meta import PopulationState
+from disco_rl.loops.meta import make_meta_train
 from disco_rl.loops.trainer import run_meta_train
 from disco_rl.meta_objective import MetaLossWeights
 from disco_rl.meta_objective import MetaTrainAgent
@@ -26,9 +24,9 @@ from disco_rl.meta_objective import meta_loss
 from disco_rl.meta_objective import save_params
 
 __all__ = (
-    'MetaTrainConfig', 'check_config', 'MetaTrainLoop', 'MetaTrainer',
-    'PopulationState',
-    'agent_settings', 'value_fn_config', 'run_meta_train', 'MetaLossWeights',
-    'MetaTrainAgent', 'MetaTrainState', 'calculate_meta_gradient',
-    'catch_env', 'default_value_fn_config', 'meta_loss', 'save_params',
+    'MetaTrainConfig', 'META_TRAIN_PRESETS', 'meta_train_preset',
+    'PopulationState', 'make_meta_train', 'run_meta_train',
+    'MetaLossWeights', 'MetaTrainAgent', 'MetaTrainState',
+    'calculate_meta_gradient', 'catch_env', 'default_value_fn_config',
+    'meta_loss', 'save_params',
 )

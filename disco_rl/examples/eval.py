@@ -1,11 +1,13 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Trains an agent on Catch with Disco103 (or the actor-critic baseline).
+"""Trains an agent with a fixed rule: Disco103, a learned one, or actor-critic.
 
   python -m disco_rl.examples.eval --steps 1000 --seed 0 --out runs/eval
 
-Prints progress, then the final average return and the paths of the metrics
-CSV and the learning-curve PNG. `--steps` counts learner steps (the first
+Catch 8x8 with Disco103 by default (the upstream eval notebook's settings);
+`--env` names any environment, `--weights` a rule's file. Prints progress,
+then the final average return and the paths of the metrics CSV and the
+learning-curve PNG. `--steps` counts learner steps (the first
 iterations only fill the replay buffer). Every setting of `EvalConfig` is a
 flag (`--help` lists them); `--resume DIR` continues an interrupted run.
 Several processes: see docs/scaling.md ("Several hosts").
@@ -13,11 +15,13 @@ Several processes: see docs/scaling.md ("Several hosts").
 
 import sys
 
-from disco_rl.examples import startup
+from disco_rl import signals
 
-with startup.interruptible_imports(__name__):
-  from disco_rl.examples import cli
-  from disco_rl.loops import config as config_lib
+signals.catch_from_here(__name__)  # The rule for signals, from this line on.
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from disco_rl.examples import cli
+from disco_rl.loops import config as config_lib
 
 
 def _weights_unusable(config) -> str | None:

@@ -16,14 +16,17 @@ refused unless `--overwrite`. Bad input prints one `error:` line and exits 2.
 
 import argparse
 import pathlib
+import signal
 import sys
 
-from disco_rl.examples import startup
+from disco_rl import signals
 
-with startup.interruptible_imports(__name__):
-  from disco_rl import meta_objective
-  from disco_rl.examples import cli
-  from disco_rl.loops import trainer
+signals.catch_from_here(__name__)  # The rule for signals, from this line on.
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from disco_rl import meta_objective
+from disco_rl.examples import cli
+from disco_rl.loops import trainer
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -40,8 +43,10 @@ def make_parser() -> argparse.ArgumentParser:
   return parser
 
 
-def export(run, out, step: int | None = None, overwrite: bool = False) -> int:
-  """Writes the rule of `run`'s checkpoint `step` to `out`; returns the step.
+def export(run, out, step: int | None = None, overwrite: bool = False,
+           stop: signals.StopOnSignal | None = None) -> int | None:
+  """Writes the rule of `run`'s checkpoint `step` to `out`; returns the step
+  (None: `stop` saw a signal before the file was written, and it was not).
 
   Raises:
     ValueError: `out` exists and not `overwrite`, or is a directory; the
@@ -54,6 +59,8 @@ def export(run, out, step: int | None = None, overwrite: bool = False) -> int:
   if out.exists() and not overwrite:
     raise ValueError(f'--out {out} exists; pass --overwrite to replace it.')
   params, step = trainer.read_rule(run, step)
+  if stop is not None and stop.signal_name:
+    return None
   out.parent.mkdir(parents=True, exist_ok=True)
   tmp = out.with_name(out.name + '.tmp.npz')
   try:  # Written whole or not at all.
@@ -65,15 +72,16 @@ def export(run, out, step: int | None = None, overwrite: bool = False) -> int:
 
 
 def main(argv=None) -> int:
-  args = make_parser().parse_args(argv)
-  try:
-    step = export(args.run, args.out, args.step, args.overwrite)
-  except cli.USER_ERRORS as e:
-    return cli.user_error(e)
-  except KeyboardInterrupt:
-    print(f'interrupted by SIGINT: {args.out} was not written',
+  with signals.StopOnSignal(on_second_signal=signals.exit_at_once) as seen:
+    args = make_parser().parse_args(argv)
+    try:
+      step = export(args.run, args.out, args.step, args.overwrite, seen)
+    except cli.USER_ERRORS as e:
+      return cli.user_error(e)
+  if step is None:
+    print(f'interrupted by {seen.signal_name}: {args.out} was not written',
           file=sys.stderr)
-    return 130
+    return 128 + signal.Signals[seen.signal_name].value
   print(f'rule of meta-step {step} of {args.run}: {args.out}')
   return 0
 

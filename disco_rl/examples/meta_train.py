@@ -16,11 +16,13 @@ DIR` continues an interrupted run.
 
 import sys
 
-from disco_rl.examples import startup
+from disco_rl import signals
 
-with startup.interruptible_imports(__name__):
-  from disco_rl.examples import cli
-  from disco_rl.loops import config as config_lib
+signals.catch_from_here(__name__)  # The rule for signals, from this line on.
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from disco_rl.examples import cli
+from disco_rl.loops import config as config_lib
 
 
 def _report(summary) -> None:

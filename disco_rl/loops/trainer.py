@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""One object for a run: build from a config, fit, checkpoint, resume.
+"""One object for a run: fit, evaluate, save, restore.
 
   trainer = Trainer(EvalConfig(num_steps=500), 'runs/catch')
   summary = trainer.fit()          # metrics.csv, returns.png, checkpoints/
@@ -8,85 +8,39 @@
   trainer = Trainer(EvalConfig(num_steps=1000), 'runs/catch', resume=True)
   trainer.fit()                    # continues from the last checkpoint
 
-An `EvalConfig` gives the eval job (an agent trained by a fixed rule), a
-`MetaTrainConfig` meta-training. The whole loop state (parameters,
-optimisers, the rule's state, actors, environments, replay buffer, key,
-step) is checkpointed with orbax every `checkpoint_every` steps, at the end
-of `fit`, and when the process gets SIGINT or SIGTERM (the run stops after
-the current compiled call, then writes its plots and, for meta-training,
-the learned rule). A resumed run gives the same metrics rows and parameters
-as one that was never interrupted, bit for bit.
+The config says the job (`make_eval` for an `EvalConfig`, `make_meta_train`
+for a `MetaTrainConfig`); the `Trainer` runs the `Job` it gets with the one
+host loop (`run.run`) and knows nothing else about it. The whole state is
+checkpointed every `checkpoint_every` steps, at the end of `fit`, and when a
+signal stops the run (`disco_rl.signals`); a resumed run gives the same
+metrics rows and state as one never interrupted, bit for bit.
 
-Steps: one row of metrics per loop step (an eval iteration, a meta-step).
-`fit(num_steps)` counts learner steps for the eval job (the first
-iterations only fill the replay buffer) and meta-steps for meta-training.
+Steps: one metrics row per loop step (an eval iteration, of each of
+`num_seeds` runs; a meta-step). `fit(num_steps)` counts learner steps for
+the eval job (its first iterations only fill the replay buffer) and
+meta-steps for meta-training.
 """
 
 from collections.abc import Callable, Sequence
-import json
-import math
-import pathlib
 from typing import Any
 
 import jax
 import numpy as np
 
-from disco_rl.loops import checkpoint as checkpoint_lib
+from disco_rl import signals
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import devices as devices_lib
-from disco_rl.loops import driver
-from disco_rl.loops import eval_job
-from disco_rl.loops import meta_job
+from disco_rl.loops import eval as eval_lib
+from disco_rl.loops import meta as meta_lib
 from disco_rl.loops import reporting
-from disco_rl.loops import run_dir
+from disco_rl.loops import run as run_lib
+from disco_rl.loops import run_dir as run_dir_lib
 
+# The job each config makes: (its name in run.json, its maker).
+JOBS = {config_lib.EvalConfig: ('eval', eval_lib.make_eval),
+        config_lib.MetaTrainConfig: ('meta_train', meta_lib.make_meta_train)}
+CONFIGS = {name: cls for cls, (name, _) in JOBS.items()}
 # callback(trainer, new rows) -> True to stop the run early.
 Callback = Callable[['Trainer', list[dict[str, float]]], bool | None]
-SUMMARY = 'summary.json'
-
-
-def _job_for(config):
-  if isinstance(config, config_lib.EvalConfig):
-    return eval_job.EvalJob
-  if isinstance(config, config_lib.MetaTrainConfig):
-    return meta_job.MetaTrainJob
-  raise TypeError('config must be an EvalConfig or a MetaTrainConfig, got '
-                  f'{type(config).__name__}.')
-
-
-def _json_safe(value):
-  """NaN and infinities as None (JSON has no NaN), containers recursed."""
-  if isinstance(value, dict):
-    return {k: _json_safe(v) for k, v in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [_json_safe(v) for v in value]
-  if isinstance(value, (float, np.floating)):
-    return float(value) if math.isfinite(value) else None
-  if isinstance(value, np.integer):
-    return int(value)
-  return value
-
-
-def _checkpointed(state, rule_params):
-  """What a checkpoint holds: the loop state, and the rule's parameters when
-  they are apart from it (the eval job's; None for meta-training, whose rule
-  is in its state)."""
-  return dict(loop=state, rule=rule_params)
-
-
-# Settings a resumed run may change: they do not change its numbers.
-RESUMABLE_CHANGES = ('num_steps',)
-
-
-def check_same_settings(saved, given, changeable=RESUMABLE_CHANGES) -> None:
-  """Raises ValueError naming each setting that differs from the saved run."""
-  differ = [f'{name}: saved {getattr(saved, name)!r}, given '
-            f'{getattr(given, name)!r}'
-            for name in vars(saved) if name not in changeable
-            and getattr(saved, name) != getattr(given, name)]
-  if differ:
-    raise ValueError('A resumed run keeps the settings it was started with; '
-                     'these differ: ' + '; '.join(differ) + '.')
 
 
 def stop_when(metric: str, *, above: float | None = None,
@@ -95,8 +49,8 @@ def stop_when(metric: str, *, above: float | None = None,
 
   Args:
     metric: a metrics column, e.g. 'avg_return' or 'pos_rewards'.
-    above: stop once the mean of the last `window` steps' rows is >=
-      `above` (with `num_seeds` runs, the rows of all runs).
+    above: stop once the mean of the last `window` steps' rows (of every
+      seed's run) is >= `above`.
     below: stop once it is <= `below`.
     window: steps averaged (NaN rows skipped).
   """
@@ -118,15 +72,14 @@ def stop_when(metric: str, *, above: float | None = None,
 
 
 class Trainer:
-  """Runs an eval or meta-training job: fit, checkpoints, resume, outputs.
+  """Runs a job: fit, checkpoints, resume, evaluate.
 
   Attributes:
     config: the run's settings.
-    output_dir: where its files go (None: nothing is written).
-    job: the job (`EvalJob` or `MetaTrainJob`) with its compiled loop.
-    state: the loop state now (a pytree of arrays on the mesh).
-    rows: the metrics rows so far, `job.rows_per_step` per loop step (one
-      per run of an eval job's `num_seeds`).
+    run_dir: the run's directory (`RunDir`; None: nothing is written).
+    job: the `Job` (its `setup` holds the devices, agents, environments).
+    state: the job's state now (a pytree of arrays on the mesh).
+    rows: the metrics rows so far, `job.rows_per_step` per step.
   """
 
   def __init__(self, config, output_dir=None, *, rule_params=None,
@@ -134,122 +87,140 @@ class Trainer:
                checkpoint_every: int | None = None, keep_checkpoints: int = 3,
                progress: bool = True, log_every: int = 0, devices=None,
                env=None):
-    """Builds the job and its initial state (or the resumed one).
+    """Builds the job and its state: the initial one, or the resumed one.
 
     Args:
       config: an `EvalConfig` or a `MetaTrainConfig`.
-      output_dir: the run directory (metrics, plots, checkpoints); None
-        writes nothing (checkpoints then need `save(directory)`).
-      rule_params: meta-parameters of the rule (default: see the job).
+      output_dir: the run directory (a path or a `RunDir`); None writes
+        nothing (checkpoints then need `save(directory)`).
+      rule_params: the rule's meta-parameters (default: see the makers).
       resume: continue the run in `output_dir` from its last checkpoint;
-        `config` must equal the run's saved settings but for `num_steps`.
+        `config` must equal its saved settings but for `num_steps`.
       overwrite: replace a run already in `output_dir`.
-      checkpoint_every: save every this many loop steps (rounded up to whole
+      checkpoint_every: save every this many steps (rounded up to whole
         calls); None: 10 times per run; 0: only at the end and on signals.
       keep_checkpoints: how many checkpoints to keep.
       progress: show a progress bar (process 0).
       log_every: print a line about every `log_every` steps (0: never).
       devices: the devices to use (default: the config's choice).
-      env: eval job only: the jittable `Environment` of
+      env: eval job only: the jittable Environment of
         `EvalConfig(env='custom')`, or a function of `batch_size` that
-        builds it (called with one device's share of the environments);
-        see `disco_rl.examples.custom_env`. Give it again on resume.
+        builds it; give it again on resume.
 
     Raises:
-      ValueError: bad settings, an output directory that cannot be used, a
-        resumed run whose settings differ (nothing is created then).
+      ValueError: bad arguments, an output directory that cannot be used,
+        a resumed run whose settings differ (all before anything is built).
     """
-    job_cls = _job_for(config)  # The config checked itself when made.
+    if type(config) not in JOBS:
+      raise TypeError('config must be an EvalConfig or a MetaTrainConfig, '
+                      f'got {type(config).__name__}.')
     if checkpoint_every is not None and checkpoint_every < 0:
       raise ValueError(f'checkpoint_every must be >= 0, got '
                        f'{checkpoint_every}.')
-    self.config = config
-    self.output_dir = None
-    self._lead = jax.process_index() == 0
-    if output_dir is not None:
-      # Every check before anything is built or created.
-      path = run_dir.check(output_dir, overwrite=overwrite, resume=resume)
-      if resume:
-        check_same_settings(
-            run_dir.read_settings(path, job_cls.name, type(config)), config)
-      self.output_dir = path
-    elif resume:
+    if keep_checkpoints < 1:
+      raise ValueError(f'keep_checkpoints must be >= 1, got '
+                       f'{keep_checkpoints}.')
+    name, maker = JOBS[type(config)]
+    self.run_dir = output_dir
+    if output_dir is not None and not isinstance(output_dir,
+                                                 run_dir_lib.RunDir):
+      self.run_dir = run_dir_lib.RunDir(output_dir, overwrite=overwrite,
+                                        resume=resume)
+    if resume and self.run_dir is None:
       raise ValueError('resume=True needs the output_dir of the run.')
-    if env is not None and not isinstance(config, config_lib.EvalConfig):
-      raise ValueError('env= is for an EvalConfig run (env=\'custom\'); '
-                       f'got a {type(config).__name__}.')
-    env_arg = {} if env is None else dict(env=env)
-    self.job = job_cls(config, rule_params=rule_params, devices=devices,
-                       restoring=resume, **env_arg)
+    if resume:
+      self.run_dir.check_same_settings(self.run_dir.saved_settings(name),
+                                       config)
+    if env is not None and name != 'eval':
+      raise ValueError("env= is for an EvalConfig run (env='custom'); got a "
+                       f'{type(config).__name__}.')
+    self.config = config
+    self.job = maker(config, rule_params=rule_params, devices=devices,
+                     **({} if env is None else dict(env=env)))
     self.progress, self.log_every = progress, log_every
-    self.checkpoint_every = checkpoint_every
-    self.keep_checkpoints = keep_checkpoints
-    self.state = self.job.init()
-    self.rows: list[dict[str, float]] = []
+    self.checkpoint_every, self.keep_checkpoints = (checkpoint_every,
+                                                    keep_checkpoints)
+    self._lead = jax.process_index() == 0
     self._checkpointer = None
     self.interrupted: str | None = None
-    if self.output_dir is not None:
-      if resume:
-        try:
-          self.restore()
-        except BaseException:
-          self.close()  # No checkpoint I/O left pending at exit.
-          raise
-      else:
-        run_dir.prepare(self.output_dir, overwrite=overwrite)
-        if self._lead:
-          run_dir.write_settings(self.output_dir, job_cls.name, config)
+    self.rows: list[dict[str, float]] = []
+    if resume:
+      try:
+        self.restore()
+      except BaseException:
+        self.close()  # No checkpoint I/O left pending at exit.
+        raise
+    else:
+      self.state = self.job.init()
+      if self.run_dir is not None:
+        self.run_dir.start(name, config, self._lead)
+
+  @classmethod
+  def resume(cls, output_dir, changes: dict[str, Any] | None = None,
+             config_cls=None, **kwargs) -> 'Trainer':
+    """Continues the run in `output_dir` with the settings it was started
+    with (read once, checked once).
+
+    Args:
+      output_dir: the run (a path or a `RunDir`).
+      changes: settings given again; only `num_steps` may differ from the
+        saved ones.
+      config_cls: the job the run must be (default: whichever it is).
+      **kwargs: more `Trainer` arguments.
+    """
+    run_dir = output_dir if isinstance(output_dir, run_dir_lib.RunDir) else (
+        run_dir_lib.RunDir(output_dir, resume=True))
+    name = JOBS[config_cls][0] if config_cls else run_dir.record()[0]
+    if name not in CONFIGS:
+      raise ValueError(f'{run_dir.path} holds a {name!r} run, which this '
+                       'version cannot resume.')
+    saved = run_dir.saved_settings(name)
+    config = CONFIGS[name](**{**saved, **(changes or {})})
+    return cls(config, run_dir, resume=True, **kwargs)
 
   @property
-  def loop(self):
-    """The compiled loop (`EvalLoop`, `HostEvalLoop` or `MetaTrainLoop`)."""
-    return self.job.loop
-
-  # -- Progress ---------------------------------------------------------------
+  def output_dir(self):
+    """The run directory's path (None: nothing is written)."""
+    return None if self.run_dir is None else self.run_dir.path
 
   @property
   def step(self) -> int:
-    """Loop steps done."""
+    """Steps done."""
     return len(self.rows) // self.job.rows_per_step
 
   @property
   def learner_steps(self) -> int:
     """Learner steps (eval) or meta-steps done."""
-    return self.job.learner_steps(self.step)
+    return max(0, self.step - self.job.warmup)
 
-  # -- Checkpoints -----------------------------------------------------------
+  # -- Checkpoints. ----------------------------------------------------------
 
-  def _checkpoints(self, directory=None) -> checkpoint_lib.Checkpointer:
+  def _checkpoints(self, directory=None) -> run_dir_lib.Checkpointer:
     if directory is not None:
-      return checkpoint_lib.Checkpointer(directory, self.keep_checkpoints)
-    if self.output_dir is None:
+      return run_dir_lib.Checkpointer(directory, self.keep_checkpoints)
+    if self.run_dir is None:
       raise ValueError('This Trainer has no output_dir: pass a directory.')
     if self._checkpointer is None:
-      self._checkpointer = checkpoint_lib.Checkpointer(
-          self.output_dir / run_dir.CHECKPOINTS, self.keep_checkpoints)
+      self._checkpointer = self.run_dir.checkpoints(self.keep_checkpoints)
     return self._checkpointer
 
   def save(self, directory=None) -> int:
-    """Checkpoints the whole state now (default: `output_dir/checkpoints`).
+    """Checkpoints the whole state now (default: the run's `checkpoints/`).
 
     Returns:
-      The checkpoint's step (loop steps done).
+      The checkpoint's step.
     """
-    extra = dict(rows=len(self.rows), **self.job.host_state())
     checkpoints = self._checkpoints(directory)
     try:
-      checkpoints.save(self.step, self._saved_state(), extra)
+      checkpoints.save(self.step, self.state, dict(
+          rows=len(self.rows), **self.job.host_state()))
     finally:
       if directory is not None:  # A one-off directory: release its manager.
         checkpoints.close()
     return self.step
 
-  def _saved_state(self):
-    """The loop state and the rule's parameters when they are apart from it."""
-    return _checkpointed(self.state, self.job.rule_params)
-
   def restore(self, directory=None, step: int | None = None) -> int:
-    """Continues from a checkpoint (default: the latest in `output_dir`).
+    """Continues from a checkpoint (default: the latest of the run).
 
     The metrics rows after the checkpoint are dropped from `metrics.csv`
     (they will be computed again, identically).
@@ -258,160 +229,114 @@ class Trainer:
       The restored step.
     """
     checkpoints = self._checkpoints(directory)
-    target = checkpoint_lib.abstract_like(self._saved_state())
     try:
-      saved, extra = checkpoints.restore(target, step)
+      self.state, extra = checkpoints.restore(self.job.state_shapes(), step)
     finally:
       if directory is not None:
         checkpoints.close()
-    self.state = saved['loop']
-    if saved['rule'] is not None:
-      self.job.rule_params = saved['rule']
-    self.job.set_host_state(extra)
+    self.job.load_host_state(extra)
     count = int(extra['rows'])
-    if self.output_dir is not None and self._lead:
-      self.rows = reporting.keep_rows(self.output_dir / run_dir.METRICS,
-                                      count)
+    if self.run_dir is not None and self._lead:
+      self.rows = reporting.keep_rows(
+          self.run_dir.file(run_dir_lib.METRICS), count)
     else:  # Only process 0 keeps the rows: stand-ins count them.
       self.rows = [dict(row=i) for i in range(count)]
     return self.step
 
-  # -- Running ---------------------------------------------------------------
-
-  def _checkpoint_due(self, done: int, count: int) -> bool:
-    every = self.checkpoint_every
-    if every is None:
-      every = max(1, self.job.iterations(self.config.num_steps) // 10)
-    return bool(every) and done // every != (done - count) // every
+  # -- Running. ---------------------------------------------------------------
 
   def fit(self, num_steps: int | None = None,
           callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
     """Trains until `num_steps` steps are done in all (default: config's).
 
     Writes the metrics rows as they come, checkpoints on schedule, and stops
-    early when a callback returns True or a SIGINT/SIGTERM arrives; then
-    (and at the end) saves a checkpoint, the plots and the job's outputs.
+    early when a callback returns True, a SIGINT/SIGTERM arrives or another
+    process stops; then (and at the end) saves a checkpoint, the plots and
+    the job's outputs.
 
     Args:
-      num_steps: learner steps (eval) or meta-steps (meta-training) the run
-        has in all when `fit` returns.
+      num_steps: learner steps (eval) or meta-steps the run has in all when
+        `fit` returns.
       callbacks: `callback(trainer, new_rows)` after every compiled call;
         True stops the run (e.g. `stop_when('avg_return', above=0.9)`).
 
     Returns:
-      The job's summary (JSON-safe: NaN as None), with `interrupted` (the
-      signal's name, 'callback', 'another process' or None), `completed`
-      (all `num_steps` done), `stopped_at_step` (the steps done, when
-      interrupted) and the output paths; also written to
-      `output_dir/summary.json`. A signal stops the run at the first safe
-      point: before compiling, after compiling (before any step), or after
-      the compiled call that was running.
+      The job's summary (JSON-safe: NaN as None) with `interrupted` (the
+      signal's name, 'callback', 'another process' or None), `completed`,
+      `stopped_at_step` (when interrupted) and the output paths; also
+      written to the run's `summary.json`.
     """
     num_steps = self.config.num_steps if num_steps is None else num_steps
     if num_steps < 1:
       raise ValueError(f'num_steps must be >= 1, got {num_steps}.')
-    target = self.job.iterations(num_steps)
-    self.interrupted = None
+    target = num_steps + self.job.warmup
+    every = self.checkpoint_every
+    if every is None:
+      every = max(1, target // 10)
     writer = None
-    if self.output_dir is not None and self._lead:
-      writer = reporting.MetricsWriter(self.output_dir / run_dir.METRICS,
-                                       append=True)
-    first = self.step
+    if self.run_dir is not None and self._lead:
+      writer = reporting.MetricsWriter(
+          self.run_dir.file(run_dir_lib.METRICS), append=True)
 
-    def stop_requested() -> bool:
-      """Whether a callback or a signal asks to stop (any process)."""
-      if signals.signal_name and self.interrupted is None:
-        self.interrupted = signals.signal_name
-      stop = devices_lib.any_process(self.interrupted is not None)
-      if stop and self.interrupted is None:
-        self.interrupted = 'another process'
-      return stop
-
-    def after_call(state, new_rows, rows) -> bool:
+    def on_call(state, new_rows) -> bool:
       self.state = state
-      self.rows.extend(new_rows)
-      del rows
-      stop = False
-      for callback in callbacks:
-        stop = bool(callback(self, new_rows)) or stop
-      if stop:
-        self.interrupted = 'callback'
-      stop = stop_requested()
-      if (self.output_dir is not None and not stop
-          and self._checkpoint_due(self.step,
-                                   len(new_rows) // self.job.rows_per_step)
-          and self.step < target):
-        self.save()
-      return stop
+      stops = [bool(callback(self, new_rows)) for callback in callbacks]
+      return any(stops)
 
-    timing = driver.Timing()
-    try:
-      with driver.StopOnSignal() as signals:
-        # Safe points before any step: a signal during start-up (building,
-        # restoring) or compilation stops the run here.
-        compile_s = 0.0
-        if self.step < target and not stop_requested():
-          compile_s = self.job.compile(self.state)
-        if self.step < target and not stop_requested():
-          _, _, timing = driver.drive(
-              self.job.run, self.state, target, self.job.steps_per_call,
-              self.job.to_rows, writer, self.job.description, self.progress,
-              postfix=self.job.postfix,
-              log_every=self.log_every, first_step=first,
-              after_call=after_call)
-          timing.first_call_s += compile_s
-        return self._finish(timing, target, signals)
-    finally:
-      if writer is not None:
-        writer.close()
+    def save(state, step):
+      del step
+      self.state = state
+      self.save()
 
-  def _finish(self, timing: driver.Timing, target: int,
-              signals: driver.StopOnSignal) -> dict[str, Any]:
-    """Final checkpoint, outputs and summary (process 0's is complete).
+    with signals.StopOnSignal() as signal_seen:
+      try:
+        self.state, timing, self.interrupted = run_lib.run(
+            self.job, self.state, target, self.rows,
+            write=None if writer is None else writer.write_rows,
+            save=None if self.run_dir is None else save,
+            checkpoint_every=every, on_call=on_call, progress=self.progress,
+            log_every=self.log_every)
+      finally:
+        if writer is not None:
+          writer.close()
+      return self._finish(timing, target, signal_seen)
 
-    `stopped_at_step` (learner or meta-steps done) is in the summary
-    whenever `interrupted` is set, also when the stop came after the last
-    step. A signal that arrives while the outputs are written is reported
-    too.
-    """
+  def _finish(self, timing: run_lib.Timing, target: int,
+              signal_seen: signals.StopOnSignal) -> dict[str, Any]:
+    """The final checkpoint, the outputs and the summary (process 0's is
+    complete). A signal that came after the last call is reported too."""
     summary = (self.job.summary(self.state, self.rows, timing) if self._lead
                else {})
-    if self.output_dir is not None:
+    if self.run_dir is not None:
       if self._checkpoints().latest_step() != self.step:
         self.save()
-      summary.update(self.job.write_outputs(self.state, self.rows,
-                                            self.output_dir, self._lead))
-      summary['output_dir'] = str(self.output_dir)
-      summary['metrics_csv'] = str(self.output_dir / run_dir.METRICS)
-      summary['checkpoint_step'] = self.step
-    if signals.signal_name and self.interrupted is None:
-      # It came after the last call, while the outputs were written.
-      self.interrupted = signals.signal_name
-    summary['interrupted'] = self.interrupted
-    summary['completed'] = self.step >= target
+      summary.update(self.job.outputs(self.state, self.rows, self.run_dir,
+                                      self._lead))
+      summary.update(output_dir=str(self.run_dir.path),
+                     metrics_csv=str(self.run_dir.file(run_dir_lib.METRICS)),
+                     checkpoint_step=self.step)
+    self.interrupted = self.interrupted or signal_seen.signal_name
+    summary.update(interrupted=self.interrupted,
+                   completed=self.step >= target)
     if self.interrupted is not None:
       summary['stopped_at_step'] = self.learner_steps
-    summary = _json_safe(summary)
-    if self.output_dir is not None and self._lead:
-      (self.output_dir / SUMMARY).write_text(
-          json.dumps(summary, indent=2, allow_nan=False) + '\n')
-    return summary
+    if self.run_dir is not None and self._lead:
+      return self.run_dir.write_summary(summary)
+    return run_dir_lib.json_safe(summary)
 
-  def evaluate(self, params=None, env=None, **kwargs) -> dict[str, Any]:
-    """Evaluates without changing the run.
+  def evaluate(self, **kwargs) -> dict[str, Any]:
+    """Evaluates without changing the run (`job.evaluate`).
 
-    Eval job: the agent's policy (default: its current parameters) acting in
-    `env` (a jittable Environment; default: the run's board) without
-    learning: {'avg_return', 'episodes'}; `num_rollouts`, `seed`.
-    Meta-training: a fresh agent trained by the rule (default: the current
-    one) under `env` (an `EvalConfig`; default 200 learner steps on the
-    run's board): that eval run's summary.
+    Eval job: the agent's policy acting without learning (`params`, `env`,
+    `num_rollouts`, `seed`, `run`): {'avg_return', 'episodes'}.
+    Meta-training: a fresh agent trained by the rule (`params`; `env`, an
+    `EvalConfig`): that eval run's summary.
     """
-    if isinstance(self.job, meta_job.MetaTrainJob):
-      params, config = self.job.rule_eval_config(self.state, params, env)
-      kwargs.setdefault('progress', False)
-      return Trainer(config, rule_params=params, **kwargs).fit()
-    return self.job.evaluate(self.state, params, env, **kwargs)
+    return self.job.evaluate(self.state, **kwargs)
+
+  def rule_params(self):
+    """The rule's meta-parameters now, as NumPy arrays."""
+    return self.job.rule(self.state)
 
   def close(self) -> None:
     if self._checkpointer is not None:
@@ -421,87 +346,52 @@ class Trainer:
 
 def read_rule(output_dir, step: int | None = None
               ) -> tuple[dict[str, dict[str, np.ndarray]], int]:
-  """A meta-training run's rule as it was at one of its checkpoints.
-
-  Reads only: nothing in `output_dir` changes (resuming from an earlier
-  checkpoint would drop the metrics rows after it), and no rule file is
-  loaded (the checkpoint holds the rule).
+  """A meta-training run's rule at one of its checkpoints, read only:
+  nothing in `output_dir` changes.
 
     params, step = read_rule('runs/meta_train', step=750)
     meta_objective.save_params(params, 'rule_750.npz')
 
   Args:
-    output_dir: the directory of a meta-training run (finished, interrupted
-      or still running).
-    step: the checkpoint's meta-step (default: the latest checkpoint).
+    output_dir: a meta-training run (finished, interrupted or running).
+    step: the checkpoint's meta-step (default: the latest).
 
   Returns:
     The rule's meta-parameters as NumPy arrays, {module: {name: array}} (the
-    layout of `disco_103.npz` and of the run's `update_rule_params.npz`),
-    and the checkpoint's meta-step.
+    layout of `disco_103.npz`), and the checkpoint's meta-step.
 
   Raises:
     ValueError: `output_dir` holds no run, or an eval run.
     FileNotFoundError: the run has no checkpoint `step` (the message lists
       the ones it has) or none at all.
   """
-  path = pathlib.Path(output_dir).expanduser().absolute()
-  if not (path / run_dir.SETTINGS).is_file():
-    raise ValueError(f'No run in {path}: it has no {run_dir.SETTINGS} (the '
-                     'record every run writes when it starts).')
-  config = run_dir.read_settings(path, meta_job.MetaTrainJob.name,
-                                 config_lib.MetaTrainConfig)
-  if not (path / run_dir.CHECKPOINTS).is_dir():
-    raise FileNotFoundError(f'No checkpoint in {path}: the run has no '
-                            f'{run_dir.CHECKPOINTS}/ directory.')
-  job = meta_job.MetaTrainJob(config, restoring=True)
-  checkpoints = checkpoint_lib.Checkpointer(path / run_dir.CHECKPOINTS)
+  run_dir = run_dir_lib.RunDir(output_dir, read_only=True)
+  config = config_lib.MetaTrainConfig(**run_dir.saved_settings('meta_train'))
+  if not run_dir.file(run_dir_lib.CHECKPOINTS).is_dir():
+    raise FileNotFoundError(f'No checkpoint in {run_dir.path}: the run has '
+                            f'no {run_dir_lib.CHECKPOINTS}/ directory.')
+  job = meta_lib.make_meta_train(config)
+  checkpoints = run_dir.checkpoints()
   try:
-    if step is None:
-      step = checkpoints.latest_step()
-    saved, _ = checkpoints.restore(checkpoint_lib.abstract_like(
-        _checkpointed(job.init(), job.rule_params)), step)
+    state, _ = checkpoints.restore(job.state_shapes(), step)
+    step = checkpoints.latest_step() if step is None else step
   finally:
     checkpoints.close()
-  return job.loop.params(saved['loop']), int(step)
+  return job.rule(state), int(step)
 
 
 def run_eval(config: config_lib.EvalConfig, output_dir, rule_params=None,
-             progress: bool = True, log_every: int = 0, **trainer_args
-             ) -> dict[str, Any]:
-  """Trains an agent with the configured rule; writes metrics and a plot.
-
-  `Trainer(config, output_dir, ...).fit()`.
-
-  Args:
-    config: the run's settings (`num_steps` learner steps).
-    output_dir: where `metrics.csv`, `returns.png` and checkpoints go
-      (process 0 writes the files); it must not hold another run unless
-      `overwrite=True` or `resume=True` is passed.
-    rule_params: the rule's meta-parameters; default: the Disco103 weights
-      (found by `disco_rl.weights`) for 'disco_103', none needed otherwise.
-    progress: show a tqdm progress bar (in process 0).
-    log_every: also print a line about every `log_every` steps (0: never).
-    **trainer_args: more `Trainer` arguments (overwrite, resume,
-      checkpoint_every, ...).
-
-  Returns:
-    The summary of `EvalJob.summary` and the output paths.
-  """
+             progress: bool = True, **trainer_args) -> dict[str, Any]:
+  """`Trainer(config, output_dir, ...).fit()`: an agent trained by the rule
+  (default: Disco103), with metrics, a plot and checkpoints."""
   return Trainer(config, output_dir, rule_params=rule_params,
-                 progress=progress, log_every=log_every, **trainer_args).fit()
+                 progress=progress, **trainer_args).fit()
 
 
 def run_meta_train(config: config_lib.MetaTrainConfig, output_dir,
                    progress: bool = True, update_rule_params=None,
                    **trainer_args) -> dict[str, Any]:
-  """Meta-trains a rule; writes metrics.csv, plots and the learned rule.
-
-  `Trainer(config, output_dir, ...).fit()`.
-
-  Returns:
-    The summary of `MetaTrainJob.summary` and the output paths (process 0
-    writes the files).
-  """
+  """`Trainer(config, output_dir, ...).fit()`: a rule meta-trained, with
+  metrics, plots, checkpoints and the learned rule's file."""
   return Trainer(config, output_dir, rule_params=update_rule_params,
                  progress=progress, **trainer_args).fit()

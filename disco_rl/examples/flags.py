@@ -1,11 +1,13 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Command-line flags from config dataclasses, and the parsers they use.
+"""What users type, read into settings: command-line flags and notebook
+parameters.
 
-`add_flags` makes a `--field-name` flag of every field of a dataclass whose
-metadata holds its help text (and `choices`, `flags` aliases); `from_flags`
-reads the parsed values back into the dataclass. The parsers also read what
-notebooks pass (papermill gives tuples and dicts as text).
+`add_flags` makes a `--field-name` flag of every field of a config
+dataclass whose metadata holds its help text (and `choices`, `flags`
+aliases); `values_from_flags` reads the parsed values back. The parsers
+also read what notebooks pass (papermill gives tuples and dicts as text).
+The flags of several processes (`add_distributed_flags`) are here too.
 """
 
 import argparse
@@ -15,30 +17,10 @@ import types as pytypes
 import typing
 from typing import Any
 
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import mesh
 
-def _parse_value(text: str) -> Any:
-  """'10' -> 10, '0.5' -> 0.5, 'true'/'false' -> bool, anything else: str."""
-  lowered = text.strip().lower()
-  if lowered in ('true', 'false'):
-    return lowered == 'true'
-  try:
-    value = ast.literal_eval(text.strip())
-  except (ValueError, SyntaxError):
-    return text.strip()
-  return value if isinstance(value, (int, float, str)) else text.strip()
-
-
-def parse_kwargs(text: str) -> dict[str, Any]:
-  """'size=10,deterministic=false' -> {'size': 10, 'deterministic': False}."""
-  kwargs = {}
-  for item in (i for i in text.split(',') if i.strip()):
-    key, sep, value = item.partition('=')
-    if not sep or not key.strip().isidentifier():
-      raise argparse.ArgumentTypeError(
-          f'expected comma-separated name=value pairs such as '
-          f'size=10,max_steps_in_episode=500, got {text!r}')
-    kwargs[key.strip()] = _parse_value(value)
-  return kwargs
+parse_kwargs = config_lib.parse_kwargs
 
 
 def env_kwargs(value) -> dict[str, Any]:
@@ -199,3 +181,23 @@ def values_from_flags(config_cls, args: argparse.Namespace) -> dict:
 def from_flags(config_cls, args: argparse.Namespace):
   """The config dataclass holding the values of the flags `add_flags` made."""
   return config_cls(**values_from_flags(config_cls, args))
+
+
+def add_distributed_flags(parser: argparse.ArgumentParser) -> None:
+  """--coordinator-address, --num-processes and --process-id."""
+  group = parser.add_argument_group(
+      'several processes', f'also read from ${mesh.ENV_COORDINATOR}, '
+      f'${mesh.ENV_NUM_PROCESSES} and ${mesh.ENV_PROCESS_ID}')
+  group.add_argument('--coordinator-address', default=None,
+                     help="process 0's address, HOST:PORT")
+  group.add_argument('--num-processes', type=int, default=None,
+                     help='processes in the run (default 1)')
+  group.add_argument('--process-id', type=int, default=None,
+                     help="this process's index")
+
+
+def distributed_config(args: argparse.Namespace) -> mesh.DistributedConfig:
+  """The processes' settings from the flags (else the environment)."""
+  return mesh.DistributedConfig.from_environment(
+      coordinator_address=args.coordinator_address,
+      num_processes=args.num_processes, process_id=args.process_id)

@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Devices for the loops: the mesh, one picker, several processes.
+"""Devices: the mesh, one picker, placing and fetching, several processes.
 
 The loops run as one `jax.jit` program over a `jax.sharding.Mesh` whose
 batch axis is named `AXIS`, the agent's `batch_axis_name`, so the
@@ -186,7 +186,6 @@ def any_process(flag: bool) -> bool:
   """Whether `flag` is true in any process (every process must call it)."""
   if jax.process_count() == 1:
     return bool(flag)
-  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
   flags = multihost_utils.process_allgather(np.asarray(flag, np.int32))
   return bool(np.any(flags))
 
@@ -255,22 +254,3 @@ def initialize_distributed(config: DistributedConfig) -> bool:
                              num_processes=config.num_processes,
                              process_id=config.process_id)
   return True
-
-
-def add_distributed_flags(parser) -> None:
-  """--coordinator-address, --num-processes and --process-id."""
-  group = parser.add_argument_group(
-      'several processes', f'also read from ${ENV_COORDINATOR}, '
-      f'${ENV_NUM_PROCESSES} and ${ENV_PROCESS_ID}')
-  group.add_argument('--coordinator-address', default=None,
-                     help="process 0's address, HOST:PORT")
-  group.add_argument('--num-processes', type=int, default=None,
-                     help='processes in the run (default 1)')
-  group.add_argument('--process-id', type=int, default=None,
-                     help="this process's index")
-
-
-def distributed_config_from_flags(args) -> DistributedConfig:
-  return DistributedConfig.from_environment(
-      coordinator_address=args.coordinator_address,
-      num_processes=args.num_processes, process_id=args.process_id)

@@ -1,0 +1,450 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Meta-training: a population of agents over a task suite trains one rule.
+
+`make_meta_train(config) -> Job`, the eval job's shape: the setup is made
+once, then the program's pieces in reading order:
+
+  init                   the rule, its optimiser, every agent
+  agent_meta_gradient    one agent's rollouts and meta-gradient
+  group_meta_gradients   every task group's agents (`vmap`, or `lax.map`
+                         one after another: `population`)
+  renew_old_agents       agents past their lifetime start afresh
+  meta_step              the meta-gradients into one rule update
+  rows, summary, outputs, evaluate   on the host
+
+One meta-step, for every agent: act for `num_inner_steps` training
+rollouts and one validation rollout, then differentiate the meta-objective
+through the agent's inner updates (`meta_objective.calculate_meta_gradient`;
+unrolled into straight-line code when there are at most
+`max_unrolled_inner_steps` of them, a loop otherwise); the meta-gradients
+of all agents and devices drive the rule's optimiser. The population is
+split over the tasks (`config.suite`): one group of agents per environment,
+each with the network its environment calls for; the rule is shared.
+
+The rule, its optimiser and the agents are replicated; each device acts in
+its own environments (device 0 in those the upstream notebook would use, so
+on one device a run repeats the upstream's). `compiled.program` runs
+`steps_per_call` meta-steps in one jit(shard_map(scan)).
+"""
+
+import dataclasses
+import functools
+
+import chex
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+import numpy as np
+import optax
+
+from disco_rl import meta_objective
+from disco_rl import rollout_checks
+from disco_rl import types
+from disco_rl import weights
+from disco_rl.loops import compiled
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import divergence
+from disco_rl.loops import eval as eval_lib
+from disco_rl.loops import mesh as mesh_lib
+from disco_rl.loops import meta_optimizer
+from disco_rl.loops import reporting
+from disco_rl.loops import run as run_lib
+from disco_rl.loops import run_dir as run_dir_lib
+from disco_rl.networks import nets
+
+AXIS = mesh_lib.AXIS
+PLOTS = (('pos_rewards', 'positive rewards per meta-step'),
+         ('neg_rewards', 'negative rewards per meta-step'),
+         ('meta_loss', 'meta loss'),
+         ('meta_grad_norm', 'meta-gradient norm'),
+         ('meta_up_norm', 'meta-update norm'),
+         ('rewards', 'mean reward'))
+
+
+@chex.dataclass
+class PopulationState:
+  """The rule, its optimiser, every agent, and the loop key.
+
+  Replicated: everything but the agents' environments (`env_state`,
+  `env_timestep` of each group), which carry a leading device axis
+  [D, N_g, ...] sharded over the mesh.
+
+  Attributes:
+    update_rule_params: the rule's meta-parameters.
+    meta_opt_state: the meta-optimiser's state ([N, ...] per agent with
+      'per_agent_adam').
+    agents: one `MetaTrainState` per task, its N_g agents stacked [N_g, ...].
+    ages: [N] int32, agent updates each agent has taken since it started.
+    rng: the key the next meta-step splits.
+    step: [] int32, meta-steps done.
+  """
+
+  update_rule_params: types.MetaParams
+  meta_opt_state: optax.OptState
+  agents: tuple[meta_objective.MetaTrainState, ...]
+  ages: chex.Array
+  rng: chex.PRNGKey
+  step: chex.Array
+
+
+def state_specs(num_tasks: int = 1) -> PopulationState:
+  """The `PartitionSpec` of each part of a `PopulationState`."""
+  group = meta_objective.MetaTrainState(
+      learner_state=P(), actor_state=P(), value_state=P(),
+      env_state=P(AXIS), env_timestep=P(AXIS))
+  return PopulationState(
+      update_rule_params=P(), meta_opt_state=P(),
+      agents=(group,) * num_tasks, ages=P(), rng=P(), step=P())
+
+
+@dataclasses.dataclass(frozen=True)
+class MetaSetup:
+  """What a meta-training run is built from (static: not traced).
+
+  Attributes:
+    config: the run's settings.
+    devices: the devices of the mesh.
+    mesh: the one-axis device mesh (`AXIS`).
+    tasks: the suite, one group of agents each.
+    group_sizes: the number of agents of each task.
+    members: one `meta_objective.MetaTrainAgent` per task (its agent
+      network, value function and environment).
+    meta_opt: the rule's optimiser (on the stacked meta-gradients [N, ...]).
+    population: how a device runs its agents: 'map' or 'vmap'.
+  """
+
+  config: config_lib.MetaTrainConfig
+  devices: tuple[jax.Device, ...]
+  mesh: jax.sharding.Mesh
+  tasks: tuple[config_lib.Task, ...]
+  group_sizes: tuple[int, ...]
+  members: tuple[meta_objective.MetaTrainAgent, ...]
+  meta_opt: optax.GradientTransformation
+  population: str
+
+  @property
+  def num_devices(self) -> int:
+    return len(self.devices)
+
+  @property
+  def groups(self) -> list[tuple[meta_objective.MetaTrainAgent, int, int]]:
+    """(member, first agent, agent count) of each task group."""
+    starts = config_lib.group_starts(self.group_sizes)
+    return [(m, int(starts[g]), self.group_sizes[g])
+            for g, m in enumerate(self.members)]
+
+
+def make_setup(config: config_lib.MetaTrainConfig, devices=None) -> MetaSetup:
+  """The run's devices, tasks and agents from `config`.
+
+  Raises:
+    ValueError: a task whose observations do not fit its agents' network.
+  """
+  devices = tuple(devices if devices is not None else
+                  mesh_lib.pick_devices({}, config.num_devices))
+  members = []
+  for task in config.suite:
+    env = task.make_env(config.batch_size_per_device)
+    net = task.net or config.net
+    nets.check_observation_spec(
+        net, env.single_observation_spec(),
+        f'task {task.spec()!r} (its single_observation_spec())')
+    value_fn = meta_objective.default_value_fn_config()
+    members.append(meta_objective.MetaTrainAgent(
+        batch_size_per_device=config.batch_size_per_device,
+        agent_settings=config.agent_settings('disco_103', net),
+        value_fn_config=value_fn.replace(net_args=dict(
+            value_fn.net_args, dense=tuple(config.value_dense))),
+        axis_name=AXIS, env=env))
+  population = config.population
+  if population == 'auto':
+    population = 'map' if devices[0].platform == 'cpu' else 'vmap'
+  return MetaSetup(
+      config=config, devices=devices, mesh=mesh_lib.make_mesh(devices),
+      tasks=config.suite,
+      group_sizes=config_lib.group_sizes(config.num_agents,
+                                         len(config.suite)),
+      members=tuple(members),
+      meta_opt=meta_optimizer.make(
+          config.meta_grad_norm, config.meta_learning_rate,
+          config.meta_grad_clip, config.num_agents),
+      population=population)
+
+
+def initial_ages(num_agents: int, lifetime: int) -> np.ndarray:
+  """[N] starting ages, staggered over a lifetime (all 0 without one):
+  agent i starts at `i * lifetime // N`, so that the population always
+  holds agents at every stage of learning."""
+  if lifetime <= 0:
+    return np.zeros((num_agents,), np.int32)
+  return (np.arange(num_agents) * lifetime // num_agents).astype(np.int32)
+
+
+def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
+                    devices=None) -> run_lib.Job:
+  """The meta-training job of `config` (see the module's docstring).
+
+  Args:
+    config: the run's settings.
+    rule_params: the rule to start from (default per `config.init`:
+      Disco103's weights, found by `disco_rl.weights` when the first state
+      is made, or a fresh meta-network drawn with `PRNGKey(rule_seed)`).
+    devices: the devices (default: `config.num_devices`, or all).
+  """
+  setup = make_setup(config, devices)
+  rule = setup.members[0].agent.update_rule
+  num_agents, num_devices = config.num_agents, setup.num_devices
+  specs = state_specs(len(setup.tasks))
+
+  # -- The initial state (under `jit`, outside `shard_map`). ---------------
+
+  def init_population(rng, update_rule_params) -> PopulationState:
+    """Agent i starts from `split(init_rng, N)[i]` with `_, init_rng =
+    split(rng)`, as in the upstream notebook."""
+    loop_rng, init_rng = jax.random.split(rng)
+    agent_keys = jax.random.split(init_rng, num_agents)
+    # [D, N] keys: device 0 keeps the environments of the agents' own keys,
+    # the others fold in the device index.
+    reset_keys = jnp.stack([agent_keys] + [
+        jax.vmap(functools.partial(jax.random.fold_in, data=d))(agent_keys)
+        for d in range(1, num_devices)])
+    groups, ages = [], []
+    for member, start, size in setup.groups:
+      agents = jax.vmap(member.init_state)(agent_keys[start:start + size])
+      env_state, timestep = jax.vmap(jax.vmap(member.env.reset))(
+          reset_keys[:, start:start + size])
+      groups.append(agents.replace(env_state=env_state,
+                                   env_timestep=timestep))
+      # Staggered within each group: every task has agents of every age.
+      ages.append(initial_ages(size, config.agent_lifetime))
+    return PopulationState(
+        update_rule_params=update_rule_params,
+        meta_opt_state=setup.meta_opt.init(update_rule_params),
+        agents=tuple(groups), ages=jnp.asarray(np.concatenate(ages)),
+        rng=loop_rng, step=jnp.zeros((), jnp.int32))
+
+  # -- The meta-step, on one device's view. --------------------------------
+
+  def agent_meta_gradient(member, update_rule_params, step, agent_state,
+                          act_rng, grad_rng):
+    """One agent's rollouts and meta-gradient."""
+    # Unrolled: a few rollouts, and XLA optimises across them.
+    agent_state, train_rollouts = jax.lax.scan(
+        lambda s, key: member.unroll_actor(s, key, config.rollout_len),
+        agent_state, jax.random.split(act_rng, config.num_inner_steps),
+        unroll=True)
+    agent_state, valid_rollout = member.unroll_actor(
+        agent_state, act_rng, 2 * config.rollout_len)
+    fault = None
+    if config.debug_checks:  # [K, T, B] -> [T, K * B]: b counts over all K.
+      actions, rewards, logits = (
+          jnp.swapaxes(x, 0, 1).reshape(x.shape[1], -1, *x.shape[3:])
+          for x in (train_rollouts.actions, train_rollouts.rewards,
+                    train_rollouts.logits))
+      fault = rollout_checks.find_fault(actions, rewards,
+                                        member.agent.num_actions, step,
+                                        logits_t=logits)
+    grads, (agent_state, metrics, meta_log) = (
+        meta_objective.calculate_meta_gradient(
+            update_rule_params, agent_state, train_rollouts, valid_rollout,
+            grad_rng, member, axis_name=AXIS, remat=config.remat,
+            unroll=config.num_inner_steps <= config.max_unrolled_inner_steps))
+    rewards = train_rollouts.rewards
+    meta_log = dict(meta_log, rewards=jnp.mean(rewards),
+                    pos_rewards=jnp.sum(rewards > 0).astype(jnp.float32),
+                    neg_rewards=jnp.sum(rewards < 0).astype(jnp.float32))
+    return (grads, agent_state, jax.tree.map(jnp.mean, metrics), meta_log,
+            fault)
+
+  def group_meta_gradients(state: PopulationState, act_keys, grad_keys):
+    """Every group's agents, concatenated over the groups [N, ...]:
+    (meta-gradients, new agents per group, metrics {k: [N]}, meta logs
+    {k: [N]}, each group's mean reward, [N] rollout faults or None)."""
+    outputs, agents = [], []
+    for (member, start, size), group in zip(setup.groups, state.agents):
+      one_agent = functools.partial(agent_meta_gradient, member,
+                                    state.update_rule_params, state.step)
+      per_agent = (group, act_keys[start:start + size],
+                   grad_keys[start:start + size])
+      if setup.population == 'vmap':
+        grads, group, metrics, meta_log, fault = jax.vmap(one_agent)(
+            *per_agent)
+      else:
+        grads, group, metrics, meta_log, fault = jax.lax.map(
+            lambda xs, fn=one_agent: fn(*xs), per_agent)
+      outputs.append((grads, metrics, meta_log, fault))
+      agents.append(group)
+    grads, metrics, meta_log, fault = jax.tree.map(
+        lambda *xs: jnp.concatenate(xs), *outputs)
+    task_rewards = [jnp.mean(log['rewards']) for _, _, log, _ in outputs]
+    return grads, tuple(agents), metrics, meta_log, task_rewards, fault
+
+  def renew_old_agents(agents, ages, rng):
+    """Agents of age >= lifetime start afresh at age 0 (keys from `rng`
+    folded with their index; their environments go on). New agents are
+    drawn only in a meta-step that renews one."""
+    if not config.agent_lifetime:
+      return agents, ages
+    renew = ages >= config.agent_lifetime
+    keys = jax.vmap(lambda i: jax.random.fold_in(
+        jax.random.fold_in(rng, 0x11fe), i))(jnp.arange(ages.shape[0]))
+    renewed = []
+    for (member, start, size), group in zip(setup.groups, agents):
+      mask = renew[start:start + size]
+      learned = dict(learner_state=group.learner_state,
+                     actor_state=group.actor_state,
+                     value_state=group.value_state)
+
+      def renew_some(learned, member=member, mask=mask, start=start,
+                     size=size):
+        fresh = jax.vmap(member.fresh_agent)(keys[start:start + size])
+        return jax.tree.map(
+            lambda new, old: jnp.where(
+                mask.reshape(mask.shape + (1,) * (old.ndim - 1)), new, old),
+            fresh, learned)
+
+      learned = jax.lax.cond(jnp.any(mask), renew_some, lambda x: x, learned)
+      renewed.append(group.replace(**learned))
+    return tuple(renewed), jnp.where(renew, 0, ages)
+
+  def meta_step(state: PopulationState):
+    """One meta-step: (new state, scalar logs)."""
+    rng, step_rng = jax.random.split(state.rng)
+    device_rng = jax.random.split(step_rng, num_devices)[
+        jax.lax.axis_index(AXIS)]
+    # As upstream: per agent one key for acting (its training and
+    # validation rollouts) and one for its meta-gradient.
+    act_rng, grad_rng = jax.random.split(device_rng)
+    grads, agents, metrics, meta_log, task_rewards, fault = (
+        group_meta_gradients(state, jax.random.split(act_rng, num_agents),
+                             jax.random.split(grad_rng, num_agents)))
+    # The reward counts are per device: averaged like the upstream logs.
+    meta_log, task_rewards = jax.lax.pmean((meta_log, task_rewards), AXIS)
+    updates, meta_opt_state = setup.meta_opt.update(grads,
+                                                   state.meta_opt_state)
+    params = optax.apply_updates(state.update_rule_params, updates)
+    agents, ages = renew_old_agents(
+        agents, state.ages + config.num_inner_steps, rng)
+    logs = jax.tree.map(jnp.mean, dict(meta_log, **{
+        f'agent_{k}': v for k, v in metrics.items()}))
+    logs['meta_grad_norm'] = optax.tree_utils.tree_norm(  # Of their mean.
+        jax.tree.map(lambda g: jnp.mean(g, axis=0), grads))
+    logs['meta_up_norm'] = optax.tree_utils.tree_norm(updates)
+    logs[divergence.KEY] = jax.lax.pmin(divergence.all_finite(
+        (params, [a.learner_state.params for a in agents])), AXIS)
+    if len(setup.tasks) > 1:
+      logs.update({f'rewards_task{g}': r for g, r in enumerate(task_rewards)})
+    if config.agent_lifetime:
+      logs['agents_renewed'] = jnp.sum(ages == 0).astype(jnp.float32)
+    if fault is not None:  # The first agent's, then the first device's.
+      fault = rollout_checks.first_of(fault.replace(
+          source=jnp.arange(num_agents, dtype=jnp.int32)))
+      logs[rollout_checks.KEY] = rollout_checks.first_over_devices(
+          fault, AXIS, config.num_inner_steps * config.batch_size_per_device)
+    return PopulationState(update_rule_params=params,
+                           meta_opt_state=meta_opt_state, agents=agents,
+                           ages=ages, rng=rng, step=state.step + 1), logs
+
+  init_program = compiled.placed(init_population,
+                                 mesh_lib.shardings(setup.mesh, specs),
+                                 config.matmul_precision)
+  program = compiled.program(meta_step, length=config.steps_per_call,
+                             mesh=setup.mesh, state_specs=specs,
+                             precision=config.matmul_precision)
+
+  # -- On the host. ---------------------------------------------------------
+
+  def init() -> PopulationState:
+    params = rule_params
+    if params is None:
+      params = weights.starting_rule_params(rule, config.init == 'disco_103',
+                                            config.rule_seed)
+    return init_program(jax.random.PRNGKey(config.seed), mesh_lib.place(
+        params, mesh_lib.replicated(setup.mesh)))
+
+  def state_shapes() -> PopulationState:
+    return jax.eval_shape(init_program, jax.random.PRNGKey(config.seed),
+                          jax.eval_shape(rule.init_params,
+                                         jax.random.PRNGKey(0))[0])
+
+  def step(state: PopulationState, count: int):
+    """`count` meta-steps; raises for the first problem: a training
+    rollout that failed the debug checks (`RolloutError`) or a meta-step
+    whose losses or parameters are not finite (`DivergedError`)."""
+    state, logs = program(state, count)
+    faults = logs.pop(rollout_checks.KEY, None)
+    divergence.raise_if_diverged(
+        logs, ('meta_loss', 'meta_grad_norm', 'agent_total_loss'),
+        int(mesh_lib.fetch(state.step)) - count, 'meta-step',
+        "the rule's or the agents' parameters",
+        hint='Try a smaller meta_learning_rate or learning_rate '
+        '(--meta-learning-rate, --learning-rate).',
+        until=rollout_checks.first_index(faults))
+    rollout_checks.raise_if_faulty(faults,
+                                   'training rollout of agent {source}')
+    return state, logs
+
+  def rows(logs, first_step: int) -> run_lib.Rows:
+    return [dict(step=first_step + i, **{k: float(v[i])
+                                         for k, v in logs.items()})
+            for i in range(len(logs['meta_loss']))]
+
+  def summary(state, rows, timing: run_lib.Timing):
+    """Positive rewards (last 100 meta-steps), speed, memory."""
+    del state
+    pos_rewards = [r['pos_rewards'] for r in rows] or [float('nan')]
+    return dict(
+        final_pos_rewards=float(np.mean(pos_rewards[-100:])),
+        first_pos_rewards=pos_rewards[0], steps=len(rows),
+        compile_s=timing.first_call_s,
+        meta_steps_per_second=timing.steps_per_second,
+        peak_memory_mb=reporting.peak_memory_mb(),
+        devices=num_devices, processes=jax.process_count(),
+        tasks=[t.spec() for t in setup.tasks],
+        agents_per_task=list(setup.group_sizes))
+
+  def outputs(state, rows, run_dir: run_dir_lib.RunDir, lead: bool):
+    """A plot per logged curve, and the learned rule's parameters."""
+    params = mesh_lib.fetch(state.update_rule_params)  # Every process.
+    if not lead:
+      return {}
+    curves = list(PLOTS) + [
+        (f'rewards_task{g}', f'mean reward on {t.spec()}')
+        for g, t in enumerate(setup.tasks) if len(setup.tasks) > 1]
+    plots = {key: str(reporting.plot_curve(
+        [r['step'] for r in rows], [r[key] for r in rows],
+        run_dir.file(f'{key}.png'), 'meta-step', label,
+        f'meta-training: {label}', smooth=20)) for key, label in curves}
+    path = run_dir.file(run_dir_lib.RULE)
+    meta_objective.save_params(params, path)
+    return dict(plots=plots, params_npz=str(path))
+
+  def evaluate(state, params=None, env=None, progress: bool = False):
+    """A fresh agent trained by the rule (default: the current one) under
+    `env`, an `EvalConfig` with rule 'disco_103' (default: 200 learner
+    steps on the first task, at this run's matmul precision); nothing is
+    written. Returns the eval job's summary."""
+    if params is None:
+      params = mesh_lib.fetch(state.update_rule_params)
+    if env is None:
+      env = config_lib.EvalConfig(
+          **setup.tasks[0].eval_settings(), num_steps=200,
+          matmul_precision=config.matmul_precision)
+    if not isinstance(env, config_lib.EvalConfig) or env.rule != 'disco_103':
+      raise ValueError('env must be an EvalConfig with rule disco_103 (a '
+                       f'meta-learned rule), got {env!r}.')
+    job = eval_lib.make_eval(env, rule_params=params)
+    rows = []
+    state, timing, _ = run_lib.run(job, job.init(), env.num_steps +
+                                   job.warmup, rows, progress=progress)
+    return job.summary(state, rows, timing)
+
+  return run_lib.Job(
+      name='meta_train', config=config, setup=setup, init=init,
+      state_shapes=state_shapes, step=step, compile=program.compile,
+      rows=rows, summary=summary, outputs=outputs, evaluate=evaluate,
+      progress=lambda rows: dict(pos_rewards=f'{rows[-1]["pos_rewards"]:.1f}',
+                                 meta_loss=f'{rows[-1]["meta_loss"]:.3f}'),
+      rule=lambda state: mesh_lib.fetch(state.update_rule_params),
+      steps_per_call=config.steps_per_call, description='meta-train')
