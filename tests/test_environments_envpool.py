@@ -82,14 +82,13 @@ def test_preprocessing_and_specs():
 
 def test_networks_see_frames_divided_by_255():
   from disco_rl import agent as agent_lib  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
   from disco_rl.networks import nets  # pylint: disable=g-import-not-at-top
   env = environments.get_environment('envpool:Pong-v5', 2)
   spec = env.single_observation_spec()
   assert nets.observation_scales(spec) == [1.0 / 255]
   minatar = environments.get_environment('gymnax:Breakout-MinAtar', 2)
   assert nets.observation_scales(minatar.single_observation_spec()) == [1.0]
-  settings = config_lib.agent_settings('actor_critic', 1e-3, (8,), 4, (4,),
+  settings = agent_lib.make_settings('actor_critic', 1e-3, (8,), 4, (4,),
                                        net='resnet', resnet_channels=(2,),
                                        resnet_blocks=1)
   agent = agent_lib.Agent(single_observation_spec=spec,

@@ -200,9 +200,8 @@ def test_eval_cli_trains_on_jumanji(env, net, extra, tmp_path, capsys):
 
 def test_an_image_network_takes_the_other_fields_beside_the_image():
   from disco_rl import agent as agent_lib  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
   env = environments.get_environment('jumanji:Sokoban-v0', 2, _SOKOBAN)
-  settings = config_lib.agent_settings('actor_critic', 1e-3, (8,), 4, (4,),
+  settings = agent_lib.make_settings('actor_critic', 1e-3, (8,), 4, (4,),
                                        net='conv', conv_channels=(3,))
   agent = agent_lib.Agent(
       single_observation_spec=env.single_observation_spec(),

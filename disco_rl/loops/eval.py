@@ -45,6 +45,7 @@ import numpy as np
 from disco_rl import actors
 from disco_rl import agent as agent_lib
 from disco_rl import environments
+from disco_rl import plots
 from disco_rl import rollout_checks
 from disco_rl import types
 from disco_rl import utils
@@ -436,7 +437,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
         init=lambda: reset_and_init(mesh_lib.place(
             default_rule_params(), mesh_lib.replicated(mesh))),
         state_shapes=lambda: jax.eval_shape(reset_and_init, rule_shapes()),
-        step=step, compile=program.compile)
+        step=step, compile=program.compile, lower=program.lower)
 
   def host_acting():
     """Each actor step one compiled call, the host environments stepped
@@ -538,7 +539,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
       envs[:], env_states[:] = run_dir_lib.decode_object(extra['host_env'])
 
     return dict(init=init, state_shapes=state_shapes, step=step,
-                compile=lambda state: 0.0, host_state=host_state,
+                compile=lambda state: 0.0, lower=None, host_state=host_state,
                 load_host_state=load_host_state)
 
   # -- On the host. ---------------------------------------------------------
@@ -610,7 +611,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
     if not lead:
       return {}
     per_run = seed_rows(rows)
-    path = reporting.plot_runs(
+    path = plots.plot_runs(
         [r['env_steps'] for r in per_run[0]],
         {f'seed {config.seed + j}': [r['avg_return'] for r in run_rows]
          for j, run_rows in enumerate(per_run)},

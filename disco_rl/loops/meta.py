@@ -39,6 +39,7 @@ import numpy as np
 import optax
 
 from disco_rl import meta_objective
+from disco_rl import plots
 from disco_rl import rollout_checks
 from disco_rl import types
 from disco_rl import weights
@@ -412,13 +413,13 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
     curves = list(PLOTS) + [
         (f'rewards_task{g}', f'mean reward on {t.spec()}')
         for g, t in enumerate(setup.tasks) if len(setup.tasks) > 1]
-    plots = {key: str(reporting.plot_curve(
+    curve_paths = {key: str(plots.plot_curve(
         [r['step'] for r in rows], [r[key] for r in rows],
         run_dir.file(f'{key}.png'), 'meta-step', label,
         f'meta-training: {label}', smooth=20)) for key, label in curves}
     path = run_dir.file(run_dir_lib.RULE)
     meta_objective.save_params(params, path)
-    return dict(plots=plots, params_npz=str(path))
+    return dict(plots=curve_paths, params_npz=str(path))
 
   def evaluate(state, params=None, env=None, progress: bool = False):
     """A fresh agent trained by the rule (default: the current one) under
@@ -443,6 +444,7 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
   return run_lib.Job(
       name='meta_train', config=config, setup=setup, init=init,
       state_shapes=state_shapes, step=step, compile=program.compile,
+      lower=program.lower,
       rows=rows, summary=summary, outputs=outputs, evaluate=evaluate,
       progress=lambda rows: dict(pos_rewards=f'{rows[-1]["pos_rewards"]:.1f}',
                                  meta_loss=f'{rows[-1]["meta_loss"]:.3f}'),

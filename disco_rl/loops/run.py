@@ -73,6 +73,8 @@ class Job:
       donated. Raises `RolloutError` or `DivergedError` at the first step
       whose rollout or learning went wrong.
     compile: `(state) -> seconds`: compiles `step` before its first call.
+    lower: `(state) -> jax.stages.Lowered` of the compiled program, for
+      cost and memory analysis (None: the host steps the environments).
     rows: `(metrics, first_step) -> rows`, `rows_per_step` per step.
     summary: `(state, rows, Timing) -> dict`: the run's figures.
     outputs: `(state, rows, RunDir, lead) -> {name: path}`: plots and the
@@ -96,6 +98,7 @@ class Job:
   state_shapes: Callable[[], Any]
   step: Callable[[Any, int], tuple[Any, dict[str, Any]]]
   compile: Callable[[Any], float]
+  lower: Callable[[Any], Any] | None
   rows: Callable[[dict[str, Any], int], Rows]
   summary: Callable[[Any, Rows, Timing], dict[str, Any]]
   outputs: Callable[..., dict[str, Any]]
