@@ -1,14 +1,16 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.config: settings checks, agent settings and flags."""
+"""disco_rl.loops.config: the settings, their checks, the agent settings
+they make, their flags (disco_rl.examples.flags) and the task suite."""
 
 import argparse
 import dataclasses
 
 import pytest
 
+from disco_rl import agent as agent_lib
+from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import flags
 
 CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
 
@@ -28,9 +30,6 @@ CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
     (dict(dense=(16, 0)), r'dense must be positive layer sizes, got \(16, 0\)'),
     (dict(num_devices=0), 'num_devices must be >= 1, got 0'),
     (dict(num_seeds=0), 'num_seeds must be >= 1, got 0'),
-    (dict(env='catch', num_seeds=2),
-     "num_seeds=2 needs a jittable environment: env='catch' is stepped on "
-     "the host one run at a time \\(use 'jittable_catch'"),
     (dict(learning_rate=float('nan')),
      'learning_rate must be a finite number > 0, got nan'),
     (dict(learning_rate=-1.0),
@@ -41,7 +40,7 @@ CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
 ])
 def test_bad_eval_settings(changes, fragment):
   with pytest.raises(ValueError, match=fragment):
-    config_lib.check_eval_config(config_lib.EvalConfig(**changes))
+    config_lib.EvalConfig(**changes)
 
 
 @pytest.mark.parametrize('changes,fragment', [
@@ -59,14 +58,40 @@ def test_bad_eval_settings(changes, fragment):
 ])
 def test_bad_meta_train_settings(changes, fragment):
   with pytest.raises(ValueError, match=fragment):
-    config_lib.check_meta_train_config(config_lib.MetaTrainConfig(**changes))
+    config_lib.MetaTrainConfig(**changes)
 
 
-@pytest.mark.parametrize('config_cls', CONFIGS)
-def test_defaults_pass_their_checks(config_cls):
-  check = (config_lib.check_eval_config if config_cls is config_lib.EvalConfig
-           else config_lib.check_meta_train_config)
-  check(config_cls())
+def test_the_shared_fields_are_declared_once_with_each_jobs_defaults():
+  shared = {f.name: f for f in dataclasses.fields(config_lib.RunConfig)}
+  assert len(shared) == 18
+  for config_cls in CONFIGS:
+    fields = dataclasses.fields(config_cls)
+    assert [f.name for f in fields[:len(shared)]] == list(shared)
+    for field in fields[:len(shared)]:  # One declaration: type, help, flags.
+      assert field.type == shared[field.name].type
+      assert field.metadata == shared[field.name].metadata
+  # The jobs' own defaults: the upstream notebooks'.
+  eval_config, meta = config_lib.EvalConfig(), config_lib.MetaTrainConfig()
+  assert (eval_config.num_steps, eval_config.rollout_len, eval_config.rows,
+          eval_config.learning_rate, eval_config.model_lstm_size,
+          eval_config.seed) == (1000, 29, 8, 1e-2, 128, 0)
+  assert (meta.num_steps, meta.rollout_len, meta.rows, meta.learning_rate,
+          meta.model_lstm_size, meta.seed) == (800, 16, 5, 5e-4, 256, 4)
+
+
+def test_a_config_is_checked_once_when_made(monkeypatch):
+  calls = []
+  check = config_lib.RunConfig._check  # pylint: disable=protected-access
+
+  def counted(self):
+    calls.append(type(self).__name__)
+    return check(self)
+
+  monkeypatch.setattr(config_lib.RunConfig, '_check', counted)
+  config = config_lib.MetaTrainConfig(tasks=('catch', 'gymnax:CartPole-v1'),
+                                      num_agents=2)
+  assert calls == ['MetaTrainConfig']
+  assert config.suite is config.suite  # Parsed once.
 
 
 def _parser(config_cls):
@@ -148,7 +173,7 @@ def test_layer_sizes_accepts_what_papermill_passes(value, expected):
 @pytest.mark.parametrize('rule,name', [('disco_103', 'disco'),
                                        ('actor_critic', 'actor_critic')])
 def test_agent_settings_follow_the_arguments(rule, name):
-  settings = config_lib.agent_settings(rule, 0.5, (7,), 9, (3,))
+  settings = agent_lib.make_settings(rule, 0.5, (7,), 9, (3,))
   assert settings.update_rule_name == name
   assert settings.learning_rate == 0.5
   net = settings.net_settings
@@ -160,7 +185,7 @@ def test_agent_settings_follow_the_arguments(rule, name):
 
 def test_agent_settings_reject_an_unknown_rule():
   with pytest.raises(ValueError, match="Unknown rule 'ppo'"):
-    config_lib.agent_settings('ppo', 0.1, (4,), 4, (4,))
+    agent_lib.make_settings('ppo', 0.1, (4,), 4, (4,))
 
 
 # ----------------------------------------------------------------------------
@@ -177,7 +202,6 @@ def test_env_net_and_env_kwargs_flags_reach_the_config():
       env='gymnax:DeepSea-bsuite', net='conv', conv_channels=(16, 32),
       conv_kernel=5, env_kwargs=dict(size=10, deterministic=False,
                                      unscaled_move_cost=0.5, tag='abc'))
-  config_lib.check_eval_config(config)
   args = _parser(config_lib.EvalConfig).parse_args([
       '--net', 'resnet', '--resnet-channels', '16,32', '--resnet-blocks',
       '1'])
@@ -218,41 +242,39 @@ def test_env_kwargs_accepts_what_papermill_passes(value, expected):
 ])
 def test_bad_environment_and_network_settings(changes, fragment):
   with pytest.raises(ValueError, match=fragment):
-    config_lib.check_eval_config(config_lib.EvalConfig(**changes))
+    config_lib.EvalConfig(**changes)
 
 
 @pytest.mark.parametrize('env', ['gymnax:CartPole-v1', 'custom', 'catch'])
 def test_environment_names_pass_the_checks(env):
-  config_lib.check_eval_config(config_lib.EvalConfig(env=env))
+  config_lib.EvalConfig(env=env, num_seeds=2)  # Host ones too.
 
 
 def test_agent_settings_build_the_conv_torso():
-  settings = config_lib.agent_settings('actor_critic', 0.5, (7,), 9, (3,),
-                                       net='conv', conv_channels=(4, 8),
-                                       conv_kernel=5)
+  settings = agent_lib.make_settings('actor_critic', 0.5, (7,), 9, (3,),
+                                     net='conv', conv_channels=(4, 8),
+                                     conv_kernel=5)
   net = settings.net_settings
   assert net.name == 'conv'
   assert tuple(net.net_args['conv_channels']) == (4, 8)
   assert net.net_args['conv_kernel'] == 5
-  mlp = config_lib.agent_settings('actor_critic', 0.5, (7,), 9, (3,))
+  mlp = agent_lib.make_settings('actor_critic', 0.5, (7,), 9, (3,))
   assert 'conv_channels' not in mlp.net_settings.net_args
   with pytest.raises(ValueError, match="Unknown net 'vit'"):
-    config_lib.agent_settings('actor_critic', 0.5, (7,), 9, (3,), net='vit')
+    agent_lib.make_settings('actor_critic', 0.5, (7,), 9, (3,), net='vit')
   with pytest.raises(ValueError, match=(
       r"net='mlp' takes the torso settings \[\], got also "
       r"\['conv_kernel'\]")):
-    config_lib.agent_settings('actor_critic', 0.5, (7,), 9, (3,),
-                              conv_kernel=3)
+    agent_lib.make_settings('actor_critic', 0.5, (7,), 9, (3,),
+                            conv_kernel=3)
 
 
 def test_agent_settings_build_the_resnet_torso_from_the_config():
   config = config_lib.EvalConfig(net='resnet', resnet_channels=(8, 16),
                                  resnet_blocks=1)
-  assert config_lib.torso_args(config) == dict(resnet_channels=(8, 16),
-                                               resnet_blocks=1)
-  settings = config_lib.agent_settings('disco_103', 0.5, (7,), 9, (3,),
-                                       net='resnet',
-                                       **config_lib.torso_args(config))
+  assert config.torso() == dict(resnet_channels=(8, 16), resnet_blocks=1)
+  settings = config.agent_settings('disco_103')
+  assert settings.learning_rate == config.learning_rate
   assert settings.net_settings.name == 'resnet'
   assert tuple(settings.net_settings.net_args['resnet_channels']) == (8, 16)
   assert settings.net_settings.net_args['resnet_blocks'] == 1
@@ -260,15 +282,6 @@ def test_agent_settings_build_the_resnet_torso_from_the_config():
     config_lib.EvalConfig(net='resnet', resnet_blocks=-1)
   with pytest.raises(ValueError, match='resnet_channels must be positive'):
     config_lib.EvalConfig(net='resnet', resnet_channels=(8, 0))
-
-
-def test_env_kwargs_survive_the_run_record(tmp_path):
-  from disco_rl.loops import run_dir  # pylint: disable=g-import-not-at-top
-  config = config_lib.EvalConfig(env='gymnax:DeepSea-bsuite', net='conv',
-                                 env_kwargs=dict(size=10, deterministic=False))
-  run_dir.write_settings(tmp_path, 'eval', config)
-  assert run_dir.read_settings(tmp_path, 'eval',
-                               config_lib.EvalConfig) == config
 
 
 @pytest.mark.parametrize('config_cls, rate', [
@@ -284,3 +297,83 @@ def test_configs_check_themselves_when_made_and_are_frozen(config_cls, rate):
     setattr(config, rate, -1.0)
   with pytest.raises(ValueError, match=message + '-1.0'):
     dataclasses.replace(config, **{rate: -1.0})
+
+
+# ----------------------------------------------------------------------------
+# The meta-training task suite.
+
+
+def test_parse_catch_and_gymnax_tasks():
+  suite = config_lib.parse_tasks(['catch', 'jittable_catch[rows=7,columns=5]',
+                             'gymnax:DeepSea-bsuite[size=8]'], rows=6,
+                            columns=4)
+  assert suite == (
+      config_lib.Task('catch', (('rows', 6), ('columns', 4))),
+      config_lib.Task('catch', (('rows', 7), ('columns', 5))),
+      config_lib.Task('gymnax:DeepSea-bsuite', (('size', 8),)))
+  assert [t.spec() for t in suite] == [
+      'catch[rows=6,columns=4]', 'catch[rows=7,columns=5]',
+      'gymnax:DeepSea-bsuite[size=8]']
+  for task in suite:  # The text is the task.
+    assert config_lib.parse_task(task.spec()) == task
+  # A task may name its agents' network; the text keeps it.
+  breakout = config_lib.parse_task('gymnax:Breakout-MinAtar[net=conv]')
+  assert breakout == config_lib.Task('gymnax:Breakout-MinAtar', (), 'conv')
+  assert config_lib.parse_task(breakout.spec()) == breakout
+  assert breakout.eval_settings() == dict(
+      env='gymnax:Breakout-MinAtar', env_kwargs={}, net='conv')
+  # No tasks: Catch on the config's board (the upstream notebook's).
+  assert config_lib.parse_tasks((), rows=5, columns=5) == (
+      config_lib.Task('catch', (('rows', 5), ('columns', 5))),)
+
+
+@pytest.mark.parametrize('text, fragment', [
+    ('catch[rows=1]', "task 'catch[rows=1]' rows must be an integer >= 2"),
+    ('catch[size=3]', "Catch takes only rows and columns, got ['size']"),
+    ('catch[rows]', "Malformed settings in task 'catch[rows]'"),
+    ('catch[rows=5', "Malformed task 'catch[rows=5'"),
+    ('gymnax:CartPol-v1', "Unknown task environment 'gymnax:CartPol-v1'"),
+    ('pong', "Unknown task environment 'pong'"),
+    (7, 'A task must be text such as catch[rows=7,columns=5]'),
+])
+def test_bad_task_names_the_task(text, fragment):
+  with pytest.raises(ValueError, match=fragment.replace('[', r'\[')):
+    config_lib.parse_task(text)
+
+
+def test_bad_suites():
+  with pytest.raises(ValueError, match=r"tasks \['catch\[rows=5,columns=5\]'"
+                     r'\] appear more than once'):
+    config_lib.parse_tasks(['catch', 'catch[rows=5,columns=5]'])
+  with pytest.raises(ValueError, match="got the text 'catch'"):
+    config_lib.parse_tasks('catch')
+  suite = ('catch', 'catch[rows=6]', 'gymnax:CartPole-v1')
+  # A config checks itself when made, and again when replaced.
+  with pytest.raises(ValueError, match=r'num_agents=2 is smaller than the '
+                     r'number of tasks \(3\)'):
+    config_lib.MetaTrainConfig(num_agents=2, tasks=suite)
+  config = config_lib.MetaTrainConfig(num_agents=3, tasks=suite)
+  with pytest.raises(ValueError, match="Unknown task environment 'cartpole'"):
+    dataclasses.replace(config, tasks=('cartpole',))
+
+
+def test_group_sizes_split_the_population_evenly():
+  assert config_lib.group_sizes(5, 2) == (3, 2)
+  assert config_lib.group_sizes(6, 3) == (2, 2, 2)
+  assert config_lib.group_sizes(2, 1) == (2,)
+  assert list(config_lib.group_starts((3, 2))) == [0, 3, 5]
+
+
+def test_environments_and_eval_configs_of_tasks():
+  catch, deep_sea = config_lib.parse_tasks(['catch[rows=7,columns=5]',
+                                       'gymnax:DeepSea-bsuite[size=8]'])
+  env = catch.make_env(3)
+  assert env.batch_size == 3
+  assert env.single_observation_spec()['observation'].shape == (7, 5, 1)
+  env = deep_sea.make_env(2)
+  assert env.single_observation_spec()['observation'].shape == (8, 8)
+  assert catch.eval_settings() == dict(env='jittable_catch', rows=7,
+                                            columns=5)
+  assert deep_sea.eval_settings() == dict(env='gymnax:DeepSea-bsuite',
+                                               env_kwargs={'size': 8})
+  config_lib.EvalConfig(**deep_sea.eval_settings())  # Checked when made.

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import driver
+from disco_rl import signals
 from disco_rl.loops import reporting
 from disco_rl.loops import trainer as trainer_lib
 
@@ -393,13 +393,13 @@ def test_meta_training_fine_tunes_disco_103_or_a_saved_rule(tmp_path,
   from disco_rl import meta_train  # pylint: disable=g-import-not-at-top
   from disco_rl import weights  # pylint: disable=g-import-not-at-top
   run = trainer_lib.Trainer(meta_config(init='disco_103'), progress=False)
-  chex.assert_trees_all_equal(run.loop.params(run.state), disco_103_params)
+  chex.assert_trees_all_equal(run.rule_params(), disco_103_params)
   shifted = jax.tree.map(lambda x: np.asarray(x) + 1.0, disco_103_params)
   meta_train.save_params(shifted, tmp_path / 'rule.npz')
   saved = weights.load_disco_103(tmp_path / 'rule.npz', download=False)
   run = trainer_lib.Trainer(meta_config(init='disco_103'), rule_params=saved,
                             progress=False)
-  chex.assert_trees_all_equal(run.loop.params(run.state), shifted)
+  chex.assert_trees_all_equal(run.rule_params(), shifted)
 
 
 # ----------------------------------------------------------------------------
@@ -407,12 +407,12 @@ def test_meta_training_fine_tunes_disco_103_or_a_saved_rule(tmp_path,
 
 
 def test_a_signal_during_start_up_or_compilation_stops_before_any_step(
-    tmp_path, monkeypatch):
+    tmp_path):
   """Caught by an outer StopOnSignal (as the CLI's) while the Trainer is
   built, or during the ahead-of-time compilation: no step runs; resuming
   runs them all."""
   config = eval_config(num_steps=3)
-  with driver.StopOnSignal():
+  with signals.StopOnSignal():
     os.kill(os.getpid(), signal.SIGINT)  # During start-up.
     trainer = trainer_lib.Trainer(config, tmp_path / 'a', progress=False)
     summary = trainer.fit()
@@ -429,11 +429,11 @@ def test_a_signal_during_start_up_or_compilation_stops_before_any_step(
     os.kill(os.getpid(), signal.SIGTERM)
     return seconds
 
-  monkeypatch.setattr(resumed.job, 'compile', compile_and_signal)
+  resumed.job = dataclasses.replace(resumed.job, compile=compile_and_signal)
   summary = resumed.fit()
   assert summary['interrupted'] == 'SIGTERM'
   assert summary['stopped_at_step'] == 0 and resumed.step == 0
-  monkeypatch.undo()
+  resumed.close()
   summary = trainer_lib.Trainer(config, tmp_path / 'a', resume=True,
                                 progress=False).fit()
   assert summary['completed'] and summary['interrupted'] is None
@@ -441,16 +441,16 @@ def test_a_signal_during_start_up_or_compilation_stops_before_any_step(
 
 
 def test_a_signal_after_the_last_step_is_reported_with_the_run_complete(
-    tmp_path, monkeypatch):
+    tmp_path):
   trainer = trainer_lib.Trainer(eval_config(num_steps=2), tmp_path / 'a',
                                 progress=False)
-  write_outputs = trainer.job.write_outputs
+  write_outputs = trainer.job.outputs
 
   def signal_then_write(*args):
     os.kill(os.getpid(), signal.SIGINT)
     return write_outputs(*args)
 
-  monkeypatch.setattr(trainer.job, 'write_outputs', signal_then_write)
+  trainer.job = dataclasses.replace(trainer.job, outputs=signal_then_write)
   summary = trainer.fit()
   assert summary['interrupted'] == 'SIGINT' and summary['completed']
   assert summary['stopped_at_step'] == summary['steps'] == 2
@@ -460,8 +460,8 @@ def test_a_signal_after_the_last_step_is_reported_with_the_run_complete(
 
 def test_stop_on_signal_nests_and_restores_the_handlers():
   before = signal.getsignal(signal.SIGINT)
-  with driver.StopOnSignal() as outer:
-    with driver.StopOnSignal() as inner:
+  with signals.StopOnSignal() as outer:
+    with signals.StopOnSignal() as inner:
       assert inner is outer
     assert signal.getsignal(signal.SIGINT) != before  # Still the outer's.
     os.kill(os.getpid(), signal.SIGINT)
@@ -474,13 +474,13 @@ def test_stop_on_signal_nests_and_restores_the_handlers():
 
 _TWO_SIGNALS_IN_ONE_C_CALL = '''
 import hashlib, os, signal, sys
-from disco_rl.loops import driver
+from disco_rl import signals
 
 def stopped_at_once(name):
   print('stopped at once by', name, flush=True)
   return 7
 
-with driver.StopOnSignal(on_second_signal=stopped_at_once) as stop:
+with signals.StopOnSignal(on_second_signal=stopped_at_once) as stop:
   print('ready', flush=True)
   # One long C call that runs no Python code (as a compilation): Python's
   # own handler would only run after it, once for both signals.
@@ -513,7 +513,7 @@ def test_stop_on_signal_with_a_watcher_counts_signals_inside_a_c_call():
 def test_stop_on_signal_with_a_watcher_restores_the_wakeup_fd():
   before = signal.set_wakeup_fd(-1)
   signal.set_wakeup_fd(before)
-  with driver.StopOnSignal(on_second_signal=lambda name: 3) as stop:
+  with signals.StopOnSignal(on_second_signal=lambda name: 3) as stop:
     os.kill(os.getpid(), signal.SIGINT)
     deadline = time.monotonic() + 10
     while stop.signal_name is None and time.monotonic() < deadline:

@@ -114,7 +114,7 @@ class RunDir:
     self.resume, self._overwrite = resume, overwrite
     self._record = None
     if (resume or read_only) and not (self.path / SETTINGS).is_file():
-      raise ValueError(f'No run to {"read" if read_only else "resume"} in '
+      raise ValueError(f'{"No run" if read_only else "Nothing to resume"} in '
                        f'{self.path}: it has no {SETTINGS} (the record every '
                        'run writes when it starts).')
     if not (resume or read_only) and self.holds_run() and not overwrite:
@@ -310,14 +310,18 @@ class Checkpointer:
     arrays of other shapes than `target` (checked before orbax reads any)."""
     saved = _shapes_by_path(_orbax().StandardCheckpointHandler().metadata(
         self.directory / str(step) / _STATE))
-    for path, shape in _shapes_by_path(target).items():
-      if path in saved and saved[path] != shape:
-        raise ValueError(
-            f'Checkpoint {step} in {self.directory} cannot be resumed by this '
-            f'run: its {"/".join(path)} has shape {saved[path]}, this run\'s '
-            f'{shape}. It was written by another version of disco_rl (eval '
-            'runs before seeds in parallel had no seed axis) or with other '
-            'settings; start a new run.')
+    wanted = _shapes_by_path(target)
+    differ = [f'its {"/".join(path)} has shape {saved[path]}, this run\'s '
+              f'{shape}' for path, shape in wanted.items()
+              if path in saved and saved[path] != shape]
+    differ += [f'it has no {"/".join(p)}' for p in wanted if p not in saved]
+    differ += [f'this run has no {"/".join(p)}' for p in saved
+               if p not in wanted]
+    if differ:
+      raise ValueError(
+          f'Checkpoint {step} in {self.directory} cannot be resumed by this '
+          f'run: {differ[0]}. It was written by another version of disco_rl '
+          'or with other settings; start a new run.')
 
   def close(self) -> None:
     self._manager.close()

@@ -1,16 +1,19 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.devices on this process's devices (one CPU by default).
+"""disco_rl.loops.mesh on this process's devices (one CPU by default).
 
 Several devices and processes: test_multidevice.py and
 test_loops_multiprocess.py.
 """
 
+import argparse
+
 import jax
 import numpy as np
 import pytest
 
-from disco_rl.loops import devices
+from disco_rl.examples import flags
+from disco_rl.loops import mesh as devices
 
 
 def test_pick_devices_takes_the_most_that_divide_every_share():
@@ -67,3 +70,14 @@ def test_one_process_needs_no_initialisation():
 def test_bad_distributed_settings_are_named(config, fragment):
   with pytest.raises(ValueError, match=fragment):
     devices.initialize_distributed(config)
+
+
+def test_distributed_flags_reach_the_config(monkeypatch):
+  monkeypatch.delenv(devices.ENV_PROCESS_ID, raising=False)
+  monkeypatch.setenv(devices.ENV_NUM_PROCESSES, '3')
+  parser = argparse.ArgumentParser()
+  flags.add_distributed_flags(parser)
+  args = parser.parse_args(['--coordinator-address', '127.0.0.1:9',
+                            '--process-id', '2'])
+  assert flags.distributed_config(args) == devices.DistributedConfig(
+      '127.0.0.1:9', 3, 2)

@@ -1,0 +1,279 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""The eval job (disco_rl.loops.eval) on one CPU device, tiny settings.
+
+Several devices: test_multidevice.py and test_loops_multiprocess.py; runs
+with files, checkpoints and resume: test_loops_trainer.py.
+"""
+
+import dataclasses
+
+import chex
+import jax
+import numpy as np
+import pytest
+
+from disco_rl import rollout_checks
+from disco_rl.environments import jittable_envs
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import divergence
+from disco_rl.loops import eval as eval_lib
+from disco_rl.loops import run as run_lib
+
+pytestmark = pytest.mark.usefixtures('fast_compile', 'compilation_cache')
+
+# Two environments, a learner batch of 4: learning starts at the second
+# iteration.
+TINY = config_lib.EvalConfig(
+    rule='actor_critic', batch_size=4, replay_ratio=2, buffer_capacity=8,
+    rollout_len=5, dense=(16,), model_lstm_size=8, model_head_hiddens=(8,),
+    num_devices=1, steps_per_call=4)
+
+
+def _run(job, calls):
+  """The job's state after calls of `calls` steps, and their metrics."""
+  state, metrics = job.init(), []
+  for count in calls:
+    state, m = job.step(state, count)
+    metrics.append(m)
+  return state, {k: np.concatenate([m[k] for m in metrics])
+                 for k in metrics[0]}
+
+
+class NanRewardCatch(jittable_envs.CatchJittableEnvironment):
+  """Catch whose environment 1 returns NaN rewards (a buggy environment)."""
+
+  def step(self, state, actions):
+    state, timestep = super().step(state, actions)
+    return state, timestep.replace(reward=timestep.reward.at[1].set(np.nan))
+
+
+def _nan_catch_job(config):
+  config = dataclasses.replace(config, env=config_lib.CUSTOM_ENV)
+  return eval_lib.make_eval(config, env=lambda batch_size: NanRewardCatch(
+      batch_size=batch_size, env_settings=jittable_envs.get_config_catch()))
+
+
+@pytest.fixture(scope='module')
+def fused_run():
+  job = eval_lib.make_eval(TINY)
+  return job, _run(job, [4, 2])
+
+
+def test_fused_calls_equal_one_step_per_call(fused_run):
+  """K iterations in one program = K programs of one iteration."""
+  _, (fused_state, fused) = fused_run
+  single = eval_lib.make_eval(dataclasses.replace(TINY, steps_per_call=1))
+  state, stepped = _run(single, [1] * 6)
+  assert sorted(fused) == sorted(stepped)
+  for key in fused:
+    np.testing.assert_allclose(fused[key], stepped[key], rtol=1e-5,
+                               atol=1e-6, err_msg=key)
+  np.testing.assert_array_equal(fused['episodes'], stepped['episodes'])
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5,
+                                                       atol=1e-6),
+               jax.device_get(fused_state.learner_state),
+               jax.device_get(state.learner_state))
+  assert int(fused_state.step) == int(state.step) == 6
+
+
+def test_metrics_learning_gate_and_rows(fused_run):
+  job, (state, metrics) = fused_run
+  assert {'return_sum', 'episodes', 'learned'} | set(
+      job.setup.log_keys) == set(metrics)
+  assert divergence.KEY not in metrics  # Checked and dropped on the host.
+  assert all(v.shape == (6, 1) for v in metrics.values())  # [K, S]
+  column = {k: v[:, 0] for k, v in metrics.items()}
+  # Each buffer holds a learner batch of 4 after the second rollout of 2.
+  assert job.warmup == 1
+  np.testing.assert_array_equal(column['learned'], [0, 1, 1, 1, 1, 1])
+  for key in job.setup.log_keys:
+    assert np.isnan(column[key][0]), key
+    assert np.isfinite(column[key][1:]).all(), key
+  # On an 8x8 board the ball falls for 7 steps: episodes end at steps 7, 14,
+  # 21, 28 in each of the 2 environments; rollouts hold steps 1-5, 6-10, ...
+  np.testing.assert_array_equal(column['episodes'], [0, 2, 2, 0, 2, 2])
+  assert (np.abs(column['return_sum']) <= column['episodes']).all()
+  assert int(state.replay.size[0, 0]) == 8
+  rows = job.rows(metrics, 10)
+  assert [r['step'] for r in rows] == list(range(10, 16))
+  assert {r['seed'] for r in rows} == {TINY.seed}
+  assert [r['env_steps'] for r in rows] == [10 * (s + 1)
+                                            for s in range(10, 16)]
+
+
+def test_a_call_runs_between_one_and_steps_per_call_steps(fused_run):
+  job, _ = fused_run
+  state = job.init()
+  for bad in (0, 5):
+    with pytest.raises(ValueError, match=r'count must be in \[1, 4\], got '
+                       + str(bad)):
+      job.step(state, bad)
+
+
+def test_replay_stores_only_the_behaviour_logits(fused_run):
+  job, (state, _) = fused_run
+  assert set(state.replay.data.agent_outs) == {'logits'}
+  assert state.replay.data.logits is None  # Stored once, in agent_outs.
+  # Per step: 8x8 float32 board, action, reward, discount, 3 logits.
+  summary = job.summary(state, [], run_lib.Timing())
+  assert summary['replay_bytes_per_trajectory'] == 5 * (256 + 4 + 4 + 1 + 12)
+
+
+def test_the_rule_is_part_of_the_state(fused_run, disco_103_params):
+  job, (state, _) = fused_run
+  # The actor-critic's placeholder parameters.
+  chex.assert_trees_all_equal(job.rule(state), jax.device_get(
+      job.setup.agent.update_rule.init_params(jax.random.PRNGKey(0))[0]))
+  disco = eval_lib.make_eval(dataclasses.replace(TINY, rule='disco_103'),
+                             rule_params=disco_103_params)
+  params = disco.rule(disco.init())
+  jax.tree.map(np.testing.assert_array_equal, params, disco_103_params)
+  shapes = disco.state_shapes()
+  assert jax.tree.structure(shapes) == jax.tree.structure(disco.init())
+
+
+def test_acting_is_decided_once_from_the_environment():
+  """The dm_env Catch is stepped on the host, its jittable twin evaluates
+  the policy; jittable Catch acts inside the program."""
+  host = eval_lib.make_setup(dataclasses.replace(TINY, env='catch',
+                                                 num_seeds=2))
+  assert len(host.host_envs) == 2 and host.jittable_env == 'jittable_catch'
+  assert host.env.batch_size == TINY.num_envs  # All of a run's.
+  fused = eval_lib.make_setup(TINY)
+  assert fused.host_envs == () and fused.jittable_env == 'jittable_catch'
+
+
+@pytest.mark.parametrize('env', ['jittable_catch', 'catch'])
+def test_debug_checks_stop_at_the_bad_rollout(env):
+  """An environment bug is reported with field, time step, env and step."""
+  config = dataclasses.replace(TINY, env=env)
+  if env == 'jittable_catch':
+    job = _nan_catch_job(config)
+  else:  # Host Catch: corrupt what the host environment returns.
+    job = eval_lib.make_eval(config)
+    host_env = job.setup.host_envs[0]
+    host_step = host_env.step
+
+    def nan_step(state, actions):
+      state, timestep = host_step(state, actions)
+      reward = np.asarray(timestep.reward).copy()
+      reward[1] = np.nan
+      return state, timestep.replace(reward=reward)
+
+    host_env.step = nan_step
+  with pytest.raises(rollout_checks.RolloutError,
+                     match=r'rollout.rewards\[t=1, b=1\] = nan is not finite'
+                     r' \(loop step 0\)'):
+    job.step(job.init(), 1)
+
+
+def test_without_debug_checks_nan_rewards_stop_the_run_at_the_loss():
+  """No rollout check: the NaN reaches the loss, where the run stops."""
+  job = _nan_catch_job(dataclasses.replace(TINY, debug_checks=False))
+  # Learning starts at loop step 1 (each buffer then holds a batch).
+  with pytest.raises(divergence.DivergedError,
+                     match=r"^learning diverged at loop step 1: total_loss = "
+                     r"nan, the agent's parameters not finite\. Try a "
+                     r'smaller learning_rate'):
+    job.step(job.init(), TINY.steps_per_call)
+
+
+@pytest.mark.parametrize('env, debug_checks', [
+    ('jittable_catch', True), ('jittable_catch', False), ('catch', True)])
+def test_a_huge_learning_rate_stops_the_run_where_it_diverges(env,
+                                                              debug_checks):
+  """The parameters after the first learner step (loop step 1) are huge but
+  finite; the next rollout's logits are not: the debug checks name them,
+  not the environment. Without the checks the loss is checked."""
+  job = eval_lib.make_eval(dataclasses.replace(
+      TINY, env=env, learning_rate=1e30, debug_checks=debug_checks))
+  if debug_checks:
+    error, message = rollout_checks.RolloutError, (
+        r'rollout.logits\[t=0, b=0\] = \S+ is not finite \(loop step 2\): '
+        "the agent's outputs are not finite, its learning diverged")
+  else:
+    error, message = divergence.DivergedError, (
+        r'^learning diverged at loop step 2: total_loss = nan')
+  with pytest.raises(error, match=message):
+    job.step(job.init(), TINY.steps_per_call)
+
+
+def test_evaluate_the_policy_without_learning(fused_run):
+  job, (state, _) = fused_run
+  result = job.evaluate(state, num_rollouts=4)
+  assert result['episodes'] > 0 and -1 <= result['avg_return'] <= 1
+  assert job.evaluate(state, num_rollouts=4) == result  # Same key.
+  with pytest.raises(ValueError, match=r'run must be in \[0, num_seeds=1\), '
+                     'got 1'):
+    job.evaluate(state, run=1)
+  with pytest.raises(ValueError, match='num_rollouts must be >= 1, got 0'):
+    job.evaluate(state, num_rollouts=0)
+
+
+# ----------------------------------------------------------------------------
+# Seeds in parallel: S runs in one program.
+
+
+@pytest.fixture(scope='module')
+def three_seeds_run():
+  job = eval_lib.make_eval(dataclasses.replace(TINY, seed=5, num_seeds=3))
+  return job, *_run(job, [4, 2])
+
+
+def test_each_seed_of_a_multi_seed_program_is_the_run_of_that_seed_alone(
+    three_seeds_run):
+  _, state, metrics = three_seeds_run
+  assert all(v.shape == (6, 3) for v in metrics.values())
+  assert int(state.step) == 6
+  for j in range(3):
+    alone_state, alone_metrics = _run(
+        eval_lib.make_eval(dataclasses.replace(TINY, seed=5 + j)), [4, 2])
+    np.testing.assert_array_equal(metrics['episodes'][:, j],
+                                  alone_metrics['episodes'][:, 0])
+    for key in alone_metrics:
+      np.testing.assert_allclose(metrics[key][:, j], alone_metrics[key][:, 0],
+                                 rtol=1e-4, atol=1e-5, err_msg=f'{key} {j}')
+    jax.tree.map(
+        lambda many, one, j=j: np.testing.assert_allclose(
+            many[j], one[0], rtol=1e-4, atol=1e-5),
+        jax.device_get(state.learner_state),
+        jax.device_get(alone_state.learner_state))
+
+
+def test_the_seeds_are_different_runs(three_seeds_run):
+  _, state, metrics = three_seeds_run
+  first = jax.tree.leaves(jax.device_get(state.learner_state.params))[0]
+  assert not np.allclose(first[0], first[1])
+  assert not np.array_equal(metrics['total_loss'][1:, 0],
+                            metrics['total_loss'][1:, 1])
+
+
+def test_rows_are_one_per_step_and_seed(three_seeds_run):
+  job, _, metrics = three_seeds_run
+  rows = job.rows(metrics, 0)
+  assert [(r['step'], r['seed']) for r in rows] == [
+      (step, seed) for step in range(6) for seed in (5, 6, 7)]
+  assert [r['total_loss'] for r in rows[3::3]] == list(
+      metrics['total_loss'][1:, 0])
+
+
+def test_host_environments_run_seeds_in_parallel():
+  """Two seeds of the host-stepped Catch: each run is that seed's alone."""
+  config = dataclasses.replace(TINY, env='catch', seed=3, num_seeds=2)
+  _, metrics = _run(eval_lib.make_eval(config), [3])
+  for j in range(2):
+    _, alone = _run(eval_lib.make_eval(dataclasses.replace(
+        config, seed=3 + j, num_seeds=1)), [3])
+    for key in alone:
+      np.testing.assert_allclose(metrics[key][:, j], alone[key][:, 0],
+                                 rtol=1e-4, atol=1e-5, err_msg=key)
+
+
+def test_a_diverging_seed_is_named():
+  job = _nan_catch_job(dataclasses.replace(TINY, num_seeds=2, seed=4,
+                                           debug_checks=False))
+  with pytest.raises(divergence.DivergedError,
+                     match=r'^learning diverged at seed 4 loop step 1: '
+                     'total_loss = nan'):
+    job.step(job.init(), TINY.steps_per_call)

@@ -1,0 +1,99 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""disco_rl.loops.run: the host loop over any Job (calls, rows, timing,
+progress lines, checkpoints when due, stops)."""
+
+import math
+import os
+import signal
+
+import numpy as np
+
+from disco_rl import signals
+from disco_rl.loops import reporting
+from disco_rl.loops import run as run_lib
+
+
+def _job(calls=None, steps_per_call=3, rows_per_step=1):
+  """A job whose state counts steps and whose metric is the step index."""
+
+  def step(state, count):
+    if calls is not None:
+      calls.append(count)
+    return state + count, {'value': np.arange(state, state + count, dtype=float)}
+
+  def rows(metrics, first_step):
+    return [dict(step=first_step + i, value=v)
+            for i, v in enumerate(metrics['value'])
+            for _ in range(rows_per_step)]
+
+  return run_lib.Job(
+      name='fake', config=None, setup=None, init=lambda: 0,
+      state_shapes=lambda: 0, step=step, compile=lambda state: 0.0,
+      lower=None, rows=rows, summary=lambda *args: {}, outputs=lambda *a: {},
+      progress=lambda rows: dict(last=f'{rows[-1]["value"]:.0f}'),
+      evaluate=lambda state: {}, rule=lambda state: {},
+      steps_per_call=steps_per_call, rows_per_step=rows_per_step)
+
+
+def test_a_run_goes_in_calls_and_writes_every_row(tmp_path, capsys):
+  calls, rows = [], []
+  with reporting.MetricsWriter(tmp_path / 'm.csv') as writer:
+    state, timing, stopped = run_lib.run(
+        _job(calls), 0, 7, rows, write=writer.write_rows, progress=False,
+        log_every=3)
+  assert calls == [3, 3, 1] and state == 7 and stopped is None
+  assert [r['step'] for r in rows] == list(range(7))
+  assert all(r['value'] == r['step'] for r in rows)
+  assert all('rss_mb' in r and 'time_s' in r for r in rows)
+  written = reporting.read_metrics(tmp_path / 'm.csv')
+  np.testing.assert_array_equal(written['step'], np.arange(7))
+  # The first call is timed apart (it compiles); 4 steps after it.
+  assert timing.steady_steps == 4 and timing.first_call_s >= 0
+  assert timing.steps_per_second > 0
+  # A line each time the step count passes a multiple of log_every.
+  lines = capsys.readouterr().out.splitlines()
+  assert [l.split()[:2] for l in lines] == [['step', '3/7'], ['step', '6/7']]
+  assert 'last=5' in lines[1]
+
+
+def test_a_run_continues_from_its_rows_and_one_call_leaves_no_speed():
+  rows = [dict(step=0, value=0.0)] * 2  # Two steps done, one row each.
+  state, timing, _ = run_lib.run(_job(), 2, 4, rows, progress=False)
+  assert state == 4 and len(rows) == 4 and timing.steady_steps == 0
+  assert math.isnan(timing.steps_per_second)
+
+
+def test_checkpoints_when_due_but_not_after_the_last_call():
+  saved = []
+  run_lib.run(_job(steps_per_call=2), 0, 9, [], progress=False,
+              save=lambda state, steps: saved.append(steps),
+              checkpoint_every=4)
+  assert saved == [4, 8]  # Not at 9: the caller saves the end itself.
+
+
+def test_a_callback_stops_the_run_after_its_call():
+  rows = []
+  state, _, stopped = run_lib.run(
+      _job(rows_per_step=2), 0, 9, rows, progress=False,
+      on_call=lambda state, new: state >= 6)
+  assert stopped == 'callback' and state == 6 and len(rows) == 12
+
+
+def test_a_signal_stops_the_run_at_the_next_safe_point():
+  calls = []
+  job = _job(calls)
+
+  def signalled(state, new):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return False
+
+  with signals.StopOnSignal():
+    state, _, stopped = run_lib.run(job, 0, 9, [], progress=False,
+                                    on_call=signalled)
+  assert stopped == 'SIGTERM' and state == 3 and calls == [3]
+  # A signal before the run starts: no call at all.
+  with signals.StopOnSignal():
+    os.kill(os.getpid(), signal.SIGINT)
+    state, _, stopped = run_lib.run(job, 0, 9, [], progress=False)
+  assert stopped == 'SIGINT' and state == 0 and calls == [3]
