@@ -13,7 +13,7 @@ from disco_rl.loops.eval import make_eval
 from disco_rl.loops.eval import seed_keys
 from disco_rl.loops.reporting import MetricsWriter
 from disco_rl.loops.reporting import peak_memory_mb
-from disco_rl.loops.reporting import plot_curve
+from disco_rl.plots import plot_curve
 from disco_rl.loops.reporting import read_metrics
 from disco_rl.loops.reporting import resident_memory_mb
 from disco_rl.loops.trainer import run_eval
