@@ -6,9 +6,6 @@ import dataclasses
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 
 import chex
 import jax
@@ -16,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from disco_rl.loops import config as config_lib
 from disco_rl import signals
+from disco_rl.loops import config as config_lib
 from disco_rl.loops import reporting
 from disco_rl.loops import trainer as trainer_lib
 
@@ -456,67 +453,3 @@ def test_a_signal_after_the_last_step_is_reported_with_the_run_complete(
   assert summary['stopped_at_step'] == summary['steps'] == 2
   on_disk = json.loads((tmp_path / 'a/summary.json').read_text())
   assert on_disk['interrupted'] == 'SIGINT' and on_disk['completed']
-
-
-def test_stop_on_signal_nests_and_restores_the_handlers():
-  before = signal.getsignal(signal.SIGINT)
-  with signals.StopOnSignal() as outer:
-    with signals.StopOnSignal() as inner:
-      assert inner is outer
-    assert signal.getsignal(signal.SIGINT) != before  # Still the outer's.
-    os.kill(os.getpid(), signal.SIGINT)
-    assert outer.signal_name == 'SIGINT'
-    with pytest.raises(KeyboardInterrupt):
-      os.kill(os.getpid(), signal.SIGTERM)
-    assert outer.second_signal == 'SIGTERM'
-  assert signal.getsignal(signal.SIGINT) == before
-
-
-_TWO_SIGNALS_IN_ONE_C_CALL = '''
-import hashlib, os, signal, sys
-from disco_rl import signals
-
-def stopped_at_once(name):
-  print('stopped at once by', name, flush=True)
-  return 7
-
-with signals.StopOnSignal(on_second_signal=stopped_at_once) as stop:
-  print('ready', flush=True)
-  # One long C call that runs no Python code (as a compilation): Python's
-  # own handler would only run after it, once for both signals.
-  hashlib.pbkdf2_hmac('sha256', b'key', b'salt', 10_000_000)
-  print('survived', stop.signal_name, stop.second_signal, flush=True)
-'''
-
-
-def test_stop_on_signal_with_a_watcher_counts_signals_inside_a_c_call():
-  """The CLI's mode: the second of two signals delivered during one long C
-  call (a compilation, a compiled step) ends the process at once."""
-  proc = subprocess.Popen([sys.executable, '-c', _TWO_SIGNALS_IN_ONE_C_CALL],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True)
-  try:
-    assert proc.stdout.readline() == 'ready\n'
-    time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)  # The same signal: one pending flag.
-    stdout, stderr = proc.communicate(timeout=120)
-  finally:
-    proc.kill()
-  assert proc.returncode == 7, (stdout, stderr)
-  assert 'SIGINT: stopping at the next safe point' in stdout
-  assert stdout.strip().splitlines()[-1] == 'stopped at once by SIGINT'
-  assert 'survived' not in stdout
-
-
-def test_stop_on_signal_with_a_watcher_restores_the_wakeup_fd():
-  before = signal.set_wakeup_fd(-1)
-  signal.set_wakeup_fd(before)
-  with signals.StopOnSignal(on_second_signal=lambda name: 3) as stop:
-    os.kill(os.getpid(), signal.SIGINT)
-    deadline = time.monotonic() + 10
-    while stop.signal_name is None and time.monotonic() < deadline:
-      time.sleep(0.01)
-    assert stop.signal_name == 'SIGINT' and stop.second_signal is None
-  assert signal.set_wakeup_fd(before) == before

@@ -43,8 +43,8 @@ def user_error(e: Exception) -> int:
 
 
 def make_parser(description: str, config_cls, default_out: str,
-                weights_help: str, presets: Sequence[str] = ()
-                ) -> argparse.ArgumentParser:
+                weights_help: str = "a rule's parameters (npz)",
+                presets: Sequence[str] = ()) -> argparse.ArgumentParser:
   """Flags of every setting of `config_cls`, the run's and the processes'."""
   parser = argparse.ArgumentParser(description=description)
   group = parser.add_argument_group('run')

@@ -1,0 +1,208 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""disco_rl.signals: one rule for SIGINT and SIGTERM from a job's first line.
+
+In-process: nesting, the watcher thread of the command-line mode, an
+inherited ignored SIGINT. Then the command-line jobs signalled at delays
+from 0.5 s (importing) to 15 s (training), started as a foreground job
+(SIGINT honoured) and as a shell script's background job (`cmd &`: SIGINT
+inherited as ignored, and respected for the whole run).
+"""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from smoke_env import fast_jax_env
+
+from disco_rl import signals
+
+TIMEOUT_S = 600
+
+
+def test_stop_on_signal_nests_and_restores_the_handlers():
+  before = signal.getsignal(signal.SIGINT)
+  with signals.StopOnSignal() as outer:
+    with signals.StopOnSignal() as inner:
+      assert inner is outer
+    assert signal.getsignal(signal.SIGINT) != before  # Still the outer's.
+    os.kill(os.getpid(), signal.SIGINT)
+    assert outer.signal_name == 'SIGINT'
+    with pytest.raises(KeyboardInterrupt):
+      os.kill(os.getpid(), signal.SIGTERM)
+    assert outer.second_signal == 'SIGTERM'
+  assert signal.getsignal(signal.SIGINT) == before
+
+
+_TWO_SIGNALS_IN_ONE_C_CALL = '''
+import hashlib, os, signal, sys
+from disco_rl import signals
+
+def stopped_at_once(name):
+  print('stopped at once by', name, flush=True)
+  return 7
+
+with signals.StopOnSignal(on_second_signal=stopped_at_once) as stop:
+  print('ready', flush=True)
+  # One long C call that runs no Python code (as a compilation): Python's
+  # own handler would only run after it, once for both signals.
+  hashlib.pbkdf2_hmac('sha256', b'key', b'salt', 10_000_000)
+  print('survived', stop.signal_name, stop.second_signal, flush=True)
+'''
+
+
+def test_stop_on_signal_with_a_watcher_counts_signals_inside_a_c_call():
+  """The CLI's mode: the second of two signals delivered during one long C
+  call (a compilation, a compiled step) ends the process at once."""
+  proc = subprocess.Popen([sys.executable, '-c', _TWO_SIGNALS_IN_ONE_C_CALL],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+  try:
+    assert proc.stdout.readline() == 'ready\n'
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)  # The same signal: one pending flag.
+    stdout, stderr = proc.communicate(timeout=120)
+  finally:
+    proc.kill()
+  assert proc.returncode == 7, (stdout, stderr)
+  assert 'SIGINT: stopping at the next safe point' in stdout
+  assert stdout.strip().splitlines()[-1] == 'stopped at once by SIGINT'
+  assert 'survived' not in stdout
+
+
+def test_stop_on_signal_with_a_watcher_restores_the_wakeup_fd():
+  before = signal.set_wakeup_fd(-1)
+  signal.set_wakeup_fd(before)
+  with signals.StopOnSignal(on_second_signal=lambda name: 3) as stop:
+    os.kill(os.getpid(), signal.SIGINT)
+    deadline = time.monotonic() + 10
+    while stop.signal_name is None and time.monotonic() < deadline:
+      time.sleep(0.01)
+    assert stop.signal_name == 'SIGINT' and stop.second_signal is None
+  assert signal.set_wakeup_fd(before) == before
+
+
+def test_an_inherited_ignored_sigint_stays_ignored():
+  """A background job's SIGINT (ignored when the process started) is left
+  alone; SIGTERM still stops the run; the handlers are restored."""
+  previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+  try:
+    with signals.StopOnSignal() as stop:
+      assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+      os.kill(os.getpid(), signal.SIGINT)
+      time.sleep(0.05)
+      assert stop.signal_name is None
+      os.kill(os.getpid(), signal.SIGTERM)
+      assert stop.signal_name == 'SIGTERM'
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+  finally:
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_job_module_run_as_a_command_catches_signals_from_its_first_line():
+  """Imported (tests, notebooks), a job's module leaves the signals alone."""
+  before = signal.getsignal(signal.SIGTERM)
+  assert signals.catch_from_here('disco_rl.examples.eval') is None
+  assert signal.getsignal(signal.SIGTERM) is before
+
+
+# ----------------------------------------------------------------------------
+# The jobs as commands, signalled at several delays.
+
+EVAL_FOREVER = ['--steps', '100000', '--batch-size', '4', '--replay-ratio',
+                '2', '--buffer-capacity', '8', '--rollout-len', '6',
+                '--dense', '16', '--model-lstm-size', '8',
+                '--model-head-hiddens', '8', '--rule', 'actor_critic',
+                '--steps-per-call', '2', '--checkpoint-every', '0',
+                '--no-progress']
+# (how the job is started, the signal, its delay after the start in s).
+CASES = [('foreground', signal.SIGINT, 0.5), ('foreground', signal.SIGINT, 4),
+         ('foreground', signal.SIGINT, 15), ('foreground', signal.SIGTERM, 15),
+         ('background', signal.SIGINT, 0.5), ('background', signal.SIGINT, 4),
+         ('background', signal.SIGINT, 15), ('background', signal.SIGTERM, 0.5)]
+
+
+def _rows(out: pathlib.Path) -> int:
+  try:
+    return max(0, len((out / 'metrics.csv').read_text().splitlines()) - 1)
+  except FileNotFoundError:
+    return 0
+
+
+class _Job:
+  """An eval command that would run for hours, started in `mode`: as a
+  foreground job (SIGINT at its default) or by bash as `cmd &` (bash starts
+  background commands of a script with SIGINT ignored)."""
+
+  def __init__(self, mode, sig, delay, tmp_path, env):
+    self.mode, self.sig, self.delay = mode, sig, delay
+    self.out = tmp_path / f'{mode}_{sig.name}_{delay}'
+    command = [sys.executable, '-m', 'disco_rl.examples.eval', *EVAL_FOREVER,
+               '--out', str(self.out)]
+    if mode == 'background':
+      script = ' '.join(f"'{a}'" for a in command) + ' & echo $!; wait $!'
+      command = ['bash', '-c', script]
+    self.proc = subprocess.Popen(command, cwd=tmp_path, env=env,
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+    self.start = time.monotonic()
+    self.pid = (int(self.proc.stdout.readline()) if mode == 'background'
+                else self.proc.pid)
+    self.signalled_at_rows = None
+
+  def signal(self):
+    self.signalled_at_rows = _rows(self.out)
+    os.kill(self.pid, self.sig)
+
+
+def test_one_rule_for_signals_at_every_delay(tmp_path, tmp_path_factory):
+  """SIGTERM stops the run at the next safe point at any delay, and so does
+  SIGINT in a foreground job: exit 128 + the signal's number, no traceback,
+  the summary (once the run started) naming the signal. A background job
+  ignores SIGINT at any delay (it trains on) until SIGTERM stops it."""
+  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+             JAX_PLATFORMS='cpu', MPLBACKEND='Agg',
+             XLA_FLAGS='--xla_force_host_platform_device_count=1')
+  jobs = [_Job(*case, tmp_path, env) for case in CASES]
+  try:
+    for job in sorted(jobs, key=lambda j: j.delay):
+      time.sleep(max(0.0, job.start + job.delay - time.monotonic()))
+      job.signal()
+    time.sleep(3)
+    for job in jobs:  # A background job trains on after its SIGINT.
+      if job.mode == 'background' and job.sig == signal.SIGINT:
+        deadline = time.monotonic() + TIMEOUT_S
+        while _rows(job.out) <= job.signalled_at_rows + 2:
+          assert job.proc.poll() is None and time.monotonic() < deadline
+          time.sleep(0.2)
+        os.kill(job.pid, signal.SIGTERM)
+    outputs = [job.proc.communicate(timeout=TIMEOUT_S) for job in jobs]
+  finally:
+    for job in jobs:
+      job.proc.kill()
+  for job, (stdout, stderr) in zip(jobs, outputs):
+    what = f'{job.mode} {job.sig.name} at {job.delay} s: {stderr[-3000:]}'
+    stopped_by = (signal.SIGTERM if job.mode == 'background' else job.sig)
+    assert job.proc.returncode == 128 + stopped_by.value, what
+    assert 'Traceback' not in stderr, what
+    summary = job.out / 'summary.json'
+    if summary.is_file():
+      written = json.loads(summary.read_text())
+      assert written['interrupted'] == stopped_by.name, what
+      assert not written['completed'], what
+      assert f'interrupted by {stopped_by.name} after step' in stdout, what
+    else:  # Before the run started: one line, nothing written.
+      assert stderr.strip().splitlines()[-1] == (
+          f'interrupted by {stopped_by.name} before the run started: nothing '
+          'was written'), what
+      assert not (job.out / 'run.json').exists(), what
+    if job.mode == 'background' and job.sig == signal.SIGINT:
+      assert _rows(job.out) > job.signalled_at_rows, what
