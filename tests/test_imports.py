@@ -99,7 +99,7 @@ def _cycles(nodes, edges) -> list[list[str]]:
 def test_the_graph_is_read():
   modules, edges, _ = _graph()
   assert 'disco_rl.loops.trainer' in modules
-  assert 'disco_rl.loops.eval_job' in edges['disco_rl.loops.trainer']
+  assert 'disco_rl.loops.eval' in edges['disco_rl.loops.trainer']
 
 
 def test_no_import_cycle():
