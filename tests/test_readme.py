@@ -53,9 +53,10 @@ def test_readme_example_runs(block_id, code, tmp_path, monkeypatch, capsys,
   """Each block runs in a fresh namespace, in a temporary directory."""
   del fast_compile
   monkeypatch.chdir(tmp_path)
-  if 'range(1000 // 20)' in code:  # The loop example: a short run suffices.
+  if 'range(1000 // 20)' in code:  # The job example: a short run suffices.
     assert 'EvalConfig(steps_per_call=20,' in code, block_id
     code = code.replace('range(1000 // 20)', 'range(2)').replace(
+        'job.step(state, 20)', 'job.step(state, 2)').replace(
         'EvalConfig(steps_per_call=20,',
         'EvalConfig(steps_per_call=2, dense=(16,), model_lstm_size=8, '
         'model_head_hiddens=(8,),')
