@@ -47,11 +47,11 @@ endif
 
 .PHONY: setup test test-slow eval meta-train weights bench-eval bench-meta-train bench-loops bench-seeds bench-minatar bench-meta-window bench-meta-suite bench-envs test-py312 gpu-wheels gpu-bundle
 
-# The optional environment extras (craftax, jumanji, atari) too: their tests
-# run in CI.
+# The optional extras (environments: craftax, jumanji, atari; live curves:
+# tensorboard, wandb) too: their tests run in CI.
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install $(PIP_FLAGS) -e '.[test,craftax,jumanji,atari]'
+	$(VPY) -m pip install $(PIP_FLAGS) -e '.[test,craftax,jumanji,atari,tensorboard,wandb]'
 	touch $@
 
 setup:

@@ -24,6 +24,8 @@ import time
 import numpy as np
 import pytest
 
+from live_curves import tensorboard_curves
+from live_curves import wandb_history
 from smoke_env import fast_jax_env
 
 from disco_rl import evaluation
@@ -142,7 +144,7 @@ def test_eval_cli_actor_critic_on_cpu_catch(run_cli, tmp_path):
 def test_meta_train_cli(run_cli, tmp_path):
   out = tmp_path / 'out'
   stdout = ok(run_cli('disco_rl.examples.meta_train', *META_TINY, '--out',
-                      str(out)))
+                      str(out), '--log', 'tensorboard'))
   summary = summary_of(stdout)
   pos = float(line_value(stdout,
                          'positive rewards per meta-step (last 100):'))
@@ -158,6 +160,9 @@ def test_meta_train_cli(run_cli, tmp_path):
               'meta_grad_norm', 'meta_up_norm'):
     assert np.isfinite(metrics[key]).all(), (key, metrics[key])
   assert math.isclose(pos, np.mean(metrics['pos_rewards']), abs_tol=0.05)
+  live = tensorboard_curves(out / 'tensorboard')['meta_loss']
+  np.testing.assert_allclose([live[s] for s in (0, 1)], metrics['meta_loss'],
+                             rtol=1e-6)
   assert summary['steps'] == 2 and summary['devices'] == 1
   assert set(summary['plots']) == {'pos_rewards', 'neg_rewards', 'meta_loss',
                                    'meta_grad_norm', 'meta_up_norm',
@@ -235,7 +240,7 @@ def test_eval_cli_runs_seeds_in_parallel(run_cli, tmp_path):
   out = tmp_path / 'out'
   stdout = ok(run_cli('disco_rl.examples.eval', *EVAL_TINY, '--out', str(out),
                       '--rule', 'actor_critic', '--seed', '7',
-                      '--num-seeds', '2'))
+                      '--num-seeds', '2', '--log', 'tensorboard', 'wandb'))
   summary = summary_of(stdout)
   assert summary['steps'] == 4 and summary['iterations'] == 5
   per_seed = summary['final_avg_return_per_seed']
@@ -249,6 +254,14 @@ def test_eval_cli_runs_seeds_in_parallel(run_cli, tmp_path):
                         rel_tol=1e-6)
   assert 'per seed: 7: ' in stdout
   assert_png(out / 'returns.png')
+  # The live curves: the same numbers, a curve per seed.
+  board, history = tensorboard_curves(out / 'tensorboard'), wandb_history(out)
+  for seed in (7, 8):
+    episodes = metrics['episodes'][metrics['seed'] == seed]
+    assert [board[f'episodes/seed_{seed}'][s] for s in range(5)] == list(
+        episodes)
+    assert [history[s][f'episodes/seed_{seed}'] for s in range(5)] == list(
+        episodes)
 
 
 def test_resuming_a_checkpoint_of_other_shapes_is_one_error_line(

@@ -1,11 +1,18 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.reporting: metrics CSV, plots and memory probes."""
+"""disco_rl.loops.reporting: the metrics rows as a CSV and as live curves
+(TensorBoard, Weights & Biases), memory probes; and disco_rl.plots."""
 
 import numpy as np
 import pytest
 
+from live_curves import tensorboard_curves
+from live_curves import wandb_history
+
+from disco_rl import plots
+from disco_rl.loops import config as config_lib
 from disco_rl.loops import reporting
+from disco_rl.loops import trainer as trainer_lib
 
 
 def test_metrics_round_trip_and_plot(tmp_path):
@@ -17,7 +24,7 @@ def test_metrics_round_trip_and_plot(tmp_path):
   np.testing.assert_array_equal(metrics['step'], np.arange(30))
   assert np.isnan(metrics['avg_return'][3])
   np.testing.assert_allclose(metrics['avg_return'][4:], np.arange(4, 30) / 10)
-  png = reporting.plot_curve(metrics['step'], metrics['avg_return'],
+  png = plots.plot_curve(metrics['step'], metrics['avg_return'],
                              tmp_path / 'c.png', 'step', 'avg_return', 't',
                              smooth=5)
   data = png.read_bytes()
@@ -66,5 +73,51 @@ def test_append_to_a_missing_or_empty_file_writes_a_header(tmp_path):
 
 def test_smoothed_skips_nan():
   y = [np.nan, 1.0, 3.0, np.nan, 5.0]
-  np.testing.assert_allclose(reporting.smoothed(y, 2),
+  np.testing.assert_allclose(plots.smoothed(y, 2),
                              [np.nan, 1.0, 2.0, 3.0, 5.0])
+
+
+# ----------------------------------------------------------------------------
+# Live curves.
+
+
+def test_the_live_curves_hold_the_rows_of_the_csv(tmp_path, fast_compile):
+  """A Trainer run of two seeds writes every number of every row to
+  TensorBoard and W&B, a curve per seed, as the CSV has them."""
+  del fast_compile
+  config = config_lib.EvalConfig(
+      rule='actor_critic', batch_size=4, replay_ratio=2, buffer_capacity=8,
+      rollout_len=5, dense=(8,), model_lstm_size=4, model_head_hiddens=(4,),
+      num_devices=1, steps_per_call=2, num_steps=3, num_seeds=2, seed=3)
+  run = trainer_lib.Trainer(config, tmp_path / 'run', progress=False,
+                            loggers=('tensorboard', 'wandb'))
+  run.fit()
+  rows = reporting.read_table(tmp_path / 'run/metrics.csv')
+  board = tensorboard_curves(tmp_path / 'run/tensorboard')
+  history = wandb_history(tmp_path / 'run')
+  assert sorted(history) == list(range(4))
+  for row in rows.to_dict('records'):
+    step, seed = int(row['step']), int(row['seed'])
+    for key in ('avg_return', 'episodes', 'total_loss', 'env_steps'):
+      value, tag = row[key], f'{key}/seed_{seed}'
+      if np.isfinite(value):
+        np.testing.assert_allclose(board[tag][step], value, rtol=1e-6)
+        np.testing.assert_allclose(history[step][tag], value, rtol=1e-6)
+      else:  # NaN (no episode ended, no learner step yet): not on the board.
+        assert step not in board.get(tag, {})
+
+
+def test_loggers_are_checked_before_anything_is_built(tmp_path, hide_package):
+  config = config_lib.EvalConfig()
+  with pytest.raises(ValueError, match=r"Unknown logger 'csv'; expected one "
+                     r"of \('tensorboard', 'wandb'\)"):
+    trainer_lib.Trainer(config, tmp_path / 'a', loggers=('csv',))
+  with pytest.raises(ValueError, match=r"loggers \['tensorboard'\] write "
+                     "into the run's directory: pass output_dir"):
+    trainer_lib.Trainer(config, loggers=('tensorboard',))
+  hide_package('wandb')
+  with pytest.raises(reporting.MissingLoggerError, match=(
+      r"--log wandb needs the 'wandb' package, which is not installed .*"
+      r"pip install 'disco_rl\[wandb\]'")):
+    trainer_lib.Trainer(config, tmp_path / 'b', loggers=('wandb',))
+  assert not (tmp_path / 'a').exists() and not (tmp_path / 'b').exists()

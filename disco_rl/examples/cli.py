@@ -26,6 +26,7 @@ from disco_rl import weights
 from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import mesh
+from disco_rl.loops import reporting
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl.loops import trainer
 
@@ -62,6 +63,12 @@ def make_parser(description: str, config_cls, default_out: str,
                      help='checkpoints kept (default: 3)')
   group.add_argument('--no-progress', action='store_true',
                      help='no progress bar')
+  group.add_argument('--log', nargs='*', default=[], metavar='LOGGER',
+                     choices=reporting.LOGGERS,
+                     help='live curves of the metrics besides metrics.csv: '
+                     'tensorboard (OUT/tensorboard; pip install '
+                     "'disco_rl[tensorboard]'), wandb (OUT/wandb, offline "
+                     "unless $WANDB_MODE; pip install 'disco_rl[wandb]')")
   group.add_argument('--weights', default=None, metavar='NPZ',
                      help=weights_help)
   if presets:
@@ -149,7 +156,7 @@ def _trainer(parser, argv, args, config_cls, weights_unusable,
   preset = getattr(args, 'preset', None)
   run_args = dict(checkpoint_every=args.checkpoint_every,
                   keep_checkpoints=args.keep_checkpoints,
-                  progress=not args.no_progress)
+                  progress=not args.no_progress, loggers=args.log)
   if args.resume is not None:
     if preset is not None:
       raise ValueError('--preset cannot be given with --resume: the resumed '

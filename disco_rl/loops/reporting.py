@@ -1,11 +1,16 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""What a run records as it goes: the metrics CSV, and memory figures.
+"""What a run records as it goes: the metrics rows, as a CSV and, when
+asked, as live curves in TensorBoard or Weights & Biases; memory figures.
 
-Its plots are drawn by `disco_rl.plots`.
+Every writer takes the rows of a call as they come (`write_rows`) and is
+closed at the end (`close`). Its plots are drawn by `disco_rl.plots`.
 """
 
+import collections
 import csv
+import importlib
+import math
 import os
 import pathlib
 import resource
@@ -115,3 +120,108 @@ def keep_rows(path, count: int) -> list[dict[str, float]]:
         dst.write(line)
     tmp.replace(path)
   return table.to_dict('records')
+
+
+# ----------------------------------------------------------------------------
+# Live curves: the same rows, as they come, for TensorBoard and W&B.
+
+LOGGERS = ('tensorboard', 'wandb')
+_EXTRAS = {'tensorboard': ('tensorboardX', 'disco_rl[tensorboard]'),
+           'wandb': ('wandb', 'disco_rl[wandb]')}
+
+
+class MissingLoggerError(ImportError, ValueError):
+  """A logger's optional package is not installed (to the commands: bad
+  input, one line)."""
+
+
+def _import(logger: str):
+  package, extra = _EXTRAS[logger]
+  try:
+    return importlib.import_module(package)
+  except ImportError as e:
+    raise MissingLoggerError(
+        f'--log {logger} needs the {package!r} package, which is not '
+        f"installed ({e}); install it with: pip install '{extra}'.") from e
+
+
+def _curves(rows) -> dict[int, dict[str, float]]:
+  """{step: {curve: value}}: every number of the rows but the step; a run
+  of several seeds gives a curve per seed ('avg_return/seed_3')."""
+  steps = collections.defaultdict(dict)
+  for row in rows:
+    suffix = f'/seed_{int(row["seed"])}' if 'seed' in row else ''
+    for key, value in row.items():
+      if key not in ('step', 'seed') and isinstance(value, (int, float)):
+        steps[int(row['step'])][key + suffix] = float(value)
+  return steps
+
+
+class TensorBoardWriter:
+  """Event files in `directory` (`tensorboard --logdir DIR` shows them)."""
+
+  def __init__(self, directory):
+    self._writer = _import('tensorboard').SummaryWriter(logdir=str(directory))
+
+  def write_rows(self, rows) -> None:
+    for step, curves in _curves(rows).items():
+      for tag, value in curves.items():
+        if math.isfinite(value):
+          self._writer.add_scalar(tag, value, global_step=step)
+    self._writer.flush()
+
+  def close(self) -> None:
+    self._writer.close()
+
+
+class WandbWriter:
+  """A Weights & Biases run in `directory`, offline unless `$WANDB_MODE`
+  says otherwise (`wandb sync DIR/wandb/offline-run-*` uploads it)."""
+
+  def __init__(self, directory, name: str, config: dict[str, Any]):
+    wandb = _import('wandb')
+    pathlib.Path(directory).mkdir(parents=True, exist_ok=True)
+    self._run = wandb.init(
+        dir=str(directory), name=name, config=config,
+        project=os.environ.get('WANDB_PROJECT', 'disco_rl'),
+        mode=os.environ.get('WANDB_MODE', 'offline'),
+        settings=wandb.Settings(silent=True, console='off'))
+
+  def write_rows(self, rows) -> None:
+    for step, curves in _curves(rows).items():
+      self._run.log(curves, step=step)
+
+  def close(self) -> None:
+    self._run.finish()
+
+
+def check_loggers(loggers) -> tuple[str, ...]:
+  """The loggers, each known and its package installed (imported now).
+
+  Raises:
+    ValueError: an unknown logger; `MissingLoggerError` (a ValueError) when
+      a logger's package is not installed, naming the extra to install.
+  """
+  loggers = tuple(loggers)
+  for logger in loggers:
+    if logger not in LOGGERS:
+      raise ValueError(f'Unknown logger {logger!r}; expected one of '
+                       f'{LOGGERS}.')
+    _import(logger)
+  return loggers
+
+
+def make_writer(logger: str, directory: pathlib.Path, name: str,
+                config: dict[str, Any]):
+  """The live writer `logger` ('tensorboard' or 'wandb') of a run whose
+  files are in `directory`.
+
+  Raises:
+    ValueError: an unknown logger; `MissingLoggerError` when its package
+      is not installed, naming the extra that installs it.
+  """
+  if logger == 'tensorboard':
+    return TensorBoardWriter(directory / 'tensorboard')
+  if logger == 'wandb':
+    return WandbWriter(directory, name, config)
+  raise ValueError(f'Unknown logger {logger!r}; expected one of {LOGGERS}.')

@@ -22,6 +22,7 @@ meta-steps for meta-training.
 """
 
 from collections.abc import Callable, Sequence
+import dataclasses
 from typing import Any
 
 import jax
@@ -86,7 +87,7 @@ class Trainer:
                resume: bool = False, overwrite: bool = False,
                checkpoint_every: int | None = None, keep_checkpoints: int = 3,
                progress: bool = True, log_every: int = 0, devices=None,
-               env=None):
+               env=None, loggers: Sequence[str] = ()):
     """Builds the job and its state: the initial one, or the resumed one.
 
     Args:
@@ -106,6 +107,11 @@ class Trainer:
       env: eval job only: the jittable Environment of
         `EvalConfig(env='custom')`, or a function of `batch_size` that
         builds it; give it again on resume.
+      loggers: live curves of the metrics rows besides the CSV, as they
+        come: 'tensorboard' (event files in `output_dir/tensorboard`) and
+        'wandb' (a Weights & Biases run in `output_dir/wandb`, offline
+        unless `$WANDB_MODE` says otherwise); each needs its extra
+        (`pip install 'disco_rl[tensorboard]'`, `'disco_rl[wandb]'`).
 
     Raises:
       ValueError: bad arguments, an output directory that cannot be used,
@@ -131,6 +137,10 @@ class Trainer:
     if resume:
       self.run_dir.check_same_settings(self.run_dir.saved_settings(name),
                                        config)
+    self.loggers = reporting.check_loggers(loggers)
+    if self.loggers and self.run_dir is None:
+      raise ValueError(f'loggers {list(self.loggers)} write into the run\'s '
+                       'directory: pass output_dir.')
     if env is not None and name != 'eval':
       raise ValueError("env= is for an EvalConfig run (env='custom'); got a "
                        f'{type(config).__name__}.')
@@ -273,10 +283,17 @@ class Trainer:
     every = self.checkpoint_every
     if every is None:
       every = max(1, target // 10)
-    writer = None
+    writers = []
     if self.run_dir is not None and self._lead:
-      writer = reporting.MetricsWriter(
-          self.run_dir.file(run_dir_lib.METRICS), append=True)
+      writers.append(reporting.MetricsWriter(
+          self.run_dir.file(run_dir_lib.METRICS), append=True))
+      writers += [reporting.make_writer(
+          logger, self.run_dir.path, self.run_dir.path.name,
+          dataclasses.asdict(self.config)) for logger in self.loggers]
+
+    def write(rows):
+      for writer in writers:
+        writer.write_rows(rows)
 
     def on_call(state, new_rows) -> bool:
       self.state = state
@@ -292,12 +309,12 @@ class Trainer:
       try:
         self.state, timing, self.interrupted = run_lib.run(
             self.job, self.state, target, self.rows,
-            write=None if writer is None else writer.write_rows,
+            write=write if writers else None,
             save=None if self.run_dir is None else save,
             checkpoint_every=every, on_call=on_call, progress=self.progress,
             log_every=self.log_every)
       finally:
-        if writer is not None:
+        for writer in writers:
           writer.close()
       return self._finish(timing, target, signal_seen)
 
