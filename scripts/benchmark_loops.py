@@ -10,15 +10,19 @@ of 29 steps per learner step, replay ratio 32, MLP 512x512):
   - step-per-call: a `jax.pmap` program per iteration (act, buffer, sample,
     learn), metrics fetched after every iteration (this project's previous
     loop);
-  - fused: `EvalLoop`, `--eval-steps-per-call` iterations per call;
-  - the learner step alone (jit + shard_map on a sampled batch), one call per
-    step and `--eval-steps-per-call` steps scanned in one call, to give the
-    fused loop's overhead over it;
+  - fused: the eval job (`make_eval`), `--eval-steps-per-call` iterations
+    per call;
+  - the learner step alone (the agent's `learner_step` on a batch sampled
+    from the fused job's filled buffer, in a `compiled.program` as the fused
+    job's iterations are), one call per step and `--eval-steps-per-call`
+    steps in one call, to give the fused job's overhead over it (acting,
+    storing and the learning gate);
   - fused with the agent network in bfloat16 (`precision='bfloat16'`).
 meta-train (the upstream notebook's settings):
   - step-per-call: a `jax.pmap` meta-step with a Python loop over the inner
     rollouts (this project's previous loop);
-  - fused: `MetaTrainLoop` with the job's settings (`--meta-steps-per-call`
+  - fused: the meta-training job (`make_meta_train`) with its settings
+    (`--meta-steps-per-call`
     meta-steps per call, 10 by default; agents one after another on a CPU;
     the 2 inner updates unrolled, where the previous loop ran them in a
     `lax.scan`).
@@ -52,16 +56,16 @@ import optax
 from disco_rl import actors
 from disco_rl import meta_train
 from disco_rl import weights
+from disco_rl.loops import compiled
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import devices as devices_lib
-from disco_rl.loops import eval_loop
-from disco_rl.loops import eval_program
-from disco_rl.loops import meta_loop
-from disco_rl.loops import meta_program
+from disco_rl.loops import eval as eval_lib
+from disco_rl.loops import mesh as mesh_lib
+from disco_rl.loops import meta as meta_lib
 from disco_rl.loops import replay
 from disco_rl.loops import reporting
+from disco_rl.loops import run as run_lib
 
-AXIS = devices_lib.AXIS
+AXIS = mesh_lib.AXIS
 # --tiny: settings that only check the script runs.
 TINY_EVAL = dict(batch_size=4, replay_ratio=2, buffer_capacity=8,
                  rollout_len=5, dense=(16,), model_lstm_size=8,
@@ -91,7 +95,8 @@ def _compile_times(programs, results, rounds: int) -> None:
   kept (all of them go to 'compile_s_all').
 
   Args:
-    programs: {name: (object with .lower(*args), args)}.
+    programs: {name: (object with .lower(*args): a job, a
+      `compiled.Program`, a pmapped function; args)}.
     results: {name: dict} to fill.
     rounds: compilations per program.
   """
@@ -107,9 +112,10 @@ def _compile_times(programs, results, rounds: int) -> None:
     results[name]['compile_s'] = min(results[name]['compile_s_all'])
 
 
-def _one_run(state: eval_program.EvalState) -> eval_program.EvalState:
-  """The fused loop's state of its first (only) run, without the seed axis:
-  what the previous loop and the learner step alone work on."""
+def _one_run(state: eval_lib.EvalState) -> eval_lib.EvalState:
+  """The fused job's state of its first (only) run, without the seed axis
+  and without the rule's parameters (given apart): what the previous loop
+  works on. Shares no buffer with `state` (which the job donates)."""
   first = lambda tree: jax.tree.map(lambda x: x[0], tree)
   per_device = lambda tree: jax.tree.map(lambda x: x[:, 0], tree)
   return state.replace(
@@ -118,7 +124,8 @@ def _one_run(state: eval_program.EvalState) -> eval_program.EvalState:
       env_state=per_device(state.env_state),
       timestep=per_device(state.timestep),
       acc_rewards=per_device(state.acc_rewards),
-      replay=per_device(state.replay))
+      replay=per_device(state.replay), rule_params=None,
+      step=jnp.copy(state.step))
 
 
 def _replicate(tree, num):
@@ -133,14 +140,14 @@ def _replicate(tree, num):
 class StepPerCallEval:
   """Act, buffer, sample and learn in one `jax.pmap` call per iteration."""
 
-  def __init__(self, loop: eval_loop.EvalLoop):
-    self.loop = loop
-    self.num = len(loop.setup.devices)
+  def __init__(self, job: run_lib.Job):
+    self.job = job
+    self.num = len(job.setup.devices)
     self.program = jax.pmap(self._iteration, axis_name=AXIS,
-                            devices=loop.setup.devices)
+                            devices=job.setup.devices)
 
-  def init(self, rng):
-    state = _one_run(self.loop.init(rng))
+  def init(self):
+    state = _one_run(self.job.init())
     host = jax.device_get(state)
     # Replicated parts get a device axis, as pmap wants.
     return host.replace(learner_state=_replicate(host.learner_state,
@@ -149,20 +156,20 @@ class StepPerCallEval:
                         step=np.zeros((self.num,), np.int32))
 
   def _iteration(self, state, rule_params):
-    loop = self.loop.setup
+    setup = self.job.setup
     rng, act_key, learn_key = jax.random.split(state.rng, 3)
     rollout, actor_state, timestep, env_state = actors.unroll_jittable_actor(
         state.learner_state.params, state.actor_state, state.timestep,
-        state.env_state, act_key, loop.env, loop.config.rollout_len,
-        loop.agent.actor_step)
+        state.env_state, act_key, setup.env, setup.config.rollout_len,
+        setup.agent.actor_step)
     acc, returns = actors.accumulate_rewards(
         state.acc_rewards, (rollout.rewards, rollout.discounts))
     total, episodes = actors.episode_returns(returns, rollout.discounts)
     buffer = replay.add(state.replay, replay.keep_outputs(
-        rollout, loop.config.behaviour_outputs))
+        rollout, setup.config.behaviour_outputs))
     sample_key, step_key = jax.random.split(learn_key)
-    batch = replay.sample(buffer, sample_key, loop.batch_per_device)
-    learner_state, _, logs = loop.agent.learner_step(
+    batch = replay.sample(buffer, sample_key, setup.batch_per_device)
+    learner_state, _, logs = setup.agent.learner_step(
         step_key, batch, state.learner_state, actor_state, rule_params, False)
     state = state.replace(learner_state=learner_state,
                           actor_state=actor_state, timestep=timestep,
@@ -170,7 +177,7 @@ class StepPerCallEval:
                           replay=buffer, rng=rng, step=state.step + 1)
     stats = dict(return_sum=jax.lax.psum(total, AXIS),
                  episodes=jax.lax.psum(episodes, AXIS),
-                 **{k: logs[k] for k in loop.log_keys})
+                 **{k: logs[k] for k in setup.log_keys})
     return state, stats
 
   def run(self, state, rule_params, count):
@@ -180,30 +187,67 @@ class StepPerCallEval:
     return state
 
 
+# ----------------------------------------------------------------------------
+# The learner step alone, on the fused job's filled buffer.
+
+
+def learner_program(job: run_lib.Job, length: int) -> compiled.Program:
+  """Up to `length` learner steps of the eval job's agent in one call, the
+  program the fused job's iterations are (`compiled.program`: jit, shard_map,
+  scan; the state donated; the logs fetched), without acting, storing or
+  the learning gate.
+
+  `(carry, count, buffer, actor_state, rule_params) -> (carry, logs)`:
+  `carry` is (learner state, key), replicated; `buffer` and `actor_state`
+  one run's [D, ...] per device. Each step samples a batch from the buffer
+  and takes the fused job's learner step on it (with a device's own key;
+  the logs averaged over devices).
+  """
+  setup = job.setup
+  config = setup.config
+
+  def learn(carry, buffer, actor_state, rule_params):
+    learner_state, rng = carry
+    rng, key = jax.random.split(rng)
+    sample_key, step_key = jax.random.split(
+        jax.random.fold_in(key, jax.lax.axis_index(AXIS)))
+    batch = replay.sample(buffer, sample_key, setup.batch_per_device)
+    learner_state, _, logs = setup.agent.learner_step(
+        step_key, batch, learner_state, actor_state, rule_params, False)
+    return (learner_state, rng), jax.lax.pmean(
+        {k: logs[k] for k in setup.log_keys}, AXIS)
+
+  return compiled.program(
+      learn, length=length, mesh=setup.mesh, state_specs=P(),
+      operand_specs=(P(AXIS), P(AXIS), P()), output_specs=P(),
+      precision=config.matmul_precision)
+
+
 def bench_eval(args) -> dict:
   config = config_lib.EvalConfig(steps_per_call=args.eval_steps_per_call,
                                  num_devices=1, **TINY_EVAL if args.tiny else {})
   rule_params = weights.load_disco_103()
+  per_call = config.steps_per_call
   results = {}
 
-  fused = eval_loop.EvalLoop(config, rule_params=rule_params)
-  fused_state = fused.init(jax.random.PRNGKey(0))
+  fused = eval_lib.make_eval(config, rule_params=rule_params)
+  fused_state = fused.init()
   results['fused'] = {}
   # Fill the buffer past the learning gate.
-  fused_state, _ = fused.run(fused_state)
+  fused_state, _ = fused.step(fused_state, per_call)
   fused_state = _block(fused_state)
   results['fused']['peak_rss_mb'] = reporting.peak_memory_mb()
 
-  bf16 = eval_loop.EvalLoop(dataclasses.replace(config, precision='bfloat16'),
+  bf16 = eval_lib.make_eval(dataclasses.replace(config, precision='bfloat16'),
                             rule_params=rule_params)
-  bf16_state = bf16.init(jax.random.PRNGKey(0))
+  bf16_state = bf16.init()
   results['fused_bfloat16'] = {}
-  bf16_state, _ = bf16.run(bf16_state)
+  bf16_state, _ = bf16.step(bf16_state, per_call)
   bf16_state = _block(bf16_state)
   results['fused_bfloat16']['peak_rss_mb'] = reporting.peak_memory_mb()
 
   stepper = StepPerCallEval(fused)
-  step_state = stepper.init(jax.random.PRNGKey(0))
+  step_state = stepper.init()
   step_params = _replicate(jax.tree.map(jnp.asarray, rule_params),
                            stepper.num)
   results['step_per_call'] = {}
@@ -211,72 +255,44 @@ def bench_eval(args) -> dict:
                                   config.replay_ratio + 1))
   results['step_per_call']['peak_rss_mb'] = reporting.peak_memory_mb()
 
-  # The learner step alone, on a batch from the (filled) fused buffer.
-  alone_state = _one_run(fused_state)
-  def learn_alone(state, key, params):
-    local = jax.tree.map(lambda x: x[0], state.replay)
-    batch = replay.sample(local, key, fused.setup.batch_per_device)
-    new, _, logs = fused.setup.agent.learner_step(
-        key, batch, state.learner_state,
-        jax.tree.map(lambda x: x[0], state.actor_state), params, False)
-    return new, jax.lax.pmean({k: logs[k] for k in fused.setup.log_keys}, AXIS)
-
-  # One run's state (`_one_run`): the fused loop's specs without the seed
-  # axis.
-  specs = jax.tree.map(
-      lambda spec: P(*(a for a in spec if a != devices_lib.SEED_AXIS)),
-      eval_program.state_specs(), is_leaf=lambda x: isinstance(x, P))
-  learner_only = jax.jit(jax.shard_map(
-      learn_alone, mesh=fused.setup.mesh, in_specs=(specs, P(), P()),
-      out_specs=(P(), P()), check_vma=False))
+  # The learner step alone, on the (filled) fused buffer of the first run:
+  # one call per step, and steps_per_call steps in one call.
+  alone = _one_run(fused_state)
+  mesh = fused.setup.mesh
+  operands = (alone.replay, alone.actor_state,
+              mesh_lib.place(rule_params, mesh_lib.replicated(mesh)))
+  learner_only = learner_program(fused, 1)
+  learner_scanned = learner_program(fused, per_call)
   key = jax.random.PRNGKey(1)
+  # Each program donates its carry: a copy of its own, placed as the
+  # programs' outputs are (an input placed otherwise would compile again).
+  carry = lambda: mesh_lib.place(jax.device_get((alone.learner_state, key)),
+                                 mesh_lib.replicated(mesh))
   results['learner_alone'] = {}
-  learner_state, logs = learner_only(alone_state, key,
-                                     fused.rule_params)
-  _block(learner_state)
-
-  # The learner step alone, steps_per_call of them scanned in one call: the
-  # same kind of program as the fused loop, without acting and storing.
-  def learn_scanned(state, key, params):
-    def body(learner_state, step_key):
-      return learn_alone(state.replace(learner_state=learner_state), step_key,
-                         params)
-    return jax.lax.scan(body, state.learner_state,
-                        jax.random.split(key, config.steps_per_call))
-
-  learner_scanned = jax.jit(jax.shard_map(
-      learn_scanned, mesh=fused.setup.mesh, in_specs=(specs, P(), P()),
-      out_specs=(P(), P()), check_vma=False))
+  alone_carry, _ = learner_only(carry(), 1, *operands)
+  _block(alone_carry)
   results['learner_scanned'] = {}
-  scanned_state, _ = learner_scanned(alone_state, key,
-                                     fused.rule_params)
-  _block(scanned_state)
+  scanned_carry, _ = learner_scanned(carry(), per_call, *operands)
+  _block(scanned_carry)
 
-  per_call = config.steps_per_call
   times = {name: [] for name in ('fused', 'step_per_call', 'learner_alone',
                                   'learner_scanned', 'fused_bfloat16')}
   for r in range(args.rounds):
     t = time.perf_counter()
-    fused_state, _ = fused.run(fused_state)
+    fused_state, _ = fused.step(fused_state, per_call)
     times['fused'].append((time.perf_counter() - t) / per_call)
     t = time.perf_counter()
-    bf16_state, _ = bf16.run(bf16_state)
+    bf16_state, _ = bf16.step(bf16_state, per_call)
     times['fused_bfloat16'].append((time.perf_counter() - t) / per_call)
     t = time.perf_counter()
     step_state = _block(stepper.run(step_state, step_params, per_call))
     times['step_per_call'].append((time.perf_counter() - t) / per_call)
     t = time.perf_counter()
-    for _ in range(per_call):
-      learner_state, logs = learner_only(
-          alone_state.replace(learner_state=learner_state), key,
-          fused.rule_params)
-      jax.device_get(logs)
+    for _ in range(per_call):  # Each call fetches its logs.
+      alone_carry, _ = learner_only(alone_carry, 1, *operands)
     times['learner_alone'].append((time.perf_counter() - t) / per_call)
     t = time.perf_counter()
-    scanned_state, logs = learner_scanned(
-        alone_state.replace(learner_state=scanned_state), key,
-        fused.rule_params)
-    jax.device_get(logs)
+    scanned_carry, _ = learner_scanned(scanned_carry, per_call, *operands)
     times['learner_scanned'].append((time.perf_counter() - t) / per_call)
     print(f'  eval round {r + 1}/{args.rounds}: ' + ', '.join(
         f'{k} {1e3 * v[-1]:.0f} ms/step' for k, v in times.items()),
@@ -287,10 +303,8 @@ def bench_eval(args) -> dict:
   _compile_times({
       'fused': (fused, (fused_state,)),
       'step_per_call': (stepper.program, (step_state, step_params)),
-      'learner_alone': (learner_only, (alone_state, key,
-                                       fused.rule_params)),
-      'learner_scanned': (learner_scanned,
-                          (alone_state, key, fused.rule_params)),
+      'learner_alone': (learner_only, (alone_carry, *operands)),
+      'learner_scanned': (learner_scanned, (scanned_carry, *operands)),
       'fused_bfloat16': (bf16, (bf16_state,)),
   }, results, args.compile_rounds)
   results['fused_overhead_over_learner'] = (
@@ -310,6 +324,26 @@ def bench_eval(args) -> dict:
 # The previous meta-train loop: a pmap meta-step, inner rollouts in Python.
 
 
+def _reward_logs(rewards) -> dict:
+  """Mean reward and counts of positive and negative rewards, [] each (the
+  fused job's)."""
+  return dict(rewards=jnp.mean(rewards),
+              pos_rewards=jnp.sum(rewards > 0).astype(jnp.float32),
+              neg_rewards=jnp.sum(rewards < 0).astype(jnp.float32))
+
+
+def _step_logs(meta_log, metrics, grads, updates) -> dict:
+  """A meta-step's scalar logs, the fused job's metrics.csv columns: the
+  agents' meta logs and mean inner-update metrics ('agent_<name>'), the
+  norm of the agents' mean meta-gradient and of the rule's update."""
+  logs = jax.tree.map(jnp.mean, dict(meta_log, **{
+      f'agent_{k}': v for k, v in metrics.items()}))
+  logs['meta_grad_norm'] = optax.tree_utils.tree_norm(
+      jax.tree.map(lambda g: jnp.mean(g, axis=0), grads))
+  logs['meta_up_norm'] = optax.tree_utils.tree_norm(updates)
+  return logs
+
+
 class StepPerCallMeta:
   """One `jax.pmap` meta-step per call, inner rollouts in a Python loop.
 
@@ -318,23 +352,23 @@ class StepPerCallMeta:
   update norms, the columns of its metrics.csv.
   """
 
-  def __init__(self, trainer: meta_loop.MetaTrainLoop):
-    self.trainer = trainer
-    self.num = trainer.setup.num_devices
+  def __init__(self, job: run_lib.Job):
+    self.job = job
+    self.num = job.setup.num_devices
     self.program = jax.pmap(self._meta_step, axis_name=AXIS,
-                            devices=trainer.setup.devices)
+                            devices=job.setup.devices)
 
-  def init(self, rng):
-    state = jax.device_get(self.trainer.init(rng))
+  def init(self):
+    state = jax.device_get(self.job.init())
     per_device = lambda x: x[0]
-    group, = state.agents  # One task: Catch.
+    group, = state.agents  # One task: Catch; its agents [N, ...].
     agents = group.replace(
         env_state=jax.tree.map(per_device, group.env_state),
         env_timestep=jax.tree.map(per_device, group.env_timestep))
     return _replicate(state.replace(agents=agents), self.num)
 
   def _agent(self, params, agent_state, act_rng, grad_rng):
-    cfg, member = self.trainer.setup.config, self.trainer.setup.member
+    cfg, member = self.job.setup.config, self.job.setup.members[0]
     rollouts = []
     for key in jax.random.split(act_rng, cfg.num_inner_steps):
       agent_state, rollout = member.unroll_actor(agent_state, key,
@@ -348,12 +382,12 @@ class StepPerCallMeta:
         meta_train.calculate_meta_gradient(
             params, agent_state, train, valid, grad_rng, member,
             axis_name=AXIS, unroll=1))
-    # The logs the previous loop wrote to metrics.csv (the fused loop's).
-    meta_log = dict(meta_log, **meta_program.reward_logs(train.rewards))
+    # The logs the previous loop wrote to metrics.csv (the fused job's).
+    meta_log = dict(meta_log, **_reward_logs(train.rewards))
     return grads, agent_state, jax.tree.map(jnp.mean, metrics), meta_log
 
   def _meta_step(self, state):
-    n = self.trainer.setup.config.num_agents
+    n = self.job.setup.config.num_agents
     rng, step_rng = jax.random.split(state.rng)
     act_rng, grad_rng = jax.random.split(step_rng)
     grads, agents, metrics, meta_log = jax.vmap(
@@ -362,9 +396,9 @@ class StepPerCallMeta:
             jax.random.split(act_rng, n), jax.random.split(grad_rng, n))
     meta_log = jax.lax.pmean(meta_log, AXIS)
     # The optimiser takes the agents' meta-gradients [N, ...] and averages.
-    updates, opt_state = self.trainer.setup.meta_opt.update(
+    updates, opt_state = self.job.setup.meta_opt.update(
         grads, state.meta_opt_state)
-    logs = meta_program.step_logs(meta_log, metrics, grads, updates)
+    logs = _step_logs(meta_log, metrics, grads, updates)
     return state.replace(
         update_rule_params=optax.apply_updates(state.update_rule_params,
                                                updates),
@@ -385,25 +419,25 @@ def bench_meta(args) -> dict:
     config = dataclasses.replace(config,
                                  steps_per_call=args.meta_steps_per_call)
   results = {}
-  trainer = meta_loop.MetaTrainLoop(config)
-  state = trainer.init(jax.random.PRNGKey(config.seed))
+  job = meta_lib.make_meta_train(config)
+  state = job.init()  # Its key: PRNGKey(config.seed).
+  per_call = config.steps_per_call
   results['fused'] = {}
-  state, _ = trainer.run(state)
+  state, _ = job.step(state, per_call)
   _block(state)
   results['fused']['peak_rss_mb'] = reporting.peak_memory_mb()
-  stepper = StepPerCallMeta(trainer)
-  step_state = stepper.init(jax.random.PRNGKey(4))
+  stepper = StepPerCallMeta(job)
+  step_state = stepper.init()
   results['step_per_call'] = {}
   # Two calls: the second sees pmap's output layout and compiles again.
   step_state = _block(stepper.run(step_state, 2))
   results['step_per_call']['peak_rss_mb'] = reporting.peak_memory_mb()
-  per_call = config.steps_per_call
   count = max(args.meta_steps // per_call, 1) * per_call
   times = {'fused': [], 'step_per_call': []}
   for r in range(args.rounds):
     t = time.perf_counter()
     for _ in range(count // per_call):
-      state, _ = trainer.run(state)
+      state, _ = job.step(state, per_call)
     times['fused'].append((time.perf_counter() - t) / count)
     t = time.perf_counter()
     step_state = _block(stepper.run(step_state, count))
@@ -413,7 +447,7 @@ def bench_meta(args) -> dict:
   for name, values in times.items():
     results[name]['s_per_step'] = float(np.median(values))
     results[name]['steps_per_s'] = 1.0 / float(np.median(values))
-  _compile_times({'fused': (trainer, (state,)),
+  _compile_times({'fused': (job, (state,)),
                   'step_per_call': (stepper.program, (step_state,))},
                  results, args.compile_rounds)
   results['fused_speedup'] = (results['step_per_call']['s_per_step']

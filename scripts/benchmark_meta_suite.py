@@ -52,10 +52,9 @@ import sys
 import time
 
 import comparison  # scripts/comparison.py, beside this script
+from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import flags
 from disco_rl.loops import run_dir as run_files
-from disco_rl.loops import tasks
 from disco_rl.loops import trainer
 
 SUITE = ('catch[rows=5,columns=5]', 'catch[rows=7,columns=5]',
@@ -138,15 +137,15 @@ def meta_eval_settings(meta: config_lib.MetaTrainConfig, settings: dict
               rollout_len=meta.rollout_len,
               batch_size=meta.batch_size_per_device, replay_ratio=1,
               buffer_capacity=meta.batch_size_per_device,
-              **config_lib.torso_args(meta))
+              **meta.torso())
 
 
 def eval_config(env_task: str, rule: str, seeds, settings: dict):
   """The eval job's settings for one held-out task and rule: the
   (consecutive) `seeds` in parallel, in one program."""
   seeds = list(seeds)
-  task = tasks.parse_task(env_task)
-  config = config_lib.EvalConfig(**{**settings, **tasks.eval_settings(task)},
+  task = config_lib.parse_task(env_task)
+  config = config_lib.EvalConfig(**{**settings, **task.eval_settings()},
                                  seed=seeds[0], num_seeds=len(seeds))
   return dataclasses.replace(
       config, rule='actor_critic' if rule == 'actor_critic' else 'disco_103')
@@ -196,8 +195,8 @@ def main(argv=None) -> int:
   if args.seeds != list(range(args.seeds[0], args.seeds[0] + len(args.seeds))):
     parser.error(f'--seeds must be consecutive (one program runs them in '
                  f'parallel), got {args.seeds}')
-  suite = [t.spec() for t in tasks.parse_tasks(args.suite)]
-  held_out = [tasks.parse_task(t).spec() for t in args.held_out]
+  suite = [t.spec() for t in config_lib.parse_tasks(args.suite)]
+  held_out = [config_lib.parse_task(t).spec() for t in args.held_out]
   overlap = sorted(set(suite) & set(held_out))
   if overlap:
     parser.error(f'held-out tasks {overlap} are in the suite')
@@ -282,8 +281,8 @@ def plot_meta_tasks(path: pathlib.Path, stages) -> pathlib.Path:
     path: the PNG to write.
     stages: [(label, meta-training run directory)], in order.
   """
-  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
-  fig, ax = reporting.new_figure()
+  from disco_rl import plots  # pylint: disable=g-import-not-at-top
+  fig, ax = plots.new_figure()
   colours, offset = {}, 0
   for i, (label, meta_dir) in enumerate(stages):
     if i:
@@ -292,13 +291,13 @@ def plot_meta_tasks(path: pathlib.Path, stages) -> pathlib.Path:
               va='top', fontsize=8, color='gray')
     last = offset
     for task, (steps, rewards) in task_rewards(meta_dir).items():
-      line, = ax.plot(offset + steps, reporting.smoothed(rewards, 20),
+      line, = ax.plot(offset + steps, plots.smoothed(rewards, 20),
                       color=colours.get(task),
                       label=None if task in colours else task)
       colours[task] = line.get_color()
       last = max(last, offset + steps[-1] + 1)
     offset = last
-  return reporting.save_figure(
+  return plots.save_figure(
       fig, ax, path, 'meta-step', 'reward per step (training rollouts)',
       'meta-training: each task\'s agents (20-step means)', dpi=120)
 

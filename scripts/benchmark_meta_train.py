@@ -41,7 +41,9 @@ def main() -> int:
   print(f'positive rewards per meta-step: first {summary["first_pos_rewards"]:.1f}'
         f', last 100 mean {summary["final_pos_rewards"]:.1f} (target >= '
         f'{TARGET_POS_REWARDS})')
-  print(f'{summary["meta_steps_per_second"]:.3f} meta-steps/s after '
+  # None: one call ran every meta-step, none was timed after it.
+  speed = summary['meta_steps_per_second']
+  print(f'{"n/a" if speed is None else f"{speed:.3f}"} meta-steps/s after '
         f'{summary["compile_s"]:.0f}s compile; peak memory '
         f'{summary["peak_memory_mb"]:.0f} MB; {summary["devices"]} device(s)')
   print(f'{"PASS" if ok else "FAIL"}; plots and metrics in {out}')

@@ -23,25 +23,24 @@ import subprocess
 import sys
 
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import meta_setup
 
 _CHILD = '''
 import json, resource, sys, time
 import jax
-from disco_rl.loops import config as config_lib, meta_loop
+from disco_rl.loops import config as config_lib, meta
 settings = json.loads(sys.argv[1])
 config = config_lib.MetaTrainConfig(**settings)
-trainer = meta_loop.MetaTrainLoop(config)
-state = trainer.init(jax.random.PRNGKey(0))
+job = meta.make_meta_train(config)
+state = job.init()  # Its key: PRNGKey(config.seed).
 start = time.perf_counter()
-state, _ = trainer.run(state, 1)
+state, _ = job.step(state, 1)
 compile_s = time.perf_counter() - start
 start = time.perf_counter()
 steps = config.num_steps - 1
 done = 0
 while done < steps:
   count = min(config.steps_per_call, steps - done)
-  state, logs = trainer.run(state, count)
+  state, logs = job.step(state, count)
   done += count
 jax.block_until_ready(state)
 elapsed = time.perf_counter() - start
@@ -68,8 +67,9 @@ def main() -> int:
   parser.add_argument('--tiny', action='store_true',
                       help='tiny networks and batches (a smoke run)')
   args = parser.parse_args()
+  # Seed 0: every run starts from PRNGKey(0).
   base = dict(num_steps=args.steps, steps_per_call=max(1, args.steps - 1),
-              num_devices=1, debug_checks=False)
+              num_devices=1, debug_checks=False, seed=0)
   if args.tiny:
     base.update(num_agents=2, batch_size_per_device=4, rollout_len=4,
                 dense=(16,), model_lstm_size=8, model_head_hiddens=(8,),
@@ -79,8 +79,8 @@ def main() -> int:
     for remat in (False, True):
       settings = dict(base, num_inner_steps=window, remat=remat)
       result = measure(settings)
-      unrolled = meta_setup.unrolls_inner_steps(
-          config_lib.MetaTrainConfig(**settings))
+      config = config_lib.MetaTrainConfig(**settings)
+      unrolled = config.num_inner_steps <= config.max_unrolled_inner_steps
       rows.append(dict(K=window, remat=remat, unrolled=unrolled, **result))
       print(f'K={window:3d} remat={remat!s:5} unrolled={unrolled!s:5}: '
             f'{result["meta_steps_per_s"]:.3f} meta-steps/s, '

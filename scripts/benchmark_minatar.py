@@ -430,8 +430,8 @@ def plot_game(out: pathlib.Path, game: str, curves: dict) -> pathlib.Path:
 def plot_iqm(out, games, curves, randoms, ac_means) -> pathlib.Path:
   """iqm.png: the IQM over games and seeds of normalised returns against
   learner updates, with stratified-bootstrap 95% intervals."""
-  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
-  fig, ax = reporting.new_figure()
+  from disco_rl import plots  # pylint: disable=g-import-not-at-top
+  fig, ax = plots.new_figure()
   for rule in RULES:
     runs = [list(curves[g, rule].values()) for g in games]
     length = min(len(c['updates']) for per_game in runs for c in per_game)
@@ -446,7 +446,7 @@ def plot_iqm(out, games, curves, randoms, ac_means) -> pathlib.Path:
     x = runs[0][0]['updates'][:length]
     ax.plot(x, value, label=RULE_LABELS[rule])
     ax.fill_between(x, low, high, alpha=0.25)
-  return reporting.save_figure(
+  return plots.save_figure(
       fig, ax, out / 'iqm.png', 'learner updates',
       'IQM of normalised return',
       f'MinAtar, {len(games)} game(s): IQM and 95% stratified-bootstrap CI')

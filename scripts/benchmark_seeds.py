@@ -6,9 +6,9 @@
 Disco103 on Catch 8x8 at the eval job's defaults (the upstream notebook's
 settings: 2 environments x 29 steps per iteration, a learner batch of 64),
 on one device, in one process, side by side:
-  - parallel: one `EvalLoop` with `num_seeds=S` (seeds 0..S-1): one
-    compilation, the S runs advance together in every call;
-  - sequential: S `EvalLoop`s with one seed each, run one after another, each
+  - parallel: one eval job (`make_eval`) with `num_seeds=S` (seeds
+    0..S-1): one compilation, the S runs advance together in every call;
+  - sequential: S eval jobs with one seed each, run one after another, each
     compiled (as S separate runs of the CLI would be).
 Each run takes the warm-up iterations and `--steps` learner steps (one per
 iteration after the warm-up). Each way runs in a process of its own, one
@@ -36,7 +36,7 @@ import numpy as np
 
 from disco_rl import weights
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import eval_loop
+from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import reporting
 
 TINY = dict(batch_size=4, replay_ratio=2, buffer_capacity=8, rollout_len=5,
@@ -44,23 +44,23 @@ TINY = dict(batch_size=4, replay_ratio=2, buffer_capacity=8, rollout_len=5,
 
 
 def _timed_run(config, rule_params) -> dict:
-  """Builds, compiles and runs one EvalLoop for config.num_steps learner
+  """Builds, compiles and runs one eval job for config.num_steps learner
   steps (after the warm-up); the times and the final parameters."""
-  loop = eval_loop.EvalLoop(config, rule_params=rule_params)
-  state = loop.init()  # The runs of seeds config.seed, config.seed + 1...
+  job = eval_lib.make_eval(config, rule_params=rule_params)
+  state = job.init()  # The runs of seeds config.seed, config.seed + 1...
   start = time.perf_counter()
-  loop.compile(state)
+  job.compile(state)
   compile_s = time.perf_counter() - start
-  remaining = loop.setup.warmup_iterations + config.num_steps
+  remaining = job.warmup + config.num_steps
   start = time.perf_counter()
   while remaining:
     count = min(remaining, config.steps_per_call)
-    state, _ = loop.run(state, count)  # Fetches its metrics: waits.
+    state, _ = job.step(state, count)  # Fetches its metrics: waits.
     remaining -= count
   run_s = time.perf_counter() - start
   params = jax.device_get(state.learner_state.params)
   return dict(compile_s=compile_s, run_s=run_s, params=params,
-              iterations=loop.setup.warmup_iterations + config.num_steps)
+              iterations=job.warmup + config.num_steps)
 
 
 def _one_way(args, config, out: pathlib.Path) -> int:

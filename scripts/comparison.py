@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from disco_rl import plots
 from disco_rl.loops import reporting
 from disco_rl.loops import run_dir as run_files
 from disco_rl.loops import trainer
@@ -112,7 +113,7 @@ def draw_band(ax, x, runs, label: str, alpha: float = 0.25) -> None:
   skipped) and its 95% percentile-bootstrap band."""
   import warnings  # pylint: disable=g-import-not-at-top
   runs = np.asarray(runs, float)
-  low, high = reporting.bootstrap_band(runs)
+  low, high = plots.bootstrap_band(runs)
   with warnings.catch_warnings():
     warnings.simplefilter('ignore', RuntimeWarning)  # All-NaN points.
     ax.plot(x, np.nanmean(runs, axis=0), label=label)
@@ -133,7 +134,7 @@ def draw_rules(ax, curves: dict[str, list[dict]], x: str = 'env_steps'
   for label, runs in curves.items():
     length = min(len(c[x]) for c in runs)
     window = max(1, length // 50)
-    ys = np.stack([reporting.smoothed(c['avg_return'][:length], window)
+    ys = np.stack([plots.smoothed(c['avg_return'][:length], window)
                    for c in runs])
     draw_band(ax, runs[0][x][:length], ys, f'{label} ({len(runs)} seeds)')
 
@@ -150,10 +151,10 @@ def plot_rules(path, title: str, curves: dict[str, list[dict]],
     x: the curves' key on the x axis.
     xlabel: its label.
   """
-  fig, ax = reporting.new_figure()
+  fig, ax = plots.new_figure()
   draw_rules(ax, curves, x)
-  return reporting.save_figure(fig, ax, path, xlabel, 'average episode return',
-                               title, dpi=120)
+  return plots.save_figure(fig, ax, path, xlabel, 'average episode return',
+                           title, dpi=120)
 
 
 def plot_rules_grid(path, title: str,

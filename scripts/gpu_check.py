@@ -38,7 +38,11 @@ results.md, golden_keys.jsonl and log.txt to --out and prints the tables.
 runs every section at tiny sizes on the CPU (tests/test_gpu_check.py), so
 the check cannot rot between GPU runs (each code path once: the eval loop
 without its larger batches, acting with 8 environments). Exit status 0
-when every section ran (or was skipped by design), 1 otherwise.
+when every section ran (or was skipped by design), 1 otherwise. A section
+that compared or measured nothing, or whose process (or one it started, such
+as the golden tests' pytest) exited non-zero, fails with a one-line reason
+in its status, e.g. "failed (exit 1): pytest at matmul precisions 'default'
+and 'highest' exited 1: /usr/bin/python3: No module named pytest".
 """
 
 import argparse
@@ -49,11 +53,13 @@ import json
 import os
 import pathlib
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import xml.etree.ElementTree as ElementTree
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -91,6 +97,41 @@ PACKAGES = ('jax', 'jaxlib', 'jax-cuda13-plugin', 'jax-cuda12-plugin',
 
 # ----------------------------------------------------------------------------
 # Inside a section's process.
+
+
+class SectionFailed(Exception):
+  """A section that compared or measured nothing, or whose subprocess
+  failed; its message is the one-line reason the driver reports."""
+
+
+def one_line(text: str, limit: int = 300) -> str:
+  """`text` on one line (whitespace runs as one space), at most `limit`
+  characters."""
+  text = ' '.join(str(text).split())
+  return text if len(text) <= limit else text[:limit - 3] + '...'
+
+
+def failure_reason(error: BaseException) -> str:
+  """One line naming why a section failed, from what it raised: a
+  `SectionFailed`'s message, else the exception's type and message (e.g.
+  "ModuleNotFoundError: No module named 'gymnax'")."""
+  if isinstance(error, SectionFailed):
+    return one_line(str(error))
+  return one_line(f'{type(error).__name__}: {error}')
+
+
+_ERROR_LINE = re.compile(r'^[\w.]*(Error|Exception)\b')
+
+
+def reason_from_log(text: str) -> str:
+  """The line of a failed process's output that says why: the last that
+  names a missing module or starts with an exception's name, else the last
+  non-empty line ('no output' if none)."""
+  lines = [line.strip() for line in text.splitlines() if line.strip()]
+  for line in reversed(lines):
+    if 'No module named' in line or _ERROR_LINE.match(line):
+      return one_line(line)
+  return one_line(lines[-1]) if lines else 'no output'
 
 
 class Recorder:
@@ -173,6 +214,10 @@ GOLDEN_TINY = ('tests/test_golden_rules.py::test_policy_gradient_rule',
 GOLDEN_PRECISIONS = ('default', 'highest')
 
 
+# The golden tests' command (the tests replace it to simulate a failure).
+PYTEST = (sys.executable, '-m', 'pytest')
+
+
 def _pytest_counts(xml_path: pathlib.Path) -> dict[str, int]:
   """passed/failed/errors/skipped from a JUnit XML report."""
   if not xml_path.is_file():
@@ -183,6 +228,14 @@ def _pytest_counts(xml_path: pathlib.Path) -> dict[str, int]:
       'tests', 'failures', 'errors', 'skipped'))
   return dict(passed=tests - failed - errors - skipped, failed=failed,
               errors=errors, skipped=skipped)
+
+
+def _pytest_skip_reason(xml_path: pathlib.Path) -> str | None:
+  """The first skipped test's reason in a JUnit XML report (None: none)."""
+  if not xml_path.is_file():
+    return None
+  skipped = ElementTree.parse(xml_path).getroot().find('.//skipped')
+  return None if skipped is None else skipped.get('message')
 
 
 def golden_summary(lines: list[dict]) -> list[dict]:
@@ -211,6 +264,11 @@ def section_golden(rec: Recorder, args) -> None:
   The tests run in report mode ($DISCO_RL_GOLDEN_REPORT, see
   tests/golden_cases.py): every key is compared and recorded, none fails
   the test, so each case's failing keys are all listed.
+
+  Raises:
+    SectionFailed: a pytest process exited non-zero (the reason names its
+      precision, exit status and the line of its output that says why), or
+      no case was compared at a precision.
   """
   out = pathlib.Path(args.out)
   tests = list(GOLDEN_TINY if args.tiny else GOLDEN_FILES)
@@ -227,19 +285,23 @@ def section_golden(rec: Recorder, args) -> None:
     env.pop('JAX_DISABLE_MOST_OPTIMIZATIONS', None)
     log = open(work / f'{precision}.log', 'w')  # pylint: disable=consider-using-with
     procs[precision] = (subprocess.Popen(
-        [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
-         '-p', 'no:xdist', '--junitxml', str(work / f'{precision}.xml'),
-         *select, *tests],
+        [*PYTEST, '-q', '-p', 'no:cacheprovider', '-p', 'no:xdist',
+         '--junitxml', str(work / f'{precision}.xml'), *select, *tests],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT), log)
   start = time.perf_counter()
+  exits, logs = {}, {}
   for precision, (proc, log) in procs.items():
     proc.wait()
     log.close()
+    exits[precision] = proc.returncode
+    logs[precision] = (work / f'{precision}.log').read_text()
     print(f'--- pytest at matmul precision {precision!r} (exit '
           f'{proc.returncode}):', flush=True)
-    print((work / f'{precision}.log').read_text()[-3000:], flush=True)
+    print(logs[precision][-3000:], flush=True)
   rec.info(pytest_wall_s=round(time.perf_counter() - start, 1),
-           tests=tests, select=select)
+           tests=tests, select=select,
+           pytest_exit={p: exits[p] for p in GOLDEN_PRECISIONS})
+  compared, nothing = {}, []
   for precision in GOLDEN_PRECISIONS:
     report = work / f'{precision}.jsonl'
     lines = ([json.loads(x) for x in report.read_text().splitlines()]
@@ -252,10 +314,31 @@ def section_golden(rec: Recorder, args) -> None:
     if not lines:
       rec.row(precision=precision, case='(no comparison recorded)',
               with_memory=False, **counts)
-    for row in golden_summary(lines):
+      if not exits[precision]:  # A failed process is reported below.
+        skip = _pytest_skip_reason(work / f'{precision}.xml')
+        nothing.append(f'no case compared at matmul precision '
+                       f'{precision!r} ({counts["passed"]} passed, '
+                       f'{counts["skipped"]} skipped'
+                       + (f': {skip}' if skip else '') + ')')
+    summary = golden_summary(lines)
+    compared[precision] = len(summary)
+    for row in summary:
       # The tests ran in processes of their own: no memory figure here.
       rec.row(precision=precision, with_memory=False, **row)
+  rec.info(cases_compared=compared)
   shutil.rmtree(work, ignore_errors=True)
+  # One clause per failure; precisions that failed alike share it.
+  failed = {}
+  for precision in GOLDEN_PRECISIONS:
+    if exits[precision]:
+      why = (exits[precision], reason_from_log(logs[precision]))
+      failed.setdefault(why, []).append(repr(precision))
+  problems = [
+      f'pytest at matmul precision{"s" * (len(names) > 1)} '
+      f'{" and ".join(names)} exited {code}: {why}'
+      for (code, why), names in failed.items()] + nothing
+  if problems:
+    raise SectionFailed('; '.join(problems))
 
 
 def _eval_config(args, **overrides):
@@ -271,17 +354,16 @@ def _eval_config(args, **overrides):
 
 def measure_eval_loop(rec: Recorder, args, label: str, config, **extra):
   """Learner and environment steps/s of the fused loop for `config`."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
-  loop = eval_loop.EvalLoop(config)
-  state = loop.init()
+  from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  job = eval_lib.make_eval(config)
+  state = job.init()
   per_call = config.steps_per_call
-  run = lambda s: loop.run(s, per_call)[0]
+  run = lambda s: job.step(s, per_call)[0]
   start = time.perf_counter()
   state = run(state)  # Compiles.
   first_call_s = time.perf_counter() - start
   # Until every iteration of a call takes a learner step.
-  for _ in range(-(-loop.setup.warmup_iterations // per_call)):
+  for _ in range(-(-job.warmup // per_call)):
     state = run(state)
   state, calls, seconds = timed_calls(run, state, args.min_time_s,
                                       args.max_calls)
@@ -331,11 +413,10 @@ def measure_acting(rec: Recorder, args, num_envs: int) -> None:
   from disco_rl import actors  # pylint: disable=g-import-not-at-top
   from disco_rl import agent as agent_lib  # pylint: disable=g-import-not-at-top
   from disco_rl import environments  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
   net = MINATAR_TINY_NET if args.tiny else MINATAR_NET
   env = environments.get_environment(MINATAR_ENV, batch_size=num_envs,
                                      env_settings={})
-  settings = config_lib.agent_settings(
+  settings = agent_lib.make_settings(
       'disco_103', 1e-3, net['dense'], net['model_lstm_size'],
       net['model_head_hiddens'], net=net['net'],
       conv_channels=net['conv_channels'], conv_kernel=net['conv_kernel'])
@@ -395,12 +476,11 @@ def section_minatar(rec: Recorder, args) -> None:
 
 def measure_meta(rec: Recorder, args, label: str, config) -> None:
   """Meta-steps/s of the fused meta-training loop for `config`."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import meta_loop  # pylint: disable=g-import-not-at-top
-  trainer = meta_loop.MetaTrainLoop(config)
-  state = trainer.init(jax.random.PRNGKey(config.seed))
+  from disco_rl.loops import meta as meta_lib  # pylint: disable=g-import-not-at-top
+  job = meta_lib.make_meta_train(config)
+  state = job.init()  # Its key: PRNGKey(config.seed).
   per_call = config.steps_per_call
-  run = lambda s: trainer.run(s, per_call)[0]
+  run = lambda s: job.step(s, per_call)[0]
   start = time.perf_counter()
   state = run(state)
   first_call_s = time.perf_counter() - start
@@ -411,7 +491,7 @@ def measure_meta(rec: Recorder, args, label: str, config) -> None:
           rollout_len=config.rollout_len,
           inner_steps=config.num_inner_steps,
           matmul_precision=config.matmul_precision,
-          population=trainer.setup.population,
+          population=job.setup.population,
           first_call_s=round(first_call_s, 2),
           meta_steps_per_s=round(calls * per_call / seconds, 3),
           timed_meta_steps=calls * per_call)
@@ -449,10 +529,25 @@ SECTION_FNS = dict(device=section_device, golden=section_golden,
 
 
 def run_section(args) -> int:
-  """The body of one section's process: writes its rows to args.result."""
+  """The body of one section's process: writes its rows to args.result.
+
+  Returns:
+    0, or 1 when the section raised or recorded no row (then its result's
+    info holds `failure`, the one-line reason, and the traceback is in the
+    log).
+  """
   rec = Recorder(pathlib.Path(args.result))
   rec.info(started=time.strftime('%Y-%m-%d %H:%M:%S'))
-  SECTION_FNS[args.section](rec, args)
+  try:
+    SECTION_FNS[args.section](rec, args)
+    if not rec.result['rows'] and 'skipped' not in rec.result['info']:
+      raise SectionFailed('measured nothing: the section recorded no row')
+  except Exception as e:  # pylint: disable=broad-exception-caught
+    traceback.print_exc()
+    rec.info(failure=failure_reason(e))
+    print(f'section {args.section} failed: {rec.result["info"]["failure"]}',
+          flush=True)
+    return 1
   return 0
 
 
@@ -588,22 +683,35 @@ def run_all(args) -> int:
     with open(out / 'log.txt', 'a') as log:
       log.write(f'\n== {section.name}: {section.title}\n')
       log.flush()
+      log_start = (out / 'log.txt').stat().st_size
       proc = subprocess.Popen(command, cwd=REPO, env=section_vars, stdout=log,
                               stderr=subprocess.STDOUT,
                               start_new_session=True)
       try:
         proc.wait(timeout=budget)
-        status = 'ok' if proc.returncode == 0 else (
-            f'failed (exit {proc.returncode})')
+        timed_out = False
       except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)  # The section and any process it started.
         proc.wait()
-        status = f'timed out after {budget:.3g} s'
+        timed_out = True
     record['wall_s'] = time.perf_counter() - section_start
     if result_file.is_file():
       record.update(json.loads(result_file.read_text()))
-    if 'skipped' in record['info']:
+    failure = record['info'].pop('failure', None)
+    if timed_out:
+      status = f'timed out after {budget:.3g} s'
+    elif proc.returncode:
+      with open(out / 'log.txt', 'rb') as log:
+        log.seek(log_start)
+        section_log = log.read().decode(errors='replace')
+      status = (f'failed (exit {proc.returncode}): '
+                + (failure or reason_from_log(section_log)))
+    elif 'skipped' in record['info']:
       status = 'skipped: ' + record['info'].pop('skipped')
+    elif not record['rows']:
+      status = 'failed: measured nothing: the section recorded no row'
+    else:
+      status = 'ok'
     record['status'] = status
     if not status.startswith(('ok', 'skipped')):
       failed = True

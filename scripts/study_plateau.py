@@ -142,26 +142,25 @@ def make_config(condition: str, updates: int, tiny: bool, seeds=SEEDS):
 
 
 def train(config, warm_meta_state=None):
-  """Runs `config` with `EvalLoop` (iterations until `num_steps` updates);
+  """Runs `config`'s eval job (iterations until `num_steps` updates);
   (per-iteration metrics as metrics.csv columns, the final state)."""
-  from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import eval_program  # pylint: disable=g-import-not-at-top
-  loop = eval_loop.EvalLoop(config)
-  state = loop.init()
+  from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  job = eval_lib.make_eval(config)
+  state = job.init()
   if warm_meta_state is not None:
     meta = dict(state.learner_state.meta_state, **warm_meta_state)
     state = state.replace(
         learner_state=state.learner_state.replace(meta_state=meta))
-  iterations = config.num_steps + loop.setup.warmup_iterations
+  iterations = config.num_steps + job.warmup
   rows, done = [], 0
   while done < iterations:
     count = min(config.steps_per_call, iterations - done)
-    state, metrics = loop.run(state, count)
-    rows += eval_program.metrics_rows(loop.setup, metrics, done)
+    state, metrics = job.step(state, count)
+    rows += job.rows(metrics, done)
     done += count
     print(f'  iteration {done}/{iterations}', flush=True)
   columns = {k: np.array([r[k] for r in rows], float) for k in rows[0]}
-  return columns, state, loop.setup.agent.num_actions
+  return columns, state, job.setup.agent.num_actions
 
 
 def is_done(args, condition: str, updates: int) -> bool:
@@ -196,7 +195,7 @@ def run_condition(args, condition: str, updates: int, base_meta=None):
                  num_actions=num_actions, seeds=config.num_seeds,
                  wall_s=round(time.time() - start, 1))
   done.write_text(json.dumps(summary, indent=1) + '\n')
-  # On the host: the loop donates its state's buffers to the next call.
+  # On the host: the job donates its state's buffers to the next call.
   import jax  # pylint: disable=g-import-not-at-top
   meta = jax.device_get({k: v for k, v in state.learner_state.meta_state
                          .items() if k != 'target_params'})

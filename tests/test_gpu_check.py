@@ -3,6 +3,7 @@
 """scripts/gpu_check.py at tiny sizes on the CPU, so that it cannot rot
 between GPU runs; and the golden report mode it reads."""
 
+import argparse
 import importlib.util
 import json
 import os
@@ -84,6 +85,11 @@ def _check_golden(sections, out):
   for precision in ('default', 'highest'):
     counts = sections['golden']['info'][f'pytest_{precision}']
     assert counts['passed'] > 0 and counts['failed'] == 0
+    # At least one case compared at each precision (not merely no failure).
+    assert sections['golden']['info']['cases_compared'][precision] >= 1
+    assert sections['golden']['info']['pytest_exit'][precision] == 0
+    assert any(r['precision'] == precision and r['keys'] > 0
+               for r in golden), precision
   keys = [json.loads(x) for x in
           (out / 'golden_keys.jsonl').read_text().splitlines()]
   assert sum(r['keys'] for r in golden) == len(keys)
@@ -160,6 +166,109 @@ def test_a_section_past_its_budget_is_stopped(tmp_path, monkeypatch):
   assert sections['seeds']['status'] == 'timed out after 0.1 s'
   assert sections['seeds']['error']  # The end of its log.
   assert sections['device']['status'] == 'ok'
+
+
+def test_sections_whose_modules_are_missing_fail_naming_why(tmp_path):
+  """The reported defect: without pytest the golden section said 'ok' with
+  0 tests at both precisions. A missing module, in a section's process or
+  in a subprocess it starts, now fails the section with a one-line reason
+  that names it and the exit status."""
+  missing = tmp_path / 'missing'
+  missing.mkdir()
+  for name in ('pytest', 'jax'):  # Found before the real ones: as absent.
+    (missing / f'{name}.py').write_text(
+        f'raise ModuleNotFoundError("No module named {name!r}", '
+        f'name={name!r})\n')
+  env = dict(os.environ, PYTHONPATH=str(missing))
+  out = tmp_path / 'check'
+  done = _run(['--cpu', '--tiny', '--sections', 'device', 'golden', '--out',
+               str(out)], env, timeout=300)
+  assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-4000:]
+  sections = json.loads((out / 'results.json').read_text())['sections']
+  assert sections['device']['status'] == (
+      "failed (exit 1): ModuleNotFoundError: No module named 'jax'")
+  golden = sections['golden']['status']
+  assert golden.startswith("failed (exit 1): pytest at matmul precisions "
+                           "'default' and 'highest' exited 1: "), golden
+  assert "No module named 'pytest'" in golden and '\n' not in golden
+  assert sections['golden']['info']['pytest_exit'] == dict(default=1,
+                                                           highest=1)
+  table = (out / 'results.md').read_text()
+  assert 'ok in' not in table
+  assert "No module named 'pytest'" in table
+
+
+def _section_args(tmp_path, section):
+  return argparse.Namespace(
+      section=section, result=str(tmp_path / f'{section}.json'),
+      out=str(tmp_path), tiny=True, min_time_s=0.0, max_calls=1)
+
+
+def test_a_subprocess_that_exits_non_zero_fails_the_golden_section(
+    tmp_path, monkeypatch):
+  """Its exit status and why, at each precision that failed; what was
+  recorded is kept."""
+  monkeypatch.setattr(gpu_check, 'PYTEST', (
+      sys.executable, '-c',
+      'import sys; print("collected 0 items"); '
+      'print("ImportError: cannot import name golden", file=sys.stderr); '
+      'sys.exit(4)'))
+  args = _section_args(tmp_path, 'golden')
+  assert gpu_check.run_section(args) == 1
+  result = json.loads(pathlib.Path(args.result).read_text())
+  assert result['info']['failure'] == (
+      "pytest at matmul precisions 'default' and 'highest' exited 4: "
+      'ImportError: cannot import name golden')
+  assert [r['case'] for r in result['rows']] == [
+      '(no comparison recorded)'] * 2
+  assert result['info']['cases_compared'] == dict(default=0, highest=0)
+
+
+def test_a_golden_run_that_compares_nothing_fails(tmp_path, monkeypatch):
+  """pytest exits 0 but records no comparison (every test skipped): the
+  section fails, saying so at each precision."""
+  monkeypatch.setattr(gpu_check, 'PYTEST', (sys.executable, '-c', ''))
+  args = _section_args(tmp_path, 'golden')
+  assert gpu_check.run_section(args) == 1
+  failure = json.loads(pathlib.Path(args.result).read_text())['info'][
+      'failure']
+  assert failure == (
+      "no case compared at matmul precision 'default' (0 passed, 0 "
+      "skipped); no case compared at matmul precision 'highest' (0 passed, "
+      '0 skipped)')
+
+
+def test_a_section_that_measures_nothing_or_raises_fails(tmp_path,
+                                                        monkeypatch):
+  monkeypatch.setitem(gpu_check.SECTION_FNS, 'seeds', lambda rec, args: None)
+  args = _section_args(tmp_path, 'seeds')
+  assert gpu_check.run_section(args) == 1
+  assert json.loads(pathlib.Path(args.result).read_text())['info'][
+      'failure'] == 'measured nothing: the section recorded no row'
+
+  def missing(rec, args):
+    del rec, args
+    raise ModuleNotFoundError("No module named 'gymnax'", name='gymnax')
+
+  monkeypatch.setitem(gpu_check.SECTION_FNS, 'seeds', missing)
+  assert gpu_check.run_section(args) == 1
+  assert json.loads(pathlib.Path(args.result).read_text())['info'][
+      'failure'] == "ModuleNotFoundError: No module named 'gymnax'"
+
+
+def test_the_reason_is_the_line_that_says_why():
+  assert gpu_check.reason_from_log(
+      'Traceback (most recent call last):\n  File "x.py"\n'
+      "ModuleNotFoundError: No module named 'jax'\n") == (
+          "ModuleNotFoundError: No module named 'jax'")
+  assert gpu_check.reason_from_log(
+      '/usr/bin/python3: No module named pytest\n') == (
+          '/usr/bin/python3: No module named pytest')
+  assert gpu_check.reason_from_log('1 failed, 2 passed in 3.0s\n\n') == (
+      '1 failed, 2 passed in 3.0s')
+  assert gpu_check.reason_from_log('') == 'no output'
+  assert gpu_check.one_line('a\n  b ' + 'c' * 400, 20) == 'a b ' + 'c' * 13 + (
+      '...')
 
 
 def test_an_output_folder_with_results_is_refused(tmp_path):
