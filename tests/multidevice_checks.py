@@ -24,7 +24,7 @@ from disco_rl import agent as agent_lib
 from disco_rl import types
 from disco_rl import utils
 from disco_rl import weights
-from disco_rl.loops import devices as loop_devices
+from disco_rl.loops import mesh as mesh_lib
 
 AXIS = 'i'
 
@@ -143,12 +143,11 @@ def check_sharding(num_devices: int) -> None:
 
   # Replicated jax.Arrays (what the loops' shard_map programs return): the
   # spread compares the devices' own buffers.
-  mesh = loop_devices.make_mesh(devices)
-  same = loop_devices.place({'w': np.arange(3.0)},
-                            loop_devices.replicated(mesh))
+  mesh = mesh_lib.make_mesh(devices)
+  same = mesh_lib.place({'w': np.arange(3.0)}, mesh_lib.replicated(mesh))
   assert utils.replica_spread(same, replicated=True) == 0.0
   drifted = jax.make_array_from_single_device_arrays(
-      (3,), loop_devices.replicated(mesh),
+      (3,), mesh_lib.replicated(mesh),
       [jax.device_put(np.arange(3.0) + d * 0.5, device)
        for d, device in enumerate(devices)])
   assert utils.replica_spread({'w': drifted}, replicated=True) == (
@@ -156,11 +155,11 @@ def check_sharding(num_devices: int) -> None:
 
   # The loops' device picker: all devices when every share divides, else
   # the share is named.
-  assert loop_devices.pick_devices({'batch': 4 * num_devices}) == devices
-  assert len(loop_devices.pick_devices({'batch': 1})) == 1
+  assert mesh_lib.pick_devices({'batch': 4 * num_devices}) == devices
+  assert len(mesh_lib.pick_devices({'batch': 1})) == 1
   try:
-    loop_devices.pick_devices({'buffer_capacity': num_devices + 1},
-                              num_devices)
+    mesh_lib.pick_devices({'buffer_capacity': num_devices + 1},
+                          num_devices)
   except ValueError as e:
     assert f'buffer_capacity={num_devices + 1} does not divide' in str(e), e
   else:
@@ -222,8 +221,7 @@ def check_seed_shards(num_devices: int) -> None:
   import dataclasses  # pylint: disable=g-import-not-at-top
   import tempfile  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import eval_setup  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
   assert num_devices == 4, 'the cases below are for 4 devices'
   # 4 environments, a learner batch of 4, a buffer of 8, split over the
@@ -233,24 +231,26 @@ def check_seed_shards(num_devices: int) -> None:
       rollout_len=5, dense=(16,), model_lstm_size=8, model_head_hiddens=(8,),
       steps_per_call=3, seed=5, debug_checks=False)
 
+  def shape(setup):
+    """(seed groups, devices per group) of an eval job's mesh."""
+    return (setup.mesh.shape[mesh_lib.SEED_AXIS], setup.batch_devices)
+
   def run(config):
-    loop = eval_loop.EvalLoop(config)
-    state = loop.init()
-    state, metrics = loop.run(state)
-    return loop, jax.device_get(state.learner_state), metrics
+    """One call of `steps_per_call` iterations of a new eval job."""
+    job = eval_lib.make_eval(config)
+    state, metrics = job.step(job.init(), config.steps_per_call)
+    return job, jax.device_get(state.learner_state), metrics
 
   # 3 seeds do not split 4 devices into groups: every device holds a share
   # of every run (compared with runs alone on one device elsewhere).
-  setup = eval_setup.make_setup(dataclasses.replace(tiny, num_seeds=3))
-  assert (setup.seed_shards, setup.batch_devices) == (1, 4)
+  setup = eval_lib.make_setup(dataclasses.replace(tiny, num_seeds=3))
+  assert shape(setup) == (1, 4), shape(setup)
   # (seeds, devices): seed groups x devices per group, as picked.
   for num_seeds, expected in ((4, (4, 1)), (2, (2, 2))):
     config = dataclasses.replace(tiny, num_seeds=num_seeds)
-    loop, learner, metrics = run(config)
-    setup = loop.setup
-    assert (setup.seed_shards, setup.batch_devices) == expected, (
-        num_seeds, setup.seed_shards, setup.batch_devices)
-    assert setup.mesh.devices.shape == expected
+    job, learner, metrics = run(config)
+    assert shape(job.setup) == expected, (num_seeds, shape(job.setup))
+    assert job.setup.mesh.devices.shape == expected
     for j in range(num_seeds):
       alone_config = dataclasses.replace(tiny, seed=5 + j,
                                          num_devices=expected[1])
@@ -263,10 +263,9 @@ def check_seed_shards(num_devices: int) -> None:
           many[j], one[0], rtol=1e-5, atol=1e-6), learner, alone_learner)
   # The runs' parameters live on their own group of devices.
   config = dataclasses.replace(tiny, num_seeds=2)
-  loop = eval_loop.EvalLoop(config)
-  state = loop.init(eval_setup.seed_keys(config))
+  state = eval_lib.make_eval(config).init()
   leaf = jax.tree.leaves(state.learner_state.params)[0]
-  assert leaf.sharding.spec[0] == loop_devices.SEED_AXIS, leaf.sharding
+  assert leaf.sharding.spec[0] == mesh_lib.SEED_AXIS, leaf.sharding
   assert {(s.index[0].start, s.index[0].stop)
           for s in leaf.addressable_shards} == {(0, 1), (1, 2)}
   # Exact resume of seed-sharded runs.

@@ -18,7 +18,9 @@ import jax
 import numpy as np
 
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import devices
+from disco_rl.loops import eval as eval_lib
+from disco_rl.loops import mesh
+from disco_rl.loops import meta as meta_lib
 
 EVAL = config_lib.EvalConfig(
     rule='actor_critic', batch_size=8, replay_ratio=2, buffer_capacity=16,
@@ -39,26 +41,23 @@ def _flat(tree, prefix):
 
 
 def run_eval() -> dict[str, np.ndarray]:
-  """Two calls of the eval loop: the agent's parameters and each call's
+  """Two calls of the eval job: the agent's parameters and each call's
   metrics."""
-  from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
-  loop = eval_loop.EvalLoop(EVAL)
-  state = loop.init(jax.random.PRNGKey(0))
+  job = eval_lib.make_eval(EVAL)
+  state = job.init()
   arrays = {}
   for i in range(2):
-    state, metrics = loop.run(state)
+    state, metrics = job.step(state, EVAL.steps_per_call)
     arrays.update({f'eval_metrics/{i}/{k}': v for k, v in metrics.items()})
-  arrays.update(_flat(devices.fetch(state.learner_state.params), 'agent'))
+  arrays.update(_flat(mesh.fetch(state.learner_state.params), 'agent'))
   return arrays
 
 
 def run_meta() -> dict[str, np.ndarray]:
-  """One call of the meta-training loop: the rule's parameters and logs."""
-  from disco_rl.loops import meta_loop  # pylint: disable=g-import-not-at-top
-  trainer = meta_loop.MetaTrainer(META)
-  population = trainer.init(jax.random.PRNGKey(META.seed))
-  population, logs = trainer.run(population)
-  arrays = _flat(trainer.params(population), 'rule')
+  """One call of the meta-training job: the rule's parameters and logs."""
+  job = meta_lib.make_meta_train(META)
+  state, logs = job.step(job.init(), META.steps_per_call)
+  arrays = _flat(job.rule(state), 'rule')
   arrays.update({f'meta_logs/{k}': v for k, v in logs.items()})
   return arrays
 
@@ -66,7 +65,7 @@ def run_meta() -> dict[str, np.ndarray]:
 def main(argv):
   job, out = argv[1], argv[2]
   if len(argv) > 3:
-    devices.initialize_distributed(devices.DistributedConfig(
+    mesh.initialize_distributed(mesh.DistributedConfig(
         coordinator_address=argv[3], num_processes=int(argv[4]),
         process_id=int(argv[5])))
   assert len(jax.devices()) == 2, jax.devices()

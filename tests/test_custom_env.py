@@ -49,6 +49,21 @@ def test_the_example_trains_with_disco_103_through_the_trainer(
   assert '"env": "custom"' in settings
 
 
+def test_the_job_runs_the_environment_without_a_trainer():
+  """`make_eval(config, env=...)` by hand: steps, then the policy evaluated
+  in the custom environment (the job's own, by default)."""
+  config = disco_rl.EvalConfig(env='custom', rule='actor_critic', **_TINY)
+  job = disco_rl.make_eval(config, env=custom_env.Corridor)
+  assert isinstance(job.setup.env, custom_env.Corridor)
+  assert job.setup.env.batch_size == job.setup.envs_per_device == 2
+  state, metrics = job.step(job.init(), config.steps_per_call)
+  assert metrics['learned'].shape == (2, 1)  # [K, S]
+  # 6 rollouts of 4 steps: longer than an episode can last (20 steps).
+  result = job.evaluate(state, num_rollouts=6)
+  assert result['episodes'] >= 2
+  assert 0.0 <= result['avg_return'] <= 1.0  # +1 at the right end, else 0.
+
+
 # ----------------------------------------------------------------------------
 # Mistakes a user can make, refused when the Trainer is built.
 

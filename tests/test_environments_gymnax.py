@@ -226,7 +226,7 @@ def test_debug_checks_run_with_a_batched_while_loop_in_the_step():
   loops' checks are plain program outputs, so they stay on and run."""
   import warnings  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
   config = config_lib.EvalConfig(
       env='gymnax:Asterix-MinAtar', rule='actor_critic', net='conv',
       conv_channels=(4,), batch_size=4, replay_ratio=2, buffer_capacity=8,
@@ -234,9 +234,9 @@ def test_debug_checks_run_with_a_batched_while_loop_in_the_step():
       steps_per_call=2)
   with warnings.catch_warnings():
     warnings.simplefilter('error')  # No warning about the checks.
-    loop = eval_loop.EvalLoop(config)
-  assert loop.setup.config.debug_checks
-  state, metrics = loop.run(loop.init(jax.random.PRNGKey(0)))
+    job = eval_lib.make_eval(config)
+    _, metrics = job.step(job.init(), config.steps_per_call)  # Traced here.
+  assert job.setup.config.debug_checks
   assert 'rollout_fault' not in metrics
   assert metrics['learned'].tolist() == [[0.0], [1.0]]  # [K, S]
   assert np.isfinite(metrics['total_loss'][1, 0])

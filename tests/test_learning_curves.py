@@ -4,7 +4,7 @@
 
 The same targets as scripts/benchmark_*.py, for one seed each. (The first
 meta-steps of the upstream notebook's own run are repeated in the default
-suite: test_loops_meta_loop.py.)
+suite: test_loops_meta.py.)
 """
 
 import numpy as np

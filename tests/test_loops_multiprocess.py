@@ -1,12 +1,12 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Two processes on 127.0.0.1 run the loops as one process with 2 devices.
+"""Two processes on 127.0.0.1 run the jobs as one process with 2 devices.
 
-The eval loop in the default run, meta-training (two task groups) in the
-slow one.
+The eval job (`make_eval`) in the default run, meta-training
+(`make_meta_train`, two task groups) in the slow one.
 
 Each process has one CPU device and joins the run through
-`devices.initialize_distributed` (gloo collectives); the learned agent and
+`mesh.initialize_distributed` (gloo collectives); the learned agent and
 rule parameters and every metric must equal those of one process with two
 devices (tests/multiprocess_run.py does the runs).
 """

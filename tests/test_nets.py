@@ -18,8 +18,8 @@ from disco_rl.networks import nets
 def _agent(precision):
   env = jittable_envs.CatchJittableEnvironment(
       batch_size=3, env_settings=jittable_envs.get_config_catch())
-  settings = config_lib.agent_settings('disco_103', 1e-2, (32,), 8, (8,),
-                                       precision)
+  settings = agent_lib.make_settings('disco_103', 1e-2, (32,), 8, (8,),
+                                     precision)
   agent = agent_lib.Agent(
       single_observation_spec=env.single_observation_spec(),
       single_action_spec=env.single_action_spec(), agent_settings=settings,
@@ -78,8 +78,8 @@ _MINATAR_SHAPE = (10, 10, 4)  # Breakout-MinAtar's observation.
 
 def _spec_agent(net, obs_shape, rule='disco_103', **conv):
   from dm_env import specs  # pylint: disable=g-import-not-at-top
-  settings = config_lib.agent_settings(rule, 1e-2, (16,), 8, (8,), net=net,
-                                       **conv)
+  settings = agent_lib.make_settings(rule, 1e-2, (16,), 8, (8,), net=net,
+                                     **conv)
   return agent_lib.Agent(
       single_observation_spec={
           'observation': specs.Array(obs_shape, np.float32)},
@@ -163,7 +163,7 @@ def test_conv_torso_needs_images_and_the_mlp_takes_anything():
 
 def test_conv_with_a_vector_environment_is_refused_by_name(fast_compile):
   del fast_compile
-  from disco_rl.loops import eval_loop  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
   config = config_lib.EvalConfig(env='gymnax:CartPole-v1', net='conv',
                                  batch_size=2, replay_ratio=1,
                                  buffer_capacity=2, dense=(4,),
@@ -171,7 +171,7 @@ def test_conv_with_a_vector_environment_is_refused_by_name(fast_compile):
   with pytest.raises(ValueError, match=(
       r"net='conv' needs one image observation of shape \[H, W, C\]; env "
       r"'gymnax:CartPole-v1' .* gives shape\(s\) \[\(4,\)\]. Use net='mlp'")):
-    eval_loop.EvalLoop(config, rule_params={})
+    eval_lib.make_eval(config, rule_params={})
 
 
 @pytest.mark.parametrize('net_cls, final_relu', [(nets.MLP, False),
@@ -204,9 +204,9 @@ def test_byte_observations_give_the_outputs_of_their_float_values(
     precision, fast_compile):
   """MinAtar's channels are stored as uint8; networks see them as floats."""
   del fast_compile
-  settings = config_lib.agent_settings('disco_103', 1e-2, (16,), 8, (8,),
-                                       precision, net='conv',
-                                       conv_channels=(4,))
+  settings = agent_lib.make_settings('disco_103', 1e-2, (16,), 8, (8,),
+                                     precision, net='conv',
+                                     conv_channels=(4,))
   from dm_env import specs  # pylint: disable=g-import-not-at-top
   agent = agent_lib.Agent(
       single_observation_spec={
@@ -300,7 +300,7 @@ def test_resnet_needs_an_image_and_computes_in_bfloat16(fast_compile):
         'resnet', {'observation': jax.ShapeDtypeStruct((4,), jnp.float32)})
   agent = _spec_agent('resnet', _MINATAR_SHAPE, resnet_channels=(4,),
                       resnet_blocks=1)
-  settings16 = config_lib.agent_settings(
+  settings16 = agent_lib.make_settings(
       'disco_103', 1e-2, (16,), 8, (8,), 'bfloat16', net='resnet',
       resnet_channels=(4,), resnet_blocks=1)
   agent16 = agent_lib.Agent(

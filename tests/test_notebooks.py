@@ -151,6 +151,9 @@ def test_eval_notebook(num_devices, tmp_path, execute, disco_103_path,
   assert f'{len(leaves)} tensors' in printed, printed
   assert f'{sum(x.size for x in leaves):,} parameters' in printed, printed
   assert 'same tree' in stdout_of(nb, 'check-specs')
+  # The trainer's job (`trainer.job`) acts compiled on the devices.
+  printed = stdout_of(nb, 'build-agent')
+  assert 'job: eval (acting compiled on the devices)' in printed, printed
 
   # Devices: environments, buffer and batch split evenly.
   printed = stdout_of(nb, 'devices')
@@ -224,7 +227,11 @@ def test_eval_notebook_trains_a_pixel_family(env, env_kwargs, package,
   learned = metrics['learned'] == 1
   assert learned.sum() == params['num_steps']
   assert np.isfinite(metrics['total_loss'][learned]).all()
-  assert "'resnet_blocks': 1" in stdout_of(nb, 'build-agent')
+  printed = stdout_of(nb, 'build-agent')
+  assert "'resnet_blocks': 1" in printed, printed
+  acting = ('environments stepped on the host' if env.startswith('envpool:')
+            else 'acting compiled on the devices')
+  assert f'job: eval ({acting})' in printed, printed
   assert_png(out / 'returns.png')
 
 

@@ -9,7 +9,9 @@ batched `reset(rng)` / `step(state, actions)` returning
 `types.EnvironmentTimestep`s, and the two specs. The Trainer checks it when
 it is built (`base.check_jittable_environment`: specs against what `reset`
 and `step` return, a scalar int32 action spec, a `step` state like
-`reset`'s), then compiles acting and learning with it.
+`reset`'s), then compiles acting and learning with it. Without a Trainer,
+`disco_rl.make_eval(config, env=Corridor)` builds the same eval job (`Job`:
+`job.init()`, then `job.step(state, count)`).
 """
 
 import argparse
