@@ -15,7 +15,9 @@ import pytest
 import golden_cases
 from disco_rl import environments
 from disco_rl import utils
+from disco_rl.environments import base
 from disco_rl.environments import catch
+from disco_rl.environments import envpool_env
 from disco_rl.environments import jittable_envs
 
 _ENV_NAMES = ('catch', 'jittable_catch')
@@ -390,3 +392,195 @@ def test_discrete_action_spec_is_what_the_checks_accept():
   base.check_action_spec(spec)
   with pytest.raises(ValueError, match='num_actions must be >= 1, got 0'):
     base.discrete_action_spec(0)
+
+
+# ----------------------------------------------------------------------------
+# The registry of environment families.
+
+
+class _Toy(base.VmappedEnvironment):
+  """A counter: each episode lasts `length` steps; the reward is the action.
+
+  The observation is {'count': float32 [1]}, the steps taken so far.
+  """
+
+  def __init__(self, batch_size, length=3):
+    self.batch_size = base.check_batch_size(batch_size)
+    self._length = length
+    self._single_observation_spec = {
+        'count': specs.Array((1,), np.float32, name='count')}
+    self._single_action_spec = base.discrete_action_spec(2)
+
+  def _observe(self, count):
+    return {'count': count.astype(jnp.float32)[None]}
+
+  def _reset_one(self, key):
+    del key
+    return jnp.int32(0), base.restart(self._observe(jnp.int32(0)))
+
+  def _step_one(self, count, action):
+    count = count + 1
+    done = count >= self._length
+    count = jnp.where(done, 0, count)
+    timestep, info = base.transition(self._observe(count), action, done,
+                                     False)
+    return count, timestep, info
+
+
+def _make_toy(name, batch_size, settings, seed):
+  del name, seed
+  return _Toy(batch_size, **settings)
+
+
+@pytest.fixture
+def toy():
+  family = environments.register('toy:', _make_toy)
+  yield family
+  environments.unregister('toy:')
+
+
+def test_a_registered_family_builds_by_name(toy):
+  assert environments.family('toy:x') is toy
+  assert not toy.on_host and toy.jittable is None and toy.is_prefix
+  assert not environments.steps_on_host('toy:Anything')
+  assert environments.is_package_name('toy:Anything')
+  assert 'toy:' in environments.PREFIXES
+  environments.check_name('toy:Anything')
+
+  env = environments.get_environment('toy:Anything', 4)
+  assert isinstance(env, _Toy) and not env.on_host
+  base.check_jittable_environment(env)
+  state, first = jax.jit(env.reset)(jax.random.key(0))
+  np.testing.assert_array_equal(first.step_type, dm_env.StepType.FIRST)
+  np.testing.assert_array_equal(first.reward, 0.0)
+  step = jax.jit(env.step_with_info)
+  actions = jnp.array([0, 1, 1, 0], jnp.int32)
+  step_types = []
+  for _ in range(3):
+    state, timestep, info = step(state, actions)
+    step_types.append(int(timestep.step_type[0]))
+  assert step_types == [dm_env.StepType.MID] * 2 + [dm_env.StepType.LAST]
+  np.testing.assert_array_equal(timestep.reward, [0.0, 1.0, 1.0, 0.0])
+  np.testing.assert_array_equal(info.terminated, True)
+  np.testing.assert_array_equal(info.truncated, False)
+  np.testing.assert_array_equal(info.discount, 0.0)
+  # Restarted: the LAST step shows the next episode's first count.
+  np.testing.assert_array_equal(timestep.observation['count'], 0.0)
+
+  # Settings go to `make`.
+  env = environments.get_environment('toy:Anything', 2, {'length': 5})
+  assert env._length == 5  # pylint: disable=protected-access
+
+
+def test_a_registered_family_is_listed_for_unknown_names(toy):
+  del toy
+  with pytest.raises(ValueError, match=(
+      r"Unknown environment 'tyo:x'; valid names are 'catch', "
+      r"'jittable_catch', 'gymnax:<id>'.* and 'toy:<id>'\.")):
+    environments.get_environment('tyo:x', 2)
+  with pytest.raises(ValueError, match=r"Unknown env 'tyo:x'.*'toy:<id>'"):
+    environments.check_name('tyo:x', 'env')
+  with pytest.raises(ValueError, match=r"Unknown environment 'tyo:x'"):
+    environments.family('tyo:x')
+  assert not environments.steps_on_host('tyo:x')
+
+
+def test_a_family_with_names_knows_its_ids(toy):
+  del toy  # Registered again below, with names; removed after the test.
+  names = lambda: ['toy:Small', 'toy:Large']
+  environments.register('toy:', _make_toy, names=names, replace=True)
+  environments.check_name('toy:Small')
+  assert isinstance(environments.get_environment('toy:Large', 2), _Toy)
+  match = (r"Unknown environment 'toy:Smal': no toy:<id> of that id\. "
+           r"Close matches: 'toy:Small'\. Known ids: Small, Large\.")
+  with pytest.raises(ValueError, match=match):
+    environments.get_environment('toy:Smal', 2)
+  with pytest.raises(ValueError, match=match.replace('environment', 'env')):
+    environments.check_name('toy:Smal', 'env')
+  # A name no family has: close matches among every family's names.
+  with pytest.raises(ValueError, match=(
+      r"'toy:<id>' \(e\.g\. 'toy:Small'\)\. Close matches: 'toy:Small'")):
+    environments.family('small')
+
+
+def test_registering_a_name_twice_is_an_error(toy):
+  with pytest.raises(ValueError, match=(
+      r"An environment family 'toy:' is already registered .*pass "
+      r'replace=True')):
+    environments.register('toy:', _make_toy)
+  with pytest.raises(ValueError, match=r"family 'catch' is already"):
+    environments.register('catch', _make_toy)
+  # replace=True replaces it (the fixture removes the replacement).
+  again = environments.register('toy:', _make_toy, replace=True)
+  assert environments.family('toy:x') is again and again is not toy
+
+
+@pytest.mark.parametrize('kwargs, match', [
+    (dict(name_or_prefix='to:y:'), r"name_or_prefix must be an exact name "
+     r".* or a prefix ending in one \":\" .*got 'to:y:'"),
+    (dict(name_or_prefix=':'), r"got ':'"),
+    (dict(name_or_prefix='toy:', make=None), r'make must be callable'),
+    (dict(name_or_prefix='toy:', jittable='toy_jit'), r'jittable names the '
+     r"jittable twin .* got jittable='toy_jit' with on_host=False"),
+    (dict(name_or_prefix='toy', names=list), r'names must be a function .* '
+     r"of a prefix family .*for 'toy'"),
+    (dict(name_or_prefix='toy:', package='toy'), r'package must be \(module,'
+     r" pip extra\).*got 'toy'"),
+])
+def test_bad_registrations_are_named(kwargs, match):
+  kwargs = dict(kwargs)
+  kwargs.setdefault('make', _make_toy)
+  with pytest.raises(ValueError, match=match):
+    environments.register(kwargs.pop('name_or_prefix'), kwargs.pop('make'),
+                          **kwargs)
+  assert environments.registry.lookup('toy:x') is None
+
+
+def test_unregistering_an_unknown_family_is_an_error():
+  with pytest.raises(ValueError, match=r"No environment family 'toy:' is "
+                     r"registered; registered: 'catch', 'jittable_catch'"):
+    environments.unregister('toy:')
+
+
+def test_the_built_in_families():
+  host_catch = environments.family('catch')
+  assert host_catch.on_host and host_catch.jittable == 'jittable_catch'
+  jittable = environments.family(host_catch.jittable)
+  assert not jittable.on_host and jittable.jittable is None
+  atari = environments.family('envpool:Breakout-v5')
+  assert atari.on_host and atari.jittable is None
+  assert atari.package == ('envpool', 'disco_rl[atari]')
+  assert not environments.family('gymnax:Breakout-MinAtar').on_host
+  assert not environments.family('jumanji:Sokoban-v0').on_host
+  assert environments.PREFIXES == ('gymnax:', 'craftax:', 'jumanji:',
+                                   'envpool:')
+  # The environments say the same as their families.
+  assert environments.get_environment('catch', 2).on_host
+  assert not environments.get_environment('jittable_catch', 2).on_host
+  assert envpool_env.EnvpoolEnvironment.on_host
+  assert not base.Environment.on_host
+
+
+def test_host_families_take_random_seed_as_the_seed():
+  seeds = []
+
+  def make(name, batch_size, settings, seed):
+    seeds.append((name, settings, seed))
+    return catch.make(name, batch_size, settings, seed)
+
+  environments.register('toy_host', make, on_host=True)
+  try:
+    environments.get_environment('toy_host', 2, dict(rows=3, columns=3,
+                                                     random_seed=5))
+    environments.get_environment('toy_host', 2, dict(rows=3, columns=3))
+  finally:
+    environments.unregister('toy_host')
+  assert seeds == [('toy_host', dict(rows=3, columns=3), 5),
+                   ('toy_host', dict(rows=3, columns=3), 0)]
+  # The host Catch: the same boards as the class with that random_seed.
+  by_name = environments.get_environment('catch', 2, dict(
+      rows=4, columns=7, random_seed=3))
+  by_class = catch.CatchEnvironment(2, dict(rows=4, columns=7,
+                                            random_seed=3))
+  jax.tree.map(np.testing.assert_array_equal,
+               by_name.reset(None)[1], by_class.reset(None)[1])

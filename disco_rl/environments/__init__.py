@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors. Licensed under Apache-2.0.
-"""Environments: Catch (host dm_env and pure JAX), gymnax, Craftax and
-Jumanji by name.
+"""Environments by name: Catch (host dm_env and pure JAX), gymnax, Craftax,
+Jumanji and envpool's Atari, and any family registered with `register`.
 
   get_environment('jittable_catch', 8)
   get_environment('gymnax:Breakout-MinAtar', 8)
@@ -8,6 +8,11 @@ Jumanji by name.
   get_environment('craftax:Craftax-Classic-Symbolic-v1', 8)  # [craftax] extra
   get_environment('jumanji:Sokoban-v0', 8)                   # [jumanji] extra
   get_environment('envpool:Breakout-v5', 8)   # [atari] extra; on the host
+
+A new family is one module with a `make(name, batch_size, settings, seed)`
+function and one `register` call (docs/environments.md):
+
+  register('toy:', make_toy)
 """
 
 from collections.abc import Mapping
@@ -22,84 +27,69 @@ from disco_rl.environments import envpool_env
 from disco_rl.environments import gymnax_env
 from disco_rl.environments import jittable_envs
 from disco_rl.environments import jumanji_env
-from disco_rl.environments import packages
+from disco_rl.environments import registry
 
-# name -> (environment class, default settings function)
-_ENVIRONMENTS = {
-    'catch': (catch.CatchEnvironment, catch.get_config),
-    'jittable_catch': (jittable_envs.CatchJittableEnvironment,
-                       jittable_envs.get_config_catch),
-}
+Family = registry.Family
+register = registry.register
+unregister = registry.unregister
+family = registry.family
+families = registry.families
+
+# The built-in families, one line each.
+register('catch', catch.make, on_host=True, jittable='jittable_catch',
+         defaults=catch.get_config)
+register('jittable_catch', jittable_envs.make_catch,
+         defaults=jittable_envs.get_config_catch)
+register(gymnax_env.GYMNAX_PREFIX, gymnax_env.make,
+         names=gymnax_env.gymnax_names, package=gymnax_env.GYMNAX_PACKAGE)
+register(gymnax_env.CRAFTAX_PREFIX, gymnax_env.make,
+         names=gymnax_env.craftax_names, package=gymnax_env.CRAFTAX_PACKAGE)
+register(jumanji_env.PREFIX, jumanji_env.make,
+         names=jumanji_env.jumanji_names, package=jumanji_env.PACKAGE)
+register(envpool_env.PREFIX, envpool_env.make, on_host=True,
+         names=envpool_env.atari_names, package=envpool_env.PACKAGE)
+
 # The Catch names: the jittable one (stepped on the device) and the dm_env
 # one (stepped on the host).
 CATCH_NAMES = ('jittable_catch', 'catch')
+# The settings key that seeds a host family (`make`'s `seed`).
+SEED_KEY = 'random_seed'
+
+
+def __getattr__(name: str) -> Any:
+  # PREFIXES: the registered prefixes ('gymnax:', ...), as registered now.
+  if name == 'PREFIXES':
+    return registry.prefixes()
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
 def steps_on_host(name: str) -> bool:
   """Whether environment `name` is stepped in Python on the host (the
-  dm_env Catch, envpool's Atari) rather than compiled into the program."""
-  return name == 'catch' or (isinstance(name, str) and name.startswith(
-      packages.ENVPOOL_PREFIX))
-# Names of environments from other packages start with one of these.
-PREFIXES = packages.PREFIXES
+  dm_env Catch, envpool's Atari) rather than compiled into the program;
+  False for a name no family has. `family(name).on_host` raises there."""
+  found = registry.lookup(name)
+  return found is not None and found.on_host
 
 
 def is_package_name(name: str) -> bool:
-  """Whether `name` is a 'gymnax:<id>', 'craftax:<id>' or 'jumanji:<id>'
-  name."""
-  return isinstance(name, str) and name.startswith(PREFIXES)
-
-
-def _unknown_name(name: Any, what: str = 'environment') -> ValueError:
-  """The error for an unknown name: the valid ones and the close matches."""
-  known = sorted(_ENVIRONMENTS)
-  matches = packages.close_matches(
-      str(name), known + gymnax_env.known_names())
-  hint = (f' Close matches: {", ".join(map(repr, matches))}.' if matches
-          else '')
-  valid = ', '.join(repr(n) for n in known)
-  return ValueError(
-      f'Unknown {what} {name!r}; valid names are {valid}, '
-      "'gymnax:<id>' (any id gymnax registers, e.g. "
-      "'gymnax:Breakout-MinAtar'), 'craftax:<id>' (e.g. "
-      "'craftax:Craftax-Classic-Symbolic-v1') and 'jumanji:<id>' (e.g. "
-      "'jumanji:Sokoban-v0') and 'envpool:<Game>-v5' (Atari, e.g. "
-      f"'envpool:Breakout-v5').{hint}")
+  """Whether `name` is '<prefix><id>' of a registered prefix ('gymnax:',
+  'craftax:', 'jumanji:', 'envpool:', ...)."""
+  found = registry.lookup(name)
+  return found is not None and found.is_prefix
 
 
 def check_name(name: Any, what: str = 'environment') -> None:
   """Raises a ValueError (with close matches) unless `name` can be built.
 
-  For 'gymnax:'/'craftax:' names this imports the package and looks the id
-  up; a `packages.MissingPackageError` names the extra to install.
+  For a prefix family whose ids are listed ('gymnax:', 'jumanji:', ...)
+  this looks the id up (importing the package); a
+  `packages.MissingPackageError` names the extra to install.
 
   Args:
     name: the environment's name.
     what: the argument's name in messages (e.g. 'env').
   """
-  if isinstance(name, str) and name in _ENVIRONMENTS:
-    return
-  if not is_package_name(name):
-    raise _unknown_name(name, what)
-  prefix = name.split(':', 1)[0] + ':'
-  if prefix == packages.ENVPOOL_PREFIX:
-    if name not in envpool_env.atari_names():
-      raise packages.unknown_id_error(name, envpool_env.atari_names(), what)
-    return
-  if prefix == packages.JUMANJI_PREFIX:
-    packages.import_optional(prefix)
-    if name not in jumanji_env.jumanji_names():
-      raise packages.unknown_id_error(name, jumanji_env.jumanji_names(), what)
-    return
-  if (prefix == packages.CRAFTAX_PREFIX
-      and name not in gymnax_env.craftax_names()):
-    # Craftax's names are known without the package: say so first.
-    raise packages.unknown_id_error(name, gymnax_env.craftax_names(), what)
-  packages.import_optional(prefix)
-  if name not in gymnax_env.known_names():
-    raise packages.unknown_id_error(
-        name, [n for n in gymnax_env.known_names() if n.startswith(prefix)],
-        what)
+  registry.family(name, what).check(name, what)
 
 
 def get_environment(
@@ -118,12 +108,15 @@ def get_environment(
       'disco_rl[craftax]'`) or 'jumanji:<id>' (one discrete action, e.g.
       'jumanji:Sokoban-v0'; `pip install 'disco_rl[jumanji]'`) or
       'envpool:<Game>-v5' (Atari on the host, e.g. 'envpool:Breakout-v5';
-      `pip install 'disco_rl[atari]'`; `random_seed` seeds the games).
+      `pip install 'disco_rl[atari]'`), or a name of a family added with
+      `register`.
     batch_size: the number of parallel instances (>= 1).
-    env_settings: the environment's settings; for Catch its module's
-      defaults if None; for gymnax/Craftax keyword arguments of the
+    env_settings: the environment's settings; the family's defaults if None
+      (Catch: its module's); for gymnax/Craftax keyword arguments of the
       environment's constructor or fields of its `EnvParams` (e.g.
-      {'size': 10} for DeepSea, {'max_steps_in_episode': 500}).
+      {'size': 10} for DeepSea, {'max_steps_in_episode': 500}). For a
+      family stepped on the host, `random_seed` (default 0) is `make`'s
+      seed.
 
   Returns:
     The batched environment.
@@ -134,19 +127,12 @@ def get_environment(
     packages.MissingPackageError: (an ImportError) when the package a name
       needs is not installed, naming the pip extra.
   """
-  if is_package_name(name):
-    settings = utils.as_config(env_settings or {},
-                               f'{name} env_settings').to_dict()
-    if name.startswith(packages.JUMANJI_PREFIX):
-      return jumanji_env.make(name, batch_size, settings)
-    if name.startswith(packages.ENVPOOL_PREFIX):
-      seed = settings.pop('random_seed', 0)
-      return envpool_env.make(name, batch_size, settings, seed=seed)
-    return gymnax_env.make(name, batch_size, settings)
-  if name not in _ENVIRONMENTS:
-    raise _unknown_name(name)
-  env_class, default_settings = _ENVIRONMENTS[name]
+  found = registry.family(name)
+  if env_settings is None and found.defaults is not None:
+    env_settings = found.defaults()
+  settings = utils.as_config(env_settings or {},
+                             f'{name} env_settings').to_dict()
   base.check_batch_size(batch_size)
-  if env_settings is None:
-    env_settings = default_settings()
-  return env_class(batch_size=batch_size, env_settings=env_settings)
+  found.check(name)
+  seed = settings.pop(SEED_KEY, 0) if found.on_host else 0
+  return found.make(name, batch_size, settings, seed)

@@ -10,8 +10,10 @@ from collections.abc import Collection
 from typing import Any, TypeVar
 
 import chex
+import dm_env
 from dm_env import specs
 import jax
+import jax.numpy as jnp
 from ml_collections import config_dict
 import numpy as np
 
@@ -30,6 +32,9 @@ class Environment(abc.ABC):
   """
 
   batch_size: int  # Number of instances; leads every timestep leaf.
+  # Stepped in Python on the host (NumPy arrays, e.g. the dm_env Catch,
+  # envpool) rather than compiled into the program with `jax.jit`.
+  on_host: bool = False
 
   @abc.abstractmethod
   def reset(
@@ -74,6 +79,100 @@ class StepInfo:
   terminated: chex.Array
   truncated: chex.Array
   discount: chex.Array
+
+
+def restart(observation: chex.ArrayTree, shape: tuple[int, ...] = (),
+            xp: Any = jnp) -> types.EnvironmentTimestep:
+  """The timestep that opens episodes: step types FIRST, rewards 0.
+
+  Args:
+    observation: the episodes' first observations, as the agent sees them.
+    shape: the shape of the step types and rewards: () for one instance
+      (inside a `jax.vmap`), (B,) for a batch.
+    xp: the array module: `jax.numpy` (traced code) or `numpy` (host
+      environments, which hand NumPy arrays to the host loop).
+
+  Returns:
+    The timestep: int32 step types and float32 rewards of `shape`.
+  """
+  return types.EnvironmentTimestep(
+      observation=observation,
+      step_type=xp.full(shape, dm_env.StepType.FIRST, xp.int32),
+      reward=xp.zeros(shape, xp.float32))
+
+
+def transition(
+    observation: chex.ArrayTree, reward: chex.Array, terminated: chex.Array,
+    truncated: chex.Array, xp: Any = jnp
+) -> tuple[types.EnvironmentTimestep, StepInfo]:
+  """A step's timestep and `StepInfo`, by the package's convention.
+
+  The step that terminates or truncates an episode ends it: step type
+  LAST, else MID. dm_env's discount is 0 where the episode terminated and
+  1 elsewhere (a truncation, a time limit, could have gone on). The
+  adapters' wrapped libraries restart finished episodes themselves, so
+  `observation` of a LAST step is already the next episode's first.
+
+  Args:
+    observation: the observations, as the agent sees them.
+    reward: the rewards, [] for one instance or [B] (cast to float32).
+    terminated: whether each episode reached a terminal state, like
+      `reward` (bool).
+    truncated: whether each episode was cut, like `reward` (bool), as the
+      wrapped library reports it (it may also be true where `terminated`
+      is).
+    xp: the array module: `jax.numpy` (traced code) or `numpy` (host
+      environments).
+
+  Returns:
+    (timestep: int32 step types and float32 rewards of `reward`'s shape,
+    `StepInfo` of that shape).
+  """
+  info = step_info(terminated, truncated, xp)
+  ended = info.terminated | info.truncated
+  timestep = types.EnvironmentTimestep(
+      observation=observation,
+      step_type=xp.where(ended, dm_env.StepType.LAST,
+                         dm_env.StepType.MID).astype(xp.int32),
+      reward=xp.asarray(reward, xp.float32))
+  return timestep, info
+
+
+def step_info(terminated: chex.Array, truncated: chex.Array,
+              xp: Any = jnp) -> StepInfo:
+  """The `StepInfo` of episode ends: dm_env's discount 0 where
+  `terminated`, else 1.
+
+  Args:
+    terminated: bool, whether each episode reached a terminal state.
+    truncated: bool, of `terminated`'s shape, whether each was cut.
+    xp: the array module: `jax.numpy` (traced code) or `numpy`.
+
+  Returns:
+    The `StepInfo`, of `terminated`'s shape (discount float32).
+  """
+  terminated = xp.asarray(terminated, bool)
+  return StepInfo(terminated=terminated,
+                  truncated=xp.asarray(truncated, bool),
+                  discount=xp.where(terminated, 0.0, 1.0).astype(xp.float32))
+
+
+def episode_ends(ended: chex.Array,
+                 discount: chex.Array) -> tuple[chex.Array, chex.Array]:
+  """(terminated, truncated) of episode ends reported with dm_env's discount.
+
+  An episode that ended with discount 0 terminated; one that ended with
+  any other discount was truncated (a time limit).
+
+  Args:
+    ended: bool, whether each episode ended (any shape).
+    discount: the discounts, of `ended`'s shape.
+
+  Returns:
+    (terminated, truncated), bool of `ended`'s shape, never both true.
+  """
+  terminated = ended & (discount == 0)
+  return terminated, ended & ~terminated
 
 
 class AdapterEnvironment(Environment):

@@ -2,6 +2,9 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Catch on the host: a `dm_env.Environment` and its batched version."""
 
+from collections.abc import Mapping
+from typing import Any
+
 import dm_env
 from dm_env import specs
 from ml_collections import config_dict
@@ -95,3 +98,17 @@ class CatchEnvironment(batched_env.BatchedSingleStreamEnvironment):
 def get_config() -> config_dict.ConfigDict:
   """Default settings of `CatchEnvironment`: 8x8 board, seed 1."""
   return config_dict.ConfigDict(dict(rows=8, columns=8, random_seed=1))
+
+
+def make(name: str, batch_size: int, settings: Mapping[str, Any],
+         seed: int) -> CatchEnvironment:
+  """`CatchEnvironment` by the registry's `make` signature.
+
+  Args:
+    name: 'catch' (unused).
+    batch_size: the number of games (>= 1).
+    settings: `rows` and `columns`.
+    seed: the games' `random_seed` (it replaces one in `settings`).
+  """
+  del name
+  return CatchEnvironment(batch_size, {**settings, 'random_seed': seed})

@@ -38,7 +38,6 @@ from typing import Any
 import warnings
 
 import chex
-import dm_env
 from dm_env import specs
 import numpy as np
 
@@ -47,7 +46,9 @@ from disco_rl.environments import base
 from disco_rl.environments import gymnax_env
 from disco_rl.environments import packages
 
-PREFIX = packages.ENVPOOL_PREFIX
+PREFIX = 'envpool:'
+# The package, and what `pip install` takes for it.
+PACKAGE = ('envpool', 'disco_rl[atari]')
 ATARI_SUFFIX = '-v5'
 # The preprocessing this package sets (see the module docstring); envpool's
 # own defaults for the rest.
@@ -68,7 +69,7 @@ class EnvpoolState:
 
 def atari_names() -> list[str]:
   """'envpool:<Game>-v5' for every Atari game envpool has."""
-  envpool = packages.import_optional(PREFIX)
+  envpool = packages.import_optional(PREFIX, PACKAGE)
   specs_by_id = envpool.registration.registry.specs
   return sorted(PREFIX + n for n, entry in specs_by_id.items()
                 if n.endswith(ATARI_SUFFIX) and entry[0] == 'envpool.atari')
@@ -77,7 +78,7 @@ def atari_names() -> list[str]:
 def check_kwargs(task_id: str, env_kwargs: Mapping[str, Any],
                  name: str) -> None:
   """Raises ValueError naming settings envpool's Atari config lacks."""
-  envpool = packages.import_optional(PREFIX)
+  envpool = packages.import_optional(PREFIX, PACKAGE)
   known = set(envpool.make_spec(task_id).config._fields) - set(_RESERVED)
   unknown = sorted(set(env_kwargs) - known)
   if unknown:
@@ -94,6 +95,8 @@ class EnvpoolEnvironment(base.AdapterEnvironment):
     settings: envpool's settings (the defaults above with `env_kwargs`).
     seed: envpool's seed (game b gets seed + b).
   """
+
+  on_host = True
 
   def __init__(self, name: str, batch_size: int,
                env_kwargs: Mapping[str, Any] | None = None, seed: int = 0):
@@ -117,7 +120,7 @@ class EnvpoolEnvironment(base.AdapterEnvironment):
         (height, width, channels), np.uint8, 0, 255, name='observation')}
 
   def _make_pool(self):
-    envpool = packages.import_optional(PREFIX)
+    envpool = packages.import_optional(PREFIX, PACKAGE)
     return envpool.make(self._task_id, env_type='gymnasium',
                         num_envs=self.batch_size,
                         batch_size=self.batch_size, seed=self.seed,
@@ -136,10 +139,8 @@ class EnvpoolEnvironment(base.AdapterEnvironment):
     ignored (envpool seeds its games from `seed`)."""
     del rng_key
     frames, _ = self._pool.reset()
-    return EnvpoolState(), types.EnvironmentTimestep(
-        observation=self._observation(frames),
-        step_type=np.full(self.batch_size, dm_env.StepType.FIRST, np.int32),
-        reward=np.zeros(self.batch_size, np.float32))
+    return EnvpoolState(), base.restart(self._observation(frames),
+                                        (self.batch_size,), np)
 
   def step_with_info(
       self, state: EnvpoolState | None, actions: chex.Array
@@ -156,23 +157,16 @@ class EnvpoolEnvironment(base.AdapterEnvironment):
                        f'{np.shape(actions)}.')
     frames, reward, terminated, truncated, _ = self._pool.step(
         actions.astype(np.int32))
-    ended = np.asarray(terminated) | np.asarray(truncated)
+    terminated = np.asarray(terminated, bool)
+    ended = terminated | np.asarray(truncated, bool)
     frames = np.array(frames)
     if ended.any():
       ids = np.flatnonzero(ended)
       first, _ = self._pool.reset(ids)
       frames[ids] = first
-    terminated = np.asarray(terminated, bool)
-    info = base.StepInfo(
-        terminated=terminated, truncated=ended & ~terminated,
-        discount=np.where(terminated, 0.0, 1.0).astype(np.float32))
-    return EnvpoolState(), types.EnvironmentTimestep(
-        observation=self._observation(frames),
-        step_type=np.where(ended, dm_env.StepType.LAST,
-                           dm_env.StepType.MID).astype(np.int32),
-        reward=np.asarray(reward, np.float32)), info
-
-
+    timestep, info = base.transition(self._observation(frames), reward,
+                                     terminated, ended & ~terminated, np)
+    return EnvpoolState(), timestep, info
 
   # Checkpoints: envpool cannot save its games, so a checkpoint keeps the
   # settings and a restored environment starts new games.

@@ -43,19 +43,20 @@ import inspect
 from typing import Any
 
 import chex
-import dm_env
 from dm_env import specs
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from disco_rl import types
 from disco_rl.environments import base
 from disco_rl.environments import observations
 from disco_rl.environments import packages
 
-GYMNAX_PREFIX = packages.GYMNAX_PREFIX
-CRAFTAX_PREFIX = packages.CRAFTAX_PREFIX
+GYMNAX_PREFIX = 'gymnax:'
+CRAFTAX_PREFIX = 'craftax:'
+# The package behind each prefix, and what `pip install` takes for it.
+GYMNAX_PACKAGE = ('gymnax', 'disco_rl')
+CRAFTAX_PACKAGE = ('craftax', 'disco_rl[craftax]')
 # Craftax environments that restart episodes on their own.
 CRAFTAX_NAMES = ('Craftax-Classic-Symbolic-v1', 'Craftax-Classic-Pixels-v1',
                  'Craftax-Symbolic-v1', 'Craftax-Pixels-v1')
@@ -109,25 +110,28 @@ def _observation_fn(space: Any, as_bytes: bool = False
 # The batched environment.
 
 
-def _step_info(outputs: tuple[Any, ...], what: str) -> base.StepInfo:
-  """Terminated/truncated/discount of one wrapped `step`'s outputs."""
-  if len(outputs) == 6:  # gymnax >= 1.0: obs, state, r, terminated, truncated, info
+def _episode_end(outputs: tuple[Any, ...],
+                 what: str) -> tuple[chex.Array, chex.Array]:
+  """(terminated, truncated) of one wrapped `step`'s outputs."""
+  # gymnax >= 1.0: obs, state, reward, terminated, truncated, info.
+  if len(outputs) == 6:
     terminated, truncated = (jnp.asarray(x, bool) for x in outputs[3:5])
-  elif len(outputs) == 5:  # obs, state, reward, done, info (Craftax)
+    return terminated, truncated
+  if len(outputs) == 5:  # obs, state, reward, done, info (Craftax)
     done, info = jnp.asarray(outputs[3], bool), outputs[4]
-    if isinstance(info, Mapping) and 'discount' in info:
-      terminated = done & (jnp.asarray(info['discount']) == 0)
-    else:
-      terminated = done
-    truncated = done & ~terminated
-  else:
-    raise ValueError(
-        f'{what}.step must return (obs, state, reward, terminated, '
-        'truncated, info) as gymnax >= 1.0 does, or (obs, state, reward, '
-        f'done, info); got {len(outputs)} values.')
-  return base.StepInfo(terminated=terminated, truncated=truncated,
-                  discount=jnp.where(terminated, 0.0, 1.0).astype(
-                      jnp.float32))
+    # Without a discount, every end is a termination.
+    discount = (jnp.asarray(info['discount'])
+                if isinstance(info, Mapping) and 'discount' in info else 0.0)
+    return base.episode_ends(done, discount)
+  raise ValueError(
+      f'{what}.step must return (obs, state, reward, terminated, '
+      'truncated, info) as gymnax >= 1.0 does, or (obs, state, reward, '
+      f'done, info); got {len(outputs)} values.')
+
+
+def _step_info(outputs: tuple[Any, ...], what: str) -> base.StepInfo:
+  """The `StepInfo` of one wrapped `step`'s outputs."""
+  return base.step_info(*_episode_end(outputs, what))
 
 
 class GymnaxEnvironment(base.VmappedEnvironment):
@@ -167,26 +171,19 @@ class GymnaxEnvironment(base.VmappedEnvironment):
     self._single_observation_spec = observations.observation_spec(
         jax.eval_shape(self._observe, obs))
 
-  def _timestep(self, obs, reward, step_type) -> types.EnvironmentTimestep:
-    return types.EnvironmentTimestep(
-        observation=self._observe(obs),
-        step_type=jnp.asarray(step_type, jnp.int32),
-        reward=jnp.asarray(reward, jnp.float32))
-
   def _reset_one(self, key: chex.PRNGKey):
     carry, reset_key = jax.random.split(key)
     obs, env_state = self.env.reset(reset_key, self.env_params)
-    timestep = self._timestep(obs, 0.0, dm_env.StepType.FIRST)
-    return GymnaxState(env_state=env_state, rng=carry), timestep
+    return (GymnaxState(env_state=env_state, rng=carry),
+            base.restart(self._observe(obs)))
 
   def _step_one(self, state: GymnaxState, action: chex.Array):
     carry, step_key = jax.random.split(state.rng)
     outputs = self.env.step(step_key, state.env_state, action,
                             self.env_params)
-    info = _step_info(outputs, repr(self.name))
-    ended = info.terminated | info.truncated
-    step_type = jnp.where(ended, dm_env.StepType.LAST, dm_env.StepType.MID)
-    timestep = self._timestep(outputs[0], outputs[2], step_type)
+    terminated, truncated = _episode_end(outputs, repr(self.name))
+    timestep, info = base.transition(self._observe(outputs[0]), outputs[2],
+                                     terminated, truncated)
     return GymnaxState(env_state=outputs[1], rng=carry), timestep, info
 
 
@@ -196,22 +193,13 @@ class GymnaxEnvironment(base.VmappedEnvironment):
 
 def gymnax_names() -> list[str]:
   """'gymnax:<id>' for every environment gymnax registers."""
-  gymnax = packages.import_optional(GYMNAX_PREFIX)
+  gymnax = packages.import_optional(GYMNAX_PREFIX, GYMNAX_PACKAGE)
   return [GYMNAX_PREFIX + n for n in gymnax.registered_envs]
 
 
 def craftax_names() -> list[str]:
   """'craftax:<id>' of the auto-resetting Craftax environments."""
   return [CRAFTAX_PREFIX + n for n in CRAFTAX_NAMES]
-
-
-def known_names() -> list[str]:
-  """Every 'gymnax:'/'craftax:' name (gymnax's only if it is installed)."""
-  try:
-    names = gymnax_names()
-  except ImportError:
-    names = []
-  return names + craftax_names()
 
 
 def split_kwargs(constructor: Callable[..., Any], params: Any,
@@ -239,7 +227,7 @@ def split_kwargs(constructor: Callable[..., Any], params: Any,
 
 
 def _make_gymnax(env_id: str, env_kwargs: Mapping[str, Any], name: str):
-  gymnax = packages.import_optional(GYMNAX_PREFIX)
+  gymnax = packages.import_optional(GYMNAX_PREFIX, GYMNAX_PACKAGE)
   if env_id not in gymnax.registered_envs:
     raise packages.unknown_id_error(name, gymnax_names())
   env, params = gymnax.make(env_id)
@@ -252,7 +240,7 @@ def _make_gymnax(env_id: str, env_kwargs: Mapping[str, Any], name: str):
 def _make_craftax(env_id: str, env_kwargs: Mapping[str, Any], name: str):
   if env_id not in CRAFTAX_NAMES:  # Known without the package.
     raise packages.unknown_id_error(name, craftax_names())
-  packages.import_optional(CRAFTAX_PREFIX)
+  packages.import_optional(CRAFTAX_PREFIX, CRAFTAX_PACKAGE)
   from craftax import craftax_env  # pylint: disable=g-import-not-at-top
   env = craftax_env.make_craftax_env_from_name(env_id, auto_reset=True)
   params = env.default_params
@@ -261,19 +249,23 @@ def _make_craftax(env_id: str, env_kwargs: Mapping[str, Any], name: str):
 
 
 def make(name: str, batch_size: int,
-         env_kwargs: Mapping[str, Any] | None = None) -> GymnaxEnvironment:
+         env_kwargs: Mapping[str, Any] | None = None,
+         seed: int = 0) -> GymnaxEnvironment:
   """The environment named 'gymnax:<id>' or 'craftax:<id>', batched.
 
   Args:
     name: e.g. 'gymnax:Breakout-MinAtar', 'craftax:Craftax-Classic-Symbolic-v1'.
     batch_size: the number of instances (>= 1).
     env_kwargs: constructor arguments or `EnvParams` fields, by name.
+    seed: unused (the keys come with `reset` and `step`); the registry's
+      `make` signature.
 
   Raises:
     MissingPackageError: the package is not installed (naming the extra).
     ValueError: an unknown id (with close matches), unknown keyword
       arguments, a bad batch size or a non-discrete action space.
   """
+  del seed
   base.check_batch_size(batch_size)
   prefix, _, env_id = name.partition(':')
   builders = {GYMNAX_PREFIX: _make_gymnax, CRAFTAX_PREFIX: _make_craftax}

@@ -2,6 +2,9 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Environments written in pure JAX, so that whole rollouts can be jitted."""
 
+from collections.abc import Mapping
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from ml_collections import config_dict
@@ -85,3 +88,17 @@ class CatchJittableEnvironment(batched_jittable_env.BatchedJittableEnvironment):
 def get_config_catch() -> config_dict.ConfigDict:
   """Default settings of `CatchJittableEnvironment`: an 8x8 board."""
   return config_dict.ConfigDict(dict(rows=8, columns=8))
+
+
+def make_catch(name: str, batch_size: int, settings: Mapping[str, Any],
+               seed: int) -> CatchJittableEnvironment:
+  """`CatchJittableEnvironment` by the registry's `make` signature.
+
+  Args:
+    name: 'jittable_catch' (unused).
+    batch_size: the number of games (>= 1).
+    settings: `rows` and `columns`.
+    seed: unused (the keys come with `reset`).
+  """
+  del name, seed
+  return CatchJittableEnvironment(batch_size, settings)

@@ -40,18 +40,18 @@ import inspect
 from typing import Any
 
 import chex
-import dm_env
 from dm_env import specs
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from disco_rl import types
 from disco_rl.environments import base
 from disco_rl.environments import observations
 from disco_rl.environments import packages
 
-PREFIX = packages.JUMANJI_PREFIX
+PREFIX = 'jumanji:'
+# The package, and what `pip install` takes for it.
+PACKAGE = ('jumanji', 'disco_rl[jumanji]')
 SOKOBAN_GENERATORS = ('toy', 'simple', 'unfiltered-train', 'unfiltered-valid',
                       'unfiltered-test', 'medium-train', 'medium-test',
                       'hard')
@@ -139,28 +139,19 @@ class JumanjiEnvironment(base.VmappedEnvironment):
         for k, v in jax.eval_shape(observation_dict,
                                    timestep.observation).items()}
 
-  def _timestep(self, timestep, step_type) -> types.EnvironmentTimestep:
-    return types.EnvironmentTimestep(
-        observation=observation_dict(timestep.observation),
-        step_type=jnp.asarray(step_type, jnp.int32),
-        reward=jnp.asarray(timestep.reward, jnp.float32).reshape(()))
-
   def _reset_one(self, key: chex.PRNGKey):
     env_state, timestep = self.env.reset(key)
     return (JumanjiState(env_state=env_state),
-            self._timestep(timestep, dm_env.StepType.FIRST))
+            base.restart(observation_dict(timestep.observation)))
 
   def _step_one(self, state: JumanjiState, action: chex.Array):
     env_state, timestep = self.env.step(state.env_state, action)
-    ended = timestep.last()
-    discount = jnp.asarray(timestep.discount, jnp.float32).reshape(())
-    terminated = ended & (discount == 0)
-    info = base.StepInfo(
-        terminated=terminated, truncated=ended & ~terminated,
-        discount=jnp.where(terminated, 0.0, 1.0).astype(jnp.float32))
-    step_type = jnp.where(ended, dm_env.StepType.LAST, dm_env.StepType.MID)
-    return (JumanjiState(env_state=env_state),
-            self._timestep(timestep, step_type), info)
+    terminated, truncated = base.episode_ends(
+        timestep.last(), jnp.reshape(timestep.discount, ()))
+    step, info = base.transition(
+        observation_dict(timestep.observation),
+        jnp.reshape(timestep.reward, ()), terminated, truncated)
+    return JumanjiState(env_state=env_state), step, info
 
 
 # ----------------------------------------------------------------------------
@@ -169,7 +160,7 @@ class JumanjiEnvironment(base.VmappedEnvironment):
 
 def jumanji_names() -> list[str]:
   """'jumanji:<id>' for every environment Jumanji registers."""
-  jumanji = packages.import_optional(PREFIX)
+  jumanji = packages.import_optional(PREFIX, PACKAGE)
   return sorted(PREFIX + n for n in jumanji.registered_environments())
 
 
@@ -202,7 +193,8 @@ def _boxoban(dataset: str) -> Any:
 
 
 def make(name: str, batch_size: int,
-         env_kwargs: Mapping[str, Any] | None = None) -> JumanjiEnvironment:
+         env_kwargs: Mapping[str, Any] | None = None,
+         seed: int = 0) -> JumanjiEnvironment:
   """The environment named 'jumanji:<id>', batched.
 
   Args:
@@ -210,6 +202,8 @@ def make(name: str, batch_size: int,
     batch_size: the number of instances (>= 1).
     env_kwargs: the environment's constructor arguments, by name (Sokoban's
       `generator` also by name, see the module docstring).
+    seed: unused (the keys come with `reset`); the registry's `make`
+      signature.
 
   Raises:
     packages.MissingPackageError: jumanji is not installed (naming the
@@ -219,12 +213,13 @@ def make(name: str, batch_size: int,
       arguments, a bad batch size or an action spec that is not one
       discrete action.
   """
+  del seed
   base.check_batch_size(batch_size)
   prefix, _, env_id = name.partition(':')
   if prefix + ':' != PREFIX:
     raise ValueError(f'{name!r} is not a jumanji name; expected '
                      f"'{PREFIX}<id>'.")
-  jumanji = packages.import_optional(PREFIX)
+  jumanji = packages.import_optional(PREFIX, PACKAGE)
   if env_id not in jumanji.registered_environments():
     raise packages.unknown_id_error(name, jumanji_names())
   kwargs = dict(env_kwargs or {})

@@ -1,25 +1,18 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Environments of other packages by name: 'gymnax:<id>', 'craftax:<id>',
-'jumanji:<id>', 'envpool:<Game>-v5' (Atari). The optional package behind each prefix, and the errors for
-a missing package or an unknown id."""
+"""Optional packages behind environment families ('gymnax:<id>',
+'craftax:<id>', 'jumanji:<id>', 'envpool:<Game>-v5'): importing them, and
+the errors for a missing package or an unknown id.
+
+Which family needs which package is said where the family is registered
+(`registry.register(..., package=(package, extra))`).
+"""
 
 import contextlib
 import difflib
 import importlib
 import sys
 from typing import Any
-
-GYMNAX_PREFIX = 'gymnax:'
-CRAFTAX_PREFIX = 'craftax:'
-JUMANJI_PREFIX = 'jumanji:'
-ENVPOOL_PREFIX = 'envpool:'
-# The optional package behind each prefix, and what installs it.
-PACKAGES = {GYMNAX_PREFIX: ('gymnax', 'disco_rl'),
-            CRAFTAX_PREFIX: ('craftax', 'disco_rl[craftax]'),
-            JUMANJI_PREFIX: ('jumanji', 'disco_rl[jumanji]'),
-            ENVPOOL_PREFIX: ('envpool', 'disco_rl[atari]')}
-PREFIXES = tuple(PACKAGES)
 
 
 class MissingPackageError(ImportError, ValueError):
@@ -29,20 +22,25 @@ class MissingPackageError(ImportError, ValueError):
   """
 
 
-def import_optional(prefix: str) -> Any:
-  """The package behind the names of `prefix` ('gymnax:', 'craftax:', ...).
+def import_optional(prefix: str, package: tuple[str, str]) -> Any:
+  """The optional package behind the names of `prefix` ('gymnax:', ...).
+
+  Args:
+    prefix: the family's prefix, for the message (e.g. 'jumanji:').
+    package: (module name, what `pip install` takes), e.g. ('jumanji',
+      'disco_rl[jumanji]').
 
   Raises:
     MissingPackageError: naming the package and the pip extra that installs
       it.
   """
-  package, extra = PACKAGES[prefix]
+  module, extra = package
   try:
     with _matplotlib_magic_off():
-      return importlib.import_module(package)
+      return importlib.import_module(module)
   except ImportError as e:
     raise MissingPackageError(
-        f"Environments named '{prefix}<id>' need the {package!r} package, "
+        f"Environments named '{prefix}<id>' need the {module!r} package, "
         f"which is not installed ({e}); install it with: pip install "
         f"'{extra}'.") from e
 

@@ -36,6 +36,8 @@ class BatchedSingleStreamEnvironment(base.Environment):
     batch_size: the number of instances.
   """
 
+  on_host = True
+
   def __init__(
       self,
       env_class: Callable[..., base.Environment],
