@@ -11,12 +11,12 @@ from disco_rl.loops.eval import EvalState
 from disco_rl.loops.eval import evaluate_policy
 from disco_rl.loops.eval import make_eval
 from disco_rl.loops.eval import seed_keys
-from disco_rl.loops.reporting import MetricsWriter
-from disco_rl.loops.reporting import peak_memory_mb
-from disco_rl.plots import plot_curve
-from disco_rl.loops.reporting import read_metrics
-from disco_rl.loops.reporting import resident_memory_mb
 from disco_rl.loops.trainer import run_eval
+from disco_rl.metrics import MetricsWriter
+from disco_rl.metrics import peak_memory_mb
+from disco_rl.metrics import read_metrics
+from disco_rl.metrics import resident_memory_mb
+from disco_rl.plots import plot_curve
 
 __all__ = (
     'EvalConfig', 'RULES', 'agent_settings', 'EvalState', 'evaluate_policy',

@@ -1,7 +1,23 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Optimisers used by agents and value functions."""
+"""Optimisers: the agents' (Adam with no meta-gradient through its
+denominator) and the rule's, in meta-training.
 
+The rule's optimiser transforms per-agent meta-gradients.
+
+The population gives one meta-gradient per agent, stacked on a leading axis
+[N, ...]. `per_agent(inner, N)` runs any optax transformation on each agent's
+slice with its own state (e.g. the paper's per-agent Adam normalisation) and
+`mean_over_agents()` averages the slices, so both recipes are plain chains:
+
+  'average' (the upstream notebook):
+      chain(per_agent(clip, N), mean_over_agents(), adam(lr))
+  'per_agent_adam' (the paper, Oh et al. 2025, Methods):
+      chain(per_agent(chain(clip, scale_by_adam()), N), mean_over_agents(),
+            scale(-lr))
+"""
+
+import chex
 import jax
 import jax.numpy as jnp
 import optax
@@ -49,3 +65,64 @@ def agent_optimizer(learning_rate: float,
       optax.clip(max_delta=max_abs_update),
       optax.scale(-learning_rate),
   )
+
+
+def per_agent(inner: optax.GradientTransformation,
+              num_agents: int) -> optax.GradientTransformation:
+  """`inner` applied to each agent's slice [i, ...] of [N, ...] updates.
+
+  Each agent has its own `inner` state (a leading [N] axis); the updates
+  keep their agent axis.
+
+  Args:
+    inner: any optax transformation of one agent's meta-gradient.
+    num_agents: N.
+  """
+
+  def init_fn(params):
+    return jax.vmap(lambda _: inner.init(params))(jnp.arange(num_agents))
+
+  def update_fn(updates, state, params=None):
+    del params
+    chex.assert_tree_shape_prefix(updates, (num_agents,))
+    return jax.vmap(inner.update)(updates, state)
+
+  return optax.GradientTransformation(init_fn, update_fn)
+
+
+def mean_over_agents() -> optax.GradientTransformation:
+  """[N, ...] updates -> their mean over the agents [...] (stateless)."""
+
+  def update_fn(updates, state, params=None):
+    del params
+    return jax.tree.map(lambda u: jnp.mean(u, axis=0), updates), state
+
+  return optax.GradientTransformation(lambda params: optax.EmptyState(),
+                                      update_fn)
+
+
+def meta_optimizer(meta_grad_norm: str, learning_rate: float, clip_norm: float,
+         num_agents: int) -> optax.GradientTransformation:
+  """The rule's optimiser for `MetaTrainConfig.meta_grad_norm`.
+
+  Args:
+    meta_grad_norm: 'average' (Adam on the mean of the agents'
+      meta-gradients) or 'per_agent_adam' (each agent's meta-gradient
+      normalised by its own Adam moments, the updates averaged and scaled:
+      eta <- eta - lr * mean_i ADAM_i(g_i)).
+    learning_rate: the meta learning rate.
+    clip_norm: clip each agent's meta-gradient to this global norm first
+      (0: no clipping).
+    num_agents: the population size N (the meta-gradients are [N, ...]).
+  """
+  clip = (optax.clip_by_global_norm(clip_norm) if clip_norm > 0
+          else optax.identity())
+  if meta_grad_norm == 'average':
+    return optax.chain(per_agent(clip, num_agents), mean_over_agents(),
+                       optax.adam(learning_rate))
+  if meta_grad_norm == 'per_agent_adam':
+    return optax.chain(
+        per_agent(optax.chain(clip, optax.scale_by_adam()), num_agents),
+        mean_over_agents(), optax.scale(-learning_rate))
+  raise ValueError(f"Unknown meta_grad_norm {meta_grad_norm!r}; expected "
+                   "'average' or 'per_agent_adam'.")

@@ -54,16 +54,16 @@ import numpy as np
 import optax
 
 from disco_rl import actors
-from disco_rl import meta_train
-from disco_rl import weights
 from disco_rl.loops import compiled
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import mesh as mesh_lib
 from disco_rl.loops import meta as meta_lib
 from disco_rl.loops import replay
-from disco_rl.loops import reporting
 from disco_rl.loops import run as run_lib
+from disco_rl import meta_train
+from disco_rl import metrics as metrics_lib
+from disco_rl import weights
 
 AXIS = mesh_lib.AXIS
 # --tiny: settings that only check the script runs.
@@ -236,7 +236,7 @@ def bench_eval(args) -> dict:
   # Fill the buffer past the learning gate.
   fused_state, _ = fused.step(fused_state, per_call)
   fused_state = _block(fused_state)
-  results['fused']['peak_rss_mb'] = reporting.peak_memory_mb()
+  results['fused']['peak_rss_mb'] = metrics_lib.peak_memory_mb()
 
   bf16 = eval_lib.make_eval(dataclasses.replace(config, precision='bfloat16'),
                             rule_params=rule_params)
@@ -244,7 +244,7 @@ def bench_eval(args) -> dict:
   results['fused_bfloat16'] = {}
   bf16_state, _ = bf16.step(bf16_state, per_call)
   bf16_state = _block(bf16_state)
-  results['fused_bfloat16']['peak_rss_mb'] = reporting.peak_memory_mb()
+  results['fused_bfloat16']['peak_rss_mb'] = metrics_lib.peak_memory_mb()
 
   stepper = StepPerCallEval(fused)
   step_state = stepper.init()
@@ -253,7 +253,7 @@ def bench_eval(args) -> dict:
   results['step_per_call'] = {}
   step_state = _block(stepper.run(step_state, step_params,
                                   config.replay_ratio + 1))
-  results['step_per_call']['peak_rss_mb'] = reporting.peak_memory_mb()
+  results['step_per_call']['peak_rss_mb'] = metrics_lib.peak_memory_mb()
 
   # The learner step alone, on the (filled) fused buffer of the first run:
   # one call per step, and steps_per_call steps in one call.
@@ -425,13 +425,13 @@ def bench_meta(args) -> dict:
   results['fused'] = {}
   state, _ = job.step(state, per_call)
   _block(state)
-  results['fused']['peak_rss_mb'] = reporting.peak_memory_mb()
+  results['fused']['peak_rss_mb'] = metrics_lib.peak_memory_mb()
   stepper = StepPerCallMeta(job)
   step_state = stepper.init()
   results['step_per_call'] = {}
   # Two calls: the second sees pmap's output layout and compiles again.
   step_state = _block(stepper.run(step_state, 2))
-  results['step_per_call']['peak_rss_mb'] = reporting.peak_memory_mb()
+  results['step_per_call']['peak_rss_mb'] = metrics_lib.peak_memory_mb()
   count = max(args.meta_steps // per_call, 1) * per_call
   times = {'fused': [], 'step_per_call': []}
   for r in range(args.rounds):

@@ -263,9 +263,9 @@ def main(argv=None) -> int:
 def task_rewards(meta_dir: pathlib.Path) -> dict[str, tuple]:
   """{task: (meta-steps [S], mean reward per step of its agents' training
   rollouts [S])} of a meta-training run's metrics.csv."""
-  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
+  from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
   settings = json.loads((meta_dir / run_files.SETTINGS).read_text())
-  metrics = reporting.read_metrics(meta_dir / 'metrics.csv')
+  metrics = metrics_lib.read_metrics(meta_dir / 'metrics.csv')
   names = settings['settings'].get('tasks') or ['catch']
   columns = ([f'rewards_task{g}' for g in range(len(names))]
              if len(names) > 1 else ['rewards'])

@@ -165,7 +165,7 @@ def run_program(config, work: pathlib.Path, results: pathlib.Path,
   budget.
   """
   import pandas as pd  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
+  from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
   done = results / 'summary.json'
   if done.is_file() and not overwrite:
     summary = json.loads(done.read_text())
@@ -181,7 +181,7 @@ def run_program(config, work: pathlib.Path, results: pathlib.Path,
         f'{work} stopped at learner step {run.get("steps")} of '
         f'{config.num_steps} ({run.get("interrupted")}); run the same '
         'command again to resume it.')
-  metrics = reporting.read_metrics(work / 'metrics.csv')
+  metrics = metrics_lib.read_metrics(work / 'metrics.csv')
   results.mkdir(parents=True, exist_ok=True)
   pd.DataFrame(compact_curves(
       metrics, max(1, config.num_steps // CURVE_POINTS))).to_csv(
@@ -205,8 +205,8 @@ def run_program(config, work: pathlib.Path, results: pathlib.Path,
 
 def read_curves(results: pathlib.Path) -> dict[int, dict[str, np.ndarray]]:
   """{seed: {column: [points]}} of a run's curves.csv."""
-  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
-  table = reporting.read_metrics(results / 'curves.csv')
+  from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+  table = metrics_lib.read_metrics(results / 'curves.csv')
   return {int(s): {k: v[table['seed'] == s] for k, v in table.items()}
           for s in np.unique(table['seed'])}
 

@@ -34,10 +34,10 @@ import time
 import jax
 import numpy as np
 
-from disco_rl import weights
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
-from disco_rl.loops import reporting
+from disco_rl import metrics as metrics_lib
+from disco_rl import weights
 
 TINY = dict(batch_size=4, replay_ratio=2, buffer_capacity=8, rollout_len=5,
             dense=(16,), model_lstm_size=8, model_head_hiddens=(8,))
@@ -85,7 +85,7 @@ def _one_way(args, config, out: pathlib.Path) -> int:
   row = dict(compile_s=sum(r['compile_s'] for r in runs),
              run_s=sum(r['run_s'] for r in runs),
              iterations=runs[0]['iterations'],
-             peak_rss_mb=reporting.peak_memory_mb(),
+             peak_rss_mb=metrics_lib.peak_memory_mb(),
              peak_device_mb=(peak_device / 2**20 if peak_device is not None
                              and jax.default_backend() != 'cpu' else None))
   (out / f'{args.way}.json').write_text(json.dumps(row) + '\n')

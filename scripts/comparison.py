@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from disco_rl import plots
-from disco_rl.loops import reporting
 from disco_rl.loops import run_dir as run_files
 from disco_rl.loops import trainer
+from disco_rl import metrics as metrics_lib
+from disco_rl import plots
 
 
 class Interrupted(Exception):
@@ -87,7 +87,7 @@ def read_seed_curves(path) -> dict[int, dict[str, np.ndarray]]:
   """{seed: [N] step, env_steps, avg_return and episodes} of a run's
   metrics.csv (one row per step and seed; `EvalConfig.num_seeds` seeds in
   parallel, or one)."""
-  metrics = reporting.read_metrics(pathlib.Path(path) / 'metrics.csv')
+  metrics = metrics_lib.read_metrics(pathlib.Path(path) / 'metrics.csv')
   seeds = metrics['seed'].astype(int)
   return {int(s): {k: np.asarray(metrics[k][seeds == s], float)
                    for k in ('step', 'env_steps', 'avg_return', 'episodes')}

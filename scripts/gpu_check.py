@@ -162,11 +162,11 @@ class Recorder:
 def memory() -> dict[str, float]:
   """Peak device memory of this process so far (MB), else peak RSS."""
   import jax  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
+  from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
   stats = jax.local_devices()[0].memory_stats() or {}
   if 'peak_bytes_in_use' in stats:
     return dict(peak_device_mb=round(stats['peak_bytes_in_use'] / 2**20, 1))
-  return dict(peak_host_rss_mb=round(reporting.peak_memory_mb(), 1))
+  return dict(peak_host_rss_mb=round(metrics_lib.peak_memory_mb(), 1))
 
 
 def timed_calls(call, state, min_s: float, max_calls: int):

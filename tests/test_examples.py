@@ -346,8 +346,8 @@ def _rows_written(path) -> int:
 
 
 def _timing_free_metrics(path):
-  from disco_rl.loops import reporting  # pylint: disable=g-import-not-at-top
-  return reporting.read_table(path).drop(columns=['rss_mb', 'time_s'])
+  from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+  return metrics_lib.read_table(path).drop(columns=['rss_mb', 'time_s'])
 
 
 INTERRUPTED_RUNS = {

@@ -9,9 +9,9 @@ import signal
 
 import numpy as np
 
-from disco_rl import signals
-from disco_rl.loops import reporting
 from disco_rl.loops import run as run_lib
+from disco_rl import metrics as metrics_lib
+from disco_rl import signals
 
 
 def _job(calls=None, steps_per_call=3, rows_per_step=1):
@@ -38,7 +38,7 @@ def _job(calls=None, steps_per_call=3, rows_per_step=1):
 
 def test_a_run_goes_in_calls_and_writes_every_row(tmp_path, capsys):
   calls, rows = [], []
-  with reporting.MetricsWriter(tmp_path / 'm.csv') as writer:
+  with metrics_lib.MetricsWriter(tmp_path / 'm.csv') as writer:
     state, timing, stopped = run_lib.run(
         _job(calls), 0, 7, rows, write=writer.write_rows, progress=False,
         log_every=3)
@@ -46,7 +46,7 @@ def test_a_run_goes_in_calls_and_writes_every_row(tmp_path, capsys):
   assert [r['step'] for r in rows] == list(range(7))
   assert all(r['value'] == r['step'] for r in rows)
   assert all('rss_mb' in r and 'time_s' in r for r in rows)
-  written = reporting.read_metrics(tmp_path / 'm.csv')
+  written = metrics_lib.read_metrics(tmp_path / 'm.csv')
   np.testing.assert_array_equal(written['step'], np.arange(7))
   # The first call is timed apart (it compiles); 4 steps after it.
   assert timing.steady_steps == 4 and timing.first_call_s >= 0

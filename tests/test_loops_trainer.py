@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from disco_rl import signals
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import reporting
 from disco_rl.loops import trainer as trainer_lib
+from disco_rl import metrics as metrics_lib
+from disco_rl import signals
 
 pytestmark = pytest.mark.usefixtures('fast_compile', 'compilation_cache')
 
@@ -49,7 +49,7 @@ def meta_config(**overrides):
 
 
 def metrics_without_timing(path):
-  table = reporting.read_table(path).drop(columns=list(TIMING))
+  table = metrics_lib.read_table(path).drop(columns=list(TIMING))
   return table
 
 
@@ -105,14 +105,14 @@ def test_eval_resume_with_seeds_is_exact(tmp_path):
   assert len(first.rows) == 27
   assert sorted(summary['final_avg_return_per_seed']) == ['2', '3', '4']
   first.close()
-  table = reporting.read_table(tmp_path / 'a/metrics.csv')
+  table = metrics_lib.read_table(tmp_path / 'a/metrics.csv')
   assert list(zip(table['step'], table['seed'])) == [
       (step, seed) for step in range(9) for seed in (2, 3, 4)]
   again = trainer_lib.Trainer(dataclasses.replace(config, num_steps=10),
                               tmp_path / 'a', resume=True, progress=False,
                               checkpoint_every=4)
   assert again.restore(step=8) == 8 and again.step == 8
-  assert len(reporting.read_table(tmp_path / 'a/metrics.csv')) == 24
+  assert len(metrics_lib.read_table(tmp_path / 'a/metrics.csv')) == 24
   again.fit()
   straight = trainer_lib.Trainer(dataclasses.replace(config, num_steps=10),
                                  tmp_path / 'b', progress=False,
@@ -130,7 +130,7 @@ def test_resume_from_an_earlier_checkpoint_drops_later_rows(tmp_path):
   again = trainer_lib.Trainer(eval_config(num_steps=10), tmp_path / 'a',
                               resume=True, progress=False)
   assert again.restore(step=8) == 8 and again.step == 8
-  assert len(reporting.read_table(tmp_path / 'a/metrics.csv')) == 8
+  assert len(metrics_lib.read_table(tmp_path / 'a/metrics.csv')) == 8
   again.fit()
   straight = trainer_lib.Trainer(eval_config(num_steps=10), tmp_path / 'b',
                                  progress=False)
@@ -165,7 +165,7 @@ def test_meta_train_resume_is_exact(tmp_path):
   assert summary['tasks'] == ['catch[rows=5,columns=5]',
                               'catch[rows=4,columns=3]']
   assert (tmp_path / 'a/rewards_task1.png').is_file()
-  renewed = reporting.read_table(tmp_path / 'a/metrics.csv')['agents_renewed']
+  renewed = metrics_lib.read_table(tmp_path / 'a/metrics.csv')['agents_renewed']
   # Renewals before and after the resume.
   assert renewed[:2].sum() > 0 and renewed[2:].sum() > 0, renewed
   straight = trainer_lib.Trainer(config, tmp_path / 'b', progress=False)
@@ -275,7 +275,7 @@ def test_stop_when_callback_stops_early(tmp_path):
   assert summary['stopped_at_step'] == 5
   # Stopped runs still leave their checkpoint, plot and rows.
   assert (tmp_path / 'a/returns.png').is_file()
-  assert len(reporting.read_table(tmp_path / 'a/metrics.csv')) == 8
+  assert len(metrics_lib.read_table(tmp_path / 'a/metrics.csv')) == 8
   assert summary['checkpoint_step'] == 8
 
 
@@ -315,7 +315,7 @@ def test_existing_run_is_not_overwritten(tmp_path):
   assert not (tmp_path / 'a/metrics.csv').exists()
   assert (tmp_path / 'a/notes.txt').read_text() == 'mine'
   run.fit()
-  assert len(reporting.read_table(tmp_path / 'a/metrics.csv')) == 5
+  assert len(metrics_lib.read_table(tmp_path / 'a/metrics.csv')) == 5
 
 
 def test_resume_with_other_settings_is_an_error(tmp_path):

@@ -21,14 +21,14 @@ from typing import Any
 
 import jax
 
-from disco_rl import signals
-from disco_rl import weights
 from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import mesh
-from disco_rl.loops import reporting
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl.loops import trainer
+from disco_rl import metrics as metrics_lib
+from disco_rl import signals
+from disco_rl import weights
 
 # Errors that are the user's input (a bad setting, path or file).
 USER_ERRORS = (ValueError, FileNotFoundError, TypeError, KeyError)
@@ -64,7 +64,7 @@ def make_parser(description: str, config_cls, default_out: str,
   group.add_argument('--no-progress', action='store_true',
                      help='no progress bar')
   group.add_argument('--log', nargs='*', default=[], metavar='LOGGER',
-                     choices=reporting.LOGGERS,
+                     choices=metrics_lib.LOGGERS,
                      help='live curves of the metrics besides metrics.csv: '
                      'tensorboard (OUT/tensorboard; pip install '
                      "'disco_rl[tensorboard]'), wandb (OUT/wandb, offline "

@@ -11,7 +11,6 @@
   trainer.py    Trainer: fit / evaluate / save / restore over any Job
   run_dir.py    a run's directory: its files, checks, record, checkpoints
   mesh.py       devices, the mesh, placing and fetching, processes
-  replay.py, meta_optimizer.py, divergence.py, reporting.py
-                the replay buffer, the rule's optimiser, the check for
-                diverged learning, metrics CSV and plots
+  replay.py, divergence.py
+                the replay buffer, the check for diverged learning
 """

@@ -45,11 +45,6 @@ import numpy as np
 from disco_rl import actors
 from disco_rl import agent as agent_lib
 from disco_rl import environments
-from disco_rl import plots
-from disco_rl import rollout_checks
-from disco_rl import types
-from disco_rl import utils
-from disco_rl import weights
 from disco_rl.environments import base as base_env
 from disco_rl.environments.wrappers import batched_env
 from disco_rl.loops import compiled
@@ -57,10 +52,15 @@ from disco_rl.loops import config as config_lib
 from disco_rl.loops import divergence
 from disco_rl.loops import mesh as mesh_lib
 from disco_rl.loops import replay
-from disco_rl.loops import reporting
 from disco_rl.loops import run as run_lib
 from disco_rl.loops import run_dir as run_dir_lib
+from disco_rl import metrics as metrics_lib
 from disco_rl.networks import nets
+from disco_rl import plots
+from disco_rl import rollout_checks
+from disco_rl import types
+from disco_rl import utils
+from disco_rl import weights
 
 AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS
 PER_DEVICE = P(AXIS, SEED)  # [D, S, ...]: a row per device, the seeds split.
@@ -600,7 +600,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
         iterations=len(per_run[0]),
         compile_and_first_step_s=timing.first_call_s,
         steps_per_second=timing.steps_per_second,
-        peak_memory_mb=reporting.peak_memory_mb(),
+        peak_memory_mb=metrics_lib.peak_memory_mb(),
         rss_mb_at_100=rss[min(99, len(rss) - 1)], rss_mb_final=rss[-1],
         devices=setup.num_devices, processes=jax.process_count(),
         replay_bytes_per_trajectory=replay.bytes_per_trajectory(one_buffer))

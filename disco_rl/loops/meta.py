@@ -38,21 +38,21 @@ from jax.sharding import PartitionSpec as P
 import numpy as np
 import optax
 
-from disco_rl import meta_objective
-from disco_rl import plots
-from disco_rl import rollout_checks
-from disco_rl import types
-from disco_rl import weights
 from disco_rl.loops import compiled
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import divergence
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import mesh as mesh_lib
-from disco_rl.loops import meta_optimizer
-from disco_rl.loops import reporting
 from disco_rl.loops import run as run_lib
 from disco_rl.loops import run_dir as run_dir_lib
+from disco_rl import meta_objective
+from disco_rl import metrics as metrics_lib
+from disco_rl import optimizers
 from disco_rl.networks import nets
+from disco_rl import plots
+from disco_rl import rollout_checks
+from disco_rl import types
+from disco_rl import weights
 
 AXIS = mesh_lib.AXIS
 PLOTS = (('pos_rewards', 'positive rewards per meta-step'),
@@ -167,7 +167,7 @@ def make_setup(config: config_lib.MetaTrainConfig, devices=None) -> MetaSetup:
       group_sizes=config_lib.group_sizes(config.num_agents,
                                          len(config.suite)),
       members=tuple(members),
-      meta_opt=meta_optimizer.make(
+      meta_opt=optimizers.meta_optimizer(
           config.meta_grad_norm, config.meta_learning_rate,
           config.meta_grad_clip, config.num_agents),
       population=population)
@@ -400,7 +400,7 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
         first_pos_rewards=pos_rewards[0], steps=len(rows),
         compile_s=timing.first_call_s,
         meta_steps_per_second=timing.steps_per_second,
-        peak_memory_mb=reporting.peak_memory_mb(),
+        peak_memory_mb=metrics_lib.peak_memory_mb(),
         devices=num_devices, processes=jax.process_count(),
         tasks=[t.spec() for t in setup.tasks],
         agents_per_task=list(setup.group_sizes))

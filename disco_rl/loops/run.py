@@ -19,9 +19,9 @@ from typing import Any
 import jax
 import tqdm
 
-from disco_rl import signals
 from disco_rl.loops import mesh
-from disco_rl.loops import reporting
+from disco_rl import metrics as metrics_lib
+from disco_rl import signals
 
 Rows = list[dict[str, float]]
 
@@ -172,7 +172,7 @@ def run(job: Job, state, target: int, rows: Rows, *,
         else:
           timing.first_call_s = now - call_start + compile_s
         new = job.rows(metrics, done)
-        rss = reporting.resident_memory_mb()
+        rss = metrics_lib.resident_memory_mb()
         for row in new:
           row.update(rss_mb=rss, time_s=now - start)
         if write is not None:

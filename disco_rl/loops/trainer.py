@@ -28,13 +28,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from disco_rl import signals
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import meta as meta_lib
-from disco_rl.loops import reporting
 from disco_rl.loops import run as run_lib
 from disco_rl.loops import run_dir as run_dir_lib
+from disco_rl import metrics as metrics_lib
+from disco_rl import signals
 
 # The job each config makes: (its name in run.json, its maker).
 JOBS = {config_lib.EvalConfig: ('eval', eval_lib.make_eval),
@@ -137,7 +137,7 @@ class Trainer:
     if resume:
       self.run_dir.check_same_settings(self.run_dir.saved_settings(name),
                                        config)
-    self.loggers = reporting.check_loggers(loggers)
+    self.loggers = metrics_lib.check_loggers(loggers)
     if self.loggers and self.run_dir is None:
       raise ValueError(f'loggers {list(self.loggers)} write into the run\'s '
                        'directory: pass output_dir.')
@@ -247,7 +247,7 @@ class Trainer:
     self.job.load_host_state(extra)
     count = int(extra['rows'])
     if self.run_dir is not None and self._lead:
-      self.rows = reporting.keep_rows(
+      self.rows = metrics_lib.keep_rows(
           self.run_dir.file(run_dir_lib.METRICS), count)
     else:  # Only process 0 keeps the rows: stand-ins count them.
       self.rows = [dict(row=i) for i in range(count)]
@@ -285,9 +285,9 @@ class Trainer:
       every = max(1, target // 10)
     writers = []
     if self.run_dir is not None and self._lead:
-      writers.append(reporting.MetricsWriter(
+      writers.append(metrics_lib.MetricsWriter(
           self.run_dir.file(run_dir_lib.METRICS), append=True))
-      writers += [reporting.make_writer(
+      writers += [metrics_lib.make_writer(
           logger, self.run_dir.path, self.run_dir.path.name,
           dataclasses.asdict(self.config)) for logger in self.loggers]
 

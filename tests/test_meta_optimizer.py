@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.meta_optimizer: the rule's optimiser, chained from optax."""
+"""disco_rl.optimizers: the rule's optimiser, chained from optax."""
 
 import chex
 import jax
@@ -9,7 +9,7 @@ import numpy as np
 import optax
 import pytest
 
-from disco_rl.loops import meta_optimizer
+from disco_rl import optimizers
 
 
 def _adam_steps(grads, lr, b1=0.9, b2=0.999, eps=1e-8):
@@ -35,7 +35,7 @@ def test_meta_optimizer_against_adam_written_out(norm, clip):
   scales = np.array([1e-4, 1.0, 30.0])[:, None]
   steps = [(rng.normal(size=(3, 5)) * scales).astype(np.float32)
            for _ in range(2)]
-  optimizer = meta_optimizer.make(norm, lr, clip, num_agents=3)
+  optimizer = optimizers.meta_optimizer(norm, lr, clip, num_agents=3)
   params = {'w': jnp.zeros((5,))}
   state = optimizer.init(params)
   got = []
@@ -70,7 +70,7 @@ class PerAgentTest(chex.TestCase):
   def test_each_agent_has_its_own_state(self):
     """Adam's first step is sign(g) * lr for every agent, whatever its
     scale; the second differs per agent (its own moments)."""
-    opt = meta_optimizer.per_agent(optax.adam(0.1), num_agents=2)
+    opt = optimizers.per_agent(optax.adam(0.1), num_agents=2)
     params = {'w': jnp.zeros(3)}
     state = opt.init(params)
     chex.assert_tree_shape_prefix(state, (2,))
@@ -85,7 +85,7 @@ class PerAgentTest(chex.TestCase):
 
   @chex.variants(with_jit=True, without_jit=True)
   def test_mean_over_agents(self):
-    opt = meta_optimizer.mean_over_agents()
+    opt = optimizers.mean_over_agents()
     updates, state = self.variant(opt.update)(
         {'w': jnp.array([[1.0, 2.0], [3.0, 6.0]])}, opt.init(None))
     np.testing.assert_allclose(updates['w'], [2.0, 4.0])
@@ -96,7 +96,7 @@ def test_the_rule_optimiser_chains_like_any_optax_transformation():
   lr = 1e-3
   grads = {'w': jnp.array([[1.0, -2.0], [3.0, 4.0]])}
   params = {'w': jnp.zeros(2)}
-  plain = meta_optimizer.make('per_agent_adam', lr, 0.0, num_agents=2)
+  plain = optimizers.meta_optimizer('per_agent_adam', lr, 0.0, num_agents=2)
   doubled = optax.chain(plain, optax.scale(2.0))
   a, _ = plain.update(grads, plain.init(params))
   b, _ = doubled.update(grads, doubled.init(params))
@@ -110,4 +110,4 @@ def test_the_rule_optimiser_chains_like_any_optax_transformation():
 
 def test_an_unknown_normalisation_is_named():
   with pytest.raises(ValueError, match="Unknown meta_grad_norm 'rms'"):
-    meta_optimizer.make('rms', 1e-3, 0.0, num_agents=2)
+    optimizers.meta_optimizer('rms', 1e-3, 0.0, num_agents=2)

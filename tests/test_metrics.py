@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.reporting: the metrics rows as a CSV and as live curves
+"""disco_rl.metrics: the metrics rows as a CSV and as live curves
 (TensorBoard, Weights & Biases), memory probes; and disco_rl.plots."""
 
 import numpy as np
@@ -9,18 +9,18 @@ import pytest
 from live_curves import tensorboard_curves
 from live_curves import wandb_history
 
-from disco_rl import plots
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import reporting
 from disco_rl.loops import trainer as trainer_lib
+from disco_rl import metrics as metrics_lib
+from disco_rl import plots
 
 
 def test_metrics_round_trip_and_plot(tmp_path):
-  with reporting.MetricsWriter(tmp_path / 'm.csv') as writer:
+  with metrics_lib.MetricsWriter(tmp_path / 'm.csv') as writer:
     writer.write(dict(step=0, avg_return=0.0))
     writer.write_rows([dict(step=s, avg_return=float('nan') if s == 3 else
                             s / 10) for s in range(1, 30)])
-  metrics = reporting.read_metrics(tmp_path / 'm.csv')
+  metrics = metrics_lib.read_metrics(tmp_path / 'm.csv')
   np.testing.assert_array_equal(metrics['step'], np.arange(30))
   assert np.isnan(metrics['avg_return'][3])
   np.testing.assert_allclose(metrics['avg_return'][4:], np.arange(4, 30) / 10)
@@ -32,43 +32,43 @@ def test_metrics_round_trip_and_plot(tmp_path):
 
 
 def test_resident_memory_follows_an_allocation():
-  before = reporting.resident_memory_mb()
+  before = metrics_lib.resident_memory_mb()
   block = np.ones(64 * 2**20, np.uint8)  # 64 MB, touched.
-  after = reporting.resident_memory_mb()
+  after = metrics_lib.resident_memory_mb()
   assert after - before > 50, (before, after)
-  assert reporting.peak_memory_mb() >= after - 1
+  assert metrics_lib.peak_memory_mb() >= after - 1
   del block
 
 
 def test_keep_rows_then_append_continues_the_file(tmp_path):
   path = tmp_path / 'm.csv'
-  with reporting.MetricsWriter(path) as writer:
+  with metrics_lib.MetricsWriter(path) as writer:
     writer.write_rows([dict(step=i, value=i / 3, missing=float('nan'))
                        for i in range(5)])
-  kept = reporting.keep_rows(path, 3)
+  kept = metrics_lib.keep_rows(path, 3)
   assert [r['step'] for r in kept] == [0, 1, 2]
   assert kept[1]['value'] == 1 / 3  # Floats survive the CSV exactly.
   # The header and the kept rows are the file's own bytes.
   lines = path.read_text().splitlines()
   assert len(lines) == 4 and lines[0] == 'step,value,missing'
-  with reporting.MetricsWriter(path, append=True) as writer:
+  with metrics_lib.MetricsWriter(path, append=True) as writer:
     writer.write_rows([dict(step=3, value=1.0, missing=2.0)])
-  table = reporting.read_table(path)
+  table = metrics_lib.read_table(path)
   assert list(table['step']) == [0, 1, 2, 3]
   assert np.isnan(table['missing'][:3]).all() and table['missing'][3] == 2.0
   with pytest.raises(ValueError, match='has 4 metrics rows; the checkpoint '
                      'needs 9'):
-    reporting.keep_rows(path, 9)
-  assert reporting.keep_rows(tmp_path / 'absent.csv', 0) == []
+    metrics_lib.keep_rows(path, 9)
+  assert metrics_lib.keep_rows(tmp_path / 'absent.csv', 0) == []
 
 
 def test_append_to_a_missing_or_empty_file_writes_a_header(tmp_path):
   path = tmp_path / 'm.csv'
   path.write_text('')
-  with reporting.MetricsWriter(path, append=True) as writer:
+  with metrics_lib.MetricsWriter(path, append=True) as writer:
     writer.write(dict(a=1))
   assert path.read_text().splitlines() == ['a', '1']
-  assert reporting.read_metrics(tmp_path / 'm.csv')['a'].tolist() == [1.0]
+  assert metrics_lib.read_metrics(tmp_path / 'm.csv')['a'].tolist() == [1.0]
 
 
 def test_smoothed_skips_nan():
@@ -92,7 +92,7 @@ def test_the_live_curves_hold_the_rows_of_the_csv(tmp_path, fast_compile):
   run = trainer_lib.Trainer(config, tmp_path / 'run', progress=False,
                             loggers=('tensorboard', 'wandb'))
   run.fit()
-  rows = reporting.read_table(tmp_path / 'run/metrics.csv')
+  rows = metrics_lib.read_table(tmp_path / 'run/metrics.csv')
   board = tensorboard_curves(tmp_path / 'run/tensorboard')
   history = wandb_history(tmp_path / 'run')
   assert sorted(history) == list(range(4))
@@ -116,7 +116,7 @@ def test_loggers_are_checked_before_anything_is_built(tmp_path, hide_package):
                      "into the run's directory: pass output_dir"):
     trainer_lib.Trainer(config, loggers=('tensorboard',))
   hide_package('wandb')
-  with pytest.raises(reporting.MissingLoggerError, match=(
+  with pytest.raises(metrics_lib.MissingLoggerError, match=(
       r"--log wandb needs the 'wandb' package, which is not installed .*"
       r"pip install 'disco_rl\[wandb\]'")):
     trainer_lib.Trainer(config, tmp_path / 'b', loggers=('wandb',))
