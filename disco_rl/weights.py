@@ -254,7 +254,9 @@ def starting_rule_params(update_rule, load_disco_103_weights: bool,
   """
   if load_disco_103_weights:
     return load_disco_103()
-  params, _ = update_rule.init_params(jax.random.PRNGKey(seed))
+  # Compiled as one program: run op by op, the meta-network's initialisers
+  # would compile a few hundred small programs (seconds on a CPU).
+  params, _ = jax.jit(update_rule.init_params)(jax.random.PRNGKey(seed))
   return params
 
 

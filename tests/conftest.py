@@ -12,9 +12,14 @@ Tests that need either skip when it is absent, except in CI (`CI=true` or
 weights tests must run.
 """
 
+import collections
 import importlib.util
+import json
 import os
 import pathlib
+import shutil
+import statistics
+import tempfile
 
 import pytest
 
@@ -161,6 +166,25 @@ def pytest_runtest_makereport(item, call):
 # Compilation.
 
 
+# Tests whose numbers are compared with recorded ones (or, test_agent.py,
+# jitted with eager, bit for bit) compile with XLA's optimisations, as the
+# upstream recorded them; every other test compiles without the expensive
+# passes (same semantics, cheaper compiles).
+_OPTIMISED_FILES = frozenset(('test_golden_agent.py', 'test_golden_meta.py',
+                              'test_golden_rules.py', 'test_agent.py'))
+
+
+@pytest.fixture(autouse=True)
+def _fast_compile_unless_golden(request):
+  if (request.node.get_closest_marker('golden')
+      or request.node.path.name in _OPTIMISED_FILES):
+    yield
+    return
+  import smoke_env  # pylint: disable=g-import-not-at-top
+  with smoke_env.fast_compile():
+    yield
+
+
 @pytest.fixture(scope='module')
 def fast_compile():
   """`smoke_env.fast_compile` for a whole test module."""
@@ -169,67 +193,75 @@ def fast_compile():
     yield
 
 
-@pytest.fixture(scope='module')
-def compilation_cache(tmp_path_factory):
-  """JAX's persistent compilation cache in a fresh directory, for a module.
+# One persistent compilation cache for the whole session: the two xdist
+# workers and every subprocess they start (CLIs, notebooks, processes of a
+# multi-process run) read and write the same directory, so a program that
+# several tests build (a run, its resumed continuation, the same tiny agent
+# in a CLI and a notebook) is compiled once. `$DISCO_RL_TEST_JAX_CACHE`
+# names a directory to keep across sessions ('off': no cache, to measure
+# what it saves); otherwise the controlling process makes one and removes
+# it at the end.
+TEST_JAX_CACHE = 'DISCO_RL_TEST_JAX_CACHE'
 
-  Tests that build the same program several times (a run, its resumed
-  continuation and a straight run) compile it once.
-  """
+
+def pytest_configure(config):
+  if os.environ.get(TEST_JAX_CACHE) == 'off':
+    return
+  if not os.environ.get(TEST_JAX_CACHE):
+    if hasattr(config, 'workerinput'):  # An xdist worker started by hand.
+      return
+    os.environ[TEST_JAX_CACHE] = tempfile.mkdtemp(prefix='disco_rl_jax_')
+    config.stash[_OWNED_CACHE] = os.environ[TEST_JAX_CACHE]
   import jax  # pylint: disable=g-import-not-at-top
-  names = ('jax_compilation_cache_dir',
-           'jax_persistent_cache_min_compile_time_secs')
-  previous = {name: jax.config.values[name] for name in names}
-  jax.config.update(names[0], str(tmp_path_factory.mktemp('jax_cache')))
-  jax.config.update(names[1], 0)
-  try:
-    yield
-  finally:
-    for name, value in previous.items():
-      jax.config.update(name, value)
+  jax.config.update('jax_compilation_cache_dir', os.environ[TEST_JAX_CACHE])
+  jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)
+  jax.config.update('jax_persistent_cache_min_entry_size_bytes', -1)
+
+
+def pytest_unconfigure(config):
+  owned = config.stash.get(_OWNED_CACHE, None)
+  if owned:
+    shutil.rmtree(owned, ignore_errors=True)
+    del os.environ[TEST_JAX_CACHE]
+
+
+_OWNED_CACHE = pytest.StashKey[str]()
 
 
 # ---------------------------------------------------------------------------
-# Order: the longest test files first.
+# Order: the longest tests first, whichever file they are in.
 
-# The test files that take the longest in the default run (compiling
-# meta-training programs, starting processes), longest first (per-file
-# totals of a default run with --durations=0 on the 2-core machine: about
-# 185, 165, 110, 95, 75 s for the first five). `make test` hands whole
-# files to its two pytest-xdist processes in collection order (--dist
-# loadfile --no-loadscope-reorder); starting these first keeps the two
-# processes' shares even. With xdist's own order (files with more tests
-# first) a three-minute file came last and ran alone.
-LONGEST_FILES = (
-    'test_loops_trainer.py',
-    'test_notebooks.py',
-    'test_examples.py',
-    'test_environments_gymnax.py',
-    'test_golden_agent.py',
-    'test_multidevice.py',
-    'test_loops_meta.py',
-    'test_signals.py',
-    'test_loops_eval.py',
-    'test_benchmark_minatar.py',
-    'test_nets.py',
-    'test_agent.py',
-    'test_golden_meta.py',
-    'test_gpu_check.py',
-    'test_readme.py',
-    'test_environments_envpool.py',
-    'test_loops_compiled.py',
-    'test_golden_rules.py',
-    'test_environments_jumanji.py',
-    'test_loops_multiprocess.py',
-)
+# Seconds per test of a default run on the 2-core machine (`python
+# tests/durations.py JUNIT_XML` writes it from a run's --junitxml). `make
+# test` hands the tests to its two pytest-xdist workers one unit at a time
+# (--dist loadgroup), in the order below: longest first, so that the last
+# units to start are short and the two workers end together. A test not in
+# the file counts as the median.
+DURATIONS = pathlib.Path(__file__).with_name('durations.json')
+# Files whose tests share a costly module-scoped fixture (a compiled golden
+# program, a built agent): one unit, run by one worker.
+SHARED_FIXTURE_FILES = frozenset((
+    'test_agent.py', 'test_bad_inputs.py', 'test_golden_agent.py',
+    'test_golden_meta.py', 'test_golden_rules.py', 'test_loops_eval.py'))
+
+
+def _unit(item) -> str:
+  name = item.path.name
+  return name if name in SHARED_FIXTURE_FILES else item.nodeid.split('@')[0]
 
 
 def pytest_collection_modifyitems(config, items):
-  """Runs the files of `LONGEST_FILES` first, in that order (a stable sort:
-  within a file and among the other files, the order is pytest's)."""
+  """Sorts the units (a test, or a file of SHARED_FIXTURE_FILES) by their
+  recorded seconds, longest first; a file's tests keep pytest's order."""
   del config
-  rank = {name: i for i, name in enumerate(LONGEST_FILES)}
-  items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+  seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+  median = statistics.median(seconds.values()) if seconds else 0.0
+  totals = collections.Counter()
+  for item in items:
+    totals[_unit(item)] += seconds.get(item.nodeid.split('@')[0], median)
+    if item.path.name in SHARED_FIXTURE_FILES:
+      item.add_marker(pytest.mark.xdist_group(item.path.name))
+  items.sort(key=lambda item: (-totals[_unit(item)], _unit(item)))
 
 
 @pytest.fixture

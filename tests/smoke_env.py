@@ -10,26 +10,21 @@ import pathlib
 import numpy as np
 
 
-def fast_jax_env(tmp_path_factory) -> dict[str, str]:
+def fast_jax_env() -> dict[str, str]:
   """Environment that makes JAX compile less, for short smoke runs.
 
-  A persistent compilation cache in a directory shared by every run of the
-  session (test_examples.py computes the same path), so e.g. the eval
-  notebook reuses what the eval CLI compiled; `$DISCO_RL_TEST_JAX_CACHE`
-  names a directory to keep it across sessions instead. And XLA's expensive
-  optimisation passes off, which roughly halves compile times.
+  The session's persistent compilation cache (`$DISCO_RL_TEST_JAX_CACHE`,
+  set by conftest.py for the whole session), so e.g. the eval notebook
+  reuses what the eval CLI compiled. And XLA's expensive optimisation passes
+  off, which roughly halves compile times.
   """
-  cache = os.environ.get('DISCO_RL_TEST_JAX_CACHE')
-  cache = pathlib.Path(cache) if cache else (
-      tmp_path_factory.getbasetemp() / 'jax_compilation_cache')
-  cache.mkdir(parents=True, exist_ok=True)
-  return {
-      'JAX_COMPILATION_CACHE_DIR': str(cache),
+  cache = os.environ.get('DISCO_RL_TEST_JAX_CACHE', 'off')
+  return ({} if cache == 'off' else {
+      'JAX_COMPILATION_CACHE_DIR': cache,
       'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS': '0',
-      'JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES': '-1',
+      'JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES': '-1'}) | {
       # Smoke runs: cheaper XLA compilation (same semantics, slower code).
-      'JAX_DISABLE_MOST_OPTIMIZATIONS': '1',
-  }
+      'JAX_DISABLE_MOST_OPTIMIZATIONS': '1'}
 
 
 @contextlib.contextmanager

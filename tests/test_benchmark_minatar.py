@@ -82,11 +82,14 @@ def test_seeds_of_a_program_must_be_consecutive():
     bench.make_config('Breakout', 'disco_103', 1e-3, [0, 2], 10, bench.TINY)
 
 
+# Slow: a minute of compiling; the default run tests the script's tables
+# and statistics below, and the eval job it drives elsewhere.
+@pytest.mark.slow
 @pytest.mark.weights
-def test_tiny_run_of_every_stage_then_read_back(tmp_path, tmp_path_factory):
+def test_tiny_run_of_every_stage_then_read_back(tmp_path):
   """Sweep (one rate), table and report for Breakout with two seeds in one
   program per rule; run again, every run is read back from --results."""
-  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+  env = dict(os.environ, **fast_jax_env(),
              JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
   results, work = tmp_path / 'results', tmp_path / 'work'
   args = [sys.executable, str(SCRIPTS / 'benchmark_minatar.py'), '--tiny',
@@ -183,11 +186,11 @@ def test_a_run_whose_policy_stays_uniform_has_no_plateau_end():
 
 @pytest.mark.slow
 @pytest.mark.weights
-def test_plateau_study_tiny_run(tmp_path, tmp_path_factory):
+def test_plateau_study_tiny_run(tmp_path):
   """Every condition (the warm ones from base's final state), the tables
   (with the MinAtar runs of a tiny benchmark) and the plot; run again, each
   condition is read back."""
-  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+  env = dict(os.environ, **fast_jax_env(),
              JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
   minatar = tmp_path / 'minatar'
   bench_args = [sys.executable, str(SCRIPTS / 'benchmark_minatar.py'),

@@ -17,11 +17,11 @@ SCRIPTS = pathlib.Path(__file__).resolve().parent.parent / 'scripts'
 
 
 @pytest.mark.slow
-def test_meta_suite_benchmark_tiny_run_and_resume(tmp_path, tmp_path_factory):
+def test_meta_suite_benchmark_tiny_run_and_resume(tmp_path):
   """Meta-trains on the suite (with lifetimes), evaluates on the held-out
   tasks in both settings, writes the table and curves; run again, it reads
   everything back."""
-  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+  env = dict(os.environ, **fast_jax_env(),
              JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
   args = [sys.executable, str(SCRIPTS / 'benchmark_meta_suite.py'), '--tiny',
           '--seeds', '0', '1', '--rules', 'learned', 'actor_critic',
@@ -65,11 +65,11 @@ def test_meta_suite_benchmark_tiny_run_and_resume(tmp_path, tmp_path_factory):
 
 @pytest.mark.slow
 def test_meta_suite_benchmark_second_stage_starts_from_the_given_rule(
-    tmp_path, tmp_path_factory):
+    tmp_path):
   """--meta-init: meta-training continues from an earlier run's rule (each
   of its 4 meta-steps moves a parameter by at most about the meta learning
   rate, Adam's step bound), and the table says where it started."""
-  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+  env = dict(os.environ, **fast_jax_env(),
              JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
   common = [sys.executable, str(SCRIPTS / 'benchmark_meta_suite.py'),
             '--tiny', '--seeds', '0', '--rules', 'learned',
@@ -120,8 +120,8 @@ def test_meta_suite_benchmark_refuses_bad_overrides(tmp_path, capsys,
 
 @pytest.mark.slow
 def test_meta_suite_benchmark_baselines_alone_meta_train_nothing(
-    tmp_path, tmp_path_factory):
-  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+    tmp_path):
+  env = dict(os.environ, **fast_jax_env(),
              JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
   run = subprocess.run(
       [sys.executable, str(SCRIPTS / 'benchmark_meta_suite.py'), '--tiny',
@@ -188,11 +188,10 @@ def test_meta_suite_benchmark_stopped_by_a_signal_says_so(tmp_path, capsys,
 
 
 @pytest.mark.slow
-def test_loops_benchmark_tiny_run(tmp_path, tmp_path_factory):
+def test_loops_benchmark_tiny_run(tmp_path):
   """The previous and fused loops side by side, both jobs: the table and a
   summary with every variant's speed and compile times."""
-  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
-             JAX_PLATFORMS='cpu')
+  env = dict(os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu')
   proc = subprocess.run(
       [sys.executable, str(SCRIPTS / 'benchmark_loops.py'), '--tiny',
        '--rounds', '1', '--compile-rounds', '1', '--out',
@@ -211,10 +210,9 @@ def test_loops_benchmark_tiny_run(tmp_path, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_meta_window_benchmark_tiny_run(tmp_path_factory):
+def test_meta_window_benchmark_tiny_run():
   """K=2 (unrolled) and K=6 (a loop), with and without remat."""
-  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
-             JAX_PLATFORMS='cpu')
+  env = dict(os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu')
   proc = subprocess.run(
       [sys.executable, str(SCRIPTS / 'benchmark_meta_window.py'), '--tiny',
        '--windows', '2', '6', '--steps', '2'],
@@ -228,11 +226,10 @@ def test_meta_window_benchmark_tiny_run(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_seeds_benchmark_tiny_run(tmp_path, tmp_path_factory):
+def test_seeds_benchmark_tiny_run(tmp_path):
   """Both ways side by side: the same runs (parameters apart by rounding)
   and a table with the ratios; an existing result is never overwritten."""
-  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
-             JAX_PLATFORMS='cpu')
+  env = dict(os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu')
   args = [sys.executable, str(SCRIPTS / 'benchmark_seeds.py'), '--tiny',
           '--seeds', '2', '--steps', '4', '--steps-per-call', '2', '--out',
           str(tmp_path / 'out')]
@@ -257,10 +254,9 @@ def test_seeds_benchmark_tiny_run(tmp_path, tmp_path_factory):
 
 
 @pytest.mark.slow  # About 2.5 min: four families compiled.
-def test_envs_benchmark_tiny_run(tmp_path, tmp_path_factory):
+def test_envs_benchmark_tiny_run(tmp_path):
   """Every family trains and both Atari acting modes report a speed."""
-  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
-             JAX_PLATFORMS='cpu')
+  env = dict(os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu')
   done = subprocess.run(
       [sys.executable, str(SCRIPTS / 'benchmark_envs.py'), '--tiny', '--out',
        str(tmp_path / 'out')], env=env, capture_output=True, text=True,

@@ -48,12 +48,12 @@ META_TINY = ['--steps', '2', '--num-agents', '2', '--batch-size-per-device',
 
 
 @pytest.fixture
-def run_cli(tmp_path, tmp_path_factory):
+def run_cli(tmp_path):
   """`run_cli(module, *args)` -> CompletedProcess, on one CPU device."""
 
   def run(module: str, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
-    env.update(fast_jax_env(tmp_path_factory))
+    env.update(fast_jax_env())
     env['JAX_PLATFORMS'] = 'cpu'
     env['XLA_FLAGS'] = '--xla_force_host_platform_device_count=1'
     env['MPLBACKEND'] = 'Agg'
@@ -192,7 +192,10 @@ def test_meta_train_cli(run_cli, tmp_path):
 
 
 def test_export_rule_bad_input_is_one_error_line(tmp_path, capsys,
-                                                 monkeypatch):
+                                                 monkeypatch, fast_compile):
+  """On a run of the same settings as test_meta_train_cli's (the session's
+  compilation cache holds its programs)."""
+  del fast_compile
   from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
   monkeypatch.chdir(tmp_path)
   config = config_lib.MetaTrainConfig(
@@ -361,11 +364,11 @@ INTERRUPTED_RUNS = {
     pytest.param('meta_train', signal.SIGINT, marks=pytest.mark.slow),
 ])
 def test_cli_interrupt_then_resume_equals_a_straight_run(
-    module, sig, run_cli, tmp_path, tmp_path_factory):
+    module, sig, run_cli, tmp_path):
   """A signal stops the run with its outputs saved; --resume finishes it,
   giving the metrics rows (and rule) of a run never interrupted."""
   out = tmp_path / 'interrupted'
-  env = dict(os.environ, **fast_jax_env(tmp_path_factory), JAX_PLATFORMS='cpu',
+  env = dict(os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu',
              XLA_FLAGS='--xla_force_host_platform_device_count=1',
              MPLBACKEND='Agg')
   proc = subprocess.Popen(

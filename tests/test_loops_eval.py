@@ -20,7 +20,7 @@ from disco_rl.loops import divergence
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import run as run_lib
 
-pytestmark = pytest.mark.usefixtures('fast_compile', 'compilation_cache')
+pytestmark = pytest.mark.usefixtures('fast_compile')
 
 # Two environments, a learner batch of 4: learning starts at the second
 # iteration.

@@ -18,7 +18,7 @@ from disco_rl.loops import trainer as trainer_lib
 from disco_rl import metrics as metrics_lib
 from disco_rl import signals
 
-pytestmark = pytest.mark.usefixtures('fast_compile', 'compilation_cache')
+pytestmark = pytest.mark.usefixtures('fast_compile')
 
 TIMING = ('rss_mb', 'time_s')
 # The debug checks stay on (the default): they are plain program outputs, so
@@ -139,9 +139,50 @@ def test_resume_from_an_earlier_checkpoint_drops_later_rows(tmp_path):
                   straight.state)
 
 
+def _npz(path):
+  with np.load(path) as data:
+    return {k: data[k] for k in data.files}
+
+
+def _check_read_rule(run_dir, last_rule, rule_at_2):
+  """read_rule on a meta-training run with checkpoints at steps 2 and 4: the
+  rule at step 2 is the one the run had when stopped there, the latest is
+  its final rule, and the run directory is left untouched."""
+  files = {p: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+  checkpoints = sorted(p.name for p in (run_dir / 'checkpoints').iterdir())
+  import disco_rl  # pylint: disable=g-import-not-at-top
+  from disco_rl import weights  # pylint: disable=g-import-not-at-top
+  assert disco_rl.read_rule is trainer_lib.read_rule
+  params, step = trainer_lib.read_rule(run_dir)
+  assert step == 4
+  chex.assert_trees_all_equal(weights.flatten_params(params), last_rule)
+  params, step = trainer_lib.read_rule(run_dir, step=2)
+  assert step == 2
+  chex.assert_trees_all_equal(weights.flatten_params(params), rule_at_2)
+  with pytest.raises(AssertionError):  # The rule moved between the two.
+    chex.assert_trees_all_equal(last_rule, rule_at_2)
+  # Nothing in the run changed: files, metrics rows, checkpoints.
+  assert {p: p.read_bytes() for p in run_dir.iterdir() if p.is_file()
+          } == files
+  assert sorted(p.name for p in (run_dir / 'checkpoints').iterdir()
+                ) == checkpoints
+  with pytest.raises(FileNotFoundError, match=r'No checkpoint 3 .*\[2, 4\]'):
+    trainer_lib.read_rule(run_dir, step=3)
+  with pytest.raises(ValueError, match='No run in .*none: it has no run.json'):
+    trainer_lib.read_rule(run_dir.parent / 'none')
+
+
+def test_read_rule_refuses_an_eval_run(tmp_path):
+  trainer_lib.Trainer(eval_config(num_steps=1), tmp_path / 'e',
+                      progress=False).fit()
+  with pytest.raises(ValueError, match='holds a eval run, not a meta_train'):
+    trainer_lib.read_rule(tmp_path / 'e')
+
+
 def test_meta_train_resume_is_exact(tmp_path):
   """Interrupted by SIGINT after its first call, then resumed; a suite of
-  two tasks (two agent groups, network shapes and environment states)."""
+  two tasks (two agent groups, network shapes and environment states). The
+  rules at its checkpoints read back (read_rule)."""
   config = meta_config(num_steps=4,
                        tasks=('catch', 'catch[rows=4,columns=3]'))
   first = trainer_lib.Trainer(config, tmp_path / 'a', progress=False)
@@ -155,8 +196,9 @@ def test_meta_train_resume_is_exact(tmp_path):
   # Stopped: its checkpoint, plots and the rule learned so far are saved.
   assert summary['checkpoint_step'] == 2
   assert (tmp_path / 'a/pos_rewards.png').is_file()
+  rule_at_2 = _npz(tmp_path / 'a/update_rule_params.npz')
   np.testing.assert_array_equal(
-      np.load(tmp_path / 'a/update_rule_params.npz')['lstm/linear/w'],
+      rule_at_2['lstm/linear/w'],
       jax.device_get(first.state.update_rule_params['lstm/linear']['w']))
   resumed = trainer_lib.Trainer(config, tmp_path / 'a', resume=True,
                                 progress=False)
@@ -172,11 +214,10 @@ def test_meta_train_resume_is_exact(tmp_path):
   straight.fit()
   assert_same_run(tmp_path / 'a', tmp_path / 'b', resumed.state,
                   straight.state)
-  rule_a = np.load(tmp_path / 'a/update_rule_params.npz')
-  rule_b = np.load(tmp_path / 'b/update_rule_params.npz')
-  assert sorted(rule_a.files) == sorted(rule_b.files)
-  for key in rule_a.files:
-    np.testing.assert_array_equal(rule_a[key], rule_b[key])
+  rule_a = _npz(tmp_path / 'a/update_rule_params.npz')
+  chex.assert_trees_all_equal(rule_a,
+                              _npz(tmp_path / 'b/update_rule_params.npz'))
+  _check_read_rule(tmp_path / 'a', rule_a, rule_at_2)
   # The learned rule trains a fresh agent (a held-out board size here).
   held_out = eval_config(rule='disco_103', rows=6, columns=4, num_steps=2)
   summary = resumed.evaluate(env=held_out)
@@ -184,54 +225,6 @@ def test_meta_train_resume_is_exact(tmp_path):
   with pytest.raises(ValueError, match='env must be an EvalConfig with rule '
                      'disco_103'):
     resumed.evaluate(env=eval_config())
-
-
-def test_read_rule_reads_a_checkpoint_and_changes_nothing(tmp_path):
-  """The rule at an earlier checkpoint is the one a run stopped there ends
-  with; the latest is the run's final rule; the run directory is untouched."""
-  run = trainer_lib.Trainer(meta_config(num_steps=4), tmp_path / 'a',
-                            progress=False, checkpoint_every=2)
-  run.fit()
-  run.close()
-  files = {p: p.read_bytes() for p in (tmp_path / 'a').iterdir()
-           if p.is_file()}
-  checkpoints = sorted(p.name for p in (tmp_path / 'a/checkpoints').iterdir())
-
-  def npz(path):
-    with np.load(path) as data:
-      return {k: data[k] for k in data.files}
-
-  import disco_rl  # pylint: disable=g-import-not-at-top
-  assert disco_rl.read_rule is trainer_lib.read_rule
-  params, step = trainer_lib.read_rule(tmp_path / 'a')
-  assert step == 4
-  from disco_rl import weights  # pylint: disable=g-import-not-at-top
-  chex.assert_trees_all_equal(weights.flatten_params(params),
-                              npz(tmp_path / 'a/update_rule_params.npz'))
-  params, step = trainer_lib.read_rule(tmp_path / 'a', step=2)
-  assert step == 2
-  stopped = trainer_lib.Trainer(meta_config(num_steps=2), tmp_path / 'b',
-                                progress=False)
-  stopped.fit()
-  chex.assert_trees_all_equal(weights.flatten_params(params),
-                              npz(tmp_path / 'b/update_rule_params.npz'))
-  with pytest.raises(AssertionError):  # The rule moved between the two.
-    chex.assert_trees_all_equal(npz(tmp_path / 'a/update_rule_params.npz'),
-                                npz(tmp_path / 'b/update_rule_params.npz'))
-  # Nothing in the run changed: files, metrics rows, checkpoints.
-  assert {p: p.read_bytes() for p in (tmp_path / 'a').iterdir()
-          if p.is_file()} == files
-  assert sorted(p.name for p in (tmp_path / 'a/checkpoints').iterdir()
-                ) == checkpoints
-  with pytest.raises(FileNotFoundError, match=r'No checkpoint 3 .*\[2, 4\]'):
-    trainer_lib.read_rule(tmp_path / 'a', step=3)
-  evaluated = trainer_lib.Trainer(eval_config(num_steps=1), tmp_path / 'e',
-                                  progress=False)
-  evaluated.fit()
-  with pytest.raises(ValueError, match='holds a eval run, not a meta_train'):
-    trainer_lib.read_rule(tmp_path / 'e')
-  with pytest.raises(ValueError, match='No run in .*none: it has no run.json'):
-    trainer_lib.read_rule(tmp_path / 'none')
 
 
 def test_same_seed_same_metrics_other_seed_differs():

@@ -52,8 +52,7 @@ def test_replicated_learner_stays_identical(num_devices):
                                                num_devices)
 
 
-def test_seeds_sharded_over_devices_run_as_alone_and_resume(
-    tmp_path_factory):
+def test_seeds_sharded_over_devices_run_as_alone_and_resume():
   import smoke_env  # pylint: disable=g-import-not-at-top
   assert 'seed shards: ok' in run_check(
-      'seed_shards', 4, smoke_env.fast_jax_env(tmp_path_factory))
+      'seed_shards', 4, smoke_env.fast_jax_env())

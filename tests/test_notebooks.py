@@ -51,7 +51,7 @@ META_PLOTS = ('pos_rewards', 'neg_rewards', 'meta_loss', 'meta_grad_norm',
 
 
 @pytest.fixture
-def execute(tmp_path, tmp_path_factory):
+def execute(tmp_path):
   """`execute(name, parameters, num_devices, weights_file=None)`.
 
   Runs colabs/NAME.ipynb in a new kernel on `num_devices` CPU devices and
@@ -61,7 +61,7 @@ def execute(tmp_path, tmp_path_factory):
   """
 
   def run(name: str, parameters: dict, num_devices: int, weights_file=None):
-    env = dict(fast_jax_env(tmp_path_factory), JAX_PLATFORMS='cpu',
+    env = dict(fast_jax_env(), JAX_PLATFORMS='cpu',
                MPLBACKEND='Agg', XLA_FLAGS=(
                    f'--xla_force_host_platform_device_count={num_devices}'))
     if weights_file is not None:
@@ -239,11 +239,18 @@ def test_eval_notebook_trains_a_pixel_family(env, env_kwargs, package,
 # Meta-training notebook: a random rule, meta-trained for two steps.
 
 
-@pytest.mark.parametrize('num_devices',
-                         [1, pytest.param(2, marks=pytest.mark.slow)])
-def test_meta_train_notebook(num_devices, tmp_path, execute):
+# The default run skips the notebook's last section (paper_steps=0): the
+# paper's recipe on a task suite compiles a second meta-training program
+# (about a minute); the default run covers that recipe through the Trainer
+# in test_loops_trainer.py (a two-task suite, per-agent Adam, lifetimes).
+@pytest.mark.parametrize('num_devices,paper', [
+    (1, False), pytest.param(1, True, marks=pytest.mark.slow),
+    pytest.param(2, True, marks=pytest.mark.slow)])
+def test_meta_train_notebook(num_devices, paper, tmp_path, execute):
   out = tmp_path / 'out'
   params = dict(META_TINY, **META_PAPER_TINY, output_dir=str(out))
+  if not paper:
+    params['paper_steps'] = 0
   nb = execute('meta_train', params, num_devices)
 
   printed = stdout_of(nb, 'build-trainer')
@@ -293,6 +300,9 @@ def test_meta_train_notebook(num_devices, tmp_path, execute):
 
   # The paper's recipe: one agent per task, both tasks' curves, renewals.
   printed = stdout_of(nb, 'paper')
+  if not paper:
+    assert not printed and not (out / 'paper_recipe').exists(), printed
+    return
   assert '1 agent(s) on catch[rows=5,columns=5]' in printed, printed
   assert '1 agent(s) on gymnax:CartPole-v1' in printed, printed
   assert 'agents renewed: 2;' in printed, printed  # Both, at the 2nd step.

@@ -163,12 +163,12 @@ class _Job:
     os.kill(self.pid, self.sig)
 
 
-def test_one_rule_for_signals_at_every_delay(tmp_path, tmp_path_factory):
+def test_one_rule_for_signals_at_every_delay(tmp_path):
   """SIGTERM stops the run at the next safe point at any delay, and so does
   SIGINT in a foreground job: exit 128 + the signal's number, no traceback,
   the summary (once the run started) naming the signal. A background job
   ignores SIGINT at any delay (it trains on) until SIGTERM stops it."""
-  env = dict(os.environ, **fast_jax_env(tmp_path_factory),
+  env = dict(os.environ, **fast_jax_env(),
              JAX_PLATFORMS='cpu', MPLBACKEND='Agg',
              XLA_FLAGS='--xla_force_host_platform_device_count=1')
   jobs = [_Job(*case, tmp_path, env) for case in CASES]
