@@ -196,13 +196,13 @@ def test_export_rule_bad_input_is_one_error_line(tmp_path, capsys,
   """On a run of the same settings as test_meta_train_cli's (the session's
   compilation cache holds its programs)."""
   del fast_compile
-  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+  from disco_rl import meta_train  # pylint: disable=g-import-not-at-top
   monkeypatch.chdir(tmp_path)
   config = config_lib.MetaTrainConfig(
       num_steps=2, num_agents=2, batch_size_per_device=2, rollout_len=3,
       dense=(16,), model_lstm_size=8, model_head_hiddens=(8,),
       value_dense=(8,))
-  trainer.run_meta_train(config, tmp_path / 'run', progress=False)
+  meta_train.run_meta_train(config, tmp_path / 'run', progress=False)
   (tmp_path / 'taken.npz').write_bytes(b'kept')
   export = _main('export_rule')
   for args, message in [
@@ -227,7 +227,7 @@ def test_export_rule_bad_input_is_one_error_line(tmp_path, capsys,
   assert re.fullmatch(r'No run in \S+/nowhere: it has no run.json .*',
                       _error_of(capsys))
   evaluated = tmp_path / 'evaluated'
-  trainer.run_eval(config_lib.EvalConfig(
+  evaluation.run_eval(config_lib.EvalConfig(
       rule='actor_critic', num_steps=1, batch_size=4, replay_ratio=2,
       buffer_capacity=8, rollout_len=6, dense=(16,), model_lstm_size=8,
       model_head_hiddens=(8,)), evaluated, progress=False)

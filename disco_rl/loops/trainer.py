@@ -395,20 +395,3 @@ def read_rule(output_dir, step: int | None = None
   finally:
     checkpoints.close()
   return job.rule(state), int(step)
-
-
-def run_eval(config: config_lib.EvalConfig, output_dir, rule_params=None,
-             progress: bool = True, **trainer_args) -> dict[str, Any]:
-  """`Trainer(config, output_dir, ...).fit()`: an agent trained by the rule
-  (default: Disco103), with metrics, a plot and checkpoints."""
-  return Trainer(config, output_dir, rule_params=rule_params,
-                 progress=progress, **trainer_args).fit()
-
-
-def run_meta_train(config: config_lib.MetaTrainConfig, output_dir,
-                   progress: bool = True, update_rule_params=None,
-                   **trainer_args) -> dict[str, Any]:
-  """`Trainer(config, output_dir, ...).fit()`: a rule meta-trained, with
-  metrics, plots, checkpoints and the learned rule's file."""
-  return Trainer(config, output_dir, rule_params=update_rule_params,
-                 progress=progress, **trainer_args).fit()
