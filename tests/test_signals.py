@@ -171,6 +171,11 @@ def test_one_rule_for_signals_at_every_delay(tmp_path):
   env = dict(os.environ, **fast_jax_env(),
              JAX_PLATFORMS='cpu', MPLBACKEND='Agg',
              XLA_FLAGS='--xla_force_host_platform_device_count=1')
+  # The jobs start as a user's do: under `make coverage`, coverage.py's
+  # start-up in each process would delay a command's first line past the
+  # earliest signal (its code is measured by the other signal tests).
+  env.pop('COVERAGE_PROCESS_CONFIG', None)
+  env.pop('COVERAGE_PROCESS_START', None)
   jobs = [_Job(*case, tmp_path, env) for case in CASES]
   try:
     for job in sorted(jobs, key=lambda j: j.delay):
