@@ -22,21 +22,28 @@ Stages, in order (`--stage`; each skips the runs whose results are in
           kept (the smaller on a tie) -> sweep.csv, sweep.md, sweep.json
   table   the games x seeds 0.. (`--seeds` in one program each) x both rules
           at the chosen rates
-  report  from whatever is done: per game the mean final return with a
-          stratified-bootstrap 95% interval, the interquartile mean of
-          normalised scores and the probability that Disco103 improves on
-          actor-critic (both with intervals), curves per game against
-          learner updates and environment steps, and the aggregate IQM
-          curve -> results.md, results.csv, curves_<game>.png, iqm.png
+  report  from the per-run files in --results alone (no training; random
+          play is measured only for a game random_returns.json lacks): per
+          game the mean final return over seeds and their range (min-max;
+          with 3 seeds no interval is claimed); over the games with a
+          published reference, each rule's interquartile mean (IQM) of
+          normalised scores, the IQM difference and the probability that
+          Disco103 improves on actor-critic, each with a stratified-bootstrap
+          95% interval, and the same with the most extreme run (the farthest
+          from its game's median) set to that median; curves per game with
+          random play's return, and the aggregate IQM curve -> results.md,
+          results.csv, comparison.json, curves_<game>.png, iqm.png
 
 Final return: the mean return of the episodes that ended in the last 10% of
-the updates (`final_returns`). Normalised score: final return / the published PPO return of
-gymnax's baselines at 10M steps (Asterix 15, Breakout 28, Freeway 58,
-SpaceInvaders 131); Seaquest has none published and is normalised by the
-range from random play (measured here) to this benchmark's actor-critic
-mean. An episode cut by a time limit (Freeway's only way to end, at 2,500
-steps) ends it as a terminal step would, for both rules (the agents record
-discount 0 at every episode end; MinAtar's own code does the same).
+the updates (`final_returns`). Normalised score: (final return - random
+play) / (reference - random play), random play measured here
+(random_returns.json) and the reference gymnax's published PPO return
+(`PPO_RETURNS`: Asterix 15, Breakout 28, Freeway 58, SpaceInvaders 131).
+Seaquest has no published return there, nor in the MinAtar paper (whose
+results are plots), so it is reported per game and left out of the
+aggregate. An episode cut by a time limit (Freeway's only way to end, at
+2,500 steps) ends it as a terminal step would, for both rules (the agents
+record discount 0 at every episode end; MinAtar's own code does the same).
 
 --results holds the small outputs meant for the repository: per run
 `curves.csv` (per seed, `CURVE_POINTS` means over iterations) and
@@ -64,9 +71,14 @@ import rl_stats  # scripts/rl_stats.py
 GAMES = ('Asterix', 'Breakout', 'Freeway', 'Seaquest', 'SpaceInvaders')
 RULES = ('disco_103', 'actor_critic')
 RULE_LABELS = {'disco_103': 'Disco103', 'actor_critic': 'actor-critic'}
-# gymnax's PPO baselines at 10M steps (its README's MinAtar table).
+# The normalisation's reference: gymnax's PPO returns, from the table of
+# environments in gymnax's README ("PPO (R: 15)", ...), trained for 10M
+# environment steps (gymnax-blines' agents/<game>/ppo.yaml,
+# num_train_steps). Seaquest has none published.
 PPO_RETURNS = {'Asterix': 15.0, 'Breakout': 28.0, 'Freeway': 58.0,
                'SpaceInvaders': 131.0}
+REFERENCE = ("gymnax's published PPO return after 10M environment steps "
+             '(gymnax README; gymnax-blines ppo.yaml)')
 SETTINGS = dict(net='conv', conv_channels=(16,), conv_kernel=3, dense=(128,),
                 model_lstm_size=128, model_head_hiddens=(128,),
                 rollout_len=29, batch_size=16, replay_ratio=8,
@@ -301,135 +313,290 @@ def random_returns(games, num_envs: int = 32, steps: int = RANDOM_STEPS,
   return out
 
 
-def normalise(game: str, score: float, random_score: float,
-              ac_mean: float) -> float:
-  """PPO-normalised score; Seaquest: (score - random) / (AC - random)."""
-  if game in PPO_RETURNS:
-    return score / PPO_RETURNS[game]
-  return (score - random_score) / (ac_mean - random_score)
+def normalise(game: str, score: float, random_score: float) -> float:
+  """(score - random play) / (reference - random play), the reference being
+  gymnax's published PPO return (`PPO_RETURNS`): 0 is random play, 1 PPO's
+  return after 10M environment steps."""
+  if game not in PPO_RETURNS:
+    raise ValueError(f'{game} has no published reference return (the '
+                     f'aggregate covers {", ".join(PPO_RETURNS)}).')
+  return (score - random_score) / (PPO_RETURNS[game] - random_score)
 
 
-def report(args, rates: dict[str, float], updates: int) -> None:
-  """Statistics, tables and plots of the table's finished programs."""
-  import pandas as pd  # pylint: disable=g-import-not-at-top
-  out = pathlib.Path(args.results)
+def load_runs(out: pathlib.Path, games, rules, rates: dict[str, float]
+              ) -> tuple[dict, dict]:
+  """({(game, rule): summary}, {(game, rule): curves}) of the table's runs
+  found in `out` (the committed per-seed result files)."""
   summaries, curves = {}, {}
-  for game in args.games:
-    for rule in args.rules:
+  for game in games:
+    for rule in rules:
       path = out / run_name(game, rule, rates[rule])
       if (path / 'summary.json').is_file():
         summaries[game, rule] = json.loads(
             (path / 'summary.json').read_text())
         curves[game, rule] = read_curves(path)
+  return summaries, curves
+
+
+def read_randoms(out: pathlib.Path, games) -> dict[str, float]:
+  """Random play's mean return per game: random_returns.json in `out`,
+  measured (`random_returns`) and added there for a game it lacks."""
+  path = out / 'random_returns.json'
+  randoms = json.loads(path.read_text()) if path.is_file() else {}
+  missing = sorted(set(games) - set(randoms))
+  if missing:
+    randoms.update(random_returns(missing))
+    path.write_text(json.dumps(randoms, indent=1) + '\n')
+  return randoms
+
+
+def game_has_reference(game: str) -> bool:
+  """Whether `game` has a published reference return (`PPO_RETURNS`)."""
+  return game in PPO_RETURNS
+
+
+def game_rows(games, rules, summaries, randoms) -> list[dict]:
+  """Per game and rule: the final returns' mean, min and max over seeds (with
+  3 seeds the range is the only honest spread), per seed, random play, the
+  reference and the mean normalised score (NaN without a reference)."""
+  rows = []
+  for game in games:
+    for rule in rules:
+      s = summaries[game, rule]
+      finals = np.asarray(s['final_returns'], float)
+      rows.append(dict(
+          game=game, rule=rule, learning_rate=s['learning_rate'],
+          seeds=len(s['seeds']), updates=s['updates'],
+          env_steps=s['env_steps'], final_return=float(finals.mean()),
+          min=float(finals.min()), max=float(finals.max()),
+          per_seed=s['final_returns'], random=randoms[game],
+          reference=PPO_RETURNS.get(game, math.nan),
+          normalised=(float(np.mean([normalise(game, v, randoms[game])
+                                     for v in finals]))
+                      if game_has_reference(game) else math.nan),
+          steps_per_second=s['steps_per_second']))
+  return rows
+
+
+def normalised_scores(games, rule: str, summaries, randoms) -> np.ndarray:
+  """[seeds, games] normalised final returns of `rule`."""
+  return np.array([[normalise(g, v, randoms[g])
+                    for v in summaries[g, rule]['final_returns']]
+                   for g in games]).T
+
+
+def compare(x: np.ndarray, y: np.ndarray, reps: int = 2000) -> dict:
+  """The aggregate comparison of rule X with rule Y from [seeds, games]
+  normalised scores: `statistics` of the scores, and `sensitivity`: the
+  same with the most extreme run (the farthest from its game's median) set
+  to that median."""
+  extreme = rl_stats.most_extreme_run(x, y)
+  if extreme['side'] == 'x':
+    x_at, y_at = rl_stats.at_median(x, extreme['run'], extreme['task']), y
+  else:
+    x_at, y_at = x, rl_stats.at_median(y, extreme['run'], extreme['task'])
+  return dict(statistics(x, y, reps),
+              sensitivity=dict(extreme, **statistics(x_at, y_at, reps)))
+
+
+def statistics(x: np.ndarray, y: np.ndarray, reps: int = 2000) -> dict:
+  """Each rule's IQM, IQM(X) - IQM(Y) and P(X > Y), each with its
+  stratified-bootstrap 95% interval, and P(X > Y) per game."""
+  pair = (x, y)
+  return dict(
+      iqm_x=rl_stats.iqm(x),
+      iqm_x_ci=rl_stats.interval(x, rl_stats.iqm, reps=reps),
+      iqm_y=rl_stats.iqm(y),
+      iqm_y_ci=rl_stats.interval(y, rl_stats.iqm, reps=reps),
+      difference=rl_stats.iqm_difference(*pair),
+      difference_ci=rl_stats.interval(pair, rl_stats.iqm_difference,
+                                      reps=reps),
+      probability=rl_stats.probability_of_improvement(*pair),
+      probability_ci=rl_stats.interval(
+          pair, rl_stats.probability_of_improvement, reps=reps),
+      per_game=[rl_stats.task_probability(x[:, t], y[:, t])
+                for t in range(x.shape[1])])
+
+
+def _interval_reading(low: float, high: float) -> str:
+  """Plain words for a difference's interval."""
+  if low > 0:
+    return 'the interval lies above 0: Disco103 ahead'
+  if high < 0:
+    return 'the interval lies below 0: actor-critic ahead'
+  return 'the interval includes 0: no difference shown'
+
+
+def _probability_reading(stats: dict, games) -> str:
+  """Plain words for P(Disco103 > actor-critic)."""
+  p = stats['probability']
+  per_game = ', '.join(f'{g} {v:.2f}' for g, v in zip(games,
+                                                       stats['per_game']))
+  settled = all(v in (0.0, 1.0) for v in stats['per_game'])
+  return (f'on one of these games drawn at random, a Disco103 run beats an '
+          f'actor-critic run of the same game with probability {p:.2f} '
+          f'(per game: {per_game})'
+          + ('; on every game one rule won every seed pair, so resampling '
+             'seeds within games cannot move it: its interval is a point and '
+             'carries no uncertainty about the games themselves'
+             if settled else ''))
+
+
+def comparison_lines(stats: dict, games, seeds) -> list[str]:
+  """results.md's aggregate section."""
+  lo, hi = stats['difference_ci']
+  return [
+      f'Aggregate over the {len(games)} games with a published reference '
+      f'({", ".join(games)}), {len(seeds)} seeds each: normalised score = '
+      '(final return - random play) / (reference - random play), the '
+      f'reference being {REFERENCE}. Seaquest has no published return there '
+      'and is left out of the aggregate (per game above). Intervals: '
+      'stratified bootstrap (seeds resampled within each game, each rule on '
+      'its own; 2,000 resamples); with 3 seeds a game has 27 resamples of '
+      'its seeds, so the intervals are coarse.', '',
+      '| statistic | value [95% CI] |', '|---|---|',
+      *_statistic_rows(stats), '',
+      f'Reading: {_interval_reading(lo, hi)}; '
+      + _probability_reading(stats, games) + '.', '',
+      _sensitivity_line(stats['sensitivity'], games, seeds)]
+
+
+def _statistic_rows(stats: dict) -> list[str]:
+  """The rows of the aggregate table: IQMs, difference, P(improvement)."""
+  def row(name, value, ci, sign=''):
+    return (f'| {name} | {value:{sign}.3f} [{ci[0]:{sign}.3f}, '
+            f'{ci[1]:{sign}.3f}] |')
+  return [row('IQM, Disco103', stats['iqm_x'], stats['iqm_x_ci']),
+          row('IQM, actor-critic', stats['iqm_y'], stats['iqm_y_ci']),
+          row('IQM difference, Disco103 - actor-critic', stats['difference'],
+              stats['difference_ci'], '+'),
+          row('P(Disco103 > actor-critic)', stats['probability'],
+              stats['probability_ci'])]
+
+
+def _sensitivity_line(s: dict, games, seeds) -> str:
+  """The aggregate with the most extreme run at its game's median."""
+  rule = RULES[0] if s['side'] == 'x' else RULES[1]
+  lo, hi = s['difference_ci']
+  return (
+      f'Sensitivity, without the most extreme run ({RULE_LABELS[rule]}, '
+      f'{games[s["task"]]}, seed {seeds[s["run"]]}: normalised '
+      f'{s["score"]:.3f}, the farthest of any run from its game\'s median) '
+      f'- that run set to the median, {s["median"]:.3f}: IQM Disco103 '
+      f'{s["iqm_x"]:.3f}, actor-critic {s["iqm_y"]:.3f}, difference '
+      f'{s["difference"]:+.3f} [{lo:+.3f}, {hi:+.3f}] '
+      f'({_interval_reading(lo, hi)}), P(Disco103 > actor-critic) '
+      f'{s["probability"]:.3f}.')
+
+
+def game_lines(rows: list[dict], updates: int) -> list[str]:
+  """results.md's per-game table."""
+  lines = [
+      f'MinAtar (gymnax), {updates:,} learner updates per run '
+      f'({rows[0]["env_steps"]:,} environment steps); final return = mean '
+      'return of the episodes that ended in the last '
+      f'{FINAL_FRACTION:.0%} of the updates; per game and rule the mean over '
+      'seeds and, with 3 seeds, their range (min-max), not an interval.', '',
+      '| game | rule | lr | seeds | final return, mean (min-max) | per seed '
+      '| random play | reference | normalised (mean) | learner steps/s |',
+      '|---|---|---|---|---|---|---|---|---|---|']
+  for r in rows:
+    reference = f'{r["reference"]:g}' if game_has_reference(r['game']) else '-'
+    normalised = (f'{r["normalised"]:.3f}' if game_has_reference(r['game'])
+                  else '-')
+    lines.append(
+        f'| {r["game"]} | {RULE_LABELS[r["rule"]]} | {r["learning_rate"]:g} '
+        f'| {r["seeds"]} | {r["final_return"]:.2f} ({r["min"]:.2f}-'
+        f'{r["max"]:.2f}) | ' + ', '.join(f'{v:.2f}' for v in r['per_seed'])
+        + f' | {r["random"]:.2f} | {reference} | {normalised} | '
+        f'{r["steps_per_second"]:.2f} |')
+  return lines
+
+
+def report(args, rates: dict[str, float], updates: int) -> None:
+  """Statistics, tables and plots of the table's finished programs, from
+  the per-run files in --results alone: results.md, results.csv,
+  comparison.json, curves_<game>.png and iqm.png."""
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  out = pathlib.Path(args.results)
+  summaries, curves = load_runs(out, args.games, args.rules, rates)
   games = [g for g in args.games
            if all((g, r) in summaries for r in args.rules)]
   if not games:
     print('report: no game has finished runs of every rule yet')
     return
-  random_path = out / 'random_returns.json'
-  randoms = json.loads(random_path.read_text()) if random_path.is_file() else {}
-  if set(games) - set(randoms):
-    randoms.update(random_returns(sorted(set(games) - set(randoms))))
-    random_path.write_text(json.dumps(randoms, indent=1) + '\n')
-  scores = {rule: np.array([summaries[g, rule]['final_returns']
-                            for g in games]).T for rule in args.rules}
-  rows = []
-  for i, game in enumerate(games):
-    for rule in args.rules:
-      low, high = rl_stats.interval(scores[rule][:, i:i + 1], rl_stats.mean)
-      s = summaries[game, rule]
-      rows.append(dict(
-          game=game, rule=rule, learning_rate=s['learning_rate'],
-          seeds=len(s['seeds']), updates=s['updates'],
-          env_steps=s['env_steps'], final_return=float(
-              scores[rule][:, i].mean()), ci_low=low, ci_high=high,
-          per_seed=s['final_returns'], random=randoms[game],
-          steps_per_second=s['steps_per_second']))
+  randoms = read_randoms(out, games)
+  rows = game_rows(games, args.rules, summaries, randoms)
   pd.DataFrame(rows).to_csv(out / 'results.csv', index=False)
-  env_steps = summaries[games[0], args.rules[0]]['env_steps']
-  lines = [
-      f'MinAtar (gymnax), {updates:,} learner updates per run '
-      f'({env_steps:,} environment steps); final '
-      f'return = mean return of the episodes that ended in the last '
-      f'{FINAL_FRACTION:.0%} of the updates; mean over seeds with a '
-      'stratified-bootstrap 95% interval.', '',
-      '| game | rule | lr | seeds | final return [95% CI] | per seed | '
-      'random play | learner steps/s |', '|---|---|---|---|---|---|---|---|']
-  for r in rows:
-    lines.append(
-        f'| {r["game"]} | {RULE_LABELS[r["rule"]]} | {r["learning_rate"]:g} '
-        f'| {r["seeds"]} | {r["final_return"]:.2f} [{r["ci_low"]:.2f}, '
-        f'{r["ci_high"]:.2f}] | '
-        + ', '.join(f'{v:.2f}' for v in r['per_seed'])
-        + f' | {r["random"]:.2f} | {r["steps_per_second"]:.2f} |')
-  if set(RULES) <= set(args.rules):
-    ac_means = {g: float(scores['actor_critic'][:, i].mean())
-                for i, g in enumerate(games)}
-    normalised = {rule: np.array([[normalise(g, v, randoms[g], ac_means[g])
-                                   for g, v in zip(games, run)]
-                                  for run in scores[rule]])
-                  for rule in RULES}
-    lines += ['', f'Over {len(games)} game(s) ({", ".join(games)}):', '',
-              '| rule | IQM of normalised scores [95% CI] |', '|---|---|']
-    for rule in RULES:
-      low, high = rl_stats.interval(normalised[rule], rl_stats.iqm)
-      lines.append(f'| {RULE_LABELS[rule]} | '
-                   f'{rl_stats.iqm(normalised[rule]):.3f} [{low:.3f}, '
-                   f'{high:.3f}] |')
-    pair = (normalised['disco_103'], normalised['actor_critic'])
-    low, high = rl_stats.interval(pair, rl_stats.probability_of_improvement)
-    lines += ['', 'P(Disco103 > actor-critic) = '
-              f'{rl_stats.probability_of_improvement(*pair):.3f} '
-              f'[{low:.3f}, {high:.3f}]']
-    print(f'plot: {plot_iqm(out, games, curves, randoms, ac_means)}')
-  lines += ['', 'Normalised score: final return / PPO return at 10M steps '
-            '(gymnax baselines: ' + ', '.join(
-                f'{g} {v:g}' for g, v in PPO_RETURNS.items())
-            + '); Seaquest: (return - random) / (actor-critic mean - random).',
-            '', f'Learning rates: {rates} (sweep.md).', '',
+  lines = game_lines(rows, updates)
+  scored = [g for g in games if game_has_reference(g)]
+  if set(RULES) <= set(args.rules) and scored:
+    stats = compare(*(normalised_scores(scored, r, summaries, randoms)
+                      for r in RULES))
+    seeds = summaries[scored[0], RULES[0]]['seeds']
+    lines += [''] + comparison_lines(stats, scored, seeds)
+    (out / 'comparison.json').write_text(json.dumps(
+        dict(x=RULES[0], y=RULES[1], games=scored, seeds=seeds,
+             reference=REFERENCE,
+             reference_returns={g: PPO_RETURNS[g] for g in scored},
+             random_returns={g: randoms[g] for g in scored}, **stats),
+        indent=1) + '\n')
+    print(f'plot: {plot_iqm(out, scored, curves, randoms)}')
+  lines += ['', f'Learning rates: {rates} (sweep.md).', '',
             f'Settings (every game and rule): `{args.settings}`', '',
             f'Command: `{args.command}`', '']
   (out / 'results.md').write_text('\n'.join(lines))
   for game in games:
-    print(f'plot: {plot_game(out, game, {r: curves[game, r] for r in args.rules})}')
+    print(f'plot: {plot_game(out, game, {r: curves[game, r] for r in args.rules}, randoms[game])}')
   print('\n'.join(lines), flush=True)
 
 
-def plot_game(out: pathlib.Path, game: str, curves: dict) -> pathlib.Path:
-  """curves_<game>.png: per rule the mean return over seeds and a 95%
-  bootstrap band, against learner updates (left) and environment steps.
+def plot_game(out: pathlib.Path, game: str, curves: dict,
+              random_return: float) -> pathlib.Path:
+  """curves_<game>.png: per rule the mean return over seeds and their range
+  (min-max: with 3 seeds no interval is claimed) against learner updates,
+  and random play's return.
 
-  A point where no episode ended carries the seed's last return (Freeway's
-  episodes all end at its 2,500-step limit, every 3-4 points here: without
-  it no line is drawn)."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+  Every update follows the same number of environment steps (the x label
+  says how many), so a second panel against environment steps would be the
+  same curve. A point where no episode ended carries the seed's last return
+  (Freeway's episodes all end at its 2,500-step limit, every 3-4 points
+  here: without it no line is drawn)."""
+  from disco_rl import plots  # pylint: disable=g-import-not-at-top
+  fig, ax = plots.new_figure()
+  per_update = None
   for rule, runs in curves.items():
     length = min(len(c['updates']) for c in runs.values())
     ys = np.stack([_filled(c['avg_return'][:length], start=np.nan)
                    for c in runs.values()])
     first = next(iter(runs.values()))
-    label = f'{RULE_LABELS[rule]} ({len(runs)} seeds)'
-    comparison.draw_band(axes[0], first['updates'][:length], ys, label)
-    comparison.draw_band(axes[1], first['env_steps'][:length], ys, label)
-  for ax, xlabel in zip(axes, ('learner updates', 'environment steps')):
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel('episode return')
-    ax.grid(alpha=0.3)
-    ax.legend()
-  fig.suptitle(f'{game}-MinAtar: mean over seeds, 95% bootstrap band')
-  fig.tight_layout()
-  path = out / f'curves_{game}.png'
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
-  return path
+    per_update = first['env_steps'][-1] / max(first['updates'][-1], 1)
+    _draw_range(ax, first['updates'][:length], ys,
+                f'{RULE_LABELS[rule]} ({len(runs)} seeds)')
+  ax.axhline(random_return, color='grey', linestyle='--', linewidth=1,
+             label=f'random play ({random_return:.2f})')
+  return plots.save_figure(
+      fig, ax, out / f'curves_{game}.png',
+      f'learner updates ({per_update:.0f} environment steps each)',
+      'episode return',
+      f'{game}-MinAtar: mean over seeds, shaded: their range')
 
 
-def plot_iqm(out, games, curves, randoms, ac_means) -> pathlib.Path:
+def _draw_range(ax, x, runs: np.ndarray, label: str, **style) -> None:
+  """The mean over [seeds, points] runs and the band from their minimum to
+  their maximum (NaN points skipped)."""
+  import warnings  # pylint: disable=g-import-not-at-top
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore', RuntimeWarning)  # All-NaN points.
+    line, = ax.plot(x, np.nanmean(runs, axis=0), label=label, **style)
+    ax.fill_between(x, np.nanmin(runs, axis=0), np.nanmax(runs, axis=0),
+                    alpha=0.25, color=line.get_color())
+
+
+def plot_iqm(out, games, curves, randoms) -> pathlib.Path:
   """iqm.png: the IQM over games and seeds of normalised returns against
-  learner updates, with stratified-bootstrap 95% intervals."""
+  learner updates, with stratified-bootstrap 95% intervals; random play is
+  0 by construction."""
   from disco_rl import plots  # pylint: disable=g-import-not-at-top
   fig, ax = plots.new_figure()
   for rule in RULES:
@@ -437,19 +604,22 @@ def plot_iqm(out, games, curves, randoms, ac_means) -> pathlib.Path:
     length = min(len(c['updates']) for per_game in runs for c in per_game)
     seeds = min(len(per_game) for per_game in runs)
     # [seeds, games, points]; points without an episode end count as the
-    # previous point (the return of the last episodes seen).
-    data = np.array([[[normalise(g, v, randoms[g], ac_means[g])
-                       for v in _filled(runs[i][s]['avg_return'][:length])]
+    # previous point (the return of the last episodes seen), random play's
+    # before the first.
+    data = np.array([[[normalise(g, v, randoms[g]) for v in _filled(
+        runs[i][s]['avg_return'][:length], start=randoms[g])]
                       for i, g in enumerate(games)] for s in range(seeds)])
     value, low, high = rl_stats.curve_intervals(data, rl_stats.iqm,
                                                 reps=500)
     x = runs[0][0]['updates'][:length]
     ax.plot(x, value, label=RULE_LABELS[rule])
     ax.fill_between(x, low, high, alpha=0.25)
+  ax.axhline(0.0, color='grey', linestyle='--', linewidth=1,
+             label='random play (0)')
   return plots.save_figure(
       fig, ax, out / 'iqm.png', 'learner updates',
       'IQM of normalised return',
-      f'MinAtar, {len(games)} game(s): IQM and 95% stratified-bootstrap CI')
+      f'MinAtar, {len(games)} games: IQM, 95% stratified-bootstrap CI')
 
 
 def _filled(values: np.ndarray, start: float = 0.0) -> np.ndarray:
@@ -457,6 +627,15 @@ def _filled(values: np.ndarray, start: float = 0.0) -> np.ndarray:
   first)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
   return pd.Series(values).ffill().fillna(start).to_numpy()
+
+
+def _compile_once(work: str) -> None:
+  """A compilation cache in --work: the seeds of a program and the programs
+  of a game and rule compile the same; compile them once."""
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.config.update('jax_compilation_cache_dir',
+                    str(pathlib.Path(work) / 'jax_cache'))
+  jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)
 
 
 def main(argv=None) -> int:
@@ -497,12 +676,8 @@ def main(argv=None) -> int:
     args.command = 'python scripts/benchmark_minatar.py ' + ' '.join(
         shlex.quote(a) for a in argv)
     pathlib.Path(args.results).mkdir(parents=True, exist_ok=True)
-    import jax  # pylint: disable=g-import-not-at-top
-    # The seeds of a program and the programs of a game and rule compile
-    # the same; compile them once.
-    jax.config.update('jax_compilation_cache_dir',
-                      str(pathlib.Path(args.work) / 'jax_cache'))
-    jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)
+    if args.stage != 'report':
+      _compile_once(args.work)
     if args.learning_rates is not None:
       rates = dict(zip(RULES, args.learning_rates))
     elif args.stage in ('all', 'sweep'):

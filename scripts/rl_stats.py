@@ -9,8 +9,12 @@ this project installs. Scores are [runs, tasks] arrays, one per algorithm:
 
   point = iqm(scores)                                  # []
   low, high = interval(scores, iqm)                    # stratified bootstrap
+  d = iqm_difference(scores_x, scores_y)               # IQM(X) - IQM(Y)
+  low, high = interval((scores_x, scores_y), iqm_difference)
   p = probability_of_improvement(scores_x, scores_y)   # P(X > Y)
   low, high = interval((scores_x, scores_y), probability_of_improvement)
+  run = most_extreme_run(scores_x, scores_y)           # sensitivity: the
+  at_median(scores_x, run['run'], run['task'])         # outlier taken out
 
 Intervals are percentile intervals of the stratified bootstrap: every
 resample draws, for each task independently, as many runs as it has, with
@@ -45,23 +49,73 @@ def iqm(scores) -> float:
   return float(stats.trim_mean(_check_scores(scores), 0.25, axis=None))
 
 
-def probability_of_improvement(scores_x, scores_y) -> float:
-  """P(X > Y): the mean over tasks of P(x > y) + P(x = y) / 2 for a run x of
-  X and a run y of Y on that task (the Mann-Whitney U statistic over n m).
+def iqm_difference(scores_x, scores_y) -> float:
+  """IQM(X) - IQM(Y) of [runs, tasks] scores of two algorithms."""
+  return iqm(scores_x) - iqm(scores_y)
 
-  Args:
-    scores_x: [n, tasks] scores of algorithm X.
-    scores_y: [m, tasks] scores of algorithm Y, the same tasks.
-  """
+
+def task_probability(runs_x, runs_y) -> float:
+  """P(x > y) + P(x = y) / 2 for a run x of X and a run y of Y on one task
+  (the Mann-Whitney U statistic over n m); the runs are 1-D arrays."""
+  x = np.asarray(runs_x, float)[:, None]
+  y = np.asarray(runs_y, float)[None, :]
+  return float((np.sum(x > y) + 0.5 * np.sum(x == y)) / (x.size * y.size))
+
+
+def _check_pair(scores_x, scores_y) -> tuple[np.ndarray, np.ndarray]:
   x = _check_scores(scores_x, 'scores_x')
   y = _check_scores(scores_y, 'scores_y')
   if x.shape[1] != y.shape[1]:
     raise ValueError(f'scores_x and scores_y must have the same tasks, got '
                      f'{x.shape[1]} and {y.shape[1]}.')
-  per_task = [(np.sum(x[:, None, t] > y[None, :, t])
-               + 0.5 * np.sum(x[:, None, t] == y[None, :, t])) / (
-                   len(x) * len(y)) for t in range(x.shape[1])]
-  return float(np.mean(per_task))
+  return x, y
+
+
+def probability_of_improvement(scores_x, scores_y) -> float:
+  """P(X > Y): the mean over tasks of `task_probability`.
+
+  Args:
+    scores_x: [n, tasks] scores of algorithm X.
+    scores_y: [m, tasks] scores of algorithm Y, the same tasks.
+  """
+  x, y = _check_pair(scores_x, scores_y)
+  return float(np.mean([task_probability(x[:, t], y[:, t])
+                        for t in range(x.shape[1])]))
+
+
+def most_extreme_run(scores_x, scores_y) -> dict:
+  """The run farthest from its task's median, over both algorithms.
+
+  Args:
+    scores_x: [n, tasks] scores of algorithm X.
+    scores_y: [m, tasks] scores of algorithm Y, the same tasks.
+
+  Returns:
+    dict(side='x' or 'y', run, task (indices), score, median: the median of
+    that algorithm's runs on that task); the first such run on a tie.
+  """
+  x, y = _check_pair(scores_x, scores_y)
+  best = None
+  for side, scores in (('x', x), ('y', y)):
+    medians = np.median(scores, axis=0)
+    distance = np.abs(scores - medians)
+    run, task = np.unravel_index(np.argmax(distance), scores.shape)
+    if best is None or distance[run, task] > best['distance']:
+      best = dict(side=side, run=int(run), task=int(task),
+                  score=float(scores[run, task]),
+                  median=float(medians[task]),
+                  distance=float(distance[run, task]))
+  del best['distance']
+  return best
+
+
+def at_median(scores, run: int, task: int) -> np.ndarray:
+  """A copy of [runs, tasks] `scores` with one run's score on `task` set to
+  that task's median: the run's outlying value taken out while every task
+  keeps its number of runs (so an IQM trims as many scores as before)."""
+  scores = _check_scores(scores).copy()
+  scores[run, task] = np.median(scores[:, task])
+  return scores
 
 
 def _resample(scores: np.ndarray, rng: np.random.Generator) -> np.ndarray:

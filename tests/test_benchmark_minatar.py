@@ -70,10 +70,166 @@ def test_points_without_an_episode_end_carry_the_last_return():
   np.testing.assert_array_equal(bench._filled(values), [0, 1, 1, 1, 3, 3])
 
 
-def test_normalised_scores():
-  assert bench.normalise('Breakout', 14.0, 0.5, 3.0) == 0.5
-  # Seaquest: from random play (0 here) to the actor-critic's mean.
-  assert bench.normalise('Seaquest', 3.0, 1.0, 5.0) == 0.5
+def test_normalised_scores_from_random_play_to_the_published_reference():
+  # Breakout: random play 0.5, gymnax's PPO 28: half way is 14.25.
+  assert bench.normalise('Breakout', 14.25, 0.5) == 0.5
+  assert bench.normalise('Breakout', 0.5, 0.5) == 0.0
+  assert bench.normalise('SpaceInvaders', 131.0, 4.0) == 1.0
+  # Below random play is below 0 (it used to read as a small positive).
+  assert bench.normalise('Asterix', 0.0, 1.0) == pytest.approx(-1 / 14)
+  # Seaquest has no published reference: never normalised.
+  with pytest.raises(ValueError, match='Seaquest has no published reference'):
+    bench.normalise('Seaquest', 1.0, 0.1)
+
+
+def test_the_spread_of_three_seeds_is_their_range():
+  summaries = {('Breakout', 'disco_103'): dict(
+      learning_rate=1e-3, seeds=[0, 1, 2], updates=10, env_steps=580,
+      final_returns=[3.0, 9.0, 6.0], steps_per_second=1.0)}
+  row, = bench.game_rows(['Breakout'], ['disco_103'], summaries,
+                         {'Breakout': 1.0})
+  assert (row['final_return'], row['min'], row['max']) == (6.0, 3.0, 9.0)
+  assert row['normalised'] == pytest.approx((6.0 - 1.0) / (28.0 - 1.0))
+  seaquest = dict(summaries[('Breakout', 'disco_103')])
+  row, = bench.game_rows(['Seaquest'], ['disco_103'],
+                         {('Seaquest', 'disco_103'): seaquest},
+                         {'Seaquest': 0.1})
+  assert math.isnan(row['normalised']) and math.isnan(row['reference'])
+
+
+def _by_hand_iqm(values) -> float:
+  """The mean of the sorted values with a quarter of them (rounded down) cut
+  from each end."""
+  values = sorted(np.ravel(values))
+  quarter = len(values) // 4
+  return float(np.mean(values[quarter:len(values) - quarter]))
+
+
+def _by_hand_probability(x, y) -> float:
+  """Per game, the share of seed pairs (x, y) with x > y (ties half)."""
+  per_game = []
+  for t in range(x.shape[1]):
+    wins = [1.0 if a > b else 0.5 if a == b else 0.0
+            for a in x[:, t] for b in y[:, t]]
+    per_game.append(sum(wins) / len(wins))
+  return float(np.mean(per_game))
+
+
+# [seeds, games]: X ahead on game 0 (one big outlier, 0.9), behind on 1.
+_X = np.array([[0.1, 0.2], [0.3, 0.1], [0.9, 0.0]])
+_Y = np.array([[0.0, 0.4], [0.2, 0.3], [0.1, 0.5]])
+
+
+def test_the_comparison_against_a_computation_by_hand():
+  stats = bench.compare(_X, _Y, reps=300)
+  # 6 scores each, one cut from each end: X 0.1, 0.1, 0.2, 0.3; Y 0.1-0.4.
+  assert stats['iqm_x'] == pytest.approx(_by_hand_iqm(_X)) == 0.175
+  assert stats['iqm_y'] == pytest.approx(_by_hand_iqm(_Y)) == 0.25
+  assert stats['difference'] == pytest.approx(-0.075)
+  # X wins 7 of 9 pairs of game 0 and ties one (0.1 = 0.1); none of game 1.
+  assert stats['per_game'] == pytest.approx([7.5 / 9, 0.0])
+  assert stats['probability'] == pytest.approx(_by_hand_probability(_X, _Y))
+  for point, (low, high) in ((stats['difference'], stats['difference_ci']),
+                             (stats['probability'],
+                              stats['probability_ci']),
+                             (stats['iqm_x'], stats['iqm_x_ci'])):
+    assert low <= point <= high
+  # The most extreme run is X's 0.9 (0.6 from its game's median, 0.3); set
+  # to that median, X's IQM is that of the array with 0.3 in its place.
+  sensitivity = stats['sensitivity']
+  assert (sensitivity['side'], sensitivity['run'], sensitivity['task']) == (
+      'x', 2, 0)
+  assert (sensitivity['score'], sensitivity['median']) == (0.9, 0.3)
+  at_median = _X.copy()
+  at_median[2, 0] = 0.3
+  assert sensitivity['iqm_x'] == pytest.approx(_by_hand_iqm(at_median))
+  assert sensitivity['iqm_y'] == pytest.approx(_by_hand_iqm(_Y))
+  assert sensitivity['probability'] == pytest.approx(
+      _by_hand_probability(at_median, _Y))
+
+
+def _write_run(results, game, rule, rate, finals, points=4):
+  """A finished run's committed files: summary.json and curves.csv."""
+  path = results / bench.run_name(game, rule, rate)
+  path.mkdir(parents=True)
+  (path / 'summary.json').write_text(json.dumps(dict(
+      env=bench.env_name(game), rule=rule, learning_rate=rate,
+      seeds=list(range(len(finals))), updates=40, env_steps=40 * 58,
+      env_steps_per_update=58, final_returns=finals, steps_per_second=1.0)))
+  rows = [dict(seed=s, step=i, env_steps=(i + 1) * 580, updates=(i + 1) * 10,
+               episodes=1.0, avg_return=final * (i + 1) / points,
+               entropy=1.0)
+          for s, final in enumerate(finals) for i in range(points)]
+  pd.DataFrame(rows).to_csv(path / 'curves.csv', index=False)
+
+
+def test_report_from_the_committed_files_alone(tmp_path):
+  """The report stage reads the per-run files and random_returns.json (no
+  training, no JAX), leaves Seaquest out of the aggregate, and writes the
+  statistics an independent computation gives."""
+  results = tmp_path / 'results'
+  finals = {('Breakout', 'disco_103'): [3.0, 5.0, 4.0],
+            ('Breakout', 'actor_critic'): [6.0, 8.0, 7.0],
+            ('Freeway', 'disco_103'): [2.0, 20.0, 4.0],
+            ('Freeway', 'actor_critic'): [1.0, 1.5, 0.5],
+            ('Seaquest', 'disco_103'): [0.7, 0.8, 0.6],
+            ('Seaquest', 'actor_critic'): [0.5, 0.4, 0.45]}
+  rates = {'disco_103': 0.001, 'actor_critic': 0.003}
+  for (game, rule), values in finals.items():
+    _write_run(results, game, rule, rates[rule], values)
+  randoms = {'Breakout': 0.4, 'Freeway': 0.3, 'Seaquest': 0.1}
+  (results / 'random_returns.json').write_text(json.dumps(randoms))
+  assert bench.main(['--stage', 'report', '--games', 'Breakout', 'Freeway',
+                     'Seaquest', '--learning-rates', '0.001', '0.003',
+                     '--results', str(results), '--work',
+                     str(tmp_path / 'work')]) == 0
+  assert not (tmp_path / 'work').exists()  # Nothing trained or compiled.
+  saved = json.loads((results / 'comparison.json').read_text())
+  assert saved['games'] == ['Breakout', 'Freeway']  # Seaquest left out.
+  normalised = {rule: np.array([[(v - randoms[g]) / (bench.PPO_RETURNS[g]
+                                                     - randoms[g])
+                                 for v in finals[g, rule]]
+                                for g in ('Breakout', 'Freeway')]).T
+                for rule in bench.RULES}
+  x, y = normalised['disco_103'], normalised['actor_critic']
+  # 6 scores per rule: the IQM trims one from each end.
+  assert saved['iqm_x'] == pytest.approx(np.mean(sorted(x.ravel())[1:5]))
+  assert saved['iqm_y'] == pytest.approx(np.mean(sorted(y.ravel())[1:5]))
+  assert saved['probability'] == pytest.approx(_by_hand_probability(x, y))
+  # Freeway's 20.0 is the farthest from its game's median (4.0).
+  assert (saved['sensitivity']['task'], saved['sensitivity']['run']) == (1, 1)
+  table = pd.read_csv(results / 'results.csv')
+  assert list(table['game']) == ['Breakout'] * 2 + ['Freeway'] * 2 + [
+      'Seaquest'] * 2
+  assert list(table['min']) == [min(v) for v in finals.values()]
+  assert list(table['max']) == [max(v) for v in finals.values()]
+  text = (results / 'results.md').read_text()
+  assert f'| IQM, Disco103 | {saved["iqm_x"]:.3f} [' in text
+  assert 'P(Disco103 > actor-critic) | 0.500 [' in text
+  assert '| Seaquest | Disco103 | 0.001 | 3 | 0.70 (0.60-0.80) |' in text
+  assert 'Sensitivity, without the most extreme run (Disco103, Freeway, ' \
+         'seed 1' in text
+  for png in ('curves_Breakout.png', 'curves_Seaquest.png', 'iqm.png'):
+    assert (results / png).stat().st_size > 1000
+
+
+def test_the_committed_comparison_matches_the_committed_runs():
+  """docs/results/minatar: comparison.json's IQMs and probability are those
+  of the committed per-seed final returns and random-play returns."""
+  results = SCRIPTS.parent / 'docs/results/minatar'
+  saved = json.loads((results / 'comparison.json').read_text())
+  rates = json.loads((results / 'sweep.json').read_text())['chosen']
+  scores = {}
+  for rule in bench.RULES:
+    scores[rule] = np.array([[
+        bench.normalise(g, v, saved['random_returns'][g])
+        for v in json.loads((results / bench.run_name(g, rule, rates[rule])
+                             / 'summary.json').read_text())['final_returns']]
+        for g in saved['games']]).T
+  assert saved['iqm_x'] == pytest.approx(_by_hand_iqm(scores['disco_103']))
+  assert saved['iqm_y'] == pytest.approx(_by_hand_iqm(scores['actor_critic']))
+  assert saved['probability'] == pytest.approx(_by_hand_probability(
+      scores['disco_103'], scores['actor_critic']))
 
 
 def test_seeds_of_a_program_must_be_consecutive():
@@ -104,10 +260,11 @@ def test_tiny_run_of_every_stage_then_read_back(tmp_path):
   table = pd.read_csv(results / 'results.csv')
   assert list(table['rule']) == ['disco_103', 'actor_critic']
   assert (table['seeds'] == 2).all() and (table['updates'] == 20).all()
-  assert (table['ci_low'] <= table['final_return']).all()
-  assert (table['final_return'] <= table['ci_high']).all()
+  assert (table['min'] <= table['final_return']).all()
+  assert (table['final_return'] <= table['max']).all()
   text = (results / 'results.md').read_text()
-  assert '| Disco103 |' in text and 'P(Disco103 > actor-critic) = ' in text
+  assert '| IQM, Disco103 |' in text
+  assert '| P(Disco103 > actor-critic) |' in text
   for png in ('curves_Breakout.png', 'iqm.png'):
     assert (results / png).stat().st_size > 1000
   summaries = sorted(results.glob('**/summary.json'))

@@ -35,6 +35,37 @@ def test_probability_of_improvement_is_the_mann_whitney_statistic():
   assert rl_stats.probability_of_improvement(x, x + 10) == 0.0
 
 
+def test_task_probability_counts_the_seed_pairs():
+  # 2 x 3 pairs: 3 > (2 > 1, 5 > 1, 5 > 2) and one tie (2 = 2).
+  assert rl_stats.task_probability([2.0, 5.0], [1.0, 2.0, 6.0]) == (
+      pytest.approx(3.5 / 6))
+
+
+def test_iqm_difference_and_its_interval_resample_each_side():
+  x = np.array([[1., 5.], [2., 6.], [3., 7.], [4., 8.]])
+  assert rl_stats.iqm_difference(x, x - 1.0) == pytest.approx(1.0)
+  # Every run equal within each task: no resample moves the difference.
+  flat = np.ones((3, 2))
+  assert rl_stats.interval((flat * 2, flat), rl_stats.iqm_difference,
+                           reps=50) == (1.0, 1.0)
+  low, high = rl_stats.interval((x, x - 1.0), rl_stats.iqm_difference,
+                                reps=500)
+  # Two independent resamples: the interval spreads around 1 on both sides.
+  assert low < 1.0 < high
+
+
+def test_the_most_extreme_run_and_taking_it_out_at_the_median():
+  x = np.array([[0.0, 10.0], [1.0, 11.0], [2.0, 30.0]])
+  y = np.array([[0.0, 0.0], [5.0, 0.0], [6.0, 0.0]])
+  # x's 30 is 19 from its task's median (11); y's 0 is 5 from 5.
+  assert rl_stats.most_extreme_run(x, y) == dict(
+      side='x', run=2, task=1, score=30.0, median=11.0)
+  assert rl_stats.most_extreme_run(y, x)['side'] == 'y'
+  np.testing.assert_array_equal(rl_stats.at_median(x, 2, 1),
+                                [[0, 10], [1, 11], [2, 11]])
+  assert x[2, 1] == 30.0  # A copy.
+
+
 def test_one_task_interval_is_the_percentile_bootstrap_of_the_mean():
   rng = np.random.default_rng(1)
   runs = rng.normal(3.0, 2.0, size=12)
