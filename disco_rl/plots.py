@@ -1,13 +1,51 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """The figures people look at: learning curves, several runs with a
-bootstrap band of their mean, drawn off-screen (Agg) to PNG files."""
+bootstrap band of their mean, drawn off-screen (Agg) to PNG files.
+
+Every figure of the project draws a rule in its colour of `RULE_COLOURS`
+and names it as `RULE_NAMES` does; lines that are not rules (seeds,
+conditions or tasks of one rule) take `OTHER_COLOURS`, which no rule uses.
+"""
 
 import pathlib
 from typing import Any
 import warnings
 
 import numpy as np
+
+# One colour and one name per rule, in every figure (the rule meta-trained
+# here: 'learned'; random play's level: 'random').
+RULE_COLOURS = {'learned': 'tab:blue', 'disco_103': 'tab:orange',
+                'actor_critic': 'tab:green', 'policy_gradient': 'tab:red',
+                'random': 'tab:gray'}
+RULE_NAMES = {'learned': 'meta-trained here', 'disco_103': 'Disco103',
+              'actor_critic': 'actor-critic',
+              'policy_gradient': 'policy gradient', 'random': 'random play'}
+OTHER_COLOURS = ('tab:purple', 'tab:brown', 'tab:pink', 'tab:olive',
+                 'tab:cyan', 'navy', 'darkgoldenrod', 'teal')
+
+
+def rule_colour(rule: str) -> str:
+  """The colour of `rule` (a key of `RULE_COLOURS`) in every figure."""
+  if rule not in RULE_COLOURS:
+    raise ValueError(f'no colour for rule {rule!r}: one of '
+                     f'{sorted(RULE_COLOURS)}.')
+  return RULE_COLOURS[rule]
+
+
+def other_colour(i: int) -> str:
+  """The `i`-th colour of lines that are not rules (it cycles)."""
+  return OTHER_COLOURS[i % len(OTHER_COLOURS)]
+
+
+def rule_title(rule: str, given_parameters: bool = False) -> str:
+  """How a figure's title names the rule that trained its agent: 'Disco103',
+  'actor-critic'; with parameters given (a meta-trained rule's file, say),
+  'a given rule (disco_103 layout)': they need not be Disco103's."""
+  if given_parameters:
+    return f'a given rule ({rule} layout)'
+  return RULE_NAMES.get(rule, rule)
 
 
 def plot_runs(x, runs: dict[str, Any], path, xlabel: str, ylabel: str,
@@ -25,8 +63,9 @@ def plot_runs(x, runs: dict[str, Any], path, xlabel: str, ylabel: str,
   x = np.asarray(x)
   curves = np.stack([smoothed(y, smooth) if smooth else
                      np.asarray(y, float) for y in runs.values()])
-  for label, curve in zip(runs, curves):
-    ax.plot(x, curve, linewidth=0.8, alpha=0.45, label=label)
+  for i, (label, curve) in enumerate(zip(runs, curves)):
+    ax.plot(x, curve, linewidth=0.8, alpha=0.45, label=label,
+            color=other_colour(i))
   low, high = bootstrap_band(curves, seed=seed)
   with np.errstate(all='ignore'), warnings.catch_warnings():
     warnings.simplefilter('ignore', RuntimeWarning)  # All-NaN columns.
@@ -93,9 +132,10 @@ def plot_curve(x, y, path, xlabel: str, ylabel: str, title: str,
   """Saves a line plot as PNG, with a `smooth`-point moving average if > 0."""
   fig, ax = new_figure()
   x, y = np.asarray(x), np.asarray(y, dtype=float)
-  ax.plot(x, y, alpha=0.35 if smooth else 1.0, label=ylabel)
+  ax.plot(x, y, alpha=0.35 if smooth else 1.0, label=ylabel,
+          color=other_colour(0))
   if smooth and len(y) >= smooth:
     avg = smoothed(y, smooth)
-    ax.plot(x[smooth - 1:], avg[smooth - 1:],
+    ax.plot(x[smooth - 1:], avg[smooth - 1:], color='black',
             label=f'{ylabel} ({smooth}-step mean)')
   return save_figure(fig, ax, path, xlabel, ylabel, title)

@@ -52,6 +52,7 @@ import sys
 import time
 
 import comparison  # scripts/comparison.py, beside this script
+from disco_rl import plots
 from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import run_dir as run_files
@@ -61,8 +62,7 @@ SUITE = ('catch[rows=5,columns=5]', 'catch[rows=7,columns=5]',
          'gymnax:CartPole-v1')
 HELD_OUT = ('catch[rows=8,columns=8]', 'gymnax:Catch-bsuite')
 RULES = ('learned', 'disco_103', 'actor_critic')
-RULE_LABELS = {'learned': 'meta-trained here', 'disco_103': 'Disco103',
-               'actor_critic': 'actor-critic'}
+RULE_LABELS = {rule: plots.RULE_NAMES[rule] for rule in RULES}
 # Meta-training: the upstream notebook's settings (with which a random rule
 # learns Catch 5x5 in 800 meta-steps), one agent per task. No debug checks
 # (Catch's and CartPole's rewards and the sampled actions are in range).
@@ -283,7 +283,7 @@ def plot_meta_tasks(path: pathlib.Path, stages) -> pathlib.Path:
   """
   from disco_rl import plots  # pylint: disable=g-import-not-at-top
   fig, ax = plots.new_figure()
-  colours, offset = {}, 0
+  colours, offset = {}, 0  # Tasks, not rules: `plots.other_colour`.
   for i, (label, meta_dir) in enumerate(stages):
     if i:
       ax.axvline(offset, color='gray', linestyle='--', linewidth=1)
@@ -291,10 +291,10 @@ def plot_meta_tasks(path: pathlib.Path, stages) -> pathlib.Path:
               va='top', fontsize=8, color='gray')
     last = offset
     for task, (steps, rewards) in task_rewards(meta_dir).items():
-      line, = ax.plot(offset + steps, plots.smoothed(rewards, 20),
-                      color=colours.get(task),
-                      label=None if task in colours else task)
-      colours[task] = line.get_color()
+      labelled = task in colours
+      colours.setdefault(task, plots.other_colour(len(colours)))
+      ax.plot(offset + steps, plots.smoothed(rewards, 20),
+              color=colours[task], label=None if labelled else task)
       last = max(last, offset + steps[-1] + 1)
     offset = last
   return plots.save_figure(
@@ -328,7 +328,7 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
         runs = comparison.read_seed_curves(path)
         finals = [comparison.final_return(runs[s], FINAL_FRACTION)
                   for s in args.seeds]
-        curves[RULE_LABELS[rule]] = [runs[s] for s in args.seeds]
+        curves[rule] = [runs[s] for s in args.seeds]
         print(f'[{setting}] {env_task} {rule} seeds {args.seeds}: final '
               'returns ' + ', '.join(f'{x:.3f}' for x in finals) +
               f' | {summary["steps_per_second"]:.2f} steps/s | '

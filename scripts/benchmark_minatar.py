@@ -66,11 +66,12 @@ import time
 import numpy as np
 
 import comparison  # scripts/comparison.py, beside this script
+from disco_rl import plots
 import rl_stats  # scripts/rl_stats.py
 
 GAMES = ('Asterix', 'Breakout', 'Freeway', 'Seaquest', 'SpaceInvaders')
 RULES = ('disco_103', 'actor_critic')
-RULE_LABELS = {'disco_103': 'Disco103', 'actor_critic': 'actor-critic'}
+RULE_LABELS = {rule: plots.RULE_NAMES[rule] for rule in RULES}
 # The normalisation's reference: gymnax's PPO returns, from the table of
 # environments in gymnax's README ("PPO (R: 15)", ...), trained for 10M
 # environment steps (gymnax-blines' agents/<game>/ppo.yaml,
@@ -555,14 +556,13 @@ def plot_game(out: pathlib.Path, game: str, curves: dict,
               random_return: float) -> pathlib.Path:
   """curves_<game>.png: per rule the mean return over seeds and their range
   (min-max: with 3 seeds no interval is claimed) against learner updates,
-  and random play's return.
+  and random play's return, each in its colour (`plots.RULE_COLOURS`).
 
   Every update follows the same number of environment steps (the x label
   says how many), so a second panel against environment steps would be the
   same curve. A point where no episode ended carries the seed's last return
   (Freeway's episodes all end at its 2,500-step limit, every 3-4 points
   here: without it no line is drawn)."""
-  from disco_rl import plots  # pylint: disable=g-import-not-at-top
   fig, ax = plots.new_figure()
   per_update = None
   for rule, runs in curves.items():
@@ -572,8 +572,10 @@ def plot_game(out: pathlib.Path, game: str, curves: dict,
     first = next(iter(runs.values()))
     per_update = first['env_steps'][-1] / max(first['updates'][-1], 1)
     _draw_range(ax, first['updates'][:length], ys,
-                f'{RULE_LABELS[rule]} ({len(runs)} seeds)')
-  ax.axhline(random_return, color='grey', linestyle='--', linewidth=1,
+                f'{RULE_LABELS[rule]} ({len(runs)} seeds)',
+                color=plots.rule_colour(rule))
+  ax.axhline(random_return, color=plots.rule_colour('random'),
+             linestyle='--', linewidth=1,
              label=f'random play ({random_return:.2f})')
   return plots.save_figure(
       fig, ax, out / f'curves_{game}.png',
@@ -597,7 +599,6 @@ def plot_iqm(out, games, curves, randoms) -> pathlib.Path:
   """iqm.png: the IQM over games and seeds of normalised returns against
   learner updates, with stratified-bootstrap 95% intervals; random play is
   0 by construction."""
-  from disco_rl import plots  # pylint: disable=g-import-not-at-top
   fig, ax = plots.new_figure()
   for rule in RULES:
     runs = [list(curves[g, rule].values()) for g in games]
@@ -612,9 +613,10 @@ def plot_iqm(out, games, curves, randoms) -> pathlib.Path:
     value, low, high = rl_stats.curve_intervals(data, rl_stats.iqm,
                                                 reps=500)
     x = runs[0][0]['updates'][:length]
-    ax.plot(x, value, label=RULE_LABELS[rule])
-    ax.fill_between(x, low, high, alpha=0.25)
-  ax.axhline(0.0, color='grey', linestyle='--', linewidth=1,
+    ax.plot(x, value, label=RULE_LABELS[rule], color=plots.rule_colour(rule))
+    ax.fill_between(x, low, high, alpha=0.25, color=plots.rule_colour(rule))
+  ax.axhline(0.0, color=plots.rule_colour('random'), linestyle='--',
+             linewidth=1,
              label='random play (0)')
   return plots.save_figure(
       fig, ax, out / 'iqm.png', 'learner updates',

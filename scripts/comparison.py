@@ -8,8 +8,11 @@ What the benchmark scripts (MinAtar, meta-training suites) share:
   summary = run_or_resume(EvalConfig(...), path)   # done: read back
   curves = read_seed_curves(path)                  # {seed: [N] env_steps, ...}
   mean, half = mean_ci([final_return(c) for c in curves.values()])
-  plot_rules(path.png, title, {'Disco103': list(curves.values()), ...})
-  plot_rules_grid(path.png, title, {(setting, env): {label: curves}, ...})
+  plot_rules(path.png, title, {'disco_103': list(curves.values()), ...})
+  plot_rules_grid(path.png, title, {(setting, env): {rule: curves}, ...})
+
+A rule is drawn in its colour and named as `disco_rl.plots` says
+(`RULE_COLOURS`, `RULE_NAMES`).
 """
 
 import json
@@ -108,16 +111,18 @@ def final_return(curve: dict[str, np.ndarray], fraction: float = 0.1
                           weights=curve['episodes'][last]))
 
 
-def draw_band(ax, x, runs, label: str, alpha: float = 0.25) -> None:
+def draw_band(ax, x, runs, label: str, alpha: float = 0.25,
+              colour: str | None = None) -> None:
   """Draws on `ax` the mean over runs of [R, N] curves (NaN points
-  skipped) and its 95% percentile-bootstrap band."""
+  skipped) and its 95% percentile-bootstrap band, in `colour` (default:
+  matplotlib's next)."""
   import warnings  # pylint: disable=g-import-not-at-top
   runs = np.asarray(runs, float)
   low, high = plots.bootstrap_band(runs)
   with warnings.catch_warnings():
     warnings.simplefilter('ignore', RuntimeWarning)  # All-NaN points.
-    ax.plot(x, np.nanmean(runs, axis=0), label=label)
-  ax.fill_between(x, low, high, alpha=alpha)
+    line, = ax.plot(x, np.nanmean(runs, axis=0), label=label, color=colour)
+  ax.fill_between(x, low, high, alpha=alpha, color=line.get_color())
 
 
 def draw_rules(ax, curves: dict[str, list[dict]], x: str = 'env_steps'
@@ -128,15 +133,18 @@ def draw_rules(ax, curves: dict[str, list[dict]], x: str = 'env_steps'
 
   Args:
     ax: matplotlib axes.
-    curves: {label: [each seed's curve, `read_seed_curves`]}.
+    curves: {rule: [each seed's curve, `read_seed_curves`]}, a rule being
+      a key of `plots.RULE_COLOURS` (its colour and name).
     x: the curves' key on the x axis.
   """
-  for label, runs in curves.items():
+  for rule, runs in curves.items():
     length = min(len(c[x]) for c in runs)
     window = max(1, length // 50)
     ys = np.stack([plots.smoothed(c['avg_return'][:length], window)
                    for c in runs])
-    draw_band(ax, runs[0][x][:length], ys, f'{label} ({len(runs)} seeds)')
+    draw_band(ax, runs[0][x][:length], ys,
+              f'{plots.RULE_NAMES[rule]} ({len(runs)} seeds)',
+              colour=plots.rule_colour(rule))
 
 
 def plot_rules(path, title: str, curves: dict[str, list[dict]],
@@ -147,7 +155,7 @@ def plot_rules(path, title: str, curves: dict[str, list[dict]],
   Args:
     path: the PNG to write.
     title: the plot's title.
-    curves: {label: [each seed's curve, `read_seed_curves`]}.
+    curves: {rule: [each seed's curve, `read_seed_curves`]} (`draw_rules`).
     x: the curves' key on the x axis.
     xlabel: its label.
   """

@@ -52,6 +52,7 @@ import numpy as np
 
 import benchmark_minatar  # scripts/benchmark_minatar.py, beside this script
 import comparison  # scripts/comparison.py, beside this script
+from disco_rl import plots
 
 BASE = dict(env='jittable_catch', rows=8, columns=8, rule='disco_103',
             steps_per_call=50, debug_checks=False)
@@ -293,10 +294,12 @@ def plot(results: pathlib.Path, conditions) -> pathlib.Path:
   mean over seeds with a 95% bootstrap band, per condition."""
   fig, axes = _subplots(2, 1, (8, 7))
   axes = axes[:, 0]
-  for condition in conditions:
+  for i, condition in enumerate(conditions):
     x, ys = _stacked(results / condition, ('avg_return', 'entropy'))
     for ax, y in zip(axes, ys):
-      comparison.draw_band(ax, x, y, condition, alpha=0.2)
+      # Conditions of one rule: colours no rule has (`plots.RULE_COLOURS`).
+      comparison.draw_band(ax, x, y, condition, alpha=0.2,
+                           colour=plots.other_colour(i))
   axes[0].set_ylabel('episode return')
   axes[1].set_ylabel('policy entropy')
   axes[1].axhline(math.log(3), color='gray', linestyle=':', label='ln 3')
@@ -323,15 +326,19 @@ def plot_minatar(results: pathlib.Path, minatar: pathlib.Path
   if not games:
     return None
   fig, axes = _subplots(2, len(games), (4.5 * len(games), 6.5))
+  colours = {}  # Per learning rate and study, the same in every column.
   for game, study, rate, path in runs:
     column = games.index(game)
+    colour = colours.setdefault((study, rate),
+                                plots.other_colour(len(colours)))
     x, (returns, entropy) = _stacked(path, ('avg_return', 'entropy'))
     returns = pd.DataFrame(returns.T).ffill().to_numpy().T
     label = f'lr {rate:g} ({study}, {returns.shape[0]} seeds)'
-    comparison.draw_band(axes[0, column], x, returns, label, alpha=0.2)
+    comparison.draw_band(axes[0, column], x, returns, label, alpha=0.2,
+                         colour=colour)
     comparison.draw_band(
         axes[1, column], x, entropy / math.log(_minatar_actions(game)), label,
-        alpha=0.2)
+        alpha=0.2, colour=colour)
   for column, game in enumerate(games):
     axes[0, column].set_title(game)
     axes[1, column].axhline(UNIFORM_FRACTION, color='gray', linestyle=':',

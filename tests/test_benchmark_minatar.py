@@ -165,8 +165,8 @@ def _write_run(results, game, rule, rate, finals, points=4):
 
 def test_report_from_the_committed_files_alone(tmp_path):
   """The report stage reads the per-run files and random_returns.json (no
-  training, no JAX), leaves Seaquest out of the aggregate, and writes the
-  statistics an independent computation gives."""
+  training, nothing compiled), leaves Seaquest out of the aggregate, and
+  writes the statistics an independent computation gives."""
   results = tmp_path / 'results'
   finals = {('Breakout', 'disco_103'): [3.0, 5.0, 4.0],
             ('Breakout', 'actor_critic'): [6.0, 8.0, 7.0],

@@ -654,8 +654,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
                            num_rollouts, config.rollout_len,
                            config.matmul_precision)
 
-  rule_title = config.rule if rule_params is None else (
-      f'{config.rule} rule (given parameters)')
+  rule_title = plots.rule_title(config.rule, rule_params is not None)
   acting = host_acting() if setup.host_envs else compiled_acting()
   return run_lib.Job(
       name='eval', config=config, setup=setup, rows=rows, summary=summary,
