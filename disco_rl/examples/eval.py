@@ -1,16 +1,20 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Trains an agent with a fixed rule: Disco103, a learned one, or actor-critic.
+"""Trains an agent on any registered environment with a fixed update rule:
+Disco103, a meta-trained rule (`--weights`) or actor-critic.
 
   python -m disco_rl.examples.eval --steps 1000 --seed 0 --out runs/eval
 
-Catch 8x8 with Disco103 by default (the upstream eval notebook's settings);
-`--env` names any environment, `--weights` a rule's file. Prints progress,
-then the final average return and the paths of the metrics CSV and the
-learning-curve PNG. `--steps` counts learner steps (the first
-iterations only fill the replay buffer). Every setting of `EvalConfig` is a
-flag (`--help` lists them); `--resume DIR` continues an interrupted run.
-Several processes: see docs/scaling.md ("Several hosts").
+`--env` names the environment (Catch, gymnax, Craftax, Jumanji, Atari
+through envpool; docs/environments.md lists them), `--rule`
+the rule (Disco103, actor-critic) and `--weights` a meta-trained rule's
+parameters; without them, Disco103 on Catch 8x8 with the upstream eval
+notebook's settings. Prints progress, then the final average return and the
+paths of the metrics CSV and the learning-curve PNG. `--steps` counts
+learner steps (the first iterations only fill the replay buffer). Every
+setting of `EvalConfig` is a flag (`--help` lists them); `--resume DIR`
+continues an interrupted run. Several processes: see docs/scaling.md
+("Several hosts").
 """
 
 import sys
