@@ -379,6 +379,10 @@ def write_tables(out, rows, command, meta, settings, used, meta_summary,
         f'| {r["setting"]} | {r["env"]} | {RULE_LABELS[r["rule"]]} | '
         f'{r["seeds"]} | {r["final_return_mean"]:.3f} +- '
         f'{r["final_return_ci95"]:.3f} | {seeds} |')
+  if meta_init and changed.get('init') == 'disco_103':
+    # init='disco_103' only says the starting parameters come in the
+    # disco_103.npz layout: here they are --meta-init's, not Disco103's.
+    changed['init'] = f'{meta_init} (disco_103 layout; not Disco103)'
   lines += ['', f'Meta-training settings (MetaTrainConfig fields other than '
             f'their defaults): `{changed}`']
   for name in used:
