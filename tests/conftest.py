@@ -246,6 +246,12 @@ SHARED_FIXTURE_FILES = frozenset((
 
 
 def _unit(item) -> str:
+  """What one worker runs together: a test's own `xdist_group` (tests that
+  share a module-scoped fixture), a file of SHARED_FIXTURE_FILES, or the
+  test."""
+  group = item.get_closest_marker('xdist_group')
+  if group is not None:
+    return group.args[0] if group.args else group.kwargs['name']
   name = item.path.name
   return name if name in SHARED_FIXTURE_FILES else item.nodeid.split('@')[0]
 

@@ -52,16 +52,40 @@ def run_cli(tmp_path):
   """`run_cli(module, *args)` -> CompletedProcess, on one CPU device."""
 
   def run(module: str, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env.update(fast_jax_env())
-    env['JAX_PLATFORMS'] = 'cpu'
-    env['XLA_FLAGS'] = '--xla_force_host_platform_device_count=1'
-    env['MPLBACKEND'] = 'Agg'
     return subprocess.run([sys.executable, '-m', module, *args],
-                          cwd=tmp_path, env=env, capture_output=True,
+                          cwd=tmp_path, env=_cli_env(), capture_output=True,
                           text=True, timeout=TIMEOUT_S)
 
   return run
+
+
+def _cli_env() -> dict[str, str]:
+  """The environment of a CLI subprocess: one CPU device, fast compiles."""
+  env = dict(os.environ)
+  env.update(fast_jax_env())
+  env['JAX_PLATFORMS'] = 'cpu'
+  env['XLA_FLAGS'] = '--xla_force_host_platform_device_count=1'
+  env['MPLBACKEND'] = 'Agg'
+  return env
+
+
+@pytest.fixture(scope='module')
+def tiny_meta_run(tmp_path_factory):
+  """One finished tiny meta-training run of the CLI (META_TINY, live
+  TensorBoard curves), shared by the tests that read it: (its directory,
+  the CLI's stdout). Tests may read it, not change it."""
+  cwd = tmp_path_factory.mktemp('tiny_meta_run')
+  out = cwd / 'out'
+  result = subprocess.run(
+      [sys.executable, '-m', 'disco_rl.examples.meta_train', *META_TINY,
+       '--out', str(out), '--log', 'tensorboard'],
+      cwd=cwd, env=_cli_env(), capture_output=True, text=True,
+      timeout=TIMEOUT_S)
+  return out, ok(result)
+
+
+# The tests that read `tiny_meta_run` run on one xdist worker (tests/conftest.py).
+shares_tiny_meta_run = pytest.mark.xdist_group('tiny_meta_run')
 
 
 def ok(result: subprocess.CompletedProcess) -> str:
@@ -141,10 +165,9 @@ def test_eval_cli_actor_critic_on_cpu_catch(run_cli, tmp_path):
   assert 'pi_loss' not in evaluation.read_metrics(out / 'metrics.csv')
 
 
-def test_meta_train_cli(run_cli, tmp_path):
-  out = tmp_path / 'out'
-  stdout = ok(run_cli('disco_rl.examples.meta_train', *META_TINY, '--out',
-                      str(out), '--log', 'tensorboard'))
+@shares_tiny_meta_run
+def test_meta_train_cli(run_cli, tmp_path, tiny_meta_run):
+  out, stdout = tiny_meta_run
   summary = summary_of(stdout)
   pos = float(line_value(stdout,
                          'positive rewards per meta-step (last 100):'))
@@ -191,18 +214,16 @@ def test_meta_train_cli(run_cli, tmp_path):
   assert sorted(p.name for p in rule.parent.iterdir()) == ['rule_2.npz']
 
 
+@shares_tiny_meta_run
 def test_export_rule_bad_input_is_one_error_line(tmp_path, capsys,
-                                                 monkeypatch, fast_compile):
-  """On a run of the same settings as test_meta_train_cli's (the session's
-  compilation cache holds its programs)."""
+                                                 monkeypatch, fast_compile,
+                                                 tiny_meta_run):
+  """On test_meta_train_cli's run (read only: `run` links to it)."""
   del fast_compile
-  from disco_rl import meta_train  # pylint: disable=g-import-not-at-top
   monkeypatch.chdir(tmp_path)
-  config = config_lib.MetaTrainConfig(
-      num_steps=2, num_agents=2, batch_size_per_device=2, rollout_len=3,
-      dense=(16,), model_lstm_size=8, model_head_hiddens=(8,),
-      value_dense=(8,))
-  meta_train.run_meta_train(config, tmp_path / 'run', progress=False)
+  (tmp_path / 'run').symlink_to(tiny_meta_run[0], target_is_directory=True)
+  before = {p: p.read_bytes() for p in tiny_meta_run[0].rglob('*')
+            if p.is_file()}
   (tmp_path / 'taken.npz').write_bytes(b'kept')
   export = _main('export_rule')
   for args, message in [
@@ -237,6 +258,9 @@ def test_export_rule_bad_input_is_one_error_line(tmp_path, capsys,
   assert export(['run', '--out', 'taken.npz', '--overwrite']) == 0
   with np.load(tmp_path / 'taken.npz') as rule:
     assert 'lstm/linear/w' in rule.files
+  # The run read is as it was.
+  assert {p: p.read_bytes() for p in tiny_meta_run[0].rglob('*')
+          if p.is_file()} == before
 
 
 def test_eval_cli_runs_seeds_in_parallel(run_cli, tmp_path):
