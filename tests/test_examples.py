@@ -10,6 +10,7 @@ optimisations off.
 """
 
 import dataclasses
+import functools
 import importlib
 import json
 import math
@@ -51,12 +52,7 @@ META_TINY = ['--steps', '2', '--num-agents', '2', '--batch-size-per-device',
 def run_cli(tmp_path):
   """`run_cli(module, *args)` -> CompletedProcess, on one CPU device."""
 
-  def run(module: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, '-m', module, *args],
-                          cwd=tmp_path, env=_cli_env(), capture_output=True,
-                          text=True, timeout=TIMEOUT_S)
-
-  return run
+  return functools.partial(_run_cli, tmp_path)
 
 
 def _cli_env() -> dict[str, str]:
@@ -69,18 +65,23 @@ def _cli_env() -> dict[str, str]:
   return env
 
 
+def _run_cli(cwd, module: str, *args: str) -> subprocess.CompletedProcess:
+  """`python -m module args` in `cwd` (`_cli_env`), output captured."""
+  return subprocess.run([sys.executable, '-m', module, *args], cwd=cwd,
+                        env=_cli_env(), capture_output=True, text=True,
+                        timeout=TIMEOUT_S)
+
+
 @pytest.fixture(scope='module')
 def tiny_meta_run(tmp_path_factory):
   """One finished tiny meta-training run of the CLI (META_TINY, live
   TensorBoard curves), shared by the tests that read it: (its directory,
-  the CLI's stdout). Tests may read it, not change it."""
+  the CLI's stdout). Tests read it; test_meta_train_cli also resumes it
+  (finished: the resumed call runs nothing)."""
   cwd = tmp_path_factory.mktemp('tiny_meta_run')
   out = cwd / 'out'
-  result = subprocess.run(
-      [sys.executable, '-m', 'disco_rl.examples.meta_train', *META_TINY,
-       '--out', str(out), '--log', 'tensorboard'],
-      cwd=cwd, env=_cli_env(), capture_output=True, text=True,
-      timeout=TIMEOUT_S)
+  result = _run_cli(cwd, 'disco_rl.examples.meta_train', *META_TINY,
+                    '--out', str(out), '--log', 'tensorboard')
   return out, ok(result)
 
 
@@ -392,14 +393,11 @@ def test_cli_interrupt_then_resume_equals_a_straight_run(
   """A signal stops the run with its outputs saved; --resume finishes it,
   giving the metrics rows (and rule) of a run never interrupted."""
   out = tmp_path / 'interrupted'
-  env = dict(os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu',
-             XLA_FLAGS='--xla_force_host_platform_device_count=1',
-             MPLBACKEND='Agg')
   proc = subprocess.Popen(
       [sys.executable, '-m', f'disco_rl.examples.{module}',
        *INTERRUPTED_RUNS[module], '--steps', '100000', '--out', str(out)],
-      cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-      text=True)
+      cwd=tmp_path, env=_cli_env(), stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
   try:
     deadline = time.monotonic() + TIMEOUT_S
     while _rows_written(out / 'metrics.csv') < 3:
