@@ -219,6 +219,9 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
+  units_dir = config.stash.get(_UNITS_DIR, None)
+  if units_dir:
+    shutil.rmtree(units_dir, ignore_errors=True)
   owned = config.stash.get(_OWNED_CACHE, None)
   if owned:
     shutil.rmtree(owned, ignore_errors=True)
@@ -259,7 +262,6 @@ def _unit(item) -> str:
 def pytest_collection_modifyitems(config, items):
   """Sorts the units (a test, or a file of SHARED_FIXTURE_FILES) by their
   recorded seconds, longest first; a file's tests keep pytest's order."""
-  del config
   seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
   median = statistics.median(seconds.values()) if seconds else 0.0
   totals = collections.Counter()
@@ -268,6 +270,54 @@ def pytest_collection_modifyitems(config, items):
     if item.path.name in SHARED_FIXTURE_FILES:
       item.add_marker(pytest.mark.xdist_group(item.path.name))
   items.sort(key=lambda item: (-totals[_unit(item)], _unit(item)))
+  units_dir = getattr(config, 'workerinput', {}).get(_UNITS_KEY)
+  if units_dir:  # For the controller's scheduler (below).
+    path = pathlib.Path(units_dir) / f"{config.workerinput['workerid']}.json"
+    path.write_text(json.dumps({item.nodeid: _unit(item) for item in items}))
+
+
+# One worker per unit. pytest-xdist's own `--dist loadgroup` reads a test's
+# group from a suffix it adds to the test's node id, which pytest 9.2 no
+# longer lets it add (`Item.nodeid` is derived from `Item._id`, and xdist
+# 3.8 sets `_nodeid`): every test became its own unit, and the tests that
+# share a module-scoped fixture ran on both workers, each building it. So
+# the workers write the unit of every test they collected (above) to a
+# directory the controller made, and the controller's scheduler
+# (pytest-xdist's LoadScopeScheduling, whose scope is the unit) reads it.
+_UNITS_KEY = 'disco_rl_units_dir'
+_UNITS_DIR = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+  """Tells each worker where to write its units (controller side)."""
+  config = node.config
+  if _UNITS_DIR not in config.stash:
+    config.stash[_UNITS_DIR] = tempfile.mkdtemp(prefix='disco_rl_units_')
+  node.workerinput[_UNITS_KEY] = config.stash[_UNITS_DIR]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+  """`--dist loadgroup`: a unit (see `_unit`) at a time, longest first."""
+  if config.getvalue('dist') != 'loadgroup':
+    return None
+  from xdist.scheduler import LoadScopeScheduling  # pylint: disable=g-import-not-at-top
+  units_dir = pathlib.Path(config.stash[_UNITS_DIR])
+
+  class ByUnit(LoadScopeScheduling):
+    """Scopes are the units the workers wrote (read when the workers have
+    all collected, i.e. when the scheduler first asks)."""
+    units = None
+
+    def _split_scope(self, nodeid: str) -> str:
+      if self.units is None:
+        self.units = {}
+        for path in sorted(units_dir.glob('*.json')):
+          self.units.update(json.loads(path.read_text()))
+      return self.units.get(nodeid, nodeid)
+
+  return ByUnit(config, log)
 
 
 @pytest.fixture
