@@ -12,6 +12,7 @@ from disco_rl import actors
 from disco_rl import agent as agent_lib
 from disco_rl import types
 from disco_rl.environments import jittable_envs
+import smoke_env
 
 TINY_NET = dict(dense=(16,), model_arch_name='lstm', head_w_init_std=1e-2,
                 model_kwargs=dict(head_mlp_hiddens=(8,), lstm_size=8))
@@ -44,14 +45,16 @@ def _rollout(agent, env, params, num_steps=6, seed=0):
 
 
 @pytest.fixture(scope='module')
-def ac():
+def ac(fast_compile):
+  del fast_compile
   agent, env = _agent(agent_lib.get_settings_actor_critic())
   state = agent.initial_learner_state(jax.random.PRNGKey(0))
   return agent, env, state, _rollout(agent, env, state.params)
 
 
 @pytest.fixture(scope='module')
-def dc():
+def dc(fast_compile):
+  del fast_compile
   agent, env = _agent(agent_lib.get_settings_disco())
   # Compiled: initialising the meta-network op by op takes far longer.
   state = jax.jit(agent.initial_learner_state)(jax.random.PRNGKey(0))
@@ -68,9 +71,12 @@ class LearnerStepVariantsTest(chex.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.agent, env = _agent(agent_lib.get_settings_actor_critic())
-    cls.state = cls.agent.initial_learner_state(jax.random.PRNGKey(0))
-    cls.rollout = _rollout(cls.agent, env, cls.state.params)
-    cls.reference = cls._step(cls.agent.learner_step)
+    # As the tests compile (tests/conftest.py): op by op too, XLA's kernels
+    # with and without its optimisations round differently.
+    with smoke_env.fast_compile():
+      cls.state = cls.agent.initial_learner_state(jax.random.PRNGKey(0))
+      cls.rollout = _rollout(cls.agent, env, cls.state.params)
+      cls.reference = cls._step(cls.agent.learner_step)
 
   @classmethod
   def _step(cls, learner_step):

@@ -5,6 +5,7 @@
 import dataclasses
 import json
 import os
+import shutil
 import signal
 
 import chex
@@ -180,9 +181,13 @@ def test_read_rule_refuses_an_eval_run(tmp_path):
 
 
 def test_meta_train_resume_is_exact(tmp_path):
-  """Interrupted by SIGINT after its first call, then resumed; a suite of
-  two tasks (two agent groups, network shapes and environment states). The
-  rules at its checkpoints read back (read_rule)."""
+  """Interrupted by SIGINT after its first call, then resumed from its
+  checkpoint; a suite of two tasks (two agent groups, network shapes and
+  environment states). The resumed run equals the interrupted one carried
+  on in memory, which is the run never interrupted: the SIGINT stops it
+  between two calls, where the state is whole (the eval resume tests above
+  compare with a separate straight run; this saves a third trace of the
+  meta program). The rules at its checkpoints read back (read_rule)."""
   config = meta_config(num_steps=4,
                        tasks=('catch', 'catch[rows=4,columns=3]'))
   first = trainer_lib.Trainer(config, tmp_path / 'a', progress=False)
@@ -200,24 +205,23 @@ def test_meta_train_resume_is_exact(tmp_path):
   np.testing.assert_array_equal(
       rule_at_2['lstm/linear/w'],
       jax.device_get(first.state.update_rule_params['lstm/linear']['w']))
-  resumed = trainer_lib.Trainer(config, tmp_path / 'a', resume=True,
+  shutil.copytree(tmp_path / 'a', tmp_path / 'b')  # The run as stopped.
+  resumed = trainer_lib.Trainer(config, tmp_path / 'b', resume=True,
                                 progress=False)
   summary = resumed.fit()
   assert summary['steps'] == 4
   assert summary['tasks'] == ['catch[rows=5,columns=5]',
                               'catch[rows=4,columns=3]']
-  assert (tmp_path / 'a/rewards_task1.png').is_file()
-  renewed = metrics_lib.read_table(tmp_path / 'a/metrics.csv')['agents_renewed']
+  assert (tmp_path / 'b/rewards_task1.png').is_file()
+  renewed = metrics_lib.read_table(tmp_path / 'b/metrics.csv')['agents_renewed']
   # Renewals before and after the resume.
   assert renewed[:2].sum() > 0 and renewed[2:].sum() > 0, renewed
-  straight = trainer_lib.Trainer(config, tmp_path / 'b', progress=False)
-  straight.fit()
-  assert_same_run(tmp_path / 'a', tmp_path / 'b', resumed.state,
-                  straight.state)
-  rule_a = _npz(tmp_path / 'a/update_rule_params.npz')
+  assert first.fit()['steps'] == 4  # Carried on in memory: the straight run.
+  assert_same_run(tmp_path / 'b', tmp_path / 'a', resumed.state, first.state)
+  rule_a = _npz(tmp_path / 'b/update_rule_params.npz')
   chex.assert_trees_all_equal(rule_a,
-                              _npz(tmp_path / 'b/update_rule_params.npz'))
-  _check_read_rule(tmp_path / 'a', rule_a, rule_at_2)
+                              _npz(tmp_path / 'a/update_rule_params.npz'))
+  _check_read_rule(tmp_path / 'b', rule_a, rule_at_2)
   # The learned rule trains a fresh agent (a held-out board size here).
   held_out = eval_config(rule='disco_103', rows=6, columns=4, num_steps=2)
   summary = resumed.evaluate(env=held_out)
