@@ -74,14 +74,16 @@ def _run_cli(cwd, module: str, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope='module')
 def tiny_meta_run(tmp_path_factory):
-  """One finished tiny meta-training run of the CLI (META_TINY, live
-  TensorBoard curves), shared by the tests that read it: (its directory,
-  the CLI's stdout). Tests read it; test_meta_train_cli also resumes it
-  (finished: the resumed call runs nothing)."""
+  """One finished tiny meta-training run of the CLI (META_TINY with one
+  agent update per meta-step, live TensorBoard curves), shared by the tests
+  that read it: (its directory, the CLI's stdout). Tests read it;
+  test_meta_train_cli also resumes it (finished: the resumed call runs
+  nothing)."""
   cwd = tmp_path_factory.mktemp('tiny_meta_run')
   out = cwd / 'out'
   result = _run_cli(cwd, 'disco_rl.examples.meta_train', *META_TINY,
-                    '--out', str(out), '--log', 'tensorboard')
+                    '--num-inner-steps', '1', '--out', str(out),
+                    '--log', 'tensorboard')
   return out, ok(result)
 
 

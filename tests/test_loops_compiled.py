@@ -154,7 +154,8 @@ def test_the_meta_program_uses_the_configured_precision():
   job = meta_lib.make_meta_train(config_lib.MetaTrainConfig(
       num_agents=1, batch_size_per_device=2, rollout_len=3, dense=(8,),
       model_lstm_size=4, model_head_hiddens=(4,), value_dense=(4,),
-      num_devices=1, steps_per_call=1, matmul_precision='highest'))
+      num_inner_steps=1, num_devices=1, steps_per_call=1,
+      matmul_precision='highest'))
   assert _precisions(job.lower(job.init()).as_text()) == {'HIGHEST'}
 
 

@@ -38,9 +38,11 @@ EVAL_TINY = dict(num_steps=4, replay_ratio=2, rollout_len=6, dense=(16,),
 # buffer of 8 trajectories per device.
 EVAL_SPLIT = {1: dict(batch_size=4, buffer_capacity=8),
               2: dict(batch_size=8, buffer_capacity=16)}
+# One agent update per meta-step (the notebook's default is 2): a smaller
+# program to trace and compile; the paper section has its own.
 META_TINY = dict(num_steps=3, num_agents=2, batch_size_per_device=2,
                  rollout_len=3, dense=[16], model_lstm_size=8,
-                 model_head_hiddens=(8,), value_dense=[8])
+                 model_head_hiddens=(8,), value_dense=[8], num_inner_steps=1)
 # The paper's recipe on a two-task suite (Catch and CartPole): two meta-steps
 # of two agent updates, agents renewed after four updates (the second step).
 META_PAPER_TINY = dict(paper_steps=2, paper_num_agents=2, paper_inner_steps=2,
@@ -265,9 +267,10 @@ def test_meta_train_notebook(num_devices, paper, tmp_path, execute):
     assert key in metrics, sorted(metrics)
   for key, values in metrics.items():
     assert np.isfinite(values).all(), (key, values)
-  # Counts of +1/-1 rewards in an agent's training rollouts (num_inner_steps
-  # = 2 by default; mean over agents and devices): at most one per step.
-  most = 2 * params['batch_size_per_device'] * params['rollout_len']
+  # Counts of +1/-1 rewards in an agent's training rollouts (mean over
+  # agents and devices): at most one per step.
+  most = (params['num_inner_steps'] * params['batch_size_per_device']
+          * params['rollout_len'])
   for key in ('pos_rewards', 'neg_rewards'):
     assert ((metrics[key] >= 0) & (metrics[key] <= most)).all(), metrics[key]
   assert (metrics['meta_grad_norm'] > 0).all()
