@@ -271,8 +271,9 @@ def _unit(item) -> str:
 
 
 def pytest_collection_modifyitems(config, items):
-  """Sorts the units (a test, or a file of SHARED_FIXTURE_FILES) by their
-  recorded seconds, longest first; a file's tests keep pytest's order."""
+  """Sorts the units (see `_unit`) by their recorded seconds, longest
+  first; a unit's tests keep pytest's order. On an xdist worker, also
+  writes each test's unit for the controller's scheduler (below)."""
   seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
   median = statistics.median(seconds.values()) if seconds else 0.0
   totals = collections.Counter()
@@ -282,7 +283,7 @@ def pytest_collection_modifyitems(config, items):
       item.add_marker(pytest.mark.xdist_group(item.path.name))
   items.sort(key=lambda item: (-totals[_unit(item)], _unit(item)))
   units_dir = getattr(config, 'workerinput', {}).get(_UNITS_KEY)
-  if units_dir:  # For the controller's scheduler (below).
+  if units_dir:
     path = pathlib.Path(units_dir) / f"{config.workerinput['workerid']}.json"
     path.write_text(json.dumps({item.nodeid: _unit(item) for item in items}))
 
