@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import golden_cases
+import smoke_env
 from disco_rl import actors
 from disco_rl import agent as agent_lib
 from disco_rl import types
@@ -258,10 +259,11 @@ def check_seed_shards(num_devices: int) -> None:
       _, alone_learner, alone_metrics = run(alone_config)
       for key in alone_metrics:
         np.testing.assert_allclose(metrics[key][:, j],
-                                   alone_metrics[key][:, 0], rtol=1e-5,
-                                   atol=1e-6, err_msg=f'{num_seeds} {key} {j}')
+                                   alone_metrics[key][:, 0],
+                                   err_msg=f'{num_seeds} {key} {j}',
+                                   **smoke_env.SAME_RUN)
       jax.tree.map(lambda many, one, j=j: np.testing.assert_allclose(
-          many[j], one[0], rtol=1e-5, atol=1e-6), learner, alone_learner)
+          many[j], one[0], **smoke_env.SAME_RUN), learner, alone_learner)
   # The runs' parameters live on their own group of devices.
   config = dataclasses.replace(tiny, num_seeds=2)
   state = eval_lib.make_eval(config).init()

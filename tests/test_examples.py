@@ -28,6 +28,7 @@ import pytest
 from live_curves import tensorboard_curves
 from live_curves import wandb_history
 from smoke_env import fast_jax_env
+from smoke_env import xla_flags
 
 from disco_rl import evaluation
 from disco_rl import weights
@@ -58,9 +59,8 @@ def run_cli(tmp_path):
 def _cli_env() -> dict[str, str]:
   """The environment of a CLI subprocess: one CPU device, fast compiles."""
   env = dict(os.environ)
-  env.update(fast_jax_env())
+  env.update(fast_jax_env(num_devices=1))
   env['JAX_PLATFORMS'] = 'cpu'
-  env['XLA_FLAGS'] = '--xla_force_host_platform_device_count=1'
   env['MPLBACKEND'] = 'Agg'
   return env
 
@@ -645,7 +645,7 @@ def test_meta_train_preset_flag_and_overrides(tmp_path, capsys, monkeypatch):
 def _start(module, args, out, tmp_path, cache=None):
   """The CLI in a process of its own (no compilation cache unless given)."""
   env = dict(os.environ, JAX_PLATFORMS='cpu', MPLBACKEND='Agg',
-             XLA_FLAGS='--xla_force_host_platform_device_count=1',
+             XLA_FLAGS=xla_flags(num_devices=1),
              JAX_DISABLE_MOST_OPTIMIZATIONS='1')
   env.update(cache or {})
   return subprocess.Popen(

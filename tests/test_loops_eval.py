@@ -12,6 +12,7 @@ import chex
 import jax
 import numpy as np
 import pytest
+import smoke_env
 
 from disco_rl import rollout_checks
 from disco_rl.environments import jittable_envs
@@ -67,11 +68,11 @@ def test_fused_calls_equal_one_step_per_call(fused_run):
   state, stepped = _run(single, [1] * 6)
   assert sorted(fused) == sorted(stepped)
   for key in fused:
-    np.testing.assert_allclose(fused[key], stepped[key], rtol=1e-5,
-                               atol=1e-6, err_msg=key)
+    np.testing.assert_allclose(fused[key], stepped[key], err_msg=key,
+                               **smoke_env.SAME_RUN)
   np.testing.assert_array_equal(fused['episodes'], stepped['episodes'])
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5,
-                                                       atol=1e-6),
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b,
+                                                       **smoke_env.SAME_RUN),
                jax.device_get(fused_state.learner_state),
                jax.device_get(state.learner_state))
   assert int(fused_state.step) == int(state.step) == 6
@@ -233,10 +234,10 @@ def test_each_seed_of_a_multi_seed_program_is_the_run_of_that_seed_alone(
                                   alone_metrics['episodes'][:, 0])
     for key in alone_metrics:
       np.testing.assert_allclose(metrics[key][:, j], alone_metrics[key][:, 0],
-                                 rtol=1e-4, atol=1e-5, err_msg=f'{key} {j}')
+                                 err_msg=f'{key} {j}', **smoke_env.SAME_RUN)
     jax.tree.map(
         lambda many, one, j=j: np.testing.assert_allclose(
-            many[j], one[0], rtol=1e-4, atol=1e-5),
+            many[j], one[0], **smoke_env.SAME_RUN),
         jax.device_get(state.learner_state),
         jax.device_get(alone_state.learner_state))
 
@@ -267,7 +268,7 @@ def test_host_environments_run_seeds_in_parallel():
         config, seed=3 + j, num_seeds=1)), [3])
     for key in alone:
       np.testing.assert_allclose(metrics[key][:, j], alone[key][:, 0],
-                                 rtol=1e-4, atol=1e-5, err_msg=key)
+                                 err_msg=key, **smoke_env.SAME_RUN)
 
 
 def test_a_diverging_seed_is_named():

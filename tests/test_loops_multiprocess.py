@@ -19,6 +19,7 @@ import sys
 
 import numpy as np
 import pytest
+import smoke_env
 
 HERE = pathlib.Path(__file__).resolve().parent
 TIMEOUT_S = 900
@@ -27,7 +28,7 @@ TIMEOUT_S = 900
 def _env(num_devices: int) -> dict[str, str]:
   env = dict(os.environ)
   env.update(JAX_PLATFORMS='cpu', JAX_DISABLE_MOST_OPTIMIZATIONS='1',
-             XLA_FLAGS=f'--xla_force_host_platform_device_count={num_devices}')
+             XLA_FLAGS=smoke_env.xla_flags(num_devices))
   return env
 
 

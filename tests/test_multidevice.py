@@ -13,11 +13,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 
 def run_check(name: str, num_devices: int, extra_env=None, timeout=900):
-  env = dict(os.environ)
+  env = dict(os.environ, **(extra_env or {}))
   env['XLA_FLAGS'] = (env.get('XLA_FLAGS', '') + ' --xla_force_host_platform'
                       f'_device_count={num_devices}').strip()
   env['JAX_PLATFORMS'] = 'cpu'
-  env.update(extra_env or {})
   result = subprocess.run(
       [sys.executable, str(HERE / 'multidevice_checks.py'), name,
        str(num_devices)],

@@ -63,9 +63,8 @@ def execute(tmp_path):
   """
 
   def run(name: str, parameters: dict, num_devices: int, weights_file=None):
-    env = dict(fast_jax_env(), JAX_PLATFORMS='cpu',
-               MPLBACKEND='Agg', XLA_FLAGS=(
-                   f'--xla_force_host_platform_device_count={num_devices}'))
+    env = dict(fast_jax_env(num_devices=num_devices), JAX_PLATFORMS='cpu',
+               MPLBACKEND='Agg')
     if weights_file is not None:
       env[weights.ENV_WEIGHTS] = str(weights_file)
     executed = tmp_path / f'{name}.executed.ipynb'

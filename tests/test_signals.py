@@ -170,9 +170,8 @@ def test_one_rule_for_signals_at_every_delay(tmp_path):
   SIGINT in a foreground job: exit 128 + the signal's number, no traceback,
   the summary (once the run started) naming the signal. A background job
   ignores SIGINT at any delay (it trains on) until SIGTERM stops it."""
-  env = dict(os.environ, **fast_jax_env(),
-             JAX_PLATFORMS='cpu', MPLBACKEND='Agg',
-             XLA_FLAGS='--xla_force_host_platform_device_count=1')
+  env = dict(os.environ, **fast_jax_env(num_devices=1),
+             JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
   # The jobs start as a user's do: under `make coverage`, coverage.py's
   # start-up in each process would delay a command's first line past the
   # earliest signal (its code is measured by the other signal tests).
