@@ -23,6 +23,17 @@
    environments and rollout length; each learner step on the batch just
    acted, sampled from a buffer of that batch). Output:
    out/eval_<setting>/<env>/<rule>/ (the meta-training run is out/meta/).
+   With `--tune-rates`, each rule's agent learning rate is first chosen,
+   per setting, on the suite's own environments (never the held-out ones;
+   `choose_rates`): every rule trains at every rate on every suite task
+   (seeds `--tune-seeds`, apart from the evaluation seeds); per task, a
+   rate's mean final return is normalised from random play (0) to the best
+   mean of any rule and rate there (1); the rule's rate is the one with
+   the highest mean of those over the tasks. The held-out runs then train
+   each rule at its rate: out/tune_<setting>/<env>/<rule>/lr_<rate>/,
+   tuning.csv and tuning.md.
+   `--learned NPZ` evaluates a rule meta-trained before (no meta-training;
+   --meta-preset/--meta-set still define the 'meta' setting).
 3. Writes meta_tasks.png (each task's reward per step against meta-steps;
    with --meta-init, the first stage's run before it when its metrics.csv
    is beside the npz), curves_<setting>_<env>.png (mean return and 95%
@@ -41,6 +52,10 @@ interrupted benchmark continues where it stopped.
       runs/bench_meta_suite/meta/update_rule_params.npz \
       --meta-set agent_lifetime=1000 num_agents=6 --out runs/meta_suite_stage2
   python scripts/benchmark_meta_suite.py --tiny --out runs/meta_suite_tiny
+  python scripts/benchmark_meta_suite.py --learned \
+      docs/results/meta_suite_cpu/stage2/update_rule_params.npz \
+      --tune-rates 3e-4 1e-3 3e-3 1e-2 3e-2 --eval-settings eval meta \
+      --eval-steps 3000 --out runs/meta_suite_stage2_tuned
 """
 
 import argparse
@@ -50,6 +65,8 @@ import pathlib
 import shlex
 import sys
 import time
+
+import numpy as np
 
 import comparison  # scripts/comparison.py, beside this script
 from disco_rl import plots
@@ -82,6 +99,7 @@ TINY_EVAL = dict(EVAL, batch_size=8, replay_ratio=4, buffer_capacity=32,
                  rollout_len=5, dense=(16,), model_lstm_size=8,
                  model_head_hiddens=(8,), num_steps=20, steps_per_call=5)
 FINAL_FRACTION = 0.1
+TUNE_SEEDS = (100, 101, 102)
 EVAL_SETTINGS = ('eval', 'meta')
 
 
@@ -155,6 +173,143 @@ def env_dir_name(env_task: str) -> str:
   return ''.join(c if c.isalnum() or c in '-_' else '_' for c in env_task)
 
 
+def rate_dir_name(rate: float) -> str:
+  return f'lr_{rate:g}'
+
+
+def choose_rates(rows, randoms: dict[str, float]
+                 ) -> tuple[dict[tuple[str, str], float], list[dict]]:
+  """Each rule's learning rate per setting, from the suite's runs.
+
+  Per setting and task, a (rule, rate)'s mean final return x is scored
+  (x - random) / (best - random): `randoms[task]` is random play's return,
+  best the highest mean of any rule and rate on that task in that setting
+  (a task where nothing beat random play scores 0). A rule's rate is the
+  one with the highest mean score over the tasks (the lower rate on a tie).
+
+  Args:
+    rows: dicts with setting, env, rule, learning_rate, final_return_mean.
+    randoms: random play's mean return per env.
+
+  Returns:
+    ({(setting, rule): rate}, [dict(setting, rule, learning_rate, score)]).
+  """
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  table = pd.DataFrame(rows)
+  missing = sorted(set(table['env']) - set(randoms))
+  if missing:
+    raise ValueError(f'randoms has no random-play return for {missing}.')
+  best = table.groupby(['setting', 'env'])['final_return_mean'].transform(
+      'max')
+  floor = table['env'].map(randoms)
+  span = best - floor
+  table['score'] = np.where(
+      span > 0, (table['final_return_mean'] - floor) / span.where(span > 0),
+      0.0)
+  scores = (table.groupby(['setting', 'rule', 'learning_rate'])['score']
+            .mean().reset_index())
+  chosen = {}
+  for (setting, rule), group in scores.groupby(['setting', 'rule']):
+    group = group.sort_values('learning_rate')
+    chosen[setting, rule] = float(
+        group['learning_rate'].iloc[int(np.argmax(group['score'].values))])
+  return chosen, scores.to_dict('records')
+
+
+def tune(out: pathlib.Path, args, suite, settings: dict, learned
+         ) -> dict[tuple[str, str], float]:
+  """Trains (or reads back) every rule at every `--tune-rates` rate on
+  every suite task, per setting; writes tuning.csv and tuning.md and
+  returns the chosen rates (`choose_rates`).
+
+  Raises:
+    comparison.Interrupted: a run stopped by a signal.
+  """
+  randoms = {}
+  for env_task in suite:
+    task = config_lib.parse_task(env_task)
+    randoms[env_task] = comparison.random_return(task.make_env(32))
+  rows = []
+  for setting in args.eval_settings:
+    for rule in args.rules:
+      for rate in args.tune_rates:
+        for env_task in suite:
+          path = (out / f'tune_{setting}' / env_dir_name(env_task) / rule /
+                  rate_dir_name(rate))
+          config = dataclasses.replace(
+              eval_config(env_task, rule, args.tune_seeds, settings[setting]),
+              learning_rate=rate, num_steps=args.tune_steps)
+          finals = run_finals(path, config, args, learned, rule,
+                              args.tune_seeds,
+                              f'[tune {setting}] {env_task} lr {rate:g}')
+          rows.append(dict(setting=setting, env=env_task, rule=rule,
+                           learning_rate=rate, seeds=len(finals),
+                           final_return_mean=float(np.mean(finals)),
+                           final_returns=finals))
+  chosen, scores = choose_rates(rows, randoms)
+  write_tuning(out, rows, scores, chosen, randoms, args)
+  return chosen
+
+
+def write_tuning(out, rows, scores, chosen, randoms, args) -> None:
+  """tuning.csv (every suite run) and tuning.md (the scores, the chosen
+  rates)."""
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  pd.DataFrame(rows).to_csv(out / 'tuning.csv', index=False)
+  lines = [
+      'Learning rates chosen on the meta-training suite '
+      f'({", ".join(sorted(randoms))}), seeds {args.tune_seeds}, '
+      f'{args.tune_steps} learner steps per run. Score: per task, '
+      '(mean final return - random play) / (best mean of any rule and rate '
+      '- random play), averaged over the tasks; the rate with the highest '
+      'score is the rule\'s.', '',
+      'Random play: ' + ', '.join(f'{k} {v:.3f}'
+                                  for k, v in sorted(randoms.items())), '',
+      '| setting | rule | ' + ' | '.join(f'{r:g}' for r in args.tune_rates)
+      + ' | chosen |', '|---|---|' + '---|' * (len(args.tune_rates) + 1)]
+  table = {(r['setting'], r['rule'], r['learning_rate']): r['score']
+           for r in scores}
+  for setting in args.eval_settings:
+    for rule in args.rules:
+      cells = [f'{table[setting, rule, r]:.3f}' for r in args.tune_rates]
+      lines.append(f'| {setting} | {RULE_LABELS[rule]} | '
+                   + ' | '.join(cells)
+                   + f' | {chosen[setting, rule]:g} |')
+  lines += ['', 'Per task (mean final return over the seeds):', '',
+            '| setting | task | rule | ' + ' | '.join(
+                f'{r:g}' for r in args.tune_rates) + ' |',
+            '|---|---|---|' + '---|' * len(args.tune_rates)]
+  means = {(r['setting'], r['env'], r['rule'], r['learning_rate']):
+           r['final_return_mean'] for r in rows}
+  for setting in args.eval_settings:
+    for env_task in sorted(randoms):
+      for rule in args.rules:
+        lines.append(f'| {setting} | {env_task} | {RULE_LABELS[rule]} | '
+                     + ' | '.join(f'{means[setting, env_task, rule, r]:.3f}'
+                                  for r in args.tune_rates) + ' |')
+  (out / 'tuning.md').write_text('\n'.join(lines) + '\n')
+
+
+def run_finals(path, config, args, learned, rule, seeds, label
+               ) -> list[float]:
+  """Trains (or reads back) one program of seeds; their final returns."""
+  begin = time.time()
+  summary = comparison.run_or_resume(
+      config, path, args.overwrite,
+      rule_params=learned if rule == 'learned' else None)
+  if summary.get('interrupted') or summary['steps'] != config.num_steps:
+    raise comparison.Interrupted(
+        f'{path} stopped ({summary.get("interrupted")}); run the same '
+        'command again to resume.')
+  runs = comparison.read_seed_curves(path)
+  finals = [comparison.final_return(runs[s], FINAL_FRACTION) for s in seeds]
+  print(f'{label} {rule} seeds {list(seeds)}: final returns '
+        + ', '.join(f'{x:.3f}' for x in finals) +
+        f' | {summary["steps_per_second"]:.2f} steps/s | '
+        f'{time.time() - begin:.0f}s | {path}', flush=True)
+  return finals
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument('--suite', nargs='+', default=list(SUITE),
@@ -186,6 +341,22 @@ def main(argv=None) -> int:
                       choices=RULES,
                       help="without 'learned', no meta-training: the "
                       'baselines only')
+  parser.add_argument('--learned', default=None, metavar='NPZ',
+                      help="evaluate this rule (a meta-training run's "
+                      'update_rule_params.npz) as the learned rule: no '
+                      'meta-training')
+  parser.add_argument('--tune-rates', type=float, nargs='+', default=None,
+                      metavar='RATE',
+                      help="choose each rule's agent learning rate among "
+                      'these, per setting, on the suite\'s tasks (default: '
+                      "every rule at its setting's rate)")
+  parser.add_argument('--tune-seeds', type=int, nargs='+',
+                      default=list(TUNE_SEEDS),
+                      help='seeds of the tuning runs (consecutive, none of '
+                      '--seeds)')
+  parser.add_argument('--tune-steps', type=int, default=None,
+                      help='learner steps per tuning run (default: those '
+                      'of the evaluation runs)')
   parser.add_argument('--tiny', action='store_true',
                       help='smoke run: tiny networks, 4 meta-steps, 20 '
                       'learner steps per evaluation run')
@@ -195,6 +366,21 @@ def main(argv=None) -> int:
   if args.seeds != list(range(args.seeds[0], args.seeds[0] + len(args.seeds))):
     parser.error(f'--seeds must be consecutive (one program runs them in '
                  f'parallel), got {args.seeds}')
+  if args.tune_rates is not None:
+    if any(not rate > 0 for rate in args.tune_rates):
+      parser.error(f'--tune-rates must be positive, got {args.tune_rates}')
+    if args.tune_seeds != list(range(args.tune_seeds[0],
+                                     args.tune_seeds[0] +
+                                     len(args.tune_seeds))):
+      parser.error('--tune-seeds must be consecutive (one program runs them '
+                   f'in parallel), got {args.tune_seeds}')
+    if set(args.tune_seeds) & set(args.seeds):
+      parser.error(f'--tune-seeds {args.tune_seeds} and --seeds {args.seeds} '
+                   'must differ: a rate chosen on the seeds it is reported '
+                   'on would flatter it')
+  if args.learned and args.meta_init:
+    parser.error('--learned evaluates a rule without meta-training; '
+                 '--meta-init starts a meta-training: give one of them')
   suite = [t.spec() for t in config_lib.parse_tasks(args.suite)]
   held_out = [config_lib.parse_task(t).spec() for t in args.held_out]
   overlap = sorted(set(suite) & set(held_out))
@@ -223,6 +409,13 @@ def main(argv=None) -> int:
   base_eval = dict(TINY_EVAL if args.tiny else EVAL)
   if args.eval_steps is not None:
     base_eval['num_steps'] = args.eval_steps
+  if args.tune_steps is None:
+    args.tune_steps = base_eval['num_steps']
+  if args.learned:
+    try:
+      learned_params = weights.load_disco_103(args.learned)
+    except (OSError, ValueError) as e:
+      parser.error(f'--learned: {e}')
   settings = {'eval': base_eval,
               'meta': meta_eval_settings(meta, base_eval)}
   out = pathlib.Path(args.out)
@@ -235,7 +428,9 @@ def main(argv=None) -> int:
   start = time.time()
   learned, meta_summary = None, None
   try:
-    if 'learned' in args.rules:  # The baselines need no meta-training.
+    if 'learned' in args.rules and args.learned:
+      learned = learned_params
+    elif 'learned' in args.rules:  # The baselines need no meta-training.
       params_path = meta_train(out, meta, args.overwrite, init_params)
       print(f'meta-trained rule: {params_path} ({time.time() - start:.0f}s)',
             flush=True)
@@ -247,7 +442,9 @@ def main(argv=None) -> int:
             flush=True)
       learned = weights.load_disco_103(params_path)
       meta_summary = json.loads((out / 'meta' / 'summary.json').read_text())
-    rows = evaluate(out, args, held_out, settings, learned)
+    rates = (tune(out, args, suite, settings, learned)
+             if args.tune_rates is not None else None)
+    rows = evaluate(out, args, held_out, settings, learned, rates)
   except comparison.Interrupted as e:
     print(f'stopped: {e}', file=sys.stderr)
     return 130
@@ -255,7 +452,7 @@ def main(argv=None) -> int:
   command = 'python scripts/benchmark_meta_suite.py ' + ' '.join(
       shlex.quote(a) for a in argv)
   write_tables(out, rows, command, meta, settings, args.eval_settings,
-               meta_summary, args.meta_init)
+               meta_summary, args.meta_init, args.learned, rates)
   print((out / 'results.md').read_text())
   return 0
 
@@ -303,9 +500,12 @@ def plot_meta_tasks(path: pathlib.Path, stages) -> pathlib.Path:
 
 
 def evaluate(out: pathlib.Path, args, held_out, settings: dict,
-             learned) -> list[dict]:
+             learned, rates=None) -> list[dict]:
   """Trains (or reads back) every held-out environment x rule program in
   each evaluation setting and plots its curves; the table's rows.
+
+  `rates`: {(setting, rule): learning rate} chosen on the suite (`tune`);
+  None: every rule at its setting's rate.
 
   Raises:
     comparison.Interrupted: a program stopped by a signal.
@@ -317,24 +517,17 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
       for rule in args.rules:
         path = out / f'eval_{setting}' / env_dir_name(env_task) / rule
         config = eval_config(env_task, rule, args.seeds, settings[setting])
-        begin = time.time()
-        summary = comparison.run_or_resume(
-            config, path, args.overwrite,
-            rule_params=learned if rule == 'learned' else None)
-        if summary.get('interrupted') or summary['steps'] != config.num_steps:
-          raise comparison.Interrupted(
-              f'{path} stopped ({summary.get("interrupted")}); run the same '
-              'command again to resume.')
+        if rates is not None:
+          config = dataclasses.replace(config,
+                                       learning_rate=rates[setting, rule])
+          path = path / rate_dir_name(config.learning_rate)
+        finals = run_finals(path, config, args, learned, rule, args.seeds,
+                            f'[{setting}] {env_task}')
         runs = comparison.read_seed_curves(path)
-        finals = [comparison.final_return(runs[s], FINAL_FRACTION)
-                  for s in args.seeds]
         curves[rule] = [runs[s] for s in args.seeds]
-        print(f'[{setting}] {env_task} {rule} seeds {args.seeds}: final '
-              'returns ' + ', '.join(f'{x:.3f}' for x in finals) +
-              f' | {summary["steps_per_second"]:.2f} steps/s | '
-              f'{time.time() - begin:.0f}s | {path}', flush=True)
         mean, half = comparison.mean_ci(finals)
         rows.append(dict(setting=setting, env=env_task, rule=rule,
+                         learning_rate=config.learning_rate,
                          seeds=len(finals), final_return_mean=mean,
                          final_return_ci95=half, final_returns=finals))
       png = comparison.plot_rules(
@@ -350,9 +543,9 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
 
 
 def write_tables(out, rows, command, meta, settings, used, meta_summary,
-                 meta_init=None) -> None:
+                 meta_init=None, learned=None, rates=None) -> None:
   """results.csv and results.md (`meta_summary` None: no rule was
-  meta-trained, the baselines only)."""
+  meta-trained here: the baselines only, or the rule of `learned`)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
   pd.DataFrame(rows).to_csv(out / 'results.csv', index=False)
   changed = {f.name: getattr(meta, f.name) for f in dataclasses.fields(meta)
@@ -360,7 +553,9 @@ def write_tables(out, rows, command, meta, settings, used, meta_summary,
   origin = (f'from the rule in {meta_init} (itself meta-trained from random '
             'parameters)' if meta_init else 'from random parameters')
   rules = ' and '.join(dict.fromkeys(RULE_LABELS[r['rule']] for r in rows))
-  what = (f'Fresh agents trained with {rules} (no rule meta-trained in this '
+  what = (f'Fresh agents trained with {rules} (the learned rule: {learned}, '
+          'meta-trained before) on held-out environments' if learned else
+          f'Fresh agents trained with {rules} (no rule meta-trained in this '
           'run) on held-out environments' if meta_summary is None else
           f'Rule meta-trained {origin} for {meta.num_steps} '
           f'meta-steps on {", ".join(meta.tasks)} (final positive rewards '
@@ -388,6 +583,11 @@ def write_tables(out, rows, command, meta, settings, used, meta_summary,
   for name in used:
     lines.append(f'Evaluation setting {name!r} (every environment and '
                  f'rule): `{settings[name]}`')
+  if rates is not None:
+    lines.append('Learning rates chosen on the suite (tuning.md; they '
+                 'replace the settings\' learning_rate): ' + ', '.join(
+                     f'{s} {RULE_LABELS[r]} {v:g}'
+                     for (s, r), v in sorted(rates.items())))
   lines += ['', f'Command: `{command}`', '']
   (out / 'results.md').write_text('\n'.join(lines))
 

@@ -284,34 +284,10 @@ def _run(args, name: str, config) -> dict:
 def random_returns(games, num_envs: int = 32, steps: int = RANDOM_STEPS,
                    seed: int = 0) -> dict[str, float]:
   """Mean return of the episodes uniform random play ends, per game."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from disco_rl import environments  # pylint: disable=g-import-not-at-top
-  out = {}
-  for game in games:
-    env = environments.get_environment(env_name(game), batch_size=num_envs)
-    num_actions = int(env.single_action_spec().maximum) + 1
-
-    @jax.jit
-    def play(key, env=env, num_actions=num_actions):
-      state, _ = env.reset(key)
-
-      def step(carry, key):
-        state, acc = carry
-        action = jax.random.randint(key, (num_envs,), 0, num_actions)
-        state, timestep = env.step(state, action)
-        acc = acc + timestep.reward
-        last = timestep.step_type == 2  # dm_env.StepType.LAST
-        return (state, jnp.where(last, 0.0, acc)), (
-            jnp.sum(jnp.where(last, acc, 0.0)), jnp.sum(last))
-
-      _, (total, ended) = jax.lax.scan(
-          step, (state, jnp.zeros(num_envs)), jax.random.split(key, steps))
-      return total.sum(), ended.sum()
-
-    total, ended = play(jax.random.PRNGKey(seed))
-    out[game] = float(total) / max(int(ended), 1)
-  return out
+  return {game: comparison.random_return(
+      environments.get_environment(env_name(game), batch_size=num_envs),
+      steps, seed) for game in games}
 
 
 def normalise(game: str, score: float, random_score: float) -> float:

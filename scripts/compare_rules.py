@@ -28,12 +28,13 @@ import benchmark_meta_suite  # scripts/benchmark_meta_suite.py, beside this
 
 
 def read_rows(path) -> list[dict]:
-  """results.csv's rows: setting (absent: 'eval'), env, rule and the
+  """results.csv's rows: setting (absent: 'eval'), env, rule, the agents'
+  learning rate (None where the runs did not choose one per rule) and the
   per-seed final returns (a list)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
   table = pd.read_csv(path)
   return [dict(setting=row.get('setting', 'eval'), env=row['env'],
-               rule=row['rule'],
+               rule=row['rule'], learning_rate=row.get('learning_rate'),
                finals=[float(v) for v in ast.literal_eval(
                    row['final_returns'])])
           for row in table.to_dict('records')]
@@ -60,24 +61,27 @@ def standings(finals: dict[str, list[float]]) -> dict[str, str]:
 def table(rows: list[dict]) -> list[str]:
   """The comparison as markdown lines, a row per setting and environment."""
   rules = list(dict.fromkeys(r['rule'] for r in rows))
-  groups = {}
+  groups, rates = {}, {}
   for row in rows:
     groups.setdefault((row['setting'], row['env']), {})[row['rule']] = (
         row['finals'])
+    rate = row.get('learning_rate')
+    if rate is not None and np.isfinite(rate):
+      rates[row['setting'], row['env'], row['rule']] = rate
   names = [benchmark_meta_suite.RULE_LABELS[r] for r in rules]
   lines = ['| setting | held-out environment | ' + ' | '.join(names) + ' |',
            '|---|---|' + '---|' * len(rules)]
   for (setting, env), finals in groups.items():
     where = standings(finals)
-    cells = [_cell(finals[r], where[r]) if r in finals else '-'
-             for r in rules]
+    cells = [_cell(finals[r], where[r], rates.get((setting, env, r)))
+             if r in finals else '-' for r in rules]
     lines.append(f'| {setting} | {env} | ' + ' | '.join(cells) + ' |')
   return lines
 
 
-def _cell(values: list[float], standing: str) -> str:
+def _cell(values: list[float], standing: str, rate=None) -> str:
   text = (f'{np.mean(values):.3f} ({min(values):.3f} to {max(values):.3f})'
-          f', {standing}')
+          f', {standing}' + ('' if rate is None else f', lr {rate:g}'))
   return f'**{text}**' if standing == 'ahead' else text
 
 

@@ -111,6 +111,36 @@ def final_return(curve: dict[str, np.ndarray], fraction: float = 0.1
                           weights=curve['episodes'][last]))
 
 
+def random_return(env, steps: int = 5000, seed: int = 0) -> float:
+  """Mean return of the episodes that uniform random play ends in `steps`
+  steps of `env`, a batched jittable environment (`disco_rl.environments`;
+  every instance counted): 0-for-learning on a normalised scale."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  num_envs = env.batch_size
+  num_actions = int(env.single_action_spec().maximum) + 1
+
+  @jax.jit
+  def play(key):
+    state, _ = env.reset(key)
+
+    def step(carry, key):
+      state, acc = carry
+      action = jax.random.randint(key, (num_envs,), 0, num_actions)
+      state, timestep = env.step(state, action)
+      acc = acc + timestep.reward
+      last = timestep.step_type == 2  # dm_env.StepType.LAST
+      return (state, jnp.where(last, 0.0, acc)), (
+          jnp.sum(jnp.where(last, acc, 0.0)), jnp.sum(last))
+
+    _, (total, ended) = jax.lax.scan(
+        step, (state, jnp.zeros(num_envs)), jax.random.split(key, steps))
+    return total.sum(), ended.sum()
+
+  total, ended = play(jax.random.PRNGKey(seed))
+  return float(total) / max(int(ended), 1)
+
+
 def draw_band(ax, x, runs, label: str, alpha: float = 0.25,
               colour: str | None = None) -> None:
   """Draws on `ax` the mean over runs of [R, N] curves (NaN points

@@ -108,7 +108,15 @@ def test_meta_suite_benchmark_refuses_bad_overrides(tmp_path, capsys,
                         (['--meta-set', 'init=random'], '--meta-init'),
                         (['--meta-init', str(tmp_path / 'no.npz')],
                          'no.npz'),
-                        (['--seeds', '0', '2'], 'consecutive')):
+                        (['--seeds', '0', '2'], 'consecutive'),
+                        (['--tune-rates', '1e-3', '0'], 'positive'),
+                        (['--tune-rates', '1e-3', '--tune-seeds', '100',
+                          '102'], 'consecutive'),
+                        (['--tune-rates', '1e-3', '--tune-seeds', '2', '3'],
+                         'must differ'),
+                        (['--learned', str(tmp_path / 'no.npz')], 'no.npz'),
+                        (['--learned', 'a.npz', '--meta-init', 'b.npz'],
+                         'give one of them')):
     with pytest.raises(SystemExit) as stop:
       benchmark_meta_suite.main(['--tiny', *bad, '--out',
                                  str(tmp_path / 'out')])
@@ -134,6 +142,83 @@ def test_meta_suite_benchmark_baselines_alone_meta_train_nothing(
           'summary.json').is_file()
   assert (tmp_path / 'out/results.md').read_text().startswith(
       'Fresh agents trained with actor-critic (no rule meta-trained')
+
+
+def test_meta_suite_learning_rates_chosen_by_normalised_suite_scores(
+    monkeypatch):
+  """choose_rates on hand-made means, its expected scores worked out by
+  hand: per task (mean - random) / (best mean there - random), averaged
+  over the tasks; the lower rate on a tie; a task nobody beat random play
+  on scores 0."""
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import benchmark_meta_suite  # pylint: disable=g-import-not-at-top
+  means = {  # (setting, task, rule, rate): mean final return
+      ('eval', 'a', 'r1', 1e-3): 1.0, ('eval', 'a', 'r1', 1e-2): 0.5,
+      ('eval', 'a', 'r2', 1e-3): 0.2, ('eval', 'a', 'r2', 1e-2): 0.8,
+      ('eval', 'b', 'r1', 1e-3): -1.0, ('eval', 'b', 'r1', 1e-2): 1.0,
+      ('eval', 'b', 'r2', 1e-3): 1.0, ('eval', 'b', 'r2', 1e-2): -0.5,
+      ('eval', 'c', 'r1', 1e-3): -0.5, ('eval', 'c', 'r1', 1e-2): -0.5,
+      ('eval', 'c', 'r2', 1e-3): -0.5, ('eval', 'c', 'r2', 1e-2): -0.5,
+      ('meta', 'a', 'r1', 1e-3): 0.4, ('meta', 'a', 'r1', 1e-2): 0.4,
+  }
+  rows = [dict(setting=k[0], env=k[1], rule=k[2], learning_rate=k[3],
+               final_return_mean=v) for k, v in means.items()]
+  randoms = {'a': 0.0, 'b': -1.0, 'c': 0.0}
+  chosen, scores = benchmark_meta_suite.choose_rates(rows, randoms)
+  # eval: a's best 1.0, b's best 1.0 (span 2), c scores 0.
+  expected = {('eval', 'r1', 1e-3): (1.0 + 0.0 + 0) / 3,
+              ('eval', 'r1', 1e-2): (0.5 + 1.0 + 0) / 3,
+              ('eval', 'r2', 1e-3): (0.2 + 1.0 + 0) / 3,
+              ('eval', 'r2', 1e-2): (0.8 + 0.25 + 0) / 3,
+              ('meta', 'r1', 1e-3): 1.0, ('meta', 'r1', 1e-2): 1.0}
+  got = {(r['setting'], r['rule'], r['learning_rate']): r['score']
+         for r in scores}
+  assert got.keys() == expected.keys()
+  for key, value in expected.items():
+    assert got[key] == pytest.approx(value), key
+  assert chosen == {('eval', 'r1'): 1e-2, ('eval', 'r2'): 1e-3,
+                    ('meta', 'r1'): 1e-3}
+  with pytest.raises(ValueError, match=r"random-play return for \['c'\]"):
+    benchmark_meta_suite.choose_rates(rows, {'a': 0.0, 'b': -1.0})
+
+
+@pytest.mark.slow
+def test_meta_suite_benchmark_tunes_rates_on_the_suite(tmp_path,
+                                                      disco_103_path):
+  """--tune-rates with --learned (here Disco103's parameters in its place):
+  every rule at every rate on every suite task, tuning.md and .csv, then
+  the held-out runs at the chosen rates; no meta-training."""
+  env = dict(os.environ, **fast_jax_env(),
+             JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
+  out = tmp_path / 'out'
+  run = subprocess.run(
+      [sys.executable, str(SCRIPTS / 'benchmark_meta_suite.py'), '--tiny',
+       '--learned', str(disco_103_path), '--rules', 'learned',
+       'actor_critic', '--suite', 'catch[rows=5,columns=5]',
+       'catch[rows=6,columns=5]', '--held-out', 'catch[rows=8,columns=8]',
+       '--tune-rates', '1e-3', '3e-2', '--tune-seeds', '100', '--seeds', '0',
+       '--out', str(out)],
+      env=env, capture_output=True, text=True, check=False, timeout=1800)
+  assert run.returncode == 0, run.stderr[-4000:]
+  assert not (out / 'meta').exists()
+  tuning = pd.read_csv(out / 'tuning.csv')
+  assert len(tuning) == 2 * 2 * 2  # rules x rates x suite tasks
+  assert sorted(set(tuning['learning_rate'])) == [1e-3, 3e-2]
+  chosen_line = [l for l in (out / 'tuning.md').read_text().splitlines()
+                 if l.startswith('| eval | ')][:2]
+  chosen = {l.split(' | ')[1]: float(l.split(' | ')[-1].rstrip(' |'))
+            for l in chosen_line}
+  assert set(chosen) == {'meta-trained here', 'actor-critic'}, chosen_line
+  results = pd.read_csv(out / 'results.csv')
+  for rule, label in (('learned', 'meta-trained here'),
+                      ('actor_critic', 'actor-critic')):
+    rate = results.loc[results['rule'] == rule, 'learning_rate'].item()
+    assert rate == chosen[label]
+    settings = json.loads((out / 'eval_eval/catch_rows_8_columns_8_' / rule /
+                           f'lr_{rate:g}/run.json').read_text())['settings']
+    assert settings['learning_rate'] == rate
+  assert 'Learning rates chosen on the suite' in (
+      out / 'results.md').read_text()
 
 
 def test_meta_suite_task_rewards_name_each_tasks_column(tmp_path,

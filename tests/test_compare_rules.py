@@ -37,6 +37,15 @@ def test_the_table_from_a_results_file(tmp_path):
   assert '| eval | catch | **0.950 (0.900 to 1.000), ahead** | ' \
          '0.600 (0.500 to 0.700), behind |' in text
   assert compare_rules.main([str(tmp_path / 'missing.csv')]) == 2
+  # Rates chosen per rule (--tune-rates) are named in each cell.
+  csv.write_text(
+      'setting,env,rule,learning_rate,seeds,final_return_mean,'
+      'final_return_ci95,final_returns\n'
+      'eval,catch,learned,0.003,2,0,0,"[0.9, 1.0]"\n'
+      'eval,catch,actor_critic,0.0003,2,0,0,"[0.5, 0.7]"\n')
+  assert compare_rules.main([str(csv), '--out', str(out)]) == 0
+  assert '| eval | catch | **0.950 (0.900 to 1.000), ahead, lr 0.003** | ' \
+         '0.600 (0.500 to 0.700), behind, lr 0.0003 |' in out.read_text()
 
 
 def test_a_second_stage_table_does_not_read_as_started_from_disco103(
