@@ -111,10 +111,11 @@ def final_return(curve: dict[str, np.ndarray], fraction: float = 0.1
                           weights=curve['episodes'][last]))
 
 
-def random_return(env, steps: int = 5000, seed: int = 0) -> float:
-  """Mean return of the episodes that uniform random play ends in `steps`
-  steps of `env`, a batched jittable environment (`disco_rl.environments`;
-  every instance counted): 0-for-learning on a normalised scale."""
+def random_play_returns(env, steps: int = 5000, seed: int = 0
+                        ) -> np.ndarray:
+  """Returns of the episodes that uniform random play ends in `steps` steps
+  of `env`, a batched jittable environment (`disco_rl.environments`), every
+  instance's, in order of their ends: [episodes]."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   num_envs = env.batch_size
@@ -130,15 +131,22 @@ def random_return(env, steps: int = 5000, seed: int = 0) -> float:
       state, timestep = env.step(state, action)
       acc = acc + timestep.reward
       last = timestep.step_type == 2  # dm_env.StepType.LAST
-      return (state, jnp.where(last, 0.0, acc)), (
-          jnp.sum(jnp.where(last, acc, 0.0)), jnp.sum(last))
+      return (state, jnp.where(last, 0.0, acc)), (acc, last)
 
-    _, (total, ended) = jax.lax.scan(
+    _, (acc, last) = jax.lax.scan(
         step, (state, jnp.zeros(num_envs)), jax.random.split(key, steps))
-    return total.sum(), ended.sum()
+    return acc, last
 
-  total, ended = play(jax.random.PRNGKey(seed))
-  return float(total) / max(int(ended), 1)
+  acc, last = jax.device_get(play(jax.random.PRNGKey(seed)))
+  return np.asarray(acc, float)[np.asarray(last, bool)]
+
+
+def random_return(env, steps: int = 5000, seed: int = 0) -> float:
+  """Mean return of the episodes that uniform random play ends in `steps`
+  steps of `env` (`random_play_returns`; 0 if none ended): 0-for-learning on
+  a normalised scale."""
+  returns = random_play_returns(env, steps, seed)
+  return float(returns.mean()) if returns.size else 0.0
 
 
 def draw_band(ax, x, runs, label: str, alpha: float = 0.25,

@@ -221,6 +221,26 @@ def test_meta_suite_benchmark_tunes_rates_on_the_suite(tmp_path,
       out / 'results.md').read_text()
 
 
+def test_random_play_returns_on_catch_and_their_spread(monkeypatch):
+  """Catch 5x5 ends every episode after 4 steps with +1 or -1: 32
+  instances x 40 steps end 320 episodes, each worth +-1; `spread` on
+  hand-made returns."""
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import comparison  # pylint: disable=g-import-not-at-top
+  import random_play  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+  env = config_lib.parse_task('catch[rows=5,columns=5]').make_env(32)
+  returns = comparison.random_play_returns(env, steps=40, seed=1)
+  assert returns.shape == (320,)
+  assert set(np.unique(returns)) <= {-1.0, 1.0}
+  assert comparison.random_return(env, steps=40, seed=1) == pytest.approx(
+      returns.mean())
+  assert random_play.spread(np.array([-1.0, -1.0, -1.0, 1.0])) == dict(
+      episodes=4, mean=-0.5, std=pytest.approx(np.sqrt(0.75)), min=-1.0,
+      max=1.0, differ=0.25, at_max=0.25)
+  assert random_play.spread(np.full(3, -500.0))['differ'] == 0.0
+
+
 def test_meta_suite_task_rewards_name_each_tasks_column(tmp_path,
                                                        monkeypatch):
   """A suite's rewards_task<g> columns are read under their tasks' names; a
