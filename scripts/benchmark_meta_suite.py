@@ -31,7 +31,7 @@
    mean of any rule and rate there (1); the rule's rate is the one with
    the highest mean of those over the tasks. The held-out runs then train
    each rule at its rate: out/tune_<setting>/<env>/<rule>/lr_<rate>/,
-   tuning.csv and tuning.md.
+   tuning.csv (written as the runs end) and tuning.md.
    `--learned NPZ` evaluates a rule meta-trained before (no meta-training;
    --meta-preset/--meta-set still define the 'meta' setting).
 3. Writes meta_tasks.png (each task's reward per step against meta-steps;
@@ -225,6 +225,7 @@ def tune(out: pathlib.Path, args, suite, settings: dict, learned
   Raises:
     comparison.Interrupted: a run stopped by a signal.
   """
+  import pandas as pd  # pylint: disable=g-import-not-at-top
   randoms = {}
   for env_task in suite:
     task = config_lib.parse_task(env_task)
@@ -246,6 +247,7 @@ def tune(out: pathlib.Path, args, suite, settings: dict, learned
                            learning_rate=rate, seeds=len(finals),
                            final_return_mean=float(np.mean(finals)),
                            final_returns=finals))
+          pd.DataFrame(rows).to_csv(out / 'tuning.csv', index=False)  # So far.
   chosen, scores = choose_rates(rows, randoms)
   write_tuning(out, rows, scores, chosen, randoms, args)
   return chosen
