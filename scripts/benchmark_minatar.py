@@ -46,7 +46,7 @@ aggregate. An episode cut by a time limit (Freeway's only way to end, at
 record discount 0 at every episode end; MinAtar's own code does the same).
 
 --results holds the small outputs meant for the repository: per run
-`curves.csv` (per seed, `CURVE_POINTS` means over iterations) and
+`curves.csv` (per seed, `comparison.CURVE_POINTS` means over iterations) and
 `summary.json`; --work holds the full runs (metrics of every step,
 checkpoints).
 
@@ -94,7 +94,6 @@ TINY = dict(SETTINGS, conv_channels=(4,), dense=(16,), model_lstm_size=8,
             replay_ratio=2, buffer_capacity=16, steps_per_call=10)
 TINY_UPDATES = 20
 FINAL_FRACTION = 0.1  # The final return: the last 10% of the updates.
-CURVE_POINTS = 120  # Points per seed of the committed curves.
 RANDOM_STEPS = 5000  # Per environment, for the random-play returns.
 
 
@@ -117,36 +116,6 @@ def make_config(game: str, rule: str, learning_rate: float, seeds,
   return EvalConfig(env=env_name(game), rule=rule, seed=seeds[0],
                     num_seeds=len(seeds), learning_rate=learning_rate,
                     num_steps=updates, **settings)
-
-
-def compact_curves(metrics: dict[str, np.ndarray],
-                   bin_size: int) -> list[dict]:
-  """Per seed (in seed order), the metrics of every `bin_size` iterations: the iteration
-  and environment steps at the bin's end, the learner updates so far, the
-  episodes that ended in it, their mean return (NaN if none) and the mean
-  policy entropy of its updates."""
-  rows = []
-  for seed in np.unique(metrics['seed']):
-    seed_rows = metrics['seed'] == seed
-    step = metrics['step'][seed_rows]
-    env_steps = metrics['env_steps'][seed_rows]
-    episodes = metrics['episodes'][seed_rows]
-    returns = np.nan_to_num(metrics['avg_return'][seed_rows]) * episodes
-    updates = np.cumsum(metrics['learned'][seed_rows])
-    entropy = np.where(metrics['learned'][seed_rows] > 0,
-                       metrics['entropy'][seed_rows], np.nan)
-    for start in range(0, len(step), bin_size):
-      part = slice(start, start + bin_size)
-      count = episodes[part].sum()
-      learned = np.isfinite(entropy[part])
-      rows.append(dict(
-          seed=int(seed), step=int(step[part][-1]),
-          env_steps=int(env_steps[part][-1]),
-          updates=int(updates[part][-1]), episodes=float(count),
-          avg_return=float(returns[part].sum() / count) if count else math.nan,
-          entropy=(float(entropy[part][learned].mean()) if learned.any()
-                   else math.nan)))
-  return rows
 
 
 def final_returns(metrics: dict[str, np.ndarray],
@@ -196,8 +165,8 @@ def run_program(config, work: pathlib.Path, results: pathlib.Path,
         'command again to resume it.')
   metrics = metrics_lib.read_metrics(work / 'metrics.csv')
   results.mkdir(parents=True, exist_ok=True)
-  pd.DataFrame(compact_curves(
-      metrics, max(1, config.num_steps // CURVE_POINTS))).to_csv(
+  pd.DataFrame(comparison.compact_curves(
+      metrics, max(1, config.num_steps // comparison.CURVE_POINTS))).to_csv(
       results / 'curves.csv', index=False, float_format='%.6g')
   per_iteration = config.num_envs * config.rollout_len
   summary = dict(
@@ -214,14 +183,6 @@ def run_program(config, work: pathlib.Path, results: pathlib.Path,
   tmp.write_text(json.dumps(summary, indent=1) + '\n')
   tmp.replace(done)
   return summary
-
-
-def read_curves(results: pathlib.Path) -> dict[int, dict[str, np.ndarray]]:
-  """{seed: {column: [points]}} of a run's curves.csv."""
-  from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
-  table = metrics_lib.read_metrics(results / 'curves.csv')
-  return {int(s): {k: v[table['seed'] == s] for k, v in table.items()}
-          for s in np.unique(table['seed'])}
 
 
 def choose_rate(finals_by_rate: dict[float, list[float]]) -> float:
@@ -311,7 +272,7 @@ def load_runs(out: pathlib.Path, games, rules, rates: dict[str, float]
       if (path / 'summary.json').is_file():
         summaries[game, rule] = json.loads(
             (path / 'summary.json').read_text())
-        curves[game, rule] = read_curves(path)
+        curves[game, rule] = comparison.read_curves(path)
   return summaries, curves
 
 

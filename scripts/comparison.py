@@ -149,6 +149,46 @@ def random_return(env, steps: int = 5000, seed: int = 0) -> float:
   return float(returns.mean()) if returns.size else 0.0
 
 
+CURVE_POINTS = 120  # Points per seed of a committed curves.csv.
+
+
+def compact_curves(metrics: dict[str, np.ndarray],
+                   bin_size: int) -> list[dict]:
+  """Per seed (in seed order), the metrics of every `bin_size` iterations: the iteration
+  and environment steps at the bin's end, the learner updates so far, the
+  episodes that ended in it, their mean return (NaN if none) and the mean
+  policy entropy of its updates."""
+  rows = []
+  for seed in np.unique(metrics['seed']):
+    seed_rows = metrics['seed'] == seed
+    step = metrics['step'][seed_rows]
+    env_steps = metrics['env_steps'][seed_rows]
+    episodes = metrics['episodes'][seed_rows]
+    returns = np.nan_to_num(metrics['avg_return'][seed_rows]) * episodes
+    updates = np.cumsum(metrics['learned'][seed_rows])
+    entropy = np.where(metrics['learned'][seed_rows] > 0,
+                       metrics['entropy'][seed_rows], np.nan)
+    for start in range(0, len(step), bin_size):
+      part = slice(start, start + bin_size)
+      count = episodes[part].sum()
+      learned = np.isfinite(entropy[part])
+      rows.append(dict(
+          seed=int(seed), step=int(step[part][-1]),
+          env_steps=int(env_steps[part][-1]),
+          updates=int(updates[part][-1]), episodes=float(count),
+          avg_return=float(returns[part].sum() / count) if count else math.nan,
+          entropy=(float(entropy[part][learned].mean()) if learned.any()
+                   else math.nan)))
+  return rows
+
+
+def read_curves(results: pathlib.Path) -> dict[int, dict[str, np.ndarray]]:
+  """{seed: {column: [points]}} of a run's curves.csv (`compact_curves`)."""
+  table = metrics_lib.read_metrics(results / 'curves.csv')
+  return {int(s): {k: v[table['seed'] == s] for k, v in table.items()}
+          for s in np.unique(table['seed'])}
+
+
 def draw_band(ax, x, runs, label: str, alpha: float = 0.25,
               colour: str | None = None) -> None:
   """Draws on `ax` the mean over runs of [R, N] curves (NaN points

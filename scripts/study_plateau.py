@@ -50,7 +50,6 @@ import warnings
 
 import numpy as np
 
-import benchmark_minatar  # scripts/benchmark_minatar.py, beside this script
 import comparison  # scripts/comparison.py, beside this script
 from disco_rl import plots
 
@@ -188,8 +187,8 @@ def run_condition(args, condition: str, updates: int, base_meta=None):
   print(f'{condition}: training', flush=True)
   metrics, state, num_actions = train(config, warm)
   results.mkdir(parents=True, exist_ok=True)
-  pd.DataFrame(benchmark_minatar.compact_curves(
-      metrics, max(1, updates // benchmark_minatar.CURVE_POINTS))).to_csv(
+  pd.DataFrame(comparison.compact_curves(
+      metrics, max(1, updates // comparison.CURVE_POINTS))).to_csv(
           results / 'curves.csv', index=False, float_format='%.6g')
   summary = dict(condition=condition, settings=CONDITIONS[condition],
                  carried=list(WARM_KEYS.get(condition, ())), updates=updates,
@@ -224,7 +223,7 @@ def measure_rows(setting: str, path: pathlib.Path,
   """Per seed, `measure_run` of a run's committed curves (points of several
   iterations each: the moving means span about `WINDOW` iterations)."""
   rows = []
-  for seed, c in benchmark_minatar.read_curves(path).items():
+  for seed, c in comparison.read_curves(path).items():
     per_point = max(1.0, float(np.median(np.diff(c['step'])))
                     if len(c['step']) > 1 else 1.0)
     window = max(1, round(WINDOW / per_point))
@@ -264,7 +263,7 @@ def _minatar_actions(game: str) -> int:
 def _stacked(path: pathlib.Path, keys) -> tuple[np.ndarray, list]:
   """A run's updates and its seeds' curves [seeds, points] per key, cut to
   the shortest seed."""
-  curves = benchmark_minatar.read_curves(path)
+  curves = comparison.read_curves(path)
   length = min(len(c['updates']) for c in curves.values())
   x = next(iter(curves.values()))['updates'][:length]
   return x, [np.stack([c[k][:length] for c in curves.values()]) for k in keys]

@@ -18,6 +18,7 @@ from smoke_env import fast_jax_env
 SCRIPTS = pathlib.Path(__file__).resolve().parent.parent / 'scripts'
 sys.path.insert(0, str(SCRIPTS))
 import benchmark_minatar as bench  # pylint: disable=g-import-not-at-top,wrong-import-position
+import comparison  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def test_the_rate_with_the_best_mean_is_chosen_the_smaller_on_a_tie():
@@ -52,7 +53,7 @@ def test_final_returns_of_the_last_tenth_or_the_last_episodes_seen():
 
 
 def test_compact_curves_bin_iterations_per_seed():
-  rows = bench.compact_curves(_metrics(), bin_size=5)
+  rows = comparison.compact_curves(_metrics(), bin_size=5)
   assert [(r['seed'], r['step'], r['updates']) for r in rows] == [
       (7, 4, 3), (7, 9, 8), (7, 11, 10), (8, 4, 3), (8, 9, 8), (8, 11, 10)]
   assert [r['episodes'] for r in rows] == [1, 0, 1, 1, 0, 0]
