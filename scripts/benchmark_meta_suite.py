@@ -40,7 +40,12 @@
    bootstrap band over seeds against environment steps; curves.png: all of them,
    a row per setting), results.csv and results.md (final
    return: mean return of the episodes ending in the last 10% of steps,
-   mean +- 95% t interval over seeds) and the command.
+   mean +- 95% t interval over seeds) and the command (command.txt).
+   These small outputs go to `--results` (default: --out), with per
+   held-out run its compact curves and final returns
+   (<eval_setting>/<env>/<rule>[/lr_<rate>]/curves.csv, finals.json) and
+   random_returns.json, so they can be committed; `--report` redraws the
+   tables and plots from them alone (the same command, plus --report).
 
 Runs that finished are read back and interrupted ones resume, so an
 interrupted benchmark continues where it stopped.
@@ -55,7 +60,8 @@ interrupted benchmark continues where it stopped.
   python scripts/benchmark_meta_suite.py --learned \
       docs/results/meta_suite_cpu/stage2/update_rule_params.npz \
       --tune-rates 3e-4 1e-3 3e-3 1e-2 3e-2 --eval-settings eval meta \
-      --eval-steps 3000 --out runs/meta_suite_stage2_tuned
+      --eval-steps 3000 --out runs/meta_suite_stage2_tuned \
+      --results docs/results/meta_suite_cpu/stage2_tuned [--report]
 """
 
 import argparse
@@ -226,10 +232,21 @@ def tune(out: pathlib.Path, args, suite, settings: dict, learned
     comparison.Interrupted: a run stopped by a signal.
   """
   import pandas as pd  # pylint: disable=g-import-not-at-top
-  randoms = {}
+  randoms_file = args.results / 'random_returns.json'
+  randoms = (json.loads(randoms_file.read_text()) if randoms_file.is_file()
+             else {})
   for env_task in suite:
-    task = config_lib.parse_task(env_task)
-    randoms[env_task] = comparison.random_return(task.make_env(32))
+    if env_task not in randoms:
+      randoms[env_task] = comparison.random_return(
+          config_lib.parse_task(env_task).make_env(32))
+  if not args.report:
+    args.results.mkdir(parents=True, exist_ok=True)
+    randoms_file.write_text(json.dumps(randoms, indent=1) + '\n')
+  if args.report:
+    rows = read_tuning(args.results / 'tuning.csv')
+    chosen, scores = choose_rates(rows, randoms)
+    write_tuning(args.results, rows, scores, chosen, randoms, args)
+    return chosen
   rows = []
   for setting in args.eval_settings:
     for rule in args.rules:
@@ -247,10 +264,23 @@ def tune(out: pathlib.Path, args, suite, settings: dict, learned
                            learning_rate=rate, seeds=len(finals),
                            final_return_mean=float(np.mean(finals)),
                            final_returns=finals))
-          pd.DataFrame(rows).to_csv(out / 'tuning.csv', index=False)  # So far.
+          pd.DataFrame(rows).to_csv(args.results / 'tuning.csv',
+                                    index=False)  # So far.
   chosen, scores = choose_rates(rows, randoms)
-  write_tuning(out, rows, scores, chosen, randoms, args)
+  write_tuning(args.results, rows, scores, chosen, randoms, args)
   return chosen
+
+
+def read_tuning(path: pathlib.Path) -> list[dict]:
+  """tuning.csv's rows (`final_returns` as lists)."""
+  import ast  # pylint: disable=g-import-not-at-top
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  if not path.is_file():
+    raise FileNotFoundError(f'{path}: no tuning runs recorded')
+  rows = pd.read_csv(path).to_dict('records')
+  for row in rows:
+    row['final_returns'] = list(ast.literal_eval(row['final_returns']))
+  return rows
 
 
 def write_tuning(out, rows, scores, chosen, randoms, args) -> None:
@@ -359,6 +389,13 @@ def main(argv=None) -> int:
   parser.add_argument('--tune-steps', type=int, default=None,
                       help='learner steps per tuning run (default: those '
                       'of the evaluation runs)')
+  parser.add_argument('--results', default=None, metavar='DIR',
+                      help='where the small outputs go, the ones meant for '
+                      'the repository (tables, plots, per run its compact '
+                      'curves and final returns; default: --out)')
+  parser.add_argument('--report', action='store_true',
+                      help='train nothing: the tables and plots again from '
+                      '--results alone')
   parser.add_argument('--tiny', action='store_true',
                       help='smoke run: tiny networks, 4 meta-steps, 20 '
                       'learner steps per evaluation run')
@@ -421,7 +458,12 @@ def main(argv=None) -> int:
   settings = {'eval': base_eval,
               'meta': meta_eval_settings(meta, base_eval)}
   out = pathlib.Path(args.out)
-  out.mkdir(parents=True, exist_ok=True)
+  args.results = pathlib.Path(args.results or out)
+  if args.report and not args.results.is_dir():
+    parser.error(f'--report: no results in {args.results}')
+  if not args.report:
+    out.mkdir(parents=True, exist_ok=True)
+    args.results.mkdir(parents=True, exist_ok=True)
   import jax  # pylint: disable=g-import-not-at-top
   # A rerun, or a rule of the same program as another's, compiles nothing.
   jax.config.update('jax_compilation_cache_dir', str(out / 'jax_cache'))
@@ -430,7 +472,11 @@ def main(argv=None) -> int:
   start = time.time()
   learned, meta_summary = None, None
   try:
-    if 'learned' in args.rules and args.learned:
+    if args.report:
+      summary_file = args.results / 'meta_summary.json'
+      if 'learned' in args.rules and not args.learned:
+        meta_summary = json.loads(summary_file.read_text())
+    elif 'learned' in args.rules and args.learned:
       learned = learned_params
     elif 'learned' in args.rules:  # The baselines need no meta-training.
       params_path = meta_train(out, meta, args.overwrite, init_params)
@@ -440,22 +486,33 @@ def main(argv=None) -> int:
       first = pathlib.Path(args.meta_init or '').parent
       if args.meta_init and (first / 'metrics.csv').is_file():
         stages.insert(0, ('first stage', first))
-      print(f'plot: {plot_meta_tasks(out / "meta_tasks.png", stages)}',
+      print(f'plot: {plot_meta_tasks(args.results / "meta_tasks.png", stages)}',
             flush=True)
       learned = weights.load_disco_103(params_path)
       meta_summary = json.loads((out / 'meta' / 'summary.json').read_text())
+      (args.results / 'meta_summary.json').write_text(
+          json.dumps(meta_summary, indent=1) + '\n')
     rates = (tune(out, args, suite, settings, learned)
              if args.tune_rates is not None else None)
     rows = evaluate(out, args, held_out, settings, learned, rates)
   except comparison.Interrupted as e:
     print(f'stopped: {e}', file=sys.stderr)
     return 130
+  except FileNotFoundError as e:  # --report without a run's files.
+    print(f'error: {e}', file=sys.stderr)
+    return 2
 
   command = 'python scripts/benchmark_meta_suite.py ' + ' '.join(
       shlex.quote(a) for a in argv)
-  write_tables(out, rows, command, meta, settings, args.eval_settings,
-               meta_summary, args.meta_init, args.learned, rates)
-  print((out / 'results.md').read_text())
+  command_file = args.results / 'command.txt'
+  if not args.report:
+    command_file.write_text(command + '\n')
+  elif command_file.is_file():  # The command that trained the runs.
+    command = command_file.read_text().strip()
+  write_tables(args.results, rows, command, meta, settings,
+               args.eval_settings, meta_summary, args.meta_init, args.learned,
+               rates)
+  print((args.results / 'results.md').read_text())
   return 0
 
 
@@ -504,7 +561,10 @@ def plot_meta_tasks(path: pathlib.Path, stages) -> pathlib.Path:
 def evaluate(out: pathlib.Path, args, held_out, settings: dict,
              learned, rates=None) -> list[dict]:
   """Trains (or reads back) every held-out environment x rule program in
-  each evaluation setting and plots its curves; the table's rows.
+  each evaluation setting, keeps its compact curves and final returns in
+  `args.results` (`save_run`), and plots the curves from there; the
+  table's rows. With `args.report`, trains nothing: all from
+  `args.results`.
 
   `rates`: {(setting, rule): learning rate} chosen on the suite (`tune`);
   None: every rule at its setting's rate.
@@ -517,15 +577,17 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
     for env_task in held_out:
       curves = panels[f'{setting} setting', env_task] = {}
       for rule in args.rules:
-        path = out / f'eval_{setting}' / env_dir_name(env_task) / rule
+        rel = pathlib.Path(f'eval_{setting}') / env_dir_name(env_task) / rule
         config = eval_config(env_task, rule, args.seeds, settings[setting])
         if rates is not None:
           config = dataclasses.replace(config,
                                        learning_rate=rates[setting, rule])
-          path = path / rate_dir_name(config.learning_rate)
-        finals = run_finals(path, config, args, learned, rule, args.seeds,
-                            f'[{setting}] {env_task}')
-        runs = comparison.read_seed_curves(path)
+          rel = rel / rate_dir_name(config.learning_rate)
+        if not args.report:
+          finals = run_finals(out / rel, config, args, learned, rule,
+                              args.seeds, f'[{setting}] {env_task}')
+          save_run(args.results / rel, out / rel, config, finals)
+        finals, runs = read_run(args.results / rel, args.seeds)
         curves[rule] = [runs[s] for s in args.seeds]
         mean, half = comparison.mean_ci(finals)
         rows.append(dict(setting=setting, env=env_task, rule=rule,
@@ -533,15 +595,46 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
                          seeds=len(finals), final_return_mean=mean,
                          final_return_ci95=half, final_returns=finals))
       png = comparison.plot_rules(
-          out / f'curves_{setting}_{env_dir_name(env_task)}.png',
+          args.results / f'curves_{setting}_{env_dir_name(env_task)}.png',
           f'held-out {env_task} ({setting} setting)\nmean and 95% '
           'bootstrap band over seeds', curves)
       print(f'plot: {png}', flush=True)
   png = comparison.plot_rules_grid(
-      out / 'curves.png', 'held-out environments: mean return and 95% '
+      args.results / 'curves.png', 'held-out environments: mean return and 95% '
       'bootstrap band over seeds', panels)
   print(f'plot: {png}', flush=True)
   return rows
+
+
+def save_run(results: pathlib.Path, path: pathlib.Path, config,
+             finals: list[float]) -> None:
+  """The small files of the run in `path` that a report needs, into
+  `results`: curves.csv (per seed, `comparison.CURVE_POINTS` means over
+  iterations) and finals.json (each seed's final return)."""
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+  results.mkdir(parents=True, exist_ok=True)
+  metrics = metrics_lib.read_metrics(path / 'metrics.csv')
+  pd.DataFrame(comparison.compact_curves(
+      metrics, max(1, config.num_steps // comparison.CURVE_POINTS))).to_csv(
+          results / 'curves.csv', index=False, float_format='%.6g')
+  seeds = range(config.seed, config.seed + config.num_seeds)
+  (results / 'finals.json').write_text(json.dumps(
+      dict(zip(map(str, seeds), finals)), indent=1) + '\n')
+
+
+def read_run(results: pathlib.Path, seeds) -> tuple[list[float], dict]:
+  """(final returns of `seeds`, {seed: compact curve}) that `save_run`
+  kept in `results`.
+
+  Raises:
+    FileNotFoundError: naming the run that has no files there.
+  """
+  if not (results / 'finals.json').is_file():
+    raise FileNotFoundError(f'{results}: no finals.json (the run has not '
+                            'finished, or was made without --results here)')
+  finals = json.loads((results / 'finals.json').read_text())
+  return [finals[str(s)] for s in seeds], comparison.read_curves(results)
 
 
 def write_tables(out, rows, command, meta, settings, used, meta_summary,

@@ -5,6 +5,7 @@
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -124,6 +125,11 @@ def test_meta_suite_benchmark_refuses_bad_overrides(tmp_path, capsys,
     err = capsys.readouterr().err.strip().splitlines()
     assert fragment in err[-1], err
   assert not (tmp_path / 'out').exists()
+  with pytest.raises(SystemExit) as stop:
+    benchmark_meta_suite.main(['--tiny', '--report', '--out',
+                               str(tmp_path / 'out')])
+  assert stop.value.code == 2
+  assert 'no results in' in capsys.readouterr().err.strip().splitlines()[-1]
 
 
 @pytest.mark.slow
@@ -190,17 +196,19 @@ def test_meta_suite_benchmark_tunes_rates_on_the_suite(tmp_path,
   the held-out runs at the chosen rates; no meta-training."""
   env = dict(os.environ, **fast_jax_env(),
              JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
-  out = tmp_path / 'out'
-  run = subprocess.run(
-      [sys.executable, str(SCRIPTS / 'benchmark_meta_suite.py'), '--tiny',
-       '--learned', str(disco_103_path), '--rules', 'learned',
-       'actor_critic', '--suite', 'catch[rows=5,columns=5]',
-       'catch[rows=6,columns=5]', '--held-out', 'catch[rows=8,columns=8]',
-       '--tune-rates', '1e-3', '3e-2', '--tune-seeds', '100', '--seeds', '0',
-       '--out', str(out)],
-      env=env, capture_output=True, text=True, check=False, timeout=1800)
+  out, results = tmp_path / 'out', tmp_path / 'results'
+  command = [
+      sys.executable, str(SCRIPTS / 'benchmark_meta_suite.py'), '--tiny',
+      '--learned', str(disco_103_path), '--rules', 'learned',
+      'actor_critic', '--suite', 'catch[rows=5,columns=5]',
+      'catch[rows=6,columns=5]', '--held-out', 'catch[rows=8,columns=8]',
+      '--tune-rates', '1e-3', '3e-2', '--tune-seeds', '100', '--seeds', '0',
+      '--out', str(out), '--results', str(results)]
+  run = subprocess.run(command, env=env, capture_output=True, text=True,
+                       check=False, timeout=1800)
   assert run.returncode == 0, run.stderr[-4000:]
   assert not (out / 'meta').exists()
+  out = results  # The tables, plots and per-run files are all there.
   tuning = pd.read_csv(out / 'tuning.csv')
   assert len(tuning) == 2 * 2 * 2  # rules x rates x suite tasks
   assert sorted(set(tuning['learning_rate'])) == [1e-3, 3e-2]
@@ -214,11 +222,37 @@ def test_meta_suite_benchmark_tunes_rates_on_the_suite(tmp_path,
                       ('actor_critic', 'actor-critic')):
     rate = results.loc[results['rule'] == rule, 'learning_rate'].item()
     assert rate == chosen[label]
-    settings = json.loads((out / 'eval_eval/catch_rows_8_columns_8_' / rule /
-                           f'lr_{rate:g}/run.json').read_text())['settings']
+    settings = json.loads((tmp_path / 'out/eval_eval/catch_rows_8_columns_8_'
+                           / rule / f'lr_{rate:g}/run.json').read_text()
+                          )['settings']
     assert settings['learning_rate'] == rate
   assert 'Learning rates chosen on the suite' in (
       out / 'results.md').read_text()
+  assert (out / 'curves.png').stat().st_size > 1000
+  # The report redoes every table and plot from --results alone.
+  shutil.rmtree(tmp_path / 'out')
+  tables = {name: (out / name).read_text()
+            for name in ('results.csv', 'results.md', 'tuning.md')}
+  (out / 'curves.png').unlink()
+  again = subprocess.run(command + ['--report'], env=env, capture_output=True,
+                         text=True, check=False, timeout=600)
+  assert again.returncode == 0, again.stderr[-4000:]
+  assert {name: (out / name).read_text() for name in tables} == tables
+  assert (out / 'curves.png').stat().st_size > 1000
+  # A run missing there: one error line naming it.
+  (out / 'eval_eval/catch_rows_8_columns_8_/actor_critic' /
+   f'lr_{results_rate(out):g}/finals.json').unlink()
+  missing = subprocess.run(command + ['--report'], env=env,
+                           capture_output=True, text=True, check=False,
+                           timeout=600)
+  assert missing.returncode == 2
+  assert missing.stderr.strip().splitlines()[-1].startswith('error: ')
+  assert 'finals.json' in missing.stderr
+
+
+def results_rate(results) -> float:
+  table = pd.read_csv(results / 'results.csv')
+  return table.loc[table['rule'] == 'actor_critic', 'learning_rate'].item()
 
 
 def test_random_play_returns_on_catch_and_their_spread(monkeypatch):
