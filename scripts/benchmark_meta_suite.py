@@ -486,8 +486,8 @@ def main(argv=None) -> int:
       first = pathlib.Path(args.meta_init or '').parent
       if args.meta_init and (first / 'metrics.csv').is_file():
         stages.insert(0, ('first stage', first))
-      print(f'plot: {plot_meta_tasks(args.results / "meta_tasks.png", stages)}',
-            flush=True)
+      png = plot_meta_tasks(args.results / 'meta_tasks.png', stages)
+      print(f'plot: {png}', flush=True)
       learned = weights.load_disco_103(params_path)
       meta_summary = json.loads((out / 'meta' / 'summary.json').read_text())
       (args.results / 'meta_summary.json').write_text(
@@ -600,8 +600,8 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
           'bootstrap band over seeds', curves)
       print(f'plot: {png}', flush=True)
   png = comparison.plot_rules_grid(
-      args.results / 'curves.png', 'held-out environments: mean return and 95% '
-      'bootstrap band over seeds', panels)
+      args.results / 'curves.png', 'held-out environments: mean return and '
+      '95% bootstrap band over seeds', panels)
   print(f'plot: {png}', flush=True)
   return rows
 
