@@ -155,9 +155,9 @@ CURVE_POINTS = 120  # Points per seed of a committed curves.csv.
 def compact_curves(metrics: dict[str, np.ndarray],
                    bin_size: int) -> list[dict]:
   """Per seed (in seed order), the metrics of every `bin_size` iterations:
-  the iteration and environment steps at the bin's end, the learner updates so far, the
-  episodes that ended in it, their mean return (NaN if none) and the mean
-  policy entropy of its updates."""
+  the iteration and environment steps at the bin's end, the learner
+  updates so far, the episodes that ended in it, their mean return (NaN if
+  none) and the mean policy entropy of its updates."""
   rows = []
   for seed in np.unique(metrics['seed']):
     seed_rows = metrics['seed'] == seed
