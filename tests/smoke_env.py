@@ -13,8 +13,9 @@ import numpy as np
 
 # XLA:CPU's element-wise emitters instead of its fusion emitters: the same
 # programs, compiled in about a third less time (the tiny meta-training
-# program of test_loops_trainer.py: 12.8 s -> 8.5 s, two runs each; the
-# whole default suite 9 min 30 s -> 7 min 15 s), rounding a little
+# program of test_loops_trainer.py: 12.6-13.0 s -> 8.3-8.6 s, two runs
+# each; the default suite from a fresh clone 9 min 30 s -> 7 min 09 s,
+# docs/development.md), rounding a little
 # differently. An option of jaxlib 0.10's CPU compiler; 0.11 has only the
 # fusion emitters, so it is used where the jaxlib knows it.
 LEGACY_EMITTERS = 'xla_cpu_use_fusion_emitters'
