@@ -231,7 +231,6 @@ def tune(out: pathlib.Path, args, suite, settings: dict, learned
   Raises:
     comparison.Interrupted: a run stopped by a signal.
   """
-  import pandas as pd  # pylint: disable=g-import-not-at-top
   randoms_file = args.results / 'random_returns.json'
   randoms = (json.loads(randoms_file.read_text()) if randoms_file.is_file()
              else {})
@@ -239,14 +238,20 @@ def tune(out: pathlib.Path, args, suite, settings: dict, learned
     if env_task not in randoms:
       randoms[env_task] = comparison.random_return(
           config_lib.parse_task(env_task).make_env(32))
-  if not args.report:
-    args.results.mkdir(parents=True, exist_ok=True)
-    randoms_file.write_text(json.dumps(randoms, indent=1) + '\n')
   if args.report:
     rows = read_tuning(args.results / 'tuning.csv')
-    chosen, scores = choose_rates(rows, randoms)
-    write_tuning(args.results, rows, scores, chosen, randoms, args)
-    return chosen
+  else:
+    randoms_file.write_text(json.dumps(randoms, indent=1) + '\n')
+    rows = train_tuning_runs(out, args, suite, settings, learned)
+  chosen, scores = choose_rates(rows, randoms)
+  write_tuning(args.results, rows, scores, chosen, randoms, args)
+  return chosen
+
+
+def train_tuning_runs(out, args, suite, settings, learned) -> list[dict]:
+  """Every rule at every rate on every suite task, per setting: a row per
+  run (tuning.csv's, rewritten as each ends)."""
+  import pandas as pd  # pylint: disable=g-import-not-at-top
   rows = []
   for setting in args.eval_settings:
     for rule in args.rules:
@@ -266,9 +271,7 @@ def tune(out: pathlib.Path, args, suite, settings: dict, learned
                            final_returns=finals))
           pd.DataFrame(rows).to_csv(args.results / 'tuning.csv',
                                     index=False)  # So far.
-  chosen, scores = choose_rates(rows, randoms)
-  write_tuning(args.results, rows, scores, chosen, randoms, args)
-  return chosen
+  return rows
 
 
 def read_tuning(path: pathlib.Path) -> list[dict]:
@@ -402,17 +405,14 @@ def main(argv=None) -> int:
   comparison.add_run_flags(parser, 'runs/bench_meta_suite')
   argv = sys.argv[1:] if argv is None else list(argv)
   args = parser.parse_args(argv)
-  if args.seeds != list(range(args.seeds[0], args.seeds[0] + len(args.seeds))):
-    parser.error(f'--seeds must be consecutive (one program runs them in '
-                 f'parallel), got {args.seeds}')
+  for flag, seeds in (('--seeds', args.seeds),
+                      ('--tune-seeds', args.tune_seeds)):
+    if seeds != list(range(seeds[0], seeds[0] + len(seeds))):
+      parser.error(f'{flag} must be consecutive (one program runs them in '
+                   f'parallel), got {seeds}')
   if args.tune_rates is not None:
     if any(not rate > 0 for rate in args.tune_rates):
       parser.error(f'--tune-rates must be positive, got {args.tune_rates}')
-    if args.tune_seeds != list(range(args.tune_seeds[0],
-                                     args.tune_seeds[0] +
-                                     len(args.tune_seeds))):
-      parser.error('--tune-seeds must be consecutive (one program runs them '
-                   f'in parallel), got {args.tune_seeds}')
     if set(args.tune_seeds) & set(args.seeds):
       parser.error(f'--tune-seeds {args.tune_seeds} and --seeds {args.seeds} '
                    'must differ: a rate chosen on the seeds it is reported '
@@ -473,9 +473,9 @@ def main(argv=None) -> int:
   learned, meta_summary = None, None
   try:
     if args.report:
-      summary_file = args.results / 'meta_summary.json'
       if 'learned' in args.rules and not args.learned:
-        meta_summary = json.loads(summary_file.read_text())
+        meta_summary = json.loads(
+            (args.results / 'meta_summary.json').read_text())
     elif 'learned' in args.rules and args.learned:
       learned = learned_params
     elif 'learned' in args.rules:  # The baselines need no meta-training.
