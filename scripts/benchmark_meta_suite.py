@@ -43,12 +43,17 @@
    mean +- 95% t interval over seeds) and the command (command.txt).
    These small outputs go to `--results` (default: --out), with per
    held-out run its compact curves and final returns
-   (<eval_setting>/<env>/<rule>[/lr_<rate>]/curves.csv, finals.json) and
+   (<eval_setting>/<env>/<rule>[/lr_<rate>]/curves.csv, finals.json,
+   run.json) and
    random_returns.json, so they can be committed; `--report` redraws the
    tables and plots from them alone (the same command, plus --report).
 
 Runs that finished are read back and interrupted ones resume, so an
-interrupted benchmark continues where it stopped.
+interrupted benchmark continues where it stopped. A new machine, with only
+the committed --results, continues too: a tuning run with a row in
+tuning.csv (same setting, task, rule, rate, steps and seeds) and a
+held-out run whose saved files (run.json, finals.json) have the same
+settings are not trained again (`--overwrite` trains them again).
 
   python scripts/benchmark_meta_suite.py --meta-steps 600 --seeds 0 1 2
   python scripts/benchmark_meta_suite.py --meta-set agent_lifetime=200 \
@@ -69,6 +74,7 @@ import dataclasses
 import json
 import pathlib
 import shlex
+import shutil
 import sys
 import time
 
@@ -252,11 +258,22 @@ def train_tuning_runs(out, args, suite, settings, learned) -> list[dict]:
   """Every rule at every rate on every suite task, per setting: a row per
   run (tuning.csv's, rewritten as each ends)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
+  kept = {}
+  if (args.results / 'tuning.csv').is_file() and not args.overwrite:
+    kept = {tuning_key(row): row
+            for row in read_tuning(args.results / 'tuning.csv')}
   rows = []
   for setting in args.eval_settings:
     for rule in args.rules:
       for rate in args.tune_rates:
         for env_task in suite:
+          row = dict(setting=setting, env=env_task, rule=rule,
+                     learning_rate=rate, steps=args.tune_steps,
+                     first_seed=args.tune_seeds[0],
+                     seeds=len(args.tune_seeds))
+          if tuning_key(row) in kept:  # Committed by an earlier session.
+            rows.append(kept[tuning_key(row)])
+            continue
           path = (out / f'tune_{setting}' / env_dir_name(env_task) / rule /
                   rate_dir_name(rate))
           config = dataclasses.replace(
@@ -265,13 +282,22 @@ def train_tuning_runs(out, args, suite, settings, learned) -> list[dict]:
           finals = run_finals(path, config, args, learned, rule,
                               args.tune_seeds,
                               f'[tune {setting}] {env_task} lr {rate:g}')
-          rows.append(dict(setting=setting, env=env_task, rule=rule,
-                           learning_rate=rate, seeds=len(finals),
-                           final_return_mean=float(np.mean(finals)),
+          rows.append(dict(row, final_return_mean=float(np.mean(finals)),
                            final_returns=finals))
           pd.DataFrame(rows).to_csv(args.results / 'tuning.csv',
                                     index=False)  # So far.
   return rows
+
+
+def tuning_key(row: dict) -> tuple:
+  """What makes two tuning runs the same: setting, task, rule, rate,
+  learner steps and seeds (a row without steps or seeds matches none)."""
+  if any(row.get(name) is None or row[name] != row[name]  # NaN: an old row.
+         for name in ('steps', 'first_seed')):
+    return None
+  return (row['setting'], row['env'], row['rule'],
+          float(row['learning_rate']), int(row['steps']),
+          int(row['first_seed']), int(row['seeds']))
 
 
 def read_tuning(path: pathlib.Path) -> list[dict]:
@@ -583,7 +609,8 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
           config = dataclasses.replace(config,
                                        learning_rate=rates[setting, rule])
           rel = rel / rate_dir_name(config.learning_rate)
-        if not args.report:
+        if not (args.report or
+                (not args.overwrite and is_saved(args.results / rel, config))):
           finals = run_finals(out / rel, config, args, learned, rule,
                               args.seeds, f'[{setting}] {env_task}')
           save_run(args.results / rel, out / rel, config, finals)
@@ -610,7 +637,8 @@ def save_run(results: pathlib.Path, path: pathlib.Path, config,
              finals: list[float]) -> None:
   """The small files of the run in `path` that a report needs, into
   `results`: curves.csv (per seed, `comparison.CURVE_POINTS` means over
-  iterations) and finals.json (each seed's final return)."""
+  iterations), finals.json (each seed's final return) and run.json (its
+  settings: `is_saved` reads them)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
   from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
   results.mkdir(parents=True, exist_ok=True)
@@ -621,6 +649,18 @@ def save_run(results: pathlib.Path, path: pathlib.Path, config,
   seeds = range(config.seed, config.seed + config.num_seeds)
   (results / 'finals.json').write_text(json.dumps(
       dict(zip(map(str, seeds), finals)), indent=1) + '\n')
+  shutil.copyfile(path / run_files.SETTINGS, results / run_files.SETTINGS)
+
+
+def is_saved(results: pathlib.Path, config) -> bool:
+  """Whether `results` holds the saved files (`save_run`) of a finished
+  run of `config`: its settings, so that a new machine continues from the
+  committed results without training the run again."""
+  record = results / run_files.SETTINGS
+  if not (record.is_file() and (results / 'finals.json').is_file()):
+    return False
+  saved = json.loads(record.read_text())['settings']
+  return saved == json.loads(json.dumps(dataclasses.asdict(config)))
 
 
 def read_run(results: pathlib.Path, seeds) -> tuple[list[float], dict]:

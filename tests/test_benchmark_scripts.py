@@ -2,6 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """The benchmark scripts' smoke runs (--tiny), so that they do not rot."""
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -188,6 +189,42 @@ def test_meta_suite_learning_rates_chosen_by_normalised_suite_scores(
     benchmark_meta_suite.choose_rates(rows, {'a': 0.0, 'b': -1.0})
 
 
+def test_meta_suite_continues_from_committed_results(tmp_path, monkeypatch):
+  """What a new machine reuses from --results: a tuning row read back from
+  tuning.csv matches its run only with the same steps and seeds (a row
+  without them matches none); a held-out run's saved files only with the
+  same settings."""
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import benchmark_meta_suite  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+  row = dict(setting='eval', env='catch', rule='actor_critic',
+             learning_rate=3e-4, steps=3000, first_seed=100, seeds=3,
+             final_return_mean=0.5, final_returns=[0.4, 0.5, 0.6])
+  old = {k: v for k, v in row.items() if k not in ('steps', 'first_seed')}
+  pd.DataFrame([row, old]).to_csv(tmp_path / 'tuning.csv', index=False)
+  back = benchmark_meta_suite.read_tuning(tmp_path / 'tuning.csv')
+  key = benchmark_meta_suite.tuning_key
+  assert back[0]['final_returns'] == [0.4, 0.5, 0.6]
+  assert key(back[0]) == key(row) == (
+      'eval', 'catch', 'actor_critic', 3e-4, 3000, 100, 3)
+  assert key(back[1]) is None and key(old) is None
+  assert key(dict(row, steps=1000)) != key(row)
+  assert key(dict(row, first_seed=0)) != key(row)
+
+  config = config_lib.EvalConfig(num_steps=30, seed=0, num_seeds=2)
+  saved = tmp_path / 'run'
+  saved.mkdir()
+  assert not benchmark_meta_suite.is_saved(saved, config)
+  (saved / 'run.json').write_text(json.dumps(dict(
+      job='eval', settings=json.loads(json.dumps(
+          dataclasses.asdict(config))))))
+  assert not benchmark_meta_suite.is_saved(saved, config)  # No finals.json.
+  (saved / 'finals.json').write_text('{"0": 0.1, "1": 0.2}')
+  assert benchmark_meta_suite.is_saved(saved, config)
+  other = dataclasses.replace(config, learning_rate=3e-4)
+  assert not benchmark_meta_suite.is_saved(saved, other)
+
+
 @pytest.mark.slow
 def test_meta_suite_benchmark_tunes_rates_on_the_suite(tmp_path,
                                                       disco_103_path):
@@ -229,10 +266,16 @@ def test_meta_suite_benchmark_tunes_rates_on_the_suite(tmp_path,
   assert 'Learning rates chosen on the suite' in (
       out / 'results.md').read_text()
   assert (out / 'curves.png').stat().st_size > 1000
-  # The report redoes every table and plot from --results alone.
+  # A new machine (no full runs) continues from --results: nothing trains.
   shutil.rmtree(tmp_path / 'out')
   tables = {name: (out / name).read_text()
             for name in ('results.csv', 'results.md', 'tuning.md')}
+  again = subprocess.run(command, env=env, capture_output=True, text=True,
+                         check=False, timeout=600)
+  assert again.returncode == 0, again.stderr[-4000:]
+  assert not [p for p in (tmp_path / 'out').rglob('run.json')]
+  assert {name: (out / name).read_text() for name in tables} == tables
+  # The report redoes every table and plot from --results alone.
   (out / 'curves.png').unlink()
   again = subprocess.run(command + ['--report'], env=env, capture_output=True,
                          text=True, check=False, timeout=600)
