@@ -1,6 +1,7 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Meta-trains an update rule with a population of agents on Catch.
+"""Meta-trains an update rule with a population of agents: on Catch, or
+split over a suite of tasks (`--tasks`, any registered environments).
 
   python -m disco_rl.examples.meta_train --steps 800 --out runs/meta_train
 
