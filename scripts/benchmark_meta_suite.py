@@ -31,7 +31,9 @@
    mean of any rule and rate there (1); the rule's rate is the one with
    the highest mean of those over the tasks. The held-out runs then train
    each rule at its rate: out/tune_<setting>/<env>/<rule>/lr_<rate>/,
-   tuning.csv (written as the runs end) and tuning.md.
+   tuning.csv (written as the runs end) and tuning.md. `--tune-only`
+   stops there, so that some rules can be tuned before others (a rule's
+   rate depends on every rule's runs: the held-out runs wait for all).
    `--learned NPZ` evaluates a rule meta-trained before (no meta-training;
    --meta-preset/--meta-set still define the 'meta' setting).
 3. Writes meta_tasks.png (each task's reward per step against meta-steps;
@@ -418,6 +420,11 @@ def main(argv=None) -> int:
   parser.add_argument('--tune-steps', type=int, default=None,
                       help='learner steps per tuning run (default: those '
                       'of the evaluation runs)')
+  parser.add_argument('--tune-only', action='store_true',
+                      help='train the tuning runs, write tuning.md and stop '
+                      '(no held-out runs): rules tuned on one machine, '
+                      'others on another, their rows joined in --results '
+                      'before the held-out runs')
   parser.add_argument('--results', default=None, metavar='DIR',
                       help='where the small outputs go, the ones meant for '
                       'the repository (tables, plots, per run its compact '
@@ -443,6 +450,8 @@ def main(argv=None) -> int:
       parser.error(f'--tune-seeds {args.tune_seeds} and --seeds {args.seeds} '
                    'must differ: a rate chosen on the seeds it is reported '
                    'on would flatter it')
+  if args.tune_only and args.tune_rates is None:
+    parser.error('--tune-only needs --tune-rates (the rates to try)')
   if args.learned and args.meta_init:
     parser.error('--learned evaluates a rule without meta-training; '
                  '--meta-init starts a meta-training: give one of them')
@@ -520,6 +529,9 @@ def main(argv=None) -> int:
           json.dumps(meta_summary, indent=1) + '\n')
     rates = (tune(out, args, suite, settings, learned)
              if args.tune_rates is not None else None)
+    if args.tune_only:
+      print((args.results / 'tuning.md').read_text())
+      return 0
     rows = evaluate(out, args, held_out, settings, learned, rates)
   except comparison.Interrupted as e:
     print(f'stopped: {e}', file=sys.stderr)

@@ -118,7 +118,8 @@ def test_meta_suite_benchmark_refuses_bad_overrides(tmp_path, capsys,
                          'must differ'),
                         (['--learned', str(tmp_path / 'no.npz')], 'no.npz'),
                         (['--learned', 'a.npz', '--meta-init', 'b.npz'],
-                         'give one of them')):
+                         'give one of them'),
+                        (['--tune-only'], 'needs --tune-rates')):
     with pytest.raises(SystemExit) as stop:
       benchmark_meta_suite.main(['--tiny', *bad, '--out',
                                  str(tmp_path / 'out')])
@@ -241,9 +242,21 @@ def test_meta_suite_benchmark_tunes_rates_on_the_suite(tmp_path,
       'catch[rows=6,columns=5]', '--held-out', 'catch[rows=8,columns=8]',
       '--tune-rates', '1e-3', '3e-2', '--tune-seeds', '100', '--seeds', '0',
       '--out', str(out), '--results', str(results)]
+  # The actor-critic first, alone (--tune-only: no held-out runs); the
+  # full command then trains the other rule's tuning runs only.
+  first = [a if a != 'learned' else 'actor_critic' for a in command]
+  first.remove('actor_critic')
+  run = subprocess.run(first + ['--tune-only'], env=env, capture_output=True,
+                       text=True, check=False, timeout=1800)
+  assert run.returncode == 0, run.stderr[-4000:]
+  assert len(pd.read_csv(results / 'tuning.csv')) == 2 * 2
+  assert not list(out.glob('eval_*')) and not (results / 'results.csv').exists()
   run = subprocess.run(command, env=env, capture_output=True, text=True,
                        check=False, timeout=1800)
   assert run.returncode == 0, run.stderr[-4000:]
+  trained = [l for l in run.stdout.splitlines() if l.startswith('[tune ')]
+  assert len(trained) == 2 * 2, trained  # The learned rule's only.
+  assert all(' learned seeds' in l for l in trained), trained
   assert not (out / 'meta').exists()
   out = results  # The tables, plots and per-run files are all there.
   tuning = pd.read_csv(out / 'tuning.csv')
