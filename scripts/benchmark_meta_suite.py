@@ -76,7 +76,6 @@ import dataclasses
 import json
 import pathlib
 import shlex
-import shutil
 import sys
 import time
 
@@ -272,7 +271,8 @@ def train_tuning_runs(out, args, suite, settings, learned) -> list[dict]:
           row = dict(setting=setting, env=env_task, rule=rule,
                      learning_rate=rate, steps=args.tune_steps,
                      first_seed=args.tune_seeds[0],
-                     seeds=len(args.tune_seeds))
+                     seeds=len(args.tune_seeds),
+                     rule_sha256=rule_sha256(args, rule))
           if tuning_key(row) in kept:  # Committed by an earlier session.
             rows.append(kept[tuning_key(row)])
             continue
@@ -291,15 +291,32 @@ def train_tuning_runs(out, args, suite, settings, learned) -> list[dict]:
   return rows
 
 
-def tuning_key(row: dict) -> tuple:
+def tuning_key(row: dict) -> tuple | None:
   """What makes two tuning runs the same: setting, task, rule, rate,
-  learner steps and seeds (a row without steps or seeds matches none)."""
-  if any(row.get(name) is None or row[name] != row[name]  # NaN: an old row.
-         for name in ('steps', 'first_seed')):
+  learner steps, seeds and, for the learned rule, its parameters' sha256
+  (a row without one of these matches none)."""
+  def given(name):
+    value = row.get(name)
+    return value is not None and value == value and value != ''  # NaN, ''.
+  if not (given('steps') and given('first_seed')) or (
+      row['rule'] == 'learned' and not given('rule_sha256')):
     return None
   return (row['setting'], row['env'], row['rule'],
           float(row['learning_rate']), int(row['steps']),
-          int(row['first_seed']), int(row['seeds']))
+          int(row['first_seed']), int(row['seeds']),
+          row['rule_sha256'] if row['rule'] == 'learned' else '')
+
+
+def file_sha256(path) -> str:
+  """The sha256 of a file (a rule's npz), in hex."""
+  import hashlib  # pylint: disable=g-import-not-at-top
+  return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+
+
+def rule_sha256(args, rule: str) -> str:
+  """The learned rule's parameters' sha256 ('' for the other rules), so
+  that runs of another learned rule are never read back as its own."""
+  return args.rule_sha256 if rule == 'learned' else ''
 
 
 def read_tuning(path: pathlib.Path) -> list[dict]:
@@ -494,6 +511,7 @@ def main(argv=None) -> int:
               'meta': meta_eval_settings(meta, base_eval)}
   out = pathlib.Path(args.out)
   args.results = pathlib.Path(args.results or out)
+  args.rule_sha256 = ''  # The learned rule's, once it is known.
   if args.report and not args.results.is_dir():
     parser.error(f'--report: no results in {args.results}')
   if not args.report:
@@ -513,6 +531,7 @@ def main(argv=None) -> int:
             (args.results / 'meta_summary.json').read_text())
     elif 'learned' in args.rules and args.learned:
       learned = learned_params
+      args.rule_sha256 = file_sha256(args.learned)
     elif 'learned' in args.rules:  # The baselines need no meta-training.
       params_path = meta_train(out, meta, args.overwrite, init_params)
       print(f'meta-trained rule: {params_path} ({time.time() - start:.0f}s)',
@@ -524,6 +543,7 @@ def main(argv=None) -> int:
       png = plot_meta_tasks(args.results / 'meta_tasks.png', stages)
       print(f'plot: {png}', flush=True)
       learned = weights.load_disco_103(params_path)
+      args.rule_sha256 = file_sha256(params_path)
       meta_summary = json.loads((out / 'meta' / 'summary.json').read_text())
       (args.results / 'meta_summary.json').write_text(
           json.dumps(meta_summary, indent=1) + '\n')
@@ -622,10 +642,12 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
                                        learning_rate=rates[setting, rule])
           rel = rel / rate_dir_name(config.learning_rate)
         if not (args.report or
-                (not args.overwrite and is_saved(args.results / rel, config))):
+                (not args.overwrite and is_saved(args.results / rel, config,
+                                                 rule_sha256(args, rule)))):
           finals = run_finals(out / rel, config, args, learned, rule,
                               args.seeds, f'[{setting}] {env_task}')
-          save_run(args.results / rel, out / rel, config, finals)
+          save_run(args.results / rel, out / rel, config, finals,
+                   rule_sha256(args, rule))
         finals, runs = read_run(args.results / rel, args.seeds)
         curves[rule] = [runs[s] for s in args.seeds]
         mean, half = comparison.mean_ci(finals)
@@ -646,11 +668,12 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
 
 
 def save_run(results: pathlib.Path, path: pathlib.Path, config,
-             finals: list[float]) -> None:
+             finals: list[float], rule_sha: str = '') -> None:
   """The small files of the run in `path` that a report needs, into
   `results`: curves.csv (per seed, `comparison.CURVE_POINTS` means over
   iterations), finals.json (each seed's final return) and run.json (its
-  settings: `is_saved` reads them)."""
+  settings and `rule_sha`, the learned rule's sha256: `is_saved` reads
+  them)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
   from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
   results.mkdir(parents=True, exist_ok=True)
@@ -661,18 +684,22 @@ def save_run(results: pathlib.Path, path: pathlib.Path, config,
   seeds = range(config.seed, config.seed + config.num_seeds)
   (results / 'finals.json').write_text(json.dumps(
       dict(zip(map(str, seeds), finals)), indent=1) + '\n')
-  shutil.copyfile(path / run_files.SETTINGS, results / run_files.SETTINGS)
+  record = json.loads((path / run_files.SETTINGS).read_text())
+  (results / run_files.SETTINGS).write_text(json.dumps(
+      dict(record, rule_sha256=rule_sha), indent=2) + '\n')
 
 
-def is_saved(results: pathlib.Path, config) -> bool:
+def is_saved(results: pathlib.Path, config, rule_sha: str = '') -> bool:
   """Whether `results` holds the saved files (`save_run`) of a finished
-  run of `config`: its settings, so that a new machine continues from the
-  committed results without training the run again."""
+  run of `config` (and of the rule whose sha256 is `rule_sha`), so that a
+  new machine continues from the committed results without training the
+  run again."""
   record = results / run_files.SETTINGS
   if not (record.is_file() and (results / 'finals.json').is_file()):
     return False
-  saved = json.loads(record.read_text())['settings']
-  return saved == json.loads(json.dumps(dataclasses.asdict(config)))
+  saved = json.loads(record.read_text())
+  return (saved['settings'] == json.loads(json.dumps(
+      dataclasses.asdict(config))) and saved.get('rule_sha256', '') == rule_sha)
 
 
 def read_run(results: pathlib.Path, seeds) -> tuple[list[float], dict]:

@@ -207,10 +207,15 @@ def test_meta_suite_continues_from_committed_results(tmp_path, monkeypatch):
   key = benchmark_meta_suite.tuning_key
   assert back[0]['final_returns'] == [0.4, 0.5, 0.6]
   assert key(back[0]) == key(row) == (
-      'eval', 'catch', 'actor_critic', 3e-4, 3000, 100, 3)
+      'eval', 'catch', 'actor_critic', 3e-4, 3000, 100, 3, '')
   assert key(back[1]) is None and key(old) is None
   assert key(dict(row, steps=1000)) != key(row)
   assert key(dict(row, first_seed=0)) != key(row)
+  # The learned rule's rows also name its parameters.
+  learned = dict(row, rule='learned')
+  assert key(learned) is None
+  assert key(dict(learned, rule_sha256='ab')) != key(
+      dict(learned, rule_sha256='cd'))
 
   config = config_lib.EvalConfig(num_steps=30, seed=0, num_seeds=2)
   saved = tmp_path / 'run'
@@ -224,6 +229,12 @@ def test_meta_suite_continues_from_committed_results(tmp_path, monkeypatch):
   assert benchmark_meta_suite.is_saved(saved, config)
   other = dataclasses.replace(config, learning_rate=3e-4)
   assert not benchmark_meta_suite.is_saved(saved, other)
+  assert not benchmark_meta_suite.is_saved(saved, config, 'ab')
+  (saved / 'run.json').write_text(json.dumps(dict(
+      job='eval', rule_sha256='ab',
+      settings=json.loads(json.dumps(dataclasses.asdict(config))))))
+  assert benchmark_meta_suite.is_saved(saved, config, 'ab')
+  assert not benchmark_meta_suite.is_saved(saved, config, 'cd')
 
 
 @pytest.mark.slow
