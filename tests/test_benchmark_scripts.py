@@ -474,3 +474,46 @@ def test_envs_benchmark_tiny_run(tmp_path):
   assert [a['mode'] for a in results['acting']] == ['host', 'xla']
   assert results['acting'][0]['env_steps_per_second'] > 0
   assert '| family | env | net |' in (tmp_path / 'out/results.md').read_text()
+
+
+def test_save_meta_segment_keeps_the_small_files_and_draws_all_segments(
+    tmp_path, monkeypatch, capsys):
+  """save_meta_segment: the rule, settings, summary and the listed metrics
+  columns (others dropped) per segment; one figure of every segment; one
+  error line for a run that has not ended or a destination holding
+  another rule."""
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import save_meta_segment  # pylint: disable=g-import-not-at-top
+  def fake_run(name, rule: bytes, steps: int):
+    run = tmp_path / 'runs' / name
+    run.mkdir(parents=True)
+    (run / 'run.json').write_text(json.dumps(dict(
+        job='meta_train', settings=dict(tasks=['catch', 'gymnax:Acrobot-v1']))))
+    (run / 'summary.json').write_text(json.dumps(dict(steps=steps)))
+    (run / 'update_rule_params.npz').write_bytes(rule)
+    pd.DataFrame(dict(step=range(steps), rewards_task0=np.linspace(0, 1, steps),
+                      rewards_task1=np.zeros(steps), agent_y=np.ones(steps),
+                      meta_grad_norm=np.ones(steps))).to_csv(
+                          run / 'metrics.csv', index=False)
+    return run
+  results = tmp_path / 'results'
+  for i, rule in enumerate((b'rule one', b'rule two'), start=1):
+    run = fake_run(f'seg{i}', rule, steps=30)
+    assert save_meta_segment.main([str(run), str(results / f'seg{i}')]) == 0
+    assert (results / f'seg{i}/update_rule_params.npz').read_bytes() == rule
+    kept = pd.read_csv(results / f'seg{i}/metrics.csv')
+    assert list(kept.columns) == ['step', 'rewards_task0', 'rewards_task1',
+                                  'meta_grad_norm']
+    assert (results / f'seg{i}/run.json').read_text() == (
+        run / 'run.json').read_text()
+  out = capsys.readouterr().out
+  assert '30 meta-steps' in out and 'meta_tasks.png' in out
+  assert (results / 'meta_tasks.png').stat().st_size > 1000
+  # Another rule into seg1, and a run that has not ended: one error line.
+  assert save_meta_segment.main([str(run), str(results / 'seg1')]) == 2
+  assert 'another rule' in capsys.readouterr().err.strip().splitlines()[-1]
+  (run / 'summary.json').unlink()
+  assert save_meta_segment.main([str(run), str(results / 'seg3')]) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith('error: ') and 'summary' in err[0]
+  assert not (results / 'seg3').exists()

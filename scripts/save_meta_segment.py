@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Keeps the small files of a finished meta-training segment, to commit.
+
+Long meta-training runs here in segments that each fit a session (the
+machine does not outlive it); the next segment starts from the previous
+segment's rule (`meta_train --init disco_103 --weights RULE`). This copies
+from a segment's run directory what the next machine and the study page
+need: the rule (update_rule_params.npz, the disco_103.npz layout), its
+settings (run.json), summary (summary.json) and the meta-curves
+(metrics.csv, only the columns listed in COLUMNS). Then it draws every
+segment under the destination's parent, in name order, into one figure
+(meta_tasks.png there: each task's reward per step against meta-steps).
+
+  python scripts/save_meta_segment.py runs/stage3/seg1 \
+      docs/results/meta_suite_cpu/stage3/seg1
+"""
+
+import argparse
+import json
+import pathlib
+import shutil
+import sys
+
+import benchmark_meta_suite  # scripts/, beside this script
+from disco_rl.loops import run_dir as run_files
+
+RULE = 'update_rule_params.npz'
+SUMMARY = 'summary.json'
+METRICS = 'metrics.csv'
+# Meta-curves worth keeping: rewards (all, per task), the agents' entropy
+# and policy loss, the meta-gradient and update, renewals, time.
+COLUMNS = ('step', 'pos_rewards', 'rewards', 'entropy', 'agent_pi_loss',
+           'meta_grad_norm', 'meta_up_norm', 'agents_renewed', 'time_s')
+
+
+def save_segment(run: pathlib.Path, dest: pathlib.Path) -> list[str]:
+  """Copies the segment in `run` to `dest`; the names of what it wrote.
+
+  Raises:
+    FileNotFoundError: naming a file the run lacks (it has not ended).
+    FileExistsError: `dest` holds a different segment's rule.
+  """
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  for name in (RULE, SUMMARY, METRICS, run_files.SETTINGS):
+    if not (run / name).is_file():
+      raise FileNotFoundError(f'{run / name}: missing (has the segment '
+                              'ended?)')
+  rule = (run / RULE).read_bytes()
+  if (dest / RULE).is_file() and (dest / RULE).read_bytes() != rule:
+    raise FileExistsError(f'{dest / RULE} holds another rule; give a new '
+                          'destination')
+  dest.mkdir(parents=True, exist_ok=True)
+  (dest / RULE).write_bytes(rule)
+  for name in (SUMMARY, run_files.SETTINGS):
+    shutil.copyfile(run / name, dest / name)
+  metrics = pd.read_csv(run / METRICS)
+  keep = [c for c in metrics.columns
+          if c in COLUMNS or c.startswith('rewards_task')]
+  metrics[keep].to_csv(dest / METRICS, index=False, float_format='%.6g')
+  return [RULE, SUMMARY, run_files.SETTINGS, METRICS]
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('run', type=pathlib.Path,
+                      help="a meta-training segment's run directory")
+  parser.add_argument('dest', type=pathlib.Path,
+                      help='where its small files go (one directory per '
+                      'segment, named in order: seg1, seg2, ...)')
+  args = parser.parse_args(argv)
+  try:
+    written = save_segment(args.run, args.dest)
+  except (FileNotFoundError, FileExistsError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  summary = json.loads((args.dest / SUMMARY).read_text())
+  print(f'{args.dest}: {", ".join(written)} ({summary["steps"]} meta-steps'
+        + (f', interrupted: {summary["interrupted"]}'
+           if summary.get('interrupted') else '') + ')')
+  segments = sorted(d for d in args.dest.parent.iterdir()
+                    if (d / RULE).is_file() and (d / METRICS).is_file())
+  png = benchmark_meta_suite.plot_meta_tasks(
+      args.dest.parent / 'meta_tasks.png', [(d.name, d) for d in segments])
+  print(f'plot: {png}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
