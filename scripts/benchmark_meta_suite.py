@@ -307,12 +307,6 @@ def tuning_key(row: dict) -> tuple | None:
           row['rule_sha256'] if row['rule'] == 'learned' else '')
 
 
-def file_sha256(path) -> str:
-  """The sha256 of a file (a rule's npz), in hex."""
-  import hashlib  # pylint: disable=g-import-not-at-top
-  return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
-
-
 def rule_sha256(args, rule: str) -> str:
   """The learned rule's parameters' sha256 ('' for the other rules), so
   that runs of another learned rule are never read back as its own."""
@@ -531,7 +525,7 @@ def main(argv=None) -> int:
             (args.results / 'meta_summary.json').read_text())
     elif 'learned' in args.rules and args.learned:
       learned = learned_params
-      args.rule_sha256 = file_sha256(args.learned)
+      args.rule_sha256 = weights.sha256_of(args.learned)
     elif 'learned' in args.rules:  # The baselines need no meta-training.
       params_path = meta_train(out, meta, args.overwrite, init_params)
       print(f'meta-trained rule: {params_path} ({time.time() - start:.0f}s)',
@@ -543,7 +537,7 @@ def main(argv=None) -> int:
       png = plot_meta_tasks(args.results / 'meta_tasks.png', stages)
       print(f'plot: {png}', flush=True)
       learned = weights.load_disco_103(params_path)
-      args.rule_sha256 = file_sha256(params_path)
+      args.rule_sha256 = weights.sha256_of(params_path)
       meta_summary = json.loads((out / 'meta' / 'summary.json').read_text())
       (args.results / 'meta_summary.json').write_text(
           json.dumps(meta_summary, indent=1) + '\n')

@@ -79,8 +79,9 @@ def main(argv=None) -> int:
   print(f'{args.dest}: {", ".join(written)} ({summary["steps"]} meta-steps'
         + (f', interrupted: {summary["interrupted"]}'
            if summary.get('interrupted') else '') + ')')
-  segments = sorted(d for d in args.dest.parent.iterdir()
-                    if (d / RULE).is_file() and (d / METRICS).is_file())
+  segments = sorted((d for d in args.dest.parent.iterdir()
+                     if (d / RULE).is_file() and (d / METRICS).is_file()),
+                    key=lambda d: (len(d.name), d.name))  # seg2 < seg10.
   png = benchmark_meta_suite.plot_meta_tasks(
       args.dest.parent / 'meta_tasks.png', [(d.name, d) for d in segments])
   print(f'plot: {png}')
