@@ -18,6 +18,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import statistics
 import tempfile
 
@@ -213,7 +214,21 @@ TEST_JAX_CACHE = 'DISCO_RL_TEST_JAX_CACHE'
 _NO_LOCATIONS = {'JAX_TRACEBACK_IN_LOCATIONS_LIMIT': '0'}
 
 
+# A shell that starts a command in the background without job control
+# (`make test &` in a script, `nohup ... &`) sets SIGINT to ignored, and
+# every process it starts inherits that: Python then never raises
+# KeyboardInterrupt, and the tests that interrupt a run with SIGINT (the
+# run's own process or a CLI's) would wait for a stop that never comes.
+# The tests restore Python's own handler, which a subprocess's Python
+# installs again at start (a handler, unlike an ignored signal, is reset
+# by exec).
+def _restore_sigint() -> None:
+  if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_configure(config):
+  _restore_sigint()
   os.environ.update(_NO_LOCATIONS)
   import jax  # pylint: disable=g-import-not-at-top
   jax.config.update('jax_traceback_in_locations_limit', 0)
