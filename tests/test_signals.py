@@ -40,6 +40,21 @@ def test_stop_on_signal_nests_and_restores_the_handlers():
   assert signal.getsignal(signal.SIGINT) == before
 
 
+
+def test_the_suite_started_with_sigint_ignored_still_tests_sigint():
+  """A shell's background job (`make test &` in a script) starts with SIGINT
+  ignored; conftest.py restores Python's handler, so the SIGINT tests test
+  SIGINT instead of waiting for a stop that never comes (without it, the
+  test above fails: the handler before is SIG_IGN)."""
+  test = f'{__file__}::test_stop_on_signal_nests_and_restores_the_handlers'
+  done = subprocess.run(
+      [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
+       '-p', 'no:xdist', test], cwd=pathlib.Path(__file__).parent.parent,
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+      capture_output=True, text=True, check=False, timeout=TIMEOUT_S)
+  assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+  assert '1 passed' in done.stdout
+
 _TWO_SIGNALS_IN_ONE_C_CALL = '''
 import hashlib, os, signal, sys
 from disco_rl import signals
