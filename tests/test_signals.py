@@ -40,7 +40,6 @@ def test_stop_on_signal_nests_and_restores_the_handlers():
   assert signal.getsignal(signal.SIGINT) == before
 
 
-
 def test_the_suite_started_with_sigint_ignored_still_tests_sigint():
   """A shell's background job (`make test &` in a script) starts with SIGINT
   ignored; conftest.py restores Python's handler, so the SIGINT tests test
@@ -54,6 +53,7 @@ def test_the_suite_started_with_sigint_ignored_still_tests_sigint():
       capture_output=True, text=True, check=False, timeout=TIMEOUT_S)
   assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
   assert '1 passed' in done.stdout
+
 
 _TWO_SIGNALS_IN_ONE_C_CALL = '''
 import hashlib, os, signal, sys
