@@ -517,3 +517,67 @@ def test_save_meta_segment_keeps_the_small_files_and_draws_all_segments(
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and err[0].startswith('error: ') and 'summary' in err[0]
   assert not (results / 'seg3').exists()
+
+
+def test_meta_grad_parts_summary_of_hand_made_gradients(monkeypatch):
+  """The norm of each part's mean, the mean of its norms, their ratio and
+  the cosine with the whole, on gradients written by hand: a part that
+  flips sign each meta-step averages to 0; one that repeats keeps its
+  norm."""
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import meta_grad_parts  # pylint: disable=g-import-not-at-top
+  steps = 2
+  # pg: (3, 0) then (-3, 0); entropy: (0, 1) twice; the others: 0.
+  sums = dict(pg=np.array([0.0, 0.0]), entropy=np.array([0.0, 2.0]),
+              prediction_entropy=np.zeros(2), target_mean=np.zeros(2),
+              target_kl=np.zeros(2))
+  norm_sums = dict(pg=6.0, entropy=2.0, prediction_entropy=0.0,
+                   target_mean=0.0, target_kl=0.0)
+  out = meta_grad_parts.summarise(sums, norm_sums, steps)
+  assert out['whole']['norm_of_mean'] == pytest.approx(1.0)
+  assert out['pg'] == dict(norm_of_mean=0.0, mean_norm=3.0, consistency=0.0,
+                           cosine_with_whole=pytest.approx(np.nan,
+                                                           nan_ok=True))
+  assert out['entropy'] == dict(norm_of_mean=1.0, mean_norm=1.0,
+                                consistency=1.0, cosine_with_whole=1.0)
+  assert np.isnan(out['target_kl']['consistency'])
+
+
+def test_meta_grad_parts_refuses_a_missing_rule(tmp_path, capsys,
+                                                monkeypatch):
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import meta_grad_parts  # pylint: disable=g-import-not-at-top
+  missing = tmp_path / 'no_rule.npz'
+  assert meta_grad_parts.main(['--task', 'catch[rows=5,columns=5]',
+                               '--rule', str(missing)]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith('error: ') and str(missing) in err
+  assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_meta_grad_parts_tiny_run(tmp_path):
+  """Two meta-steps of a tiny agent on Catch: per-step norms of the
+  policy gradient's part and each regulariser's, and the summary beside."""
+  env = dict(os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu')
+  out = tmp_path / 'parts.csv'
+  proc = subprocess.run(
+      [sys.executable, str(SCRIPTS / 'meta_grad_parts.py'), '--task',
+       'catch[rows=5,columns=5]', '--steps', '2', '--set', 'dense=16',
+       'model_lstm_size=8', 'model_head_hiddens=8', 'value_dense=8',
+       'batch_size_per_device=4', 'rollout_len=4', '--out', str(out)],
+      env=env, capture_output=True, text=True, check=False, timeout=1800)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  rows = pd.read_csv(out)
+  assert list(rows['step']) == [0, 1]
+  parts = ('pg', 'entropy', 'prediction_entropy', 'target_mean',
+           'target_kl')
+  for part in parts:
+    assert (rows[f'{part}_norm'] > 0).all(), part
+  # The entropy bonus's part is not the policy gradient's.
+  assert (rows['entropy_cosine'] != rows['pg_cosine']).all()
+  summary = json.loads(out.with_suffix('.json').read_text())
+  assert summary['steps'] == 2 and summary['settings']['dense'] == [16]
+  assert set(summary['parts']) == {'whole', *parts}
+  for part in parts:
+    assert 0 < summary['parts'][part]['consistency'] <= 1 + 1e-9
