@@ -18,11 +18,15 @@ parts add up to the whole), while one agent learns from the rule (the
 rule is not updated). What a meta-optimiser integrates over many
 meta-steps is each part's mean, so the summary gives, per part, the norm
 of the mean over the meta-steps, the mean of the norms, their ratio (1: the
-same direction every meta-step; about 1/sqrt(K): noise) and the cosine
-between the mean of the whole gradient and the mean of each part.
+same direction every meta-step; about 1/sqrt(K): noise), the cosine
+between the mean of the whole gradient and the mean of each part, and the
+medians over the meta-steps of each part's norm and of its cosine with
+that meta-step's whole gradient. The first `--skip` meta-steps are run but
+not summarised: a fresh agent's first updates give one-off gradients
+(FourRooms' first: a norm of 30, against about 0.01 after).
 
   python scripts/meta_grad_parts.py --task gymnax:Acrobot-v1 --rule random \
-      --steps 60 --out docs/results/meta_suite_cpu/grad_parts/acrobot_random.csv
+      --out docs/results/meta_suite_cpu/grad_parts/acrobot_random.csv
   python scripts/meta_grad_parts.py --task 'catch[rows=5,columns=5]' \
       --rule docs/results/meta_suite_cpu/stage2/update_rule_params.npz
 
@@ -113,9 +117,12 @@ def make_meta_step(member, config):
   return meta_step
 
 
-def summarise(sums: dict, norm_sums: dict, steps: int) -> dict:
+def summarise(sums: dict, norm_sums: dict, steps: int,
+              rows: list[dict] | None = None) -> dict:
   """Per part: the norm of its mean over the meta-steps, the mean of its
-  norms, their ratio, and the cosine of its mean with the whole's mean."""
+  norms, their ratio, and the cosine of its mean with the whole's mean;
+  with the steps' `rows`, also the medians over the steps of the part's
+  norm and of its cosine with that step's whole gradient."""
   total = sum(sums.values())
   out = {'whole': dict(norm_of_mean=float(np.linalg.norm(total) / steps))}
   for part in PARTS:
@@ -125,6 +132,11 @@ def summarise(sums: dict, norm_sums: dict, steps: int) -> dict:
         consistency=float(np.linalg.norm(sums[part]) / norm_sums[part])
         if norm_sums[part] > 0 else float('nan'),
         cosine_with_whole=cosine(sums[part], total))
+    if rows:
+      out[part].update(
+          median_norm=float(np.median([r[f'{part}_norm'] for r in rows])),
+          median_step_cosine=float(np.median(
+              [r[f'{part}_cosine'] for r in rows])))
   return out
 
 
@@ -138,7 +150,11 @@ def main(argv=None) -> int:
                       help="'random' (a fresh meta-network, --rule-seed), "
                       "'disco_103', or an npz of a rule")
   parser.add_argument('--rule-seed', type=int, default=1)
-  parser.add_argument('--steps', type=int, default=60)
+  parser.add_argument('--steps', type=int, default=70)
+  parser.add_argument(
+      '--skip', type=int, default=10,
+      help='first meta-steps run but not summarised (a fresh agent\'s first '
+      'updates give one-off gradients hundreds of times the later ones)')
   parser.add_argument('--seed', type=int, default=0)
   parser.add_argument(
       '--set', nargs='+', default=[], metavar='NAME=VALUE',
@@ -149,6 +165,9 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   if args.steps < 1:
     parser.error(f'--steps: expected at least 1, got {args.steps}')
+  if not 0 <= args.skip < args.steps:
+    parser.error(f'--skip: expected 0 <= skip < --steps={args.steps}, got '
+                 f'{args.skip}')
   try:
     config = config_lib.MetaTrainConfig(**{**dict(args.set),
                                            'tasks': (args.task,),
@@ -180,21 +199,22 @@ def main(argv=None) -> int:
     row = dict(step=k, **{k_: float(v) for k_, v in logs.items()},
                whole_norm=float(np.linalg.norm(whole)))
     for p in PARTS:
-      sums[p] += parts[p]
-      norm = float(np.linalg.norm(parts[p]))
-      norm_sums[p] += norm
-      row[f'{p}_norm'] = norm
+      row[f'{p}_norm'] = float(np.linalg.norm(parts[p]))
       row[f'{p}_cosine'] = cosine(parts[p], whole)
+      if k >= args.skip:  # The first `skip` are not summarised.
+        sums[p] += parts[p]
+        norm_sums[p] += row[f'{p}_norm']
     rows.append(row)
     if k == 0 or (k + 1) % 10 == 0:
       print(f'step {k + 1}/{args.steps} reward {row["rewards"]:.4f} '
             f'entropy {row["entropy"]:.4f} | norms: ' + ' '.join(
                 f'{p} {row[p + "_norm"]:.2e}' for p in PARTS)
             + f' | {time.time() - start:.0f}s', flush=True)
+  kept = rows[args.skip:]
   summary = dict(task=args.task, rule=args.rule, steps=args.steps,
-                 seed=args.seed, settings=dict(args.set),
-                 parts=summarise(sums, norm_sums, args.steps),
-                 mean_reward=float(np.mean([r['rewards'] for r in rows])),
+                 skip=args.skip, seed=args.seed, settings=dict(args.set),
+                 parts=summarise(sums, norm_sums, len(kept), kept),
+                 mean_reward=float(np.mean([r['rewards'] for r in kept])),
                  last_entropy=rows[-1]['entropy'])
   print(json.dumps(summary['parts'], indent=1))
   if args.out:

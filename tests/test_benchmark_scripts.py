@@ -557,19 +557,21 @@ def test_meta_grad_parts_refuses_a_missing_rule(tmp_path, capsys,
 
 @pytest.mark.slow
 def test_meta_grad_parts_tiny_run(tmp_path):
-  """Two meta-steps of a tiny agent on Catch: per-step norms of the
-  policy gradient's part and each regulariser's, and the summary beside."""
+  """Three meta-steps of a tiny agent on Catch, the first not summarised:
+  per-step norms of the policy gradient's part and each regulariser's, and
+  the summary of the last two beside."""
   env = dict(os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu')
   out = tmp_path / 'parts.csv'
   proc = subprocess.run(
       [sys.executable, str(SCRIPTS / 'meta_grad_parts.py'), '--task',
-       'catch[rows=5,columns=5]', '--steps', '2', '--set', 'dense=16',
+       'catch[rows=5,columns=5]', '--steps', '3', '--skip', '1', '--set',
+       'dense=16',
        'model_lstm_size=8', 'model_head_hiddens=8', 'value_dense=8',
        'batch_size_per_device=4', 'rollout_len=4', '--out', str(out)],
       env=env, capture_output=True, text=True, check=False, timeout=1800)
   assert proc.returncode == 0, proc.stderr[-4000:]
   rows = pd.read_csv(out)
-  assert list(rows['step']) == [0, 1]
+  assert list(rows['step']) == [0, 1, 2]
   parts = ('pg', 'entropy', 'prediction_entropy', 'target_mean',
            'target_kl')
   for part in parts:
@@ -577,7 +579,12 @@ def test_meta_grad_parts_tiny_run(tmp_path):
   # The entropy bonus's part is not the policy gradient's.
   assert (rows['entropy_cosine'] != rows['pg_cosine']).all()
   summary = json.loads(out.with_suffix('.json').read_text())
-  assert summary['steps'] == 2 and summary['settings']['dense'] == [16]
+  assert summary['steps'] == 3 and summary['skip'] == 1
+  assert summary['settings']['dense'] == [16]
   assert set(summary['parts']) == {'whole', *parts}
   for part in parts:
-    assert 0 < summary['parts'][part]['consistency'] <= 1 + 1e-9
+    got = summary['parts'][part]
+    assert 0 < got['consistency'] <= 1 + 1e-9
+    # Two summarised steps (1 and 2): the median of two norms is their mean.
+    assert got['median_norm'] == pytest.approx(
+        rows[f'{part}_norm'][1:].mean())
