@@ -30,8 +30,9 @@ not summarised: a fresh agent's first updates give one-off gradients
   python scripts/meta_grad_parts.py --task 'catch[rows=5,columns=5]' \
       --rule docs/results/meta_suite_cpu/stage2/update_rule_params.npz
 
-The agent's settings are the meta-training notebook's (`MetaTrainConfig`
-defaults; `--set NAME=VALUE` changes a field, e.g. `dense=64,64`).
+The agent's settings and the regularisers' weights are the meta-training
+notebook's (`MetaTrainConfig` defaults; `--set NAME=VALUE` changes a
+field, e.g. `dense=64,64` or `meta_target_mean_cost=0`).
 """
 
 import argparse
@@ -51,8 +52,8 @@ from disco_rl import weights
 from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
 
-DEFAULT_WEIGHTS = meta_objective.MetaLossWeights()
-REGULARISERS = tuple(f.name for f in dataclasses.fields(DEFAULT_WEIGHTS))
+REGULARISERS = tuple(
+    f.name for f in dataclasses.fields(meta_objective.MetaLossWeights))
 PARTS = ('pg',) + REGULARISERS
 NO_REGULARISERS = meta_objective.MetaLossWeights(
     **dict.fromkeys(REGULARISERS, 0.0))
@@ -105,9 +106,10 @@ def make_meta_step(member, config):
     parts = dict(pg=pg)
     # The meta-loss is linear in the weights: each regulariser's part is
     # the gradient with its weight alone on, less the policy gradient's.
+    weights_on = config.meta_loss_weights()
     for name in REGULARISERS:
       alone = dataclasses.replace(
-          NO_REGULARISERS, **{name: getattr(DEFAULT_WEIGHTS, name)})
+          NO_REGULARISERS, **{name: getattr(weights_on, name)})
       parts[name] = tree_vector(grad_with(alone, *args)[0]) - pg
     logs = dict(rewards=jnp.mean(train_rollouts.rewards),
                 entropy=meta_log['entropy'],

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import smoke_env
 
+from disco_rl import meta_objective
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta as meta_lib
 from disco_rl import rollout_checks
@@ -185,10 +186,30 @@ def test_agents_are_renewed_at_the_end_of_their_lifetime(fast_compile):
     (dict(max_unrolled_inner_steps=-1),
      'max_unrolled_inner_steps must be >= 0, got -1'),
     (dict(meta_grad_norm='median'), "Unknown meta_grad_norm 'median'"),
+    (dict(meta_entropy_cost=-1.0), 'meta_entropy_cost must be >= 0, got -1.0'),
+    (dict(meta_target_kl_cost=float('nan')),
+     'meta_target_kl_cost must be a finite weight >= 0, got nan'),
 ])
 def test_bad_meta_optimisation_settings(changes, fragment):
   with pytest.raises(ValueError, match=fragment):
     dataclasses.replace(TINY, **changes)
+
+
+# Slow (a meta-gradient compilation).
+@pytest.mark.slow
+def test_the_meta_objectives_regularisers_follow_the_config(fast_compile):
+  """With every regulariser's weight 0 the meta-loss is the validation
+  policy gradient's alone; with upstream's weights it is not."""
+  del fast_compile
+  assert ONE_STEP.meta_loss_weights() == meta_objective.MetaLossWeights()
+  config = dataclasses.replace(
+      ONE_STEP, meta_entropy_cost=0.0, meta_prediction_entropy_cost=0.0,
+      meta_target_mean_cost=0.0, meta_target_kl_cost=0.0)
+  _, logs = _run(meta_lib.make_meta_train(config), [1])
+  np.testing.assert_array_equal(logs['reg_loss'], [0.0])
+  np.testing.assert_allclose(logs['meta_loss'], logs['pg_loss'], rtol=1e-6)
+  _, logs = _run(meta_lib.make_meta_train(ONE_STEP), [1])
+  assert np.all(logs['reg_loss'] != 0.0)
 
 
 def test_presets():

@@ -24,6 +24,7 @@ import numpy as np
 
 from disco_rl import agent as agent_lib
 from disco_rl import environments
+from disco_rl import meta_objective
 from disco_rl.environments import base as base_env
 from disco_rl.networks import nets
 
@@ -293,18 +294,41 @@ class MetaTrainConfig(RunConfig):
   agent_lifetime: int = _field(
       0, 'agent updates after which an agent starts afresh, staggered over '
       'the population so that ages differ (0: agents live for the run)')
+  # The meta-objective's regularisers (`meta_objective.MetaLossWeights`;
+  # the defaults are upstream's).
+  meta_entropy_cost: float = _field(
+      meta_objective.MetaLossWeights.entropy,
+      "meta-objective: weight of the validation policy's entropy bonus")
+  meta_prediction_entropy_cost: float = _field(
+      meta_objective.MetaLossWeights.prediction_entropy,
+      "meta-objective: weight of the y and z predictions' entropy bonus")
+  meta_target_mean_cost: float = _field(
+      meta_objective.MetaLossWeights.target_mean,
+      "meta-objective: weight of the pi, y and z targets' squared batch "
+      'means')
+  meta_target_kl_cost: float = _field(
+      meta_objective.MetaLossWeights.target_kl,
+      "meta-objective: weight of the KL from the target network's policy "
+      'to the policy target')
 
   def _check(self) -> None:
     super()._check()
     self._at_least(1, 'num_agents', 'batch_size_per_device',
                    'num_inner_steps')
     self._at_least(0, 'meta_grad_clip', 'agent_lifetime',
-                   'max_unrolled_inner_steps')
+                   'max_unrolled_inner_steps', 'meta_entropy_cost',
+                   'meta_prediction_entropy_cost', 'meta_target_mean_cost',
+                   'meta_target_kl_cost')
     self._sizes('value_dense')
     self._rates('meta_learning_rate')
     if not math.isfinite(self.meta_grad_clip):
       raise ValueError('meta_grad_clip must be finite (0: no clip), got '
                        f'{self.meta_grad_clip!r}.')
+    for name in ('meta_entropy_cost', 'meta_prediction_entropy_cost',
+                 'meta_target_mean_cost', 'meta_target_kl_cost'):
+      if not math.isfinite(getattr(self, name)):
+        raise ValueError(f'{name} must be a finite weight >= 0, got '
+                         f'{getattr(self, name)!r}.')
     if 0 < self.agent_lifetime < self.num_inner_steps:
       raise ValueError(
           f'agent_lifetime={self.agent_lifetime} is shorter than one '
@@ -315,6 +339,14 @@ class MetaTrainConfig(RunConfig):
   def suite(self) -> tuple['Task', ...]:
     """The tasks, parsed once (Catch rows x columns when none is given)."""
     return parse_tasks(self.tasks, self.rows, self.columns)
+
+  def meta_loss_weights(self) -> meta_objective.MetaLossWeights:
+    """The meta-objective's regulariser weights of these fields."""
+    return meta_objective.MetaLossWeights(
+        entropy=self.meta_entropy_cost,
+        prediction_entropy=self.meta_prediction_entropy_cost,
+        target_mean=self.meta_target_mean_cost,
+        target_kl=self.meta_target_kl_cost)
 
 
 # Named starting points for meta-training; flags and fields override them.

@@ -249,7 +249,8 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
     grads, (agent_state, metrics, meta_log) = (
         meta_objective.calculate_meta_gradient(
             update_rule_params, agent_state, train_rollouts, valid_rollout,
-            grad_rng, member, axis_name=AXIS, remat=config.remat,
+            grad_rng, member, axis_name=AXIS,
+            weights=config.meta_loss_weights(), remat=config.remat,
             unroll=config.num_inner_steps <= config.max_unrolled_inner_steps))
     rewards = train_rollouts.rewards
     meta_log = dict(meta_log, rewards=jnp.mean(rewards),
