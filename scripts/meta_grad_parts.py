@@ -51,6 +51,7 @@ from disco_rl import meta_objective
 from disco_rl import weights
 from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import meta as meta_lib
 
 REGULARISERS = tuple(
     f.name for f in dataclasses.fields(meta_objective.MetaLossWeights))
@@ -69,22 +70,9 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
   return float(a @ b / denom) if denom > 0 else float('nan')
 
 
-def make_member(config: config_lib.MetaTrainConfig
-                ) -> meta_objective.MetaTrainAgent:
-  """The population member of the config's one task, outside any mesh."""
-  (task,) = config.suite
-  value_fn = meta_objective.default_value_fn_config()
-  return meta_objective.MetaTrainAgent(
-      batch_size_per_device=config.batch_size_per_device,
-      agent_settings=config.agent_settings('disco_103', task.net or config.net),
-      value_fn_config=value_fn.replace(net_args=dict(
-          value_fn.net_args, dense=tuple(config.value_dense))),
-      env=task.make_env(config.batch_size_per_device))
-
-
 def make_meta_step(member, config):
   """(rule params, agent state, rng) -> (agent state, {part: [P] gradient},
-  logs): one meta-step's rollouts and the three parts of its gradient."""
+  logs): one meta-step's rollouts and its gradient's parts (`PARTS`)."""
 
   def grad_with(loss_weights, params, state, train_rollouts, valid_rollout,
                 rng):
@@ -174,7 +162,8 @@ def main(argv=None) -> int:
     config = config_lib.MetaTrainConfig(**{**dict(args.set),
                                            'tasks': (args.task,),
                                            'num_agents': 1})
-    member = make_member(config)
+    (task,) = config.suite
+    member = meta_lib.make_member(config, task, axis_name=None)
     rule = member.agent.update_rule
     if args.rule in ('random', 'disco_103'):
       params = weights.starting_rule_params(rule, args.rule == 'disco_103',

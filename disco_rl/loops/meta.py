@@ -3,7 +3,8 @@
 """Meta-training: a population of agents over a task suite trains one rule.
 
 `make_meta_train(config) -> Job`, the eval job's shape: the setup is made
-once, then the program's pieces in reading order:
+once (`make_setup`, one `make_member` per task), then the program's pieces
+in reading order:
 
   init                   the rule, its optimiser, every agent
   agent_meta_gradient    one agent's rollouts and meta-gradient
@@ -136,6 +137,32 @@ class MetaSetup:
             for g, m in enumerate(self.members)]
 
 
+def make_member(config: config_lib.MetaTrainConfig, task: config_lib.Task,
+                axis_name: str | None = AXIS
+                ) -> meta_objective.MetaTrainAgent:
+  """The population member of `task`: an agent of the config's settings
+  with the task's network, the notebook's value function with the config's
+  `value_dense`, and the task's environment (`batch_size_per_device`
+  instances). `axis_name`: the mesh axis its updates average over (None:
+  outside a mesh).
+
+  Raises:
+    ValueError: the task's observations do not fit its network.
+  """
+  env = task.make_env(config.batch_size_per_device)
+  net = task.net or config.net
+  nets.check_observation_spec(
+      net, env.single_observation_spec(),
+      f'task {task.spec()!r} (its single_observation_spec())')
+  value_fn = meta_objective.default_value_fn_config()
+  return meta_objective.MetaTrainAgent(
+      batch_size_per_device=config.batch_size_per_device,
+      agent_settings=config.agent_settings('disco_103', net),
+      value_fn_config=value_fn.replace(net_args=dict(
+          value_fn.net_args, dense=tuple(config.value_dense))),
+      axis_name=axis_name, env=env)
+
+
 def make_setup(config: config_lib.MetaTrainConfig, devices=None) -> MetaSetup:
   """The run's devices, tasks and agents from `config`.
 
@@ -144,20 +171,7 @@ def make_setup(config: config_lib.MetaTrainConfig, devices=None) -> MetaSetup:
   """
   devices = tuple(devices if devices is not None else
                   mesh_lib.pick_devices({}, config.num_devices))
-  members = []
-  for task in config.suite:
-    env = task.make_env(config.batch_size_per_device)
-    net = task.net or config.net
-    nets.check_observation_spec(
-        net, env.single_observation_spec(),
-        f'task {task.spec()!r} (its single_observation_spec())')
-    value_fn = meta_objective.default_value_fn_config()
-    members.append(meta_objective.MetaTrainAgent(
-        batch_size_per_device=config.batch_size_per_device,
-        agent_settings=config.agent_settings('disco_103', net),
-        value_fn_config=value_fn.replace(net_args=dict(
-            value_fn.net_args, dense=tuple(config.value_dense))),
-        axis_name=AXIS, env=env))
+  members = [make_member(config, task) for task in config.suite]
   population = config.population
   if population == 'auto':
     population = 'map' if devices[0].platform == 'cpu' else 'vmap'
