@@ -43,6 +43,7 @@ import sys
 import time
 
 import jax
+from jax.flatten_util import ravel_pytree
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
@@ -58,11 +59,6 @@ REGULARISERS = tuple(
 PARTS = ('pg',) + REGULARISERS
 NO_REGULARISERS = meta_objective.MetaLossWeights(
     **dict.fromkeys(REGULARISERS, 0.0))
-
-
-def tree_vector(tree) -> jnp.ndarray:
-  """[P] all leaves of `tree`, flattened and concatenated."""
-  return jnp.concatenate([jnp.ravel(x) for x in jax.tree.leaves(tree)])
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -90,7 +86,7 @@ def make_meta_step(member, config):
                                                2 * config.rollout_len)
     args = (params, state, train_rollouts, valid_rollout, grad_rng)
     g_pg, (state, _, meta_log) = grad_with(NO_REGULARISERS, *args)
-    pg = tree_vector(g_pg)
+    pg = ravel_pytree(g_pg)[0]
     parts = dict(pg=pg)
     # The meta-loss is linear in the weights: each regulariser's part is
     # the gradient with its weight alone on, less the policy gradient's.
@@ -98,7 +94,7 @@ def make_meta_step(member, config):
     for name in REGULARISERS:
       alone = dataclasses.replace(
           NO_REGULARISERS, **{name: getattr(weights_on, name)})
-      parts[name] = tree_vector(grad_with(alone, *args)[0]) - pg
+      parts[name] = ravel_pytree(grad_with(alone, *args)[0])[0] - pg
     logs = dict(rewards=jnp.mean(train_rollouts.rewards),
                 entropy=meta_log['entropy'],
                 pg_loss=meta_log['pg_loss'])

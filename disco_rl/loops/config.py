@@ -247,6 +247,11 @@ class EvalConfig(RunConfig):
     return dict(self.env_kwargs)
 
 
+# MetaTrainConfig's fields of the meta-objective's regulariser weights.
+META_LOSS_COSTS = ('meta_entropy_cost', 'meta_prediction_entropy_cost',
+                   'meta_target_mean_cost', 'meta_target_kl_cost')
+
+
 @_job(num_steps=800, rollout_len=16, rows=5, columns=5, learning_rate=5e-4,
       model_lstm_size=256, model_head_hiddens=(256,), seed=4,
       steps_per_call=10)
@@ -316,16 +321,13 @@ class MetaTrainConfig(RunConfig):
     self._at_least(1, 'num_agents', 'batch_size_per_device',
                    'num_inner_steps')
     self._at_least(0, 'meta_grad_clip', 'agent_lifetime',
-                   'max_unrolled_inner_steps', 'meta_entropy_cost',
-                   'meta_prediction_entropy_cost', 'meta_target_mean_cost',
-                   'meta_target_kl_cost')
+                   'max_unrolled_inner_steps', *META_LOSS_COSTS)
     self._sizes('value_dense')
     self._rates('meta_learning_rate')
     if not math.isfinite(self.meta_grad_clip):
       raise ValueError('meta_grad_clip must be finite (0: no clip), got '
                        f'{self.meta_grad_clip!r}.')
-    for name in ('meta_entropy_cost', 'meta_prediction_entropy_cost',
-                 'meta_target_mean_cost', 'meta_target_kl_cost'):
+    for name in META_LOSS_COSTS:
       if not math.isfinite(getattr(self, name)):
         raise ValueError(f'{name} must be a finite weight >= 0, got '
                          f'{getattr(self, name)!r}.')
