@@ -588,3 +588,54 @@ def test_meta_grad_parts_tiny_run(tmp_path):
     # Two summarised steps (1 and 2): the median of two norms is their mean.
     assert got['median_norm'] == pytest.approx(
         rows[f'{part}_norm'][1:].mean())
+
+
+def test_study_regularisers_crossing_is_the_end_of_the_first_window_above(
+    monkeypatch):
+  """The crossing is the last step of the first 100-step window whose mean
+  exceeds -0.05: a run at -0.15 that jumps to +0.3 at step 300 crosses
+  where 23 of the last 100 steps are at +0.3 (mean -0.0465; 22 give
+  -0.051); one that stays at -0.15 never crosses."""
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import study_regularisers  # pylint: disable=g-import-not-at-top
+  rewards = pd.Series([-0.15] * 300 + [0.3] * 200)
+  # The window ending at t holds t - 299 steps at +0.3: its mean is
+  # -0.15 + 0.45 * (t - 299) / 100 > -0.05 first at t - 299 = 23.
+  assert study_regularisers.crossing(rewards) == 322
+  assert study_regularisers.crossing(pd.Series([-0.15] * 500)) is None
+  assert study_regularisers.crossing(pd.Series([0.3] * 99)) is None
+
+
+def test_study_regularisers_report_reads_the_pre_registered_verdict(
+    tmp_path, monkeypatch):
+  """'supported' only when every seed crosses earlier without the
+  regularisers; a run that never crossed counts as 1,000; a missing run
+  leaves the table incomplete."""
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import study_regularisers  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(study_regularisers, 'COMMITTED', {})
+
+  def write(variant, seed, jump):
+    rewards = [-0.15] * 1000 if jump is None else (
+        [-0.15] * jump + [0.3] * (1000 - jump))
+    pd.DataFrame(dict(step=range(1000), rewards=rewards)).to_csv(
+        tmp_path / f'{variant}_seed{seed}.csv', index=False)
+
+  for seed, (base, noreg) in zip((7, 8, 9), ((700, 300), (None, 500),
+                                             (400, 200))):
+    write('base', seed, base)
+    write('noreg', seed, noreg)
+  study_regularisers.report(tmp_path)
+  got = json.loads((tmp_path / 'crossings.json').read_text())
+  assert [(r['base'], r['noreg']) for r in got['rows']] == [
+      (722, 322), (1000, 522), (422, 222)]
+  assert got['complete'] and got['regularisers_delay_start'] is True
+  write('noreg', 8, None)  # never crosses: not earlier than base's 1,000
+  study_regularisers.report(tmp_path)
+  got = json.loads((tmp_path / 'crossings.json').read_text())
+  assert got['regularisers_delay_start'] is False
+  assert 'not supported' in (tmp_path / 'crossings.md').read_text()
+  (tmp_path / 'noreg_seed9.csv').unlink()
+  study_regularisers.report(tmp_path)
+  got = json.loads((tmp_path / 'crossings.json').read_text())
+  assert not got['complete'] and got['regularisers_delay_start'] is None
