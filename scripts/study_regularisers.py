@@ -157,6 +157,34 @@ def report(dest: pathlib.Path) -> None:
   lines += ['', f'Reading fixed before the runs: {verdict}.']
   (dest / 'crossings.md').write_text('\n'.join(lines) + '\n')
   print('\n'.join(lines))
+  draw(dest)
+
+
+def draw(dest: pathlib.Path) -> None:
+  """crossings.png: each run's 100-step mean reward per step."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(7, 4))
+  styles = {'base': '-', 'noreg': '--'}
+  labels = {'base': 'with the regularisers',
+            'noreg': 'prediction entropy, target mean off'}
+  for seed, colour in zip(SEEDS, ('tab:blue', 'tab:green', 'tab:purple')):
+    for variant in VARIANTS:
+      d = curve(dest, variant, seed)
+      if d is not None:
+        ax.plot(d['step'], d['rewards'].rolling(WINDOW).mean(),
+                styles[variant], color=colour,
+                label=f'seed {seed}, {labels[variant]}')
+  ax.axhline(THRESHOLD, color='grey', lw=0.8, ls=':', label='threshold')
+  ax.axhline(-0.15, color='black', lw=0.8, label='random play (about)')
+  ax.set_xlabel('meta-step (a run stops at its crossing)')
+  ax.set_ylabel(f'reward per step, {WINDOW}-step mean')
+  ax.set_title('A rule from random parameters, one Catch 5x5 agent')
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(dest / 'crossings.png', dpi=110)
+  plt.close(fig)
 
 
 def main() -> None:
