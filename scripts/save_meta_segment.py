@@ -21,6 +21,7 @@ import argparse
 import json
 import pathlib
 import shutil
+import subprocess
 import sys
 
 import benchmark_meta_suite  # scripts/, beside this script
@@ -35,18 +36,38 @@ COLUMNS = ('step', 'pos_rewards', 'rewards', 'entropy', 'agent_pi_loss',
            'meta_grad_norm', 'meta_up_norm', 'agents_renewed', 'time_s')
 
 
+def git_ignores(path: pathlib.Path) -> bool:
+  """Whether the git repository holding `path` ignores it; False outside one."""
+  folder = path.parent
+  while not folder.is_dir():  # the destination may not exist yet
+    folder = folder.parent
+  try:
+    proc = subprocess.run(['git', 'check-ignore', '-q', path.name if
+                           folder == path.parent else str(path.resolve())],
+                          cwd=folder, capture_output=True, check=False)
+  except FileNotFoundError:  # no git
+    return False
+  return proc.returncode == 0  # 1: not ignored; 128: not a repository
+
+
 def save_segment(run: pathlib.Path, dest: pathlib.Path) -> list[str]:
   """Copies the segment in `run` to `dest`; the names of what it wrote.
 
   Raises:
     FileNotFoundError: naming a file the run lacks (it has not ended).
     FileExistsError: `dest` holds a different segment's rule.
+    PermissionError: `dest` is in a git repository that ignores the rule
+      (it would never be committed: lost with the machine).
   """
   import pandas as pd  # pylint: disable=g-import-not-at-top
   for name in (RULE, SUMMARY, METRICS, run_files.SETTINGS):
     if not (run / name).is_file():
       raise FileNotFoundError(f'{run / name}: missing (has the segment '
                               'ended?)')
+  if git_ignores(dest / RULE):
+    raise PermissionError(
+        f'{dest / RULE}: git ignores it (see `git check-ignore -v`), so it '
+        'would never be committed; un-ignore it in .gitignore first')
   rule = (run / RULE).read_bytes()
   if (dest / RULE).is_file() and (dest / RULE).read_bytes() != rule:
     raise FileExistsError(f'{dest / RULE} holds another rule; give a new '
@@ -72,7 +93,7 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   try:
     written = save_segment(args.run, args.dest)
-  except (FileNotFoundError, FileExistsError) as e:
+  except (FileNotFoundError, FileExistsError, PermissionError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
   summary = json.loads((args.dest / SUMMARY).read_text())

@@ -639,3 +639,33 @@ def test_study_regularisers_report_reads_the_pre_registered_verdict(
   study_regularisers.report(tmp_path)
   got = json.loads((tmp_path / 'crossings.json').read_text())
   assert not got['complete'] and got['regularisers_delay_start'] is None
+
+
+def test_save_meta_segment_refuses_a_rule_git_would_ignore(
+    tmp_path, monkeypatch, capsys):
+  """A rule saved where .gitignore drops it would be lost with the machine:
+  one error line, nothing written; where it is not ignored it is saved."""
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import save_meta_segment  # pylint: disable=g-import-not-at-top
+  if shutil.which('git') is None:
+    pytest.skip('git is not installed')
+  repo = tmp_path / 'repo'
+  repo.mkdir()
+  subprocess.run(['git', 'init', '-q', str(repo)], check=True)
+  (repo / '.gitignore').write_text('*.npz\n!kept/**/update_rule_params.npz\n')
+  run = tmp_path / 'run'
+  run.mkdir()
+  (run / 'run.json').write_text(json.dumps(dict(
+      job='meta_train', settings=dict(tasks=['catch']))))
+  (run / 'summary.json').write_text(json.dumps(dict(steps=3)))
+  (run / 'update_rule_params.npz').write_bytes(b'rule')
+  pd.DataFrame(dict(step=range(3), rewards=np.zeros(3),
+                    rewards_task0=np.zeros(3))).to_csv(
+      run / 'metrics.csv', index=False)
+  assert save_meta_segment.main([str(run), str(repo / 'dropped/seg1')]) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith('error: ')
+  assert 'git ignores' in err[0] and 'dropped/seg1' in err[0]
+  assert not (repo / 'dropped').exists()
+  assert save_meta_segment.main([str(run), str(repo / 'kept/seg1')]) == 0
+  assert (repo / 'kept/seg1/update_rule_params.npz').read_bytes() == b'rule'
