@@ -1,15 +1,19 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Acting: rolling an agent out in an environment, and episode returns."""
+"""Acting: rolling an agent out in an environment, episode returns, and a
+policy's average return acting without learning."""
 
 from collections.abc import Callable
 
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from disco_rl import agent as agent_lib
 from disco_rl import types
 from disco_rl.environments import base as base_env
+from disco_rl.environments.wrappers import batched_env
 
 ActorStepFn = Callable[..., tuple[types.ActorTimestep, types.HaikuState]]
 
@@ -89,3 +93,55 @@ def episode_returns(returns: chex.Array, discounts: chex.Array
   """(Sum of returns of episodes that ended, number of those episodes)."""
   ended = 1.0 - jnp.asarray(discounts, jnp.float32)
   return jnp.sum(returns * ended), jnp.sum(ended)
+
+
+def evaluate_policy(agent: agent_lib.Agent, params: types.AgentParams,
+                    env: base_env.Environment, rng: chex.PRNGKey,
+                    num_rollouts: int, rollout_len: int,
+                    matmul_precision: str = 'default') -> dict[str, float]:
+  """Average return of a policy acting (sampling, no learning) in `env`.
+
+  Args:
+    agent: the agent whose network acts.
+    params: the network's parameters.
+    env: a jittable environment (its batch acts at once).
+    rng: a random key.
+    num_rollouts: rollouts of `rollout_len` steps to act for.
+    rollout_len: steps per rollout.
+    matmul_precision: the float32 matmul precision of the program.
+
+  Returns:
+    {'avg_return': mean return of the episodes that ended (NaN if none),
+     'episodes': how many ended}.
+  """
+  if (not isinstance(env, base_env.Environment)
+      or isinstance(env, batched_env.BatchedSingleStreamEnvironment)):
+    raise TypeError('env must be a jittable disco_rl Environment (e.g. '
+                    f"get_environment('jittable_catch', ...)), got {env!r}.")
+  if num_rollouts < 1:
+    raise ValueError(f'num_rollouts must be >= 1, got {num_rollouts}.')
+
+  @jax.jit
+  def act(params, rng):
+    def one_rollout(carry, _):
+      actor_state, timestep, env_state, acc, rng = carry
+      rng, key = jax.random.split(rng)
+      rollout, actor_state, timestep, env_state = unroll_jittable_actor(
+          params, actor_state, timestep, env_state, key, env, rollout_len,
+          agent.actor_step)
+      acc, returns = accumulate_rewards(acc, (rollout.rewards,
+                                              rollout.discounts))
+      return ((actor_state, timestep, env_state, acc, rng),
+              episode_returns(returns, rollout.discounts))
+
+    reset_rng, rng = jax.random.split(rng)
+    env_state, timestep = env.reset(reset_rng)
+    carry = (agent.initial_actor_state(rng), timestep, env_state,
+             jnp.zeros(timestep.reward.shape, jnp.float32), rng)
+    return jax.lax.scan(one_rollout, carry, length=num_rollouts)[1]
+
+  with jax.default_matmul_precision(matmul_precision):
+    totals, episodes = act(jax.device_get(params), rng)
+  total, episodes = float(np.sum(totals)), float(np.sum(episodes))
+  return dict(avg_return=total / episodes if episodes else float('nan'),
+              episodes=episodes)

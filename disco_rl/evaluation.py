@@ -6,11 +6,11 @@ for users and notebooks; they live in `disco_rl.loops`, but `run_eval`.
 
 from typing import Any
 
+from disco_rl.actors import evaluate_policy
 from disco_rl.agent import make_settings as agent_settings
 from disco_rl.loops.config import EvalConfig
 from disco_rl.loops.config import RULES
 from disco_rl.loops.eval import EvalState
-from disco_rl.loops.eval import evaluate_policy
 from disco_rl.loops.eval import make_eval
 from disco_rl.loops.eval import seed_keys
 from disco_rl.loops.trainer import Trainer

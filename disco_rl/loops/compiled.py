@@ -2,12 +2,12 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """The one builder of the compiled programs: jit(shard_map(scan(step))).
 
-Both jobs and the policy evaluation run `steps` of their step function in
-one `jax.jit` program over the device mesh (`jax.shard_map`), traced at the
-run's float32 matmul precision (JAX's `default_matmul_precision`: 'default'
-lets the backend choose, e.g. TF32 on recent NVIDIA GPUs; 'highest' is full
-float32; CPUs compute in full at every setting). The state, the program's
-first argument, is donated, so a replay buffer is updated in place.
+Both jobs run `steps` of their step function in one `jax.jit` program
+over the device mesh (`jax.shard_map`), traced at the run's float32 matmul
+precision (JAX's `default_matmul_precision`: 'default' lets the backend
+choose, e.g. TF32 on recent NVIDIA GPUs; 'highest' is full float32; CPUs
+compute in full at every setting). The state, the program's first
+argument, is donated, so a replay buffer is updated in place.
 
 One program serves every count of steps up to its length: steps past the
 count leave the state alone (a `lax.cond`), and their outputs are cut off
@@ -67,8 +67,7 @@ class Program:
 
 def program(step: Callable[..., tuple[Any, Any]], *, length: int,
             mesh: jax.sharding.Mesh, state_specs, operand_specs=(),
-            output_specs=P(), precision: str, donate: bool = True
-            ) -> Program:
+            output_specs=P(), precision: str) -> Program:
   """jit(shard_map(scan of `step` over up to `length` steps)).
 
   Parts of the state, the operands and the outputs whose spec starts with
@@ -85,7 +84,6 @@ def program(step: Callable[..., tuple[Any, Any]], *, length: int,
     output_specs: the spec (prefix) of one step's outputs; the scan adds a
       leading [length] axis.
     precision: the float32 matmul precision.
-    donate: reuse the state's buffers for the new state.
   """
   def scanned(state, count, *operands):
     state, operands = mesh_lib.map_per_device(
@@ -113,8 +111,7 @@ def program(step: Callable[..., tuple[Any, Any]], *, length: int,
           lambda s: P(None, *s), output_specs,
           is_leaf=lambda x: isinstance(x, P))),
       check_vma=False)
-  return Program(jax.jit(mapped, donate_argnums=0 if donate else ()),
-                 length)
+  return Program(jax.jit(mapped, donate_argnums=0), length)
 
 
 def placed(fn: Callable[..., Any], shardings, precision: str):

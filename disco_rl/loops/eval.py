@@ -46,7 +46,6 @@ from disco_rl import actors
 from disco_rl import agent as agent_lib
 from disco_rl import environments
 from disco_rl.environments import base as base_env
-from disco_rl.environments.wrappers import batched_env
 from disco_rl.loops import compiled
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import divergence
@@ -623,7 +622,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
   def evaluate(state: EvalState, params=None, env=None,
                num_rollouts: int = 20, seed: int = 0,
                run: int = 0) -> dict[str, float]:
-    """The agent's policy acting without learning (`evaluate_policy`).
+    """The policy acting without learning (`actors.evaluate_policy`).
 
     Args:
       state: the job's state (its parameters are the default).
@@ -650,9 +649,9 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
       env = environments.get_environment(
           setup.jittable_env, config.num_envs,
           dataclasses.replace(config, env=setup.jittable_env).env_settings())
-    return evaluate_policy(agent, params, env, jax.random.PRNGKey(seed),
-                           num_rollouts, config.rollout_len,
-                           config.matmul_precision)
+    return actors.evaluate_policy(agent, params, env,
+                                  jax.random.PRNGKey(seed), num_rollouts,
+                                  config.rollout_len, config.matmul_precision)
 
   rule_title = plots.rule_title(config.rule, rule_params is not None)
   acting = host_acting() if setup.host_envs else compiled_acting()
@@ -665,57 +664,6 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
       steps_per_call=config.steps_per_call, rows_per_step=num_seeds,
       warmup=setup.warmup,
       description=f'eval {config.rule} {seeds_title(config)}', **acting)
-
-
-def evaluate_policy(agent: agent_lib.Agent, params, env: base_env.Environment,
-                    rng: chex.PRNGKey, num_rollouts: int, rollout_len: int,
-                    matmul_precision: str = 'default') -> dict[str, float]:
-  """Average return of a policy acting (sampling, no learning) in `env`.
-
-  Args:
-    agent: the agent whose network acts.
-    params: the network's parameters.
-    env: a jittable environment (its batch acts at once).
-    rng: a random key.
-    num_rollouts: rollouts of `rollout_len` steps to act for.
-    rollout_len: steps per rollout.
-    matmul_precision: the float32 matmul precision of the program.
-
-  Returns:
-    {'avg_return': mean return of the episodes that ended (NaN if none),
-     'episodes': how many ended}.
-  """
-  if (not isinstance(env, base_env.Environment)
-      or isinstance(env, batched_env.BatchedSingleStreamEnvironment)):
-    raise TypeError('env must be a jittable disco_rl Environment (e.g. '
-                    f"get_environment('jittable_catch', ...)), got {env!r}.")
-  if num_rollouts < 1:
-    raise ValueError(f'num_rollouts must be >= 1, got {num_rollouts}.')
-
-  def one_rollout(carry, params):
-    actor_state, timestep, env_state, acc, rng = carry
-    rng, key = jax.random.split(rng)
-    rollout, actor_state, timestep, env_state = actors.unroll_jittable_actor(
-        params, actor_state, timestep, env_state, key, env, rollout_len,
-        agent.actor_step)
-    acc, returns = actors.accumulate_rewards(
-        acc, (rollout.rewards, rollout.discounts))
-    return ((actor_state, timestep, env_state, acc, rng),
-            actors.episode_returns(returns, rollout.discounts))
-
-  reset_rng, rng = jax.random.split(rng)
-  env_state, timestep = env.reset(reset_rng)
-  carry = (agent.initial_actor_state(rng), timestep, env_state,
-           jnp.zeros(timestep.reward.shape, jnp.float32), rng)
-  one_device = mesh_lib.make_mesh(jax.devices()[:1])
-  program = compiled.program(one_rollout, length=num_rollouts,
-                             mesh=one_device, state_specs=P(),
-                             operand_specs=(P(),),
-                             precision=matmul_precision, donate=False)
-  _, (totals, episodes) = program(carry, num_rollouts, params)
-  total, episodes = float(np.sum(totals)), float(np.sum(episodes))
-  return dict(avg_return=total / episodes if episodes else float('nan'),
-              episodes=episodes)
 
 
 def recent_return(rows, num_seeds: int = 1) -> float:
