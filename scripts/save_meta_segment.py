@@ -42,8 +42,7 @@ def git_ignores(path: pathlib.Path) -> bool:
   while not folder.is_dir():  # the destination may not exist yet
     folder = folder.parent
   try:
-    proc = subprocess.run(['git', 'check-ignore', '-q', path.name if
-                           folder == path.parent else str(path.resolve())],
+    proc = subprocess.run(['git', 'check-ignore', '-q', str(path.resolve())],
                           cwd=folder, capture_output=True, check=False)
   except FileNotFoundError:  # no git
     return False

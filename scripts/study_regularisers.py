@@ -35,6 +35,8 @@ import time
 
 import pandas as pd
 
+from disco_rl import plots
+
 TASK = 'catch[rows=5,columns=5]'
 THRESHOLD = -0.05
 WINDOW = 100
@@ -169,15 +171,16 @@ def draw(dest: pathlib.Path) -> None:
   styles = {'base': '-', 'noreg': '--'}
   labels = {'base': 'with the regularisers',
             'noreg': 'prediction entropy, target mean off'}
-  for seed, colour in zip(SEEDS, ('tab:blue', 'tab:green', 'tab:purple')):
+  for i, seed in enumerate(SEEDS):  # Seeds are not rules: other colours.
     for variant in VARIANTS:
       d = curve(dest, variant, seed)
       if d is not None:
         ax.plot(d['step'], d['rewards'].rolling(WINDOW).mean(),
-                styles[variant], color=colour,
+                styles[variant], color=plots.other_colour(i),
                 label=f'seed {seed}, {labels[variant]}')
   ax.axhline(THRESHOLD, color='grey', lw=0.8, ls=':', label='threshold')
-  ax.axhline(-0.15, color='black', lw=0.8, label='random play (about)')
+  ax.axhline(-0.15, color=plots.rule_colour('random'), lw=0.8,
+             label='random play (about)')
   ax.set_xlabel('meta-step (a run stops at its crossing)')
   ax.set_ylabel(f'reward per step, {WINDOW}-step mean')
   ax.set_title('A rule from random parameters, one Catch 5x5 agent')
