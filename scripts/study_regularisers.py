@@ -102,13 +102,13 @@ def run_one(seed: int, variant: str, out: pathlib.Path,
     raise
   rows = read_metrics(metrics)
   if rows is None:
-    raise SystemExit(f'error: {run} wrote no metrics (exit status '
-                     f'{proc.returncode})')
+    raise RuntimeError(f'{run} wrote no metrics (exit status '
+                       f'{proc.returncode})')
   done = crossing(rows['rewards']) is not None or len(rows) >= STEPS
   if not done:
-    raise SystemExit(f'error: {run} stopped at meta-step {len(rows)} before '
-                     f'its crossing or meta-step {STEPS} (exit status '
-                     f'{proc.returncode}); run again to resume')
+    raise RuntimeError(f'{run} stopped at meta-step {len(rows)} before its '
+                       f'crossing or meta-step {STEPS} (exit status '
+                       f'{proc.returncode}); run again to resume')
   rows[[c for c in COLUMNS if c in rows]].to_csv(
       dest / f'{variant}_seed{seed}.csv', index=False)
 
@@ -190,7 +190,7 @@ def draw(dest: pathlib.Path) -> None:
   plt.close(fig)
 
 
-def main() -> None:
+def main() -> int:
   parser = argparse.ArgumentParser(
       description=__doc__.split('\n', 1)[0],
       formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -207,13 +207,22 @@ def main() -> None:
   if not args.report:
     # Paired order: each seed's two runs back to back, so that a session
     # that ends early leaves whole pairs.
-    for seed in SEEDS:
-      for variant in VARIANTS:
-        if curve(dest, variant, seed) is None:
-          run_one(seed, variant, out, dest)
-          report(dest)
+    try:
+      for seed in SEEDS:
+        for variant in VARIANTS:
+          if curve(dest, variant, seed) is None:
+            run_one(seed, variant, out, dest)
+            report(dest)
+    except RuntimeError as e:
+      print(f'error: {e}', file=sys.stderr)
+      return 2
+    except KeyboardInterrupt:
+      print(f'error: interrupted; the run in progress checkpointed under '
+            f'{out}: run again to resume', file=sys.stderr)
+      return 2
   report(dest)
+  return 0
 
 
 if __name__ == '__main__':
-  main()
+  sys.exit(main())
