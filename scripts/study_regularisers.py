@@ -190,6 +190,12 @@ def draw(dest: pathlib.Path) -> None:
   plt.close(fig)
 
 
+def _interrupt(signum, frame):
+  """SIGTERM as Ctrl-C: run_one passes it on to the run, which checkpoints."""
+  del signum, frame
+  raise KeyboardInterrupt
+
+
 def main() -> int:
   parser = argparse.ArgumentParser(
       description=__doc__.split('\n', 1)[0],
@@ -205,6 +211,7 @@ def main() -> int:
   out, dest = pathlib.Path(args.out), pathlib.Path(args.results)
   dest.mkdir(parents=True, exist_ok=True)
   if not args.report:
+    signal.signal(signal.SIGTERM, _interrupt)
     # Paired order: each seed's two runs back to back, so that a session
     # that ends early leaves whole pairs.
     try:

@@ -7,8 +7,10 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -669,3 +671,43 @@ def test_save_meta_segment_refuses_a_rule_git_would_ignore(
   assert not (repo / 'dropped').exists()
   assert save_meta_segment.main([str(run), str(repo / 'kept/seg1')]) == 0
   assert (repo / 'kept/seg1/update_rule_params.npz').read_bytes() == b'rule'
+
+
+def test_study_regularisers_passes_sigterm_on_to_its_run(tmp_path):
+  """A SIGTERM sent to the study stops the run in progress (which then
+  checkpoints) instead of leaving it running: the study ends with one
+  error line and exit status 2, and its child got the signal."""
+  marker = tmp_path / 'child'
+  child = (
+      'import pathlib, signal, sys, time\n'
+      f'marker = pathlib.Path({str(marker)!r})\n'
+      'def stop(*_):\n'
+      '  marker.write_text("terminated")\n'
+      '  sys.exit(0)\n'
+      'signal.signal(signal.SIGTERM, stop)\n'
+      'marker.write_text("started")\n'
+      'time.sleep(120)\n')
+  driver = tmp_path / 'driver.py'
+  driver.write_text(
+      'import sys\n'
+      f'sys.path.insert(0, {str(SCRIPTS)!r})\n'
+      'import study_regularisers as s\n'
+      's.COMMITTED = {}\n'
+      f's.command = lambda *_: [sys.executable, "-c", {child!r}]\n'
+      'sys.argv = ["study_regularisers.py", "--out", '
+      f'{str(tmp_path / "out")!r}, "--results", {str(tmp_path / "res")!r}]\n'
+      'sys.exit(s.main())\n')
+  proc = subprocess.Popen([sys.executable, str(driver)],
+                          env=dict(os.environ, MPLBACKEND='Agg'),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+  deadline = time.monotonic() + 120
+  while not marker.is_file() and time.monotonic() < deadline:
+    time.sleep(0.1)
+  assert marker.read_text() == 'started'
+  proc.send_signal(signal.SIGTERM)
+  _, stderr = proc.communicate(timeout=60)
+  assert proc.returncode == 2, stderr
+  lines = stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith('error: interrupted'), stderr
+  assert marker.read_text() == 'terminated'
