@@ -27,7 +27,7 @@ import comparison  # scripts/comparison.py, beside this script
 from disco_rl.loops import config as config_lib
 
 TASKS = (
-    # The stage-2 suite (docs/meta_training.md) and its held-out tasks.
+    # The stage-2 suite (docs/studies/meta_suite.md) and its held-out tasks.
     'catch[rows=5,columns=5]', 'catch[rows=7,columns=5]',
     'gymnax:CartPole-v1', 'catch[rows=8,columns=8]', 'gymnax:Catch-bsuite',
     'gymnax:Acrobot-v1',

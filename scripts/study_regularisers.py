@@ -3,7 +3,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Do the meta-loss regularisers delay a rule's start from random parameters?
 
-The test fixed on docs/meta_training.md before it ran (after stage 3d): a
+The test fixed on docs/studies/meta_suite.md before it ran (after stage 3d): a
 lone Catch 5x5 agent meta-trains a rule from random parameters with stage
 3b's settings (the upstream notebook's), once with upstream's meta-loss
 weights ("base") and once with the two regularisers that drifted most in
