@@ -238,21 +238,29 @@ def tune(out: pathlib.Path, args, suite, settings: dict, learned
   Raises:
     comparison.Interrupted: a run stopped by a signal.
   """
-  randoms_file = args.results / 'random_returns.json'
-  randoms = (json.loads(randoms_file.read_text()) if randoms_file.is_file()
-             else {})
-  for env_task in suite:
-    if env_task not in randoms:
-      randoms[env_task] = comparison.random_return(
-          config_lib.parse_task(env_task).make_env(32))
+  randoms = random_returns(args.results, suite)
   if args.report:
     rows = read_tuning(args.results / 'tuning.csv')
   else:
-    randoms_file.write_text(json.dumps(randoms, indent=1) + '\n')
     rows = train_tuning_runs(out, args, suite, settings, learned)
   chosen, scores = choose_rates(rows, randoms)
   write_tuning(args.results, rows, scores, chosen, randoms, args)
   return chosen
+
+
+def random_returns(results: pathlib.Path, tasks) -> dict[str, float]:
+  """{task: random play's mean return} (`comparison.random_return`, 32
+  environments) for `tasks`, kept in results/random_returns.json: read
+  from there, the missing ones played and added."""
+  path = results / 'random_returns.json'
+  randoms = json.loads(path.read_text()) if path.is_file() else {}
+  missing = [t for t in tasks if t not in randoms]
+  for env_task in missing:
+    randoms[env_task] = comparison.random_return(
+        config_lib.parse_task(env_task).make_env(32))
+  if missing:
+    path.write_text(json.dumps(randoms, indent=1) + '\n')
+  return {t: randoms[t] for t in tasks}
 
 
 def train_tuning_runs(out, args, suite, settings, learned) -> list[dict]:
@@ -625,6 +633,7 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
     comparison.Interrupted: a program stopped by a signal.
   """
   rows, panels = [], {}
+  randoms = random_returns(args.results, held_out)
   for setting in args.eval_settings:
     for env_task in held_out:
       curves = panels[f'{setting} setting', env_task] = {}
@@ -652,11 +661,11 @@ def evaluate(out: pathlib.Path, args, held_out, settings: dict,
       png = comparison.plot_rules(
           args.results / f'curves_{setting}_{env_dir_name(env_task)}.png',
           f'held-out {env_task} ({setting} setting)\nmean and 95% '
-          'bootstrap band over seeds', curves)
+          'bootstrap band over seeds', curves, random=randoms[env_task])
       print(f'plot: {png}', flush=True)
   png = comparison.plot_rules_grid(
       args.results / 'curves.png', 'held-out environments: mean return and '
-      '95% bootstrap band over seeds', panels)
+      '95% bootstrap band over seeds', panels, randoms=randoms)
   print(f'plot: {png}', flush=True)
   return rows
 

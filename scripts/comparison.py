@@ -203,8 +203,8 @@ def draw_band(ax, x, runs, label: str, alpha: float = 0.25,
   ax.fill_between(x, low, high, alpha=alpha, color=line.get_color())
 
 
-def draw_rules(ax, curves: dict[str, list[dict]], x: str = 'env_steps'
-               ) -> None:
+def draw_rules(ax, curves: dict[str, list[dict]], x: str = 'env_steps',
+               random: float | None = None) -> None:
   """Draws on `ax`, per rule, the mean return over seeds (each seed's curve
   smoothed over 1/50 of its length) and its 95% percentile-bootstrap band
   (unlike a t interval over few seeds, it stays within the returns seen).
@@ -214,7 +214,12 @@ def draw_rules(ax, curves: dict[str, list[dict]], x: str = 'env_steps'
     curves: {rule: [each seed's curve, `read_seed_curves`]}, a rule being
       a key of `plots.RULE_COLOURS` (its colour and name).
     x: the curves' key on the x axis.
+    random: random play's mean return (`random_return`), drawn as a dashed
+      line in its colour; None: no line.
   """
+  if random is not None:
+    ax.axhline(random, color=plots.rule_colour('random'), linestyle='--',
+               linewidth=1, label=plots.RULE_NAMES['random'])
   for rule, runs in curves.items():
     length = min(len(c[x]) for c in runs)
     window = max(1, length // 50)
@@ -226,8 +231,8 @@ def draw_rules(ax, curves: dict[str, list[dict]], x: str = 'env_steps'
 
 
 def plot_rules(path, title: str, curves: dict[str, list[dict]],
-               x: str = 'env_steps', xlabel: str = 'environment steps'
-               ) -> pathlib.Path:
+               x: str = 'env_steps', xlabel: str = 'environment steps',
+               random: float | None = None) -> pathlib.Path:
   """Per rule, the mean return over seeds and its 95% bootstrap band (a PNG).
 
   Args:
@@ -236,16 +241,18 @@ def plot_rules(path, title: str, curves: dict[str, list[dict]],
     curves: {rule: [each seed's curve, `read_seed_curves`]} (`draw_rules`).
     x: the curves' key on the x axis.
     xlabel: its label.
+    random: random play's mean return, a dashed line (None: none).
   """
   fig, ax = plots.new_figure()
-  draw_rules(ax, curves, x)
+  draw_rules(ax, curves, x, random)
   return plots.save_figure(fig, ax, path, xlabel, 'average episode return',
                            title, dpi=120)
 
 
 def plot_rules_grid(path, title: str,
                     panels: dict[tuple[str, str], dict[str, list[dict]]],
-                    x: str = 'env_steps', xlabel: str = 'environment steps'
+                    x: str = 'env_steps', xlabel: str = 'environment steps',
+                    randoms: dict[str, float] | None = None
                     ) -> pathlib.Path:
   """`plot_rules` of several settings and environments in one PNG: a row
   per setting, a column per environment, one legend.
@@ -257,7 +264,10 @@ def plot_rules_grid(path, title: str,
       pair leaves its panel empty.
     x: the curves' key on the x axis.
     xlabel: its label.
+    randoms: {column label: random play's mean return}, a dashed line in
+      that column's panels (a column not there: none).
   """
+  randoms = randoms or {}
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -274,7 +284,7 @@ def plot_rules_grid(path, title: str,
       if (row, column) not in panels:
         ax.set_axis_off()
         continue
-      draw_rules(ax, panels[row, column], x)
+      draw_rules(ax, panels[row, column], x, randoms.get(column))
       ax.set_title(f'{column}\n{row}', fontsize=9)
       ax.grid(alpha=0.3)
       ax.set_xlabel(xlabel, fontsize=9)

@@ -192,6 +192,30 @@ def test_meta_suite_learning_rates_chosen_by_normalised_suite_scores(
     benchmark_meta_suite.choose_rates(rows, {'a': 0.0, 'b': -1.0})
 
 
+def test_meta_suite_random_returns_are_kept_and_played_only_when_missing(
+    tmp_path, monkeypatch):
+  """random_returns.json keeps random play's return per task (the tuning
+  tasks' and the held-out environments', whose curves draw it): a task
+  there is read back, a missing one played once and added."""
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import benchmark_meta_suite  # pylint: disable=g-import-not-at-top
+  played = []
+  monkeypatch.setattr(benchmark_meta_suite.comparison, 'random_return',
+                      lambda env: played.append(env) or -0.25)
+  (tmp_path / 'random_returns.json').write_text(
+      json.dumps({'catch[rows=5,columns=5]': -0.6}))
+  got = benchmark_meta_suite.random_returns(
+      tmp_path, ['catch[rows=5,columns=5]', 'catch[rows=8,columns=8]'])
+  assert got == {'catch[rows=5,columns=5]': -0.6,
+                 'catch[rows=8,columns=8]': -0.25}
+  assert len(played) == 1
+  assert json.loads((tmp_path / 'random_returns.json').read_text()) == got
+  assert benchmark_meta_suite.random_returns(
+      tmp_path, ['catch[rows=8,columns=8]']) == {
+          'catch[rows=8,columns=8]': -0.25}
+  assert len(played) == 1
+
+
 def test_meta_suite_continues_from_committed_results(tmp_path, monkeypatch):
   """What a new machine reuses from --results: a tuning row read back from
   tuning.csv matches its run only with the same steps and seeds (a row

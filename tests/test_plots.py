@@ -56,6 +56,30 @@ def test_the_comparison_figures_draw_each_rule_in_its_colour():
   fig.clf()
 
 
+def test_the_comparison_figures_draw_random_play_where_given(
+    tmp_path, monkeypatch):
+  """A dashed random-play line at its return, in its colour; the grid
+  draws each column's own."""
+  curve = dict(env_steps=np.arange(10.0), avg_return=np.linspace(0, 1, 10))
+  fig, ax = plots.new_figure()
+  comparison.draw_rules(ax, {'learned': [curve]}, random=-0.75)
+  random_line, = [l for l in ax.lines if l.get_label() == 'random play']
+  assert _hex(random_line.get_color()) == _hex(plots.RULE_COLOURS['random'])
+  assert random_line.get_linestyle() == '--'
+  assert list(random_line.get_ydata()) == [-0.75, -0.75]
+  fig.clf()
+  drawn = []
+  original = comparison.draw_rules
+  monkeypatch.setattr(comparison, 'draw_rules',
+                      lambda ax, c, x, random: drawn.append(random) or
+                      original(ax, c, x, random))
+  comparison.plot_rules_grid(
+      tmp_path / 'grid.png', 'title',
+      {('eval', 'a'): {'learned': [curve]},
+       ('eval', 'b'): {'learned': [curve]}}, randoms={'a': -0.5})
+  assert drawn == [-0.5, None]
+
+
 def test_the_minatar_curves_draw_each_rule_and_random_play_in_its_colour(
     tmp_path, monkeypatch):
   drawn = {}
