@@ -735,3 +735,33 @@ def test_study_regularisers_passes_sigterm_on_to_its_run(tmp_path):
   lines = stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith('error: interrupted'), stderr
   assert marker.read_text() == 'terminated'
+
+
+def test_meta_suite_results_md_says_nothing_was_meta_trained_for_learned(
+    tmp_path, monkeypatch):
+  """With --learned (a rule meta-trained before), results.md does not list
+  meta-training settings as if this run had meta-trained: only as the meta
+  setting's source, when that setting was evaluated."""
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import benchmark_meta_suite  # pylint: disable=g-import-not-at-top
+  from disco_rl import MetaTrainConfig  # pylint: disable=g-import-not-at-top
+  rows = [dict(setting='eval', env='catch', rule='learned', seeds=1,
+               final_return_mean=0.5, final_return_ci95=0.0,
+               final_returns=[0.5])]
+  meta = MetaTrainConfig(num_steps=7)
+  for used, expected in ((['eval'], None),
+                         (['eval', 'meta'], "The meta setting's source")):
+    benchmark_meta_suite.write_tables(
+        tmp_path, rows, 'cmd', meta, {'eval': {}, 'meta': {}}, used, None,
+        learned='rule.npz')
+    text = (tmp_path / 'results.md').read_text()
+    assert 'Meta-training settings' not in text
+    if expected is None:
+      assert 'num_steps' not in text
+    else:
+      assert expected in text and "'num_steps': 7" in text
+  benchmark_meta_suite.write_tables(
+      tmp_path, rows, 'cmd', meta, {'eval': {}}, ['eval'],
+      dict(final_pos_rewards=1.0, first_pos_rewards=0.0))
+  assert "Meta-training settings (MetaTrainConfig fields other than their " \
+      "defaults): `{'num_steps': 7}`" in (tmp_path / 'results.md').read_text()
