@@ -39,8 +39,8 @@
 3. Writes meta_tasks.png (each task's reward per step against meta-steps;
    with --meta-init, the first stage's run before it when its metrics.csv
    is beside the npz), curves_<setting>_<env>.png (mean return and 95%
-   bootstrap band over seeds against environment steps; curves.png: all of them,
-   a row per setting), results.csv and results.md (final
+   bootstrap band over seeds against environment steps, random play's
+   return dashed; curves.png: all of them, a row per setting), results.csv and results.md (final
    return: mean return of the episodes ending in the last 10% of steps,
    mean +- 95% t interval over seeds) and the command (command.txt).
    These small outputs go to `--results` (default: --out), with per
