@@ -39,6 +39,13 @@ def other_colour(i: int) -> str:
   return OTHER_COLOURS[i % len(OTHER_COLOURS)]
 
 
+def random_play_line(ax, value: float, label: str = RULE_NAMES['random']):
+  """Draws random play's return `value` on `ax` as every figure does: a
+  dashed horizontal line in its colour, labelled `label`."""
+  return ax.axhline(value, color=rule_colour('random'), linestyle='--',
+                    linewidth=1, label=label)
+
+
 def rule_title(rule: str, given_parameters: bool = False) -> str:
   """How a figure's title names the rule that trained its agent: 'Disco103',
   'actor-critic'; with parameters given (a meta-trained rule's file, say),

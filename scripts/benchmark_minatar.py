@@ -511,9 +511,8 @@ def plot_game(out: pathlib.Path, game: str, curves: dict,
     _draw_range(ax, first['updates'][:length], ys,
                 f'{RULE_LABELS[rule]} ({len(runs)} seeds)',
                 color=plots.rule_colour(rule))
-  ax.axhline(random_return, color=plots.rule_colour('random'),
-             linestyle='--', linewidth=1,
-             label=f'random play ({random_return:.2f})')
+  plots.random_play_line(ax, random_return,
+                         f'random play ({random_return:.2f})')
   return plots.save_figure(
       fig, ax, out / f'curves_{game}.png',
       f'learner updates ({per_update:.0f} environment steps each)',
@@ -552,9 +551,7 @@ def plot_iqm(out, games, curves, randoms) -> pathlib.Path:
     x = runs[0][0]['updates'][:length]
     ax.plot(x, value, label=RULE_LABELS[rule], color=plots.rule_colour(rule))
     ax.fill_between(x, low, high, alpha=0.25, color=plots.rule_colour(rule))
-  ax.axhline(0.0, color=plots.rule_colour('random'), linestyle='--',
-             linewidth=1,
-             label='random play (0)')
+  plots.random_play_line(ax, 0.0, 'random play (0)')
   return plots.save_figure(
       fig, ax, out / 'iqm.png', 'learner updates',
       'IQM of normalised return',

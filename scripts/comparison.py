@@ -218,8 +218,7 @@ def draw_rules(ax, curves: dict[str, list[dict]], x: str = 'env_steps',
       line in its colour; None: no line.
   """
   if random is not None:
-    ax.axhline(random, color=plots.rule_colour('random'), linestyle='--',
-               linewidth=1, label=plots.RULE_NAMES['random'])
+    plots.random_play_line(ax, random)
   for rule, runs in curves.items():
     length = min(len(c[x]) for c in runs)
     window = max(1, length // 50)

@@ -179,8 +179,7 @@ def draw(dest: pathlib.Path) -> None:
                 styles[variant], color=plots.other_colour(i),
                 label=f'seed {seed}, {labels[variant]}')
   ax.axhline(THRESHOLD, color='grey', lw=0.8, ls=':', label='threshold')
-  ax.axhline(-0.15, color=plots.rule_colour('random'), lw=0.8,
-             label='random play (about)')
+  plots.random_play_line(ax, -0.15, 'random play (about)')
   ax.set_xlabel('meta-step (a run stops at its crossing)')
   ax.set_ylabel(f'reward per step, {WINDOW}-step mean')
   ax.set_title('A rule from random parameters, one Catch 5x5 agent')
