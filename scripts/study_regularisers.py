@@ -36,6 +36,7 @@ import time
 import pandas as pd
 
 from disco_rl import plots
+from disco_rl import signals
 
 TASK = 'catch[rows=5,columns=5]'
 THRESHOLD = -0.05
@@ -80,17 +81,30 @@ def command(seed: int, variant: str, run: pathlib.Path) -> list[str]:
       '--no-debug-checks', '--out', str(run)] + VARIANTS[variant]
 
 
-def run_one(seed: int, variant: str, out: pathlib.Path,
-            dest: pathlib.Path) -> None:
-  """Runs (or resumes) one run until its crossing or its end; keeps its curve."""
+def run_one(seed: int, variant: str, out: pathlib.Path, dest: pathlib.Path,
+            stop: signals.StopOnSignal) -> None:
+  """Runs (or resumes) one run until its crossing or its end; keeps its curve.
+
+  Raises:
+    KeyboardInterrupt: `stop` saw a signal; the run was stopped (it
+      checkpoints).
+  """
+  if stop.signal_name:  # came between two runs
+    raise KeyboardInterrupt
   run = out / f'{variant}_seed{seed}'
   metrics = run / 'metrics.csv'
   print(f'{variant} seed {seed}: {" ".join(command(seed, variant, run))}',
         flush=True)
   proc = subprocess.Popen(command(seed, variant, run))
   try:
+    waited = 0
     while proc.poll() is None:
-      time.sleep(20)
+      time.sleep(1)
+      if stop.signal_name:
+        raise KeyboardInterrupt
+      waited += 1
+      if waited % 20:  # The metrics every 20 s.
+        continue
       rows = read_metrics(metrics)
       if rows is not None and crossing(rows['rewards']) is not None:
         proc.send_signal(signal.SIGTERM)  # saves a checkpoint, exits
@@ -189,12 +203,6 @@ def draw(dest: pathlib.Path) -> None:
   plt.close(fig)
 
 
-def _interrupt(signum, frame):
-  """SIGTERM as Ctrl-C: run_one passes it on to the run, which checkpoints."""
-  del signum, frame
-  raise KeyboardInterrupt
-
-
 def main() -> int:
   parser = argparse.ArgumentParser(
       description=__doc__.split('\n', 1)[0],
@@ -210,15 +218,16 @@ def main() -> int:
   out, dest = pathlib.Path(args.out), pathlib.Path(args.results)
   dest.mkdir(parents=True, exist_ok=True)
   if not args.report:
-    signal.signal(signal.SIGTERM, _interrupt)
     # Paired order: each seed's two runs back to back, so that a session
-    # that ends early leaves whole pairs.
+    # that ends early leaves whole pairs. A SIGINT or SIGTERM stops the run
+    # in progress (run_one passes it on; the run checkpoints).
     try:
-      for seed in SEEDS:
-        for variant in VARIANTS:
-          if curve(dest, variant, seed) is None:
-            run_one(seed, variant, out, dest)
-            report(dest)
+      with signals.StopOnSignal() as stop:
+        for seed in SEEDS:
+          for variant in VARIANTS:
+            if curve(dest, variant, seed) is None:
+              run_one(seed, variant, out, dest, stop)
+              report(dest)
     except RuntimeError as e:
       print(f'error: {e}', file=sys.stderr)
       return 2
