@@ -755,15 +755,14 @@ def write_tables(out, rows, command, meta, settings, used, meta_summary,
     # init='disco_103' only says the starting parameters come in the
     # disco_103.npz layout: here they are --meta-init's, not Disco103's.
     changed['init'] = f'{meta_init} (disco_103 layout; not Disco103)'
+  lines.append('')
   if learned is None:
-    lines += ['', f'Meta-training settings (MetaTrainConfig fields other '
-              f'than their defaults): `{changed}`']
+    lines.append(f'Meta-training settings (MetaTrainConfig fields other '
+                 f'than their defaults): `{changed}`')
   elif 'meta' in used:  # Nothing meta-trained: they define that setting.
-    lines += ['', f'The meta setting\'s source (MetaTrainConfig fields '
-              f'other than their defaults; nothing meta-trained in this '
-              f'run): `{changed}`']
-  else:
-    lines.append('')
+    lines.append(f'The meta setting\'s source (MetaTrainConfig fields other '
+                 f'than their defaults; nothing meta-trained in this run): '
+                 f'`{changed}`')
   for name in used:
     lines.append(f'Evaluation setting {name!r} (every environment and '
                  f'rule): `{settings[name]}`')
