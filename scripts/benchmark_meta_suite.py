@@ -42,7 +42,7 @@
    bootstrap band over seeds against environment steps, random play's
    return dashed; curves.png: all of them, a row per setting), results.csv and results.md (final
    return: mean return of the episodes ending in the last 10% of steps,
-   mean +- 95% t interval over seeds) and the command (command.txt).
+   the mean over seeds and their range) and the command (command.txt).
    These small outputs go to `--results` (default: --out), with per
    held-out run its compact curves and final returns
    (<eval_setting>/<env>/<rule>[/lr_<rate>]/curves.csv, finals.json,
@@ -741,16 +741,18 @@ def write_tables(out, rows, command, meta, settings, used, meta_summary,
           'trained with it on held-out environments')
   lines = [
       f'{what}; final return = mean episode return over the last '
-      f'{FINAL_FRACTION:.0%} of environment steps; mean +- 95% t interval '
-      'over seeds.', '',
+      f'{FINAL_FRACTION:.0%} of environment steps; the mean over seeds and '
+      'their range (min to max): with so few seeds, a t interval would '
+      'claim more (and can run past the returns possible).', '',
       '| setting | held-out env | rule | seeds | final return | per seed |',
       '|---|---|---|---|---|---|']
   for r in rows:
     seeds = ', '.join(f'{x:.2f}' for x in r['final_returns'])
     lines.append(
         f'| {r["setting"]} | {r["env"]} | {RULE_LABELS[r["rule"]]} | '
-        f'{r["seeds"]} | {r["final_return_mean"]:.3f} +- '
-        f'{r["final_return_ci95"]:.3f} | {seeds} |')
+        f'{r["seeds"]} | {r["final_return_mean"]:.3f} '
+        f'({min(r["final_returns"]):.3f} to {max(r["final_returns"]):.3f}) '
+        f'| {seeds} |')
   if meta_init and changed.get('init') == 'disco_103':
     # init='disco_103' only says the starting parameters come in the
     # disco_103.npz layout: here they are --meta-init's, not Disco103's.

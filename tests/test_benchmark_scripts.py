@@ -765,3 +765,25 @@ def test_meta_suite_results_md_says_nothing_was_meta_trained_for_learned(
       dict(final_pos_rewards=1.0, first_pos_rewards=0.0))
   assert "Meta-training settings (MetaTrainConfig fields other than their " \
       "defaults): `{'num_steps': 7}`" in (tmp_path / 'results.md').read_text()
+
+
+def test_meta_suite_results_md_gives_the_range_over_seeds(tmp_path,
+                                                          monkeypatch):
+  """results.md gives each row's mean and range (min to max) over seeds,
+  not a t interval, which with 3 seeds on Catch (returns within +-1) runs
+  past the returns possible."""
+  monkeypatch.syspath_prepend(str(SCRIPTS))
+  import benchmark_meta_suite  # pylint: disable=g-import-not-at-top
+  from disco_rl import MetaTrainConfig  # pylint: disable=g-import-not-at-top
+  finals = [0.9779518950437318, 0.990615889212828,
+            0.47512755102040816]  # A committed meta-setting row (Catch 8x8).
+  rows = [dict(setting='meta', env='catch', rule='learned', seeds=3,
+               final_return_mean=float(np.mean(finals)),
+               final_return_ci95=0.73, final_returns=finals)]
+  benchmark_meta_suite.write_tables(
+      tmp_path, rows, 'cmd', MetaTrainConfig(), {'meta': {}}, ['meta'],
+      None, learned='rule.npz')
+  text = (tmp_path / 'results.md').read_text()
+  assert '| meta | catch | meta-trained here | 3 | 0.815 (0.475 to 0.991) | ' \
+      '0.98, 0.99, 0.48 |' in text, text
+  assert '+-' not in text and 't interval' in text
