@@ -750,9 +750,8 @@ def write_tables(out, rows, command, meta, settings, used, meta_summary,
     seeds = ', '.join(f'{x:.2f}' for x in r['final_returns'])
     lines.append(
         f'| {r["setting"]} | {r["env"]} | {RULE_LABELS[r["rule"]]} | '
-        f'{r["seeds"]} | {r["final_return_mean"]:.3f} '
-        f'({min(r["final_returns"]):.3f} to {max(r["final_returns"]):.3f}) '
-        f'| {seeds} |')
+        f'{r["seeds"]} | {comparison.mean_range(r["final_returns"])} | '
+        f'{seeds} |')
   if meta_init and changed.get('init') == 'disco_103':
     # init='disco_103' only says the starting parameters come in the
     # disco_103.npz layout: here they are --meta-init's, not Disco103's.

@@ -25,6 +25,7 @@ import sys
 import numpy as np
 
 import benchmark_meta_suite  # scripts/benchmark_meta_suite.py, beside this
+import comparison  # scripts/comparison.py, beside this
 
 
 def read_rows(path) -> list[dict]:
@@ -80,8 +81,8 @@ def table(rows: list[dict]) -> list[str]:
 
 
 def _cell(values: list[float], standing: str, rate=None) -> str:
-  text = (f'{np.mean(values):.3f} ({min(values):.3f} to {max(values):.3f})'
-          f', {standing}' + ('' if rate is None else f', lr {rate:g}'))
+  text = (f'{comparison.mean_range(values)}, {standing}'
+          + ('' if rate is None else f', lr {rate:g}'))
   return f'**{text}**' if standing == 'ahead' else text
 
 

@@ -86,6 +86,14 @@ def mean_ci(values) -> tuple[float, float]:
   return float(x.mean()), float(half)
 
 
+def mean_range(values) -> str:
+  """'mean (min to max)' of per-seed values, 3 decimals: the spread that
+  few seeds can support (a t interval over 3 can run past the returns
+  possible)."""
+  return (f'{np.mean(values):.3f} ({min(values):.3f} to '
+          f'{max(values):.3f})')
+
+
 def read_seed_curves(path) -> dict[int, dict[str, np.ndarray]]:
   """{seed: [N] step, env_steps, avg_return and episodes} of a run's
   metrics.csv (one row per step and seed; `EvalConfig.num_seeds` seeds in
