@@ -67,7 +67,7 @@ import numpy as np
 
 import comparison  # scripts/comparison.py, beside this script
 from disco_rl import plots
-import rl_stats  # scripts/rl_stats.py
+from disco_rl.studies import stats as rl_stats
 
 GAMES = ('Asterix', 'Breakout', 'Freeway', 'Seaquest', 'SpaceInvaders')
 RULES = ('disco_103', 'actor_critic')
