@@ -9,6 +9,7 @@ actor-critic baseline or policy gradient, and can be differentiated through
 for meta-training (`is_meta_training=True`).
 """
 
+from collections.abc import Mapping
 import logging
 from typing import Any
 
@@ -448,19 +449,22 @@ class Agent:
 # Settings.
 
 
-def get_settings_disco() -> config_dict.ConfigDict:
-  """Settings of an agent trained by Disco103 (the paper's configuration)."""
-  # The lifetime (per-update) LSTM inside the meta-network.
-  meta_rnn = dict(policy_channels=(16, 2), embedding_size=(16,),
-                  pred_embedding_size=(16, 1), hidden_size=128)
+def get_settings_disco(
+    rule_sizes: disco.MetaNetSizes | Mapping[str, Any] | None = None
+) -> config_dict.ConfigDict:
+  """Settings of an agent trained by Disco103 (the paper's configuration).
+
+  Args:
+    rule_sizes: the meta-network's sizes (`disco.MetaNetSizes`, or a
+      mapping of some of its fields); None: Disco103's. Other sizes make a
+      rule of Disco103's architecture that Disco103's weights do not fit
+      (e.g. one to meta-train at LPG's size).
+  """
   meta_net = dict(
-      name='lstm', prediction_size=600, hidden_size=256,
-      embedding_size=(16, 1), policy_target_channels=(16,),
-      policy_channels=(16, 2),
+      name='lstm', **disco.as_sizes(rule_sizes).net_kwargs(),
       # Initialisation scales of the meta-network's output layers.
       output_stddev=0.3, aux_stddev=0.3, policy_target_stddev=0.3,
-      state_stddev=1.0,
-      meta_rnn_kwargs=meta_rnn, input_option=disco.get_input_option())
+      state_stddev=1.0, input_option=disco.get_input_option())
   agent_net = dict(
       dense=(512, 512), model_arch_name='lstm', head_w_init_std=1e-2,
       model_kwargs=dict(head_mlp_hiddens=(128,), lstm_size=128))
@@ -501,12 +505,19 @@ RULES = {'disco_103': get_settings_disco,
          'actor_critic': get_settings_actor_critic}
 # The constructor settings each network's torso takes, by network name.
 TORSO_FIELDS = {'mlp': (), 'conv': ('conv_channels', 'conv_kernel'),
-                'resnet': ('resnet_channels', 'resnet_blocks')}
+                'resnet': ('resnet_channels', 'resnet_blocks'),
+                'tabular': ()}
+# The rules whose meta-network's sizes a job may choose (`rule_sizes`), and
+# the names of those sizes (`disco.MetaNetSizes`' fields).
+SIZED_RULES = ('disco_103',)
+RULE_SIZE_FIELDS = disco.SIZE_FIELDS
 
 
 def make_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
                   model_head_hiddens, precision: str = 'float32',
-                  net: str = 'mlp', **torso) -> config_dict.ConfigDict:
+                  net: str = 'mlp', rule_sizes: disco.MetaNetSizes
+                  | Mapping[str, Any] | None = None,
+                  **torso) -> config_dict.ConfigDict:
   """The settings of a job's agent: the rule's, with the job's network.
 
   The one place where a job's fields become an agent (the eval job's and
@@ -515,20 +526,28 @@ def make_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
   Args:
     rule: 'disco_103' (the Disco agent) or 'actor_critic'.
     learning_rate: the agent's learning rate.
-    dense: hidden sizes of the MLP torso.
+    dense: hidden sizes of the MLP torso (unused by 'tabular').
     model_lstm_size: size of the action model's LSTM.
     model_head_hiddens: hidden sizes of the action model's heads.
     precision: compute dtype of the network (`nets.with_precision`).
-    net: 'mlp', 'conv' (`nets.ConvNet`) or 'resnet' (`nets.ResNet`).
+    net: 'mlp', 'conv' (`nets.ConvNet`), 'resnet' (`nets.ResNet`) or
+      'tabular' (`nets.Tabular`: linear heads on the observation itself).
+    rule_sizes: for rule 'disco_103', the meta-network's sizes
+      (`disco.MetaNetSizes` or a mapping of some of `RULE_SIZE_FIELDS`);
+      None or empty: Disco103's.
     **torso: the network's own settings, `TORSO_FIELDS[net]`; missing ones
       take the network's defaults.
 
   Raises:
-    ValueError: an unknown rule or net, or settings `net` does not take.
+    ValueError: an unknown rule or net, settings `net` does not take, or
+      sizes for a rule without a meta-network.
   """
   if rule not in RULES:
     raise ValueError(f'Unknown rule {rule!r}; expected one of '
                      f'{tuple(RULES)}.')
+  if rule_sizes and rule not in SIZED_RULES:
+    raise ValueError(f'rule_sizes are the sizes of a meta-network: rule '
+                     f'{rule!r} has none (rules with one: {SIZED_RULES}).')
   if net not in TORSO_FIELDS:
     raise ValueError(f'Unknown net {net!r}; expected one of '
                      f'{tuple(TORSO_FIELDS)}.')
@@ -536,7 +555,8 @@ def make_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
   if extra:
     raise ValueError(f'net={net!r} takes the torso settings '
                      f'{list(TORSO_FIELDS[net])}, got also {extra}.')
-  settings = RULES[rule]()
+  settings = (RULES[rule](rule_sizes) if rule in SIZED_RULES
+              else RULES[rule]())
   settings.net_settings.name = net
   settings.net_settings.net_args = dict(
       dense=tuple(dense), model_arch_name='lstm', head_w_init_std=1e-2,

@@ -316,3 +316,53 @@ def test_resnet_needs_an_image_and_computes_in_bfloat16(fast_compile):
   chex.assert_trees_all_close(out16, out32, rtol=5e-2, atol=5e-2)
   jaxpr = str(jax.make_jaxpr(agent16.network.unroll)(params, {}, obs, reset))
   assert 'conv_general_dilated' in jaxpr and 'bf16[' in jaxpr
+
+
+# ----------------------------------------------------------------------------
+# The tabular torso ('tabular'): LPG's tabular agents.
+
+
+def test_tabular_heads_are_tables_over_one_hot_states():
+  """No torso: every head is linear in the observation, so on one-hot
+  states each state's outputs are its own row of each head (plus the
+  bias), and changing one state's row changes only that state's."""
+  from dm_env import specs  # pylint: disable=g-import-not-at-top
+  settings = agent_lib.make_settings('actor_critic', 1e-2, (16,), 8, (8,),
+                                     net='tabular')
+  agent = agent_lib.Agent(
+      single_observation_spec={'observation': specs.Array((6,), np.uint8)},
+      single_action_spec=specs.BoundedArray((), np.int32, 0, 2),
+      agent_settings=settings, batch_axis_name=None)
+  names = _param_names(agent)
+  assert names == {  # Policy logits [A] and the categorical value [601].
+      'tabular/~_head_pass/torso_head/~/linear_0': {'w': (6, 3), 'b': (3,)},
+      'tabular/~_head_pass/torso_head_1/~/linear_0': {'w': (6, 601),
+                                                      'b': (601,)}}
+  params = agent.initial_learner_state(jax.random.PRNGKey(0)).params
+  state = agent.initial_actor_state(jax.random.PRNGKey(0))
+  states = {'observation': jnp.eye(6, dtype=jnp.uint8)[None]}  # [1, 6, 6]
+  reset = jnp.zeros((1, 6), bool)
+
+  def logits(p):
+    return agent.network.unroll(p, state, states, reset)[0]['logits'][0]
+
+  head = params['tabular/~_head_pass/torso_head/~/linear_0']
+  np.testing.assert_allclose(logits(params), head['w'] + head['b'],
+                             rtol=1e-6)
+  changed = jax.tree.map(lambda x: x, params)
+  changed['tabular/~_head_pass/torso_head/~/linear_0'] = dict(
+      head, w=head['w'].at[2].add(1.0))
+  moved = np.abs(logits(changed) - logits(params)).max(-1)
+  np.testing.assert_allclose(moved, [0, 0, 1, 0, 0, 0], atol=1e-6)
+
+
+def test_tabular_is_a_net_jobs_can_name():
+  """config.py takes its choices from agent.TORSO_FIELDS; the Disco
+  agent's action model reads the observation too."""
+  assert 'tabular' in config_lib.NETS
+  assert config_lib.EvalConfig(net='tabular').net == 'tabular'
+  nets.check_observation_spec('tabular', {'o': np.zeros((5, 5, 3))})
+  names = _param_names(_spec_agent('tabular', (4, 3)))
+  assert not any('_embedding_pass' in n for n in names)
+  assert names['tabular/linear']['w'] == (12, 8)  # Root of the model.
+  assert names['tabular/~_head_pass/torso_head/~/linear_0']['w'] == (12, 3)

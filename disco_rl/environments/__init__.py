@@ -27,6 +27,7 @@ from disco_rl.environments import envpool_env
 from disco_rl.environments import gymnax_env
 from disco_rl.environments import jittable_envs
 from disco_rl.environments import jumanji_env
+from disco_rl.environments import lpg
 from disco_rl.environments import registry
 
 Family = registry.Family
@@ -48,6 +49,7 @@ register(jumanji_env.PREFIX, jumanji_env.make,
          names=jumanji_env.jumanji_names, package=jumanji_env.PACKAGE)
 register(envpool_env.PREFIX, envpool_env.make, on_host=True,
          names=envpool_env.atari_names, package=envpool_env.PACKAGE)
+register(lpg.PREFIX, lpg.make, names=lpg.lpg_names)
 
 # The Catch names: the jittable one (stepped on the device) and the dm_env
 # one (stepped on the host).

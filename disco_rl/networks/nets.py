@@ -373,6 +373,29 @@ class ResNet(MLP):
     return super()._embedding_pass([jax.nn.relu(x)] + others, should_reset)
 
 
-NETWORKS = {'mlp': MLP, 'conv': ConvNet, 'resnet': ResNet}
+class Tabular(MLP):
+  """Tabular agent: the heads and action model read the observation itself.
+
+  The torso is the identity: the observations, flattened and concatenated
+  ([B, F]), go straight into the `MLP`'s linear heads (one per output) and
+  the action model's root embedding. On one-hot observations (the LPG
+  gridworlds' and delayed chains', `environments.lpg_gridworld` and
+  `environments.delayed_chain`) every head is then a table with one entry
+  per state (plus a shared bias), as LPG's tabular agents; on other
+  observations it is a linear agent. `dense` is accepted (every network is
+  given the job's) and unused. Parameters:
+  `tabular/~_head_pass/torso_head/~/linear_0`, ..., then the action model's
+  under `tabular/` (`tabular/linear`, `tabular/action_cond/linear`, ...).
+  """
+
+  def _embedding_pass(self, inputs: chex.ArrayTree,
+                      should_reset: chex.Array | None = None) -> chex.Array:
+    """[B, ...] observations -> [B, F], flattened and concatenated."""
+    del should_reset  # Stateless.
+    return jnp.concatenate(
+        [hk.Flatten()(leaf) for leaf in jax.tree.leaves(inputs)], -1)
+
+
+NETWORKS = {'mlp': MLP, 'conv': ConvNet, 'resnet': ResNet, 'tabular': Tabular}
 # The networks that take one [H, W, C] image.
 IMAGE_NETWORKS = ('conv', 'resnet')

@@ -7,9 +7,15 @@ a prediction z [A, Y], auxiliary policy logits aux_pi [A, A] and a
 categorical action value q [A, bins]. The meta-network maps the trajectory to
 targets pi, y, z; the agent minimises KL(target || output) for each, plus an
 auxiliary one-step policy prediction loss and a Retrace value loss on q.
+
+The meta-network's sizes are `MetaNetSizes` (Disco103's by default); a rule
+of other sizes is the same modules with other shapes, and
+`sizes_from_params` reads the sizes back from a rule's parameters.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+import dataclasses
+import re
 from typing import Any
 
 import chex
@@ -28,6 +34,145 @@ META_NETWORKS = {'lstm': meta_nets.LSTM}
 AGENT_OUTPUTS = ('logits', 'y', 'z', 'aux_pi', 'q')
 HYPER_PARAMS = ('pi_cost', 'y_cost', 'z_cost', 'value_cost', 'aux_policy_cost',
                 'target_params_coeff', 'value_fn_td_lambda')
+
+
+@dataclasses.dataclass(frozen=True)
+class MetaNetSizes:
+  """The sizes of the meta-network (`meta_nets.LSTM`); defaults: Disco103's.
+
+  Only shapes change with them: the Haiku module and parameter names are
+  the same at every size (so Disco103's weights load at the defaults).
+
+  Attributes:
+    prediction_size: Y, the categories of the agent's predictions y [Y] and
+      z [A, Y] and of their targets (LPG: 8).
+    hidden_size: the backward (per-trajectory) LSTM, run over every step.
+    embedding_size: hidden sizes of the MLPs embedding y and z [.., Y] (the
+      last is the width of each embedded prediction).
+    policy_channels: channels of the per-action input embedding.
+    policy_target_channels: channels of the policy-target head.
+    meta_hidden_size: the lifetime LSTM (one step per agent update).
+    meta_embedding_size: hidden sizes of the lifetime LSTM's summary MLP.
+    meta_pred_embedding_size: the lifetime LSTM's y/z embedding MLPs.
+    meta_policy_channels: the lifetime LSTM's per-action input embedding.
+  """
+
+  prediction_size: int = 600
+  hidden_size: int = 256
+  embedding_size: tuple[int, ...] = (16, 1)
+  policy_channels: tuple[int, ...] = (16, 2)
+  policy_target_channels: tuple[int, ...] = (16,)
+  meta_hidden_size: int = 128
+  meta_embedding_size: tuple[int, ...] = (16,)
+  meta_pred_embedding_size: tuple[int, ...] = (16, 1)
+  meta_policy_channels: tuple[int, ...] = (16, 2)
+
+  def __post_init__(self):
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      if isinstance(field.default, tuple):
+        value = tuple(int(v) for v in _sizes_tuple(value, field.name))
+        object.__setattr__(self, field.name, value)
+        if not value or min(value) < 1:
+          raise ValueError(f'MetaNetSizes.{field.name} must be one or more '
+                           f'positive sizes, got {value}.')
+      elif (isinstance(value, bool) or not isinstance(value, int)
+            or value < 1):
+        raise ValueError(f'MetaNetSizes.{field.name} must be a positive '
+                         f'integer, got {value!r}.')
+
+  def net_kwargs(self) -> dict[str, Any]:
+    """The size arguments of `meta_nets.LSTM` (with its `MetaLSTM`'s)."""
+    return dict(
+        prediction_size=self.prediction_size, hidden_size=self.hidden_size,
+        embedding_size=self.embedding_size,
+        policy_channels=self.policy_channels,
+        policy_target_channels=self.policy_target_channels,
+        meta_rnn_kwargs=dict(
+            policy_channels=self.meta_policy_channels,
+            embedding_size=self.meta_embedding_size,
+            pred_embedding_size=self.meta_pred_embedding_size,
+            hidden_size=self.meta_hidden_size))
+
+
+SIZE_FIELDS = tuple(f.name for f in dataclasses.fields(MetaNetSizes))
+
+
+def _sizes_tuple(value: Any, name: str) -> tuple[Any, ...]:
+  if isinstance(value, int) and not isinstance(value, bool):
+    return (value,)
+  if isinstance(value, Sequence) and not isinstance(value, str):
+    return tuple(value)
+  raise ValueError(f'MetaNetSizes.{name} must be a sequence of positive '
+                   f'sizes, got {value!r}.')
+
+
+def as_sizes(sizes: 'MetaNetSizes | Mapping[str, Any] | None'
+             ) -> MetaNetSizes:
+  """`sizes` as `MetaNetSizes`: a `MetaNetSizes`, a mapping of some of its
+  fields (the others Disco103's), or None (Disco103's).
+
+  Raises:
+    ValueError: a key that is not a field, naming the fields.
+  """
+  if sizes is None:
+    return MetaNetSizes()
+  if isinstance(sizes, MetaNetSizes):
+    return sizes
+  sizes = dict(sizes)
+  unknown = sorted(set(sizes) - set(SIZE_FIELDS))
+  if unknown:
+    raise ValueError(f'Unknown meta-network size(s) {unknown}; expected some '
+                     f'of {list(SIZE_FIELDS)}.')
+  return MetaNetSizes(**sizes)
+
+
+def _numbered(params: Mapping[str, Any], prefix: str,
+              layer: str) -> tuple[int, ...]:
+  """Output sizes of the layers `prefix/layer`, `prefix/layer_1`, ... in
+  order (their biases' lengths)."""
+  pattern = re.compile(re.escape(f'{prefix}/{layer}') + r'(?:_(\d+))?$')
+  found = {}
+  for name, leaves in params.items():
+    match = pattern.match(name)
+    if match:
+      found[int(match.group(1) or 0)] = int(leaves['b'].shape[-1])
+  if not found or sorted(found) != list(range(len(found))):
+    raise ValueError(f'No layers {prefix}/{layer}, {layer}_1, ... in the '
+                     f'meta-network parameters (have {sorted(params)}).')
+  return tuple(found[i] for i in range(len(found)))
+
+
+def sizes_from_params(params: Mapping[str, Any],
+                      name: str = 'lstm') -> MetaNetSizes:
+  """The `MetaNetSizes` of a rule's parameters (arrays or shapes).
+
+  Args:
+    params: the meta-network's Haiku parameters, e.g. Disco103's or a
+      meta-trained rule's (`init_params(...)[0]`, or a loaded npz).
+    name: the meta-network's module name (`net['name']`).
+
+  Raises:
+    ValueError: parameters that are not a Disco meta-network's.
+  """
+  meta = f'{name}/~/meta_lstm/~unroll'
+  try:
+    return MetaNetSizes(
+        prediction_size=int(params[f'{name}/linear_2']['b'].shape[-1]),
+        hidden_size=int(params[f'{name}/lstm/linear']['b'].shape[-1]) // 4,
+        embedding_size=_numbered(params, f'{name}/mlp/~', 'linear'),
+        policy_channels=_numbered(params, f'{name}/sequential', 'conv1_d'),
+        policy_target_channels=_numbered(params, f'{name}/sequential_1',
+                                         'conv1_d'),
+        meta_hidden_size=int(params[f'{meta}/lstm/linear']['b'].shape[-1])
+        // 4,
+        meta_embedding_size=_numbered(params, f'{meta}/mlp_2/~', 'linear'),
+        meta_pred_embedding_size=_numbered(params, f'{meta}/mlp/~', 'linear'),
+        meta_policy_channels=_numbered(params, f'{meta}/sequential',
+                                       'conv1_d'))
+  except KeyError as e:
+    raise ValueError(f'Not the parameters of a Disco meta-network named '
+                     f'{name!r}: no {e} (have {sorted(params)}).') from None
 
 
 class DiscoUpdateRule(base.UpdateRule):
