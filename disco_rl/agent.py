@@ -5,8 +5,8 @@
 `Agent` owns a network (from `networks.nets`), an optimiser and an update
 rule. It acts (`actor_step`), and learns from a rollout (`learner_step`) with
 the loss the rule defines, so the same agent trains with Disco103, the
-actor-critic baseline or policy gradient, and can be differentiated through
-for meta-training (`is_meta_training=True`).
+actor-critic or PPO baselines or policy gradient, and can be differentiated
+through for meta-training (`is_meta_training=True`).
 """
 
 from collections.abc import Mapping
@@ -33,11 +33,13 @@ from disco_rl.update_rules import actor_critic
 from disco_rl.update_rules import base as update_rules_base
 from disco_rl.update_rules import disco
 from disco_rl.update_rules import policy_gradient
+from disco_rl.update_rules import ppo
 
 UPDATE_RULES = {
     'disco': disco.DiscoUpdateRule,
     'actor_critic': actor_critic.ActorCritic,
     'policy_gradient': policy_gradient.PolicyGradientUpdate,
+    'ppo': ppo.PPO,
 }
 SETTINGS_KEYS = ('hyper_params', 'update_rule_name', 'update_rule',
                  'learning_rate', 'max_abs_update', 'net_settings')
@@ -500,9 +502,29 @@ def get_settings_actor_critic() -> config_dict.ConfigDict:
   ))
 
 
+def get_settings_ppo() -> config_dict.ConfigDict:
+  """Settings of the PPO-clip baseline agent (`update_rules.ppo`).
+
+  Hyper-parameters: purejaxrl's PPO (`ppo.DEFAULT_HYPER_PARAMS`); learning
+  rate: gymnax-blines' MinAtar PPO (5e-4; a job's `learning_rate` replaces
+  it, `make_settings`); the network: the actor-critic's.
+  """
+  agent_net = dict(
+      dense=(64, 32, 32), model_arch_name='lstm', head_w_init_std=1e-2,
+      model_kwargs=dict(head_mlp_hiddens=(64,), lstm_size=64))
+  return config_dict.ConfigDict(dict(
+      update_rule_name='ppo',
+      hyper_params=dict(ppo.DEFAULT_HYPER_PARAMS),
+      update_rule=config_dict.ConfigDict(dict(normalize_adv=True)),
+      learning_rate=5e-4, max_abs_update=1.0,
+      net_settings=dict(name='mlp', net_args=agent_net),
+  ))
+
+
 # The rules a job names, and the settings function of each.
 RULES = {'disco_103': get_settings_disco,
-         'actor_critic': get_settings_actor_critic}
+         'actor_critic': get_settings_actor_critic,
+         'ppo': get_settings_ppo}
 # The constructor settings each network's torso takes, by network name.
 TORSO_FIELDS = {'mlp': (), 'conv': ('conv_channels', 'conv_kernel'),
                 'resnet': ('resnet_channels', 'resnet_blocks'),
@@ -524,7 +546,7 @@ def make_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
   every meta-training task's).
 
   Args:
-    rule: 'disco_103' (the Disco agent) or 'actor_critic'.
+    rule: 'disco_103' (the Disco agent), 'actor_critic' or 'ppo'.
     learning_rate: the agent's learning rate.
     dense: hidden sizes of the MLP torso (unused by 'tabular').
     model_lstm_size: size of the action model's LSTM.

@@ -18,10 +18,11 @@ import numpy as np
 # here: 'learned'; random play's level: 'random').
 RULE_COLOURS = {'learned': 'tab:blue', 'disco_103': 'tab:orange',
                 'actor_critic': 'tab:green', 'policy_gradient': 'tab:red',
-                'random': 'tab:gray'}
+                'ppo': 'magenta', 'random': 'tab:gray'}
 RULE_NAMES = {'learned': 'meta-trained here', 'disco_103': 'Disco103',
               'actor_critic': 'actor-critic',
-              'policy_gradient': 'policy gradient', 'random': 'random play'}
+              'policy_gradient': 'policy gradient', 'ppo': 'PPO',
+              'random': 'random play'}
 OTHER_COLOURS = ('tab:purple', 'tab:brown', 'tab:pink', 'tab:olive',
                  'tab:cyan', 'navy', 'darkgoldenrod', 'teal')
 

@@ -16,7 +16,7 @@ CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
 
 
 @pytest.mark.parametrize('changes,fragment', [
-    (dict(rule='ppo'), "Unknown rule 'ppo'; expected one of"),
+    (dict(rule='sarsa'), "Unknown rule 'sarsa'; expected one of"),
     (dict(env='pong'), "Unknown env 'pong'"),
     (dict(batch_size=5, replay_ratio=2),
      'batch_size=5 must be a multiple of replay_ratio=2'),
@@ -129,7 +129,7 @@ def test_flags_round_trip_into_the_config():
 
 
 @pytest.mark.parametrize('argv', [['--dense', '16,x'], ['--dense', '0'],
-                                  ['--rule', 'ppo'], ['--steps', '1.5'],
+                                  ['--rule', 'sarsa'], ['--steps', '1.5'],
                                   ['--matmul-precision', 'tf32']])
 def test_bad_flag_values_are_argparse_errors(argv):
   with pytest.raises(argparse.ArgumentError):
@@ -171,7 +171,8 @@ def test_layer_sizes_accepts_what_papermill_passes(value, expected):
 
 
 @pytest.mark.parametrize('rule,name', [('disco_103', 'disco'),
-                                       ('actor_critic', 'actor_critic')])
+                                       ('actor_critic', 'actor_critic'),
+                                       ('ppo', 'ppo')])
 def test_agent_settings_follow_the_arguments(rule, name):
   settings = agent_lib.make_settings(rule, 0.5, (7,), 9, (3,))
   assert settings.update_rule_name == name
@@ -184,8 +185,8 @@ def test_agent_settings_follow_the_arguments(rule, name):
 
 
 def test_agent_settings_reject_an_unknown_rule():
-  with pytest.raises(ValueError, match="Unknown rule 'ppo'"):
-    agent_lib.make_settings('ppo', 0.1, (4,), 4, (4,))
+  with pytest.raises(ValueError, match="Unknown rule 'sarsa'"):
+    agent_lib.make_settings('sarsa', 0.1, (4,), 4, (4,))
 
 
 # ----------------------------------------------------------------------------

@@ -34,8 +34,8 @@ def test_every_rule_has_its_own_colour_and_no_other_line_takes_it():
   others = {_hex(plots.other_colour(i))
             for i in range(len(plots.OTHER_COLOURS))}
   assert not others & set(rule_colours)
-  with pytest.raises(ValueError, match="no colour for rule 'ppo'"):
-    plots.rule_colour('ppo')
+  with pytest.raises(ValueError, match="no colour for rule 'sarsa'"):
+    plots.rule_colour('sarsa')
 
 
 def _lines(ax) -> dict[str, str]:
