@@ -458,6 +458,23 @@ def test_meta_window_benchmark_tiny_run():
 
 
 @pytest.mark.slow
+def test_rule_sizes_benchmark_tiny_run(tmp_path):
+  """The tiny rule meta-trains tabular agents on LPG gridworlds; the tables
+  and the rows (--json) give its cost."""
+  env = dict(os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu')
+  proc = subprocess.run(
+      [sys.executable, str(SCRIPTS / 'benchmark_rule_sizes.py'), '--tiny',
+       '--json', str(tmp_path / 'rows.json')],
+      env=env, capture_output=True, text=True, check=False, timeout=1800)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  assert 'seconds per meta-step (after compiling)' in proc.stdout
+  (row,) = json.loads((tmp_path / 'rows.json').read_text())['rows']
+  assert (row['size'], row['agents']) == ('tiny', 2)
+  assert row['s_per_step'] > 0 and row['compile_s'] > row['s_per_step']
+  assert 1000 < row['params'] < 20000
+
+
+@pytest.mark.slow
 def test_seeds_benchmark_tiny_run(tmp_path):
   """Both ways side by side: the same runs (parameters apart by rounding)
   and a table with the ratios; an existing result is never overwritten."""
