@@ -38,7 +38,7 @@ class MetricsWriter:
   """Appends CSV rows as they come; the first row fixes the columns.
 
   With `append=True` an existing file is continued under its own header
-  (a resumed run; see `keep_rows`).
+  (a resumed run; see `read_rows`).
   """
 
   def __init__(self, path, append: bool = False):
@@ -93,8 +93,9 @@ def read_metrics(path) -> dict[str, np.ndarray]:
   return {key: table[key].to_numpy(dtype=float) for key in table.columns}
 
 
-def keep_rows(path, count: int) -> list[dict[str, float]]:
-  """Cuts a metrics CSV to its first `count` rows (atomically); returns them.
+def read_rows(path, count: int, cut: bool = False) -> list[dict[str, float]]:
+  """The first `count` rows of a metrics CSV; with `cut`, the file is also
+  cut to them (atomically: a reader sees it whole, before or after).
 
   A resumed run continues from its checkpoint: the rows written after it
   are dropped so that none is duplicated.
@@ -111,7 +112,7 @@ def keep_rows(path, count: int) -> list[dict[str, float]]:
   if table is None:
     return []
   table = table.iloc[:count]
-  if have > count:
+  if cut and have > count:
     tmp = path.with_name(path.name + '.tmp')
     with open(path, newline='') as src, open(tmp, 'w', newline='') as dst:
       for i, line in enumerate(src):  # Header and rows kept as written.

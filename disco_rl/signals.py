@@ -121,6 +121,13 @@ class StopOnSignal:
     self._previous = {}
 
 
+def received() -> str | None:
+  """The first signal the active rule has seen (None: none, or no rule is
+  active, e.g. a job's `main` called from Python)."""
+  active = StopOnSignal._active  # pylint: disable=protected-access
+  return None if active is None else active.signal_name
+
+
 def exit_at_once(name: str) -> int:
   """A command-line job's second signal: one error line; 128 + its number."""
   print(f'error: stopped at once by a second {name}; the run keeps its last '

@@ -49,7 +49,7 @@ def _timed_run(config, rule_params) -> dict:
   job = eval_lib.make_eval(config, rule_params=rule_params)
   state = job.init()  # The runs of seeds config.seed, config.seed + 1...
   start = time.perf_counter()
-  job.compile(state)
+  job.program.compile(state)
   compile_s = time.perf_counter() - start
   remaining = job.warmup + config.num_steps
   start = time.perf_counter()

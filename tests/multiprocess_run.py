@@ -57,7 +57,7 @@ def run_meta() -> dict[str, np.ndarray]:
   """One call of the meta-training job: the rule's parameters and logs."""
   job = meta_lib.make_meta_train(META)
   state, logs = job.step(job.init(), META.steps_per_call)
-  arrays = _flat(job.rule(state), 'rule')
+  arrays = _flat(meta_lib.rule(job, state), 'rule')
   arrays.update({f'meta_logs/{k}': v for k, v in logs.items()})
   return arrays
 

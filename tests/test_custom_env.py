@@ -13,6 +13,7 @@ import disco_rl
 from disco_rl import types
 from disco_rl.environments import base
 from disco_rl.examples import custom_env
+from disco_rl.loops import eval as eval_lib
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
 
@@ -59,7 +60,7 @@ def test_the_job_runs_the_environment_without_a_trainer():
   state, metrics = job.step(job.init(), config.steps_per_call)
   assert metrics['learned'].shape == (2, 1)  # [K, S]
   # 6 rollouts of 4 steps: longer than an episode can last (20 steps).
-  result = job.evaluate(state, num_rollouts=6)
+  result = eval_lib.evaluate(job, state, num_rollouts=6)
   assert result['episodes'] >= 2
   assert 0.0 <= result['avg_return'] <= 1.0  # +1 at the right end, else 0.
 

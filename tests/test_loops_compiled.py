@@ -147,7 +147,7 @@ EVAL = config_lib.EvalConfig(
 @pytest.mark.parametrize('name', ['default', 'highest'])
 def test_the_eval_program_uses_the_configured_precision(name):
   job = eval_lib.make_eval(dataclasses.replace(EVAL, matmul_precision=name))
-  assert _precisions(job.lower(job.init()).as_text()) == {name.upper()}
+  assert _precisions(job.program.lower(job.init()).as_text()) == {name.upper()}
 
 
 def test_the_meta_program_uses_the_configured_precision():
@@ -156,7 +156,7 @@ def test_the_meta_program_uses_the_configured_precision():
       model_lstm_size=4, model_head_hiddens=(4,), value_dense=(4,),
       num_inner_steps=1, num_devices=1, steps_per_call=1,
       matmul_precision='highest'))
-  assert _precisions(job.lower(job.init()).as_text()) == {'HIGHEST'}
+  assert _precisions(job.program.lower(job.init()).as_text()) == {'HIGHEST'}
 
 
 @pytest.mark.parametrize('config_cls', [config_lib.EvalConfig,

@@ -124,11 +124,11 @@ def test_replay_stores_only_the_behaviour_logits(fused_run):
 def test_the_rule_is_part_of_the_state(fused_run, disco_103_params):
   job, (state, _) = fused_run
   # The actor-critic's placeholder parameters.
-  chex.assert_trees_all_equal(job.rule(state), jax.device_get(
+  chex.assert_trees_all_equal(eval_lib.rule(job, state), jax.device_get(
       job.setup.agent.update_rule.init_params(jax.random.PRNGKey(0))[0]))
   disco = eval_lib.make_eval(dataclasses.replace(TINY, rule='disco_103'),
                              rule_params=disco_103_params)
-  params = disco.rule(disco.init())
+  params = eval_lib.rule(disco, disco.init())
   jax.tree.map(np.testing.assert_array_equal, params, disco_103_params)
   shapes = disco.state_shapes()
   assert jax.tree.structure(shapes) == jax.tree.structure(disco.init())
@@ -202,14 +202,14 @@ def test_a_huge_learning_rate_stops_the_run_where_it_diverges(env,
 
 def test_evaluate_the_policy_without_learning(fused_run):
   job, (state, _) = fused_run
-  result = job.evaluate(state, num_rollouts=4)
+  result = eval_lib.evaluate(job, state, num_rollouts=4)
   assert result['episodes'] > 0 and -1 <= result['avg_return'] <= 1
-  assert job.evaluate(state, num_rollouts=4) == result  # Same key.
+  assert eval_lib.evaluate(job, state, num_rollouts=4) == result  # Same key.
   with pytest.raises(ValueError, match=r'run must be in \[0, num_seeds=1\), '
                      'got 1'):
-    job.evaluate(state, run=1)
+    eval_lib.evaluate(job, state, run=1)
   with pytest.raises(ValueError, match='num_rollouts must be >= 1, got 0'):
-    job.evaluate(state, num_rollouts=0)
+    eval_lib.evaluate(job, state, num_rollouts=0)
 
 
 # ----------------------------------------------------------------------------

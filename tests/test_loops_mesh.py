@@ -9,6 +9,7 @@ test_loops_multiprocess.py.
 import argparse
 
 import jax
+from jax.sharding import PartitionSpec as P
 import numpy as np
 import pytest
 
@@ -34,8 +35,9 @@ def test_pick_devices_names_what_does_not_divide():
 def test_place_and_fetch_round_trip():
   mesh = devices.make_mesh(jax.devices()[:1])
   tree = {'w': np.arange(6.0, dtype=np.float32).reshape(1, 6)}
-  placed = devices.place(tree, devices.per_device(mesh))
-  assert placed['w'].sharding == devices.per_device(mesh)
+  per_device = devices.shardings(mesh, P(devices.AXIS))
+  placed = devices.place(tree, per_device)
+  assert placed['w'].sharding == per_device
   np.testing.assert_array_equal(devices.fetch(placed)['w'], tree['w'])
   replicated = devices.place(tree, devices.replicated(mesh))
   assert replicated['w'].sharding.is_fully_replicated

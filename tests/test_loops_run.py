@@ -27,19 +27,29 @@ def _job(calls=None, steps_per_call=3, rows_per_step=1):
             for i, v in enumerate(metrics['value'])
             for _ in range(rows_per_step)]
 
+  class Program:
+    def compile(self, state):
+      del state
+      return 0.0
+
   return run_lib.Job(
       name='fake', config=None, setup=None, init=lambda: 0,
-      state_shapes=lambda: 0, step=step, compile=lambda state: 0.0,
-      lower=None, rows=rows, summary=lambda *args: {}, outputs=lambda *a: {},
+      state_shapes=lambda: 0, step=step, program=Program(), rows=rows,
+      summary=lambda *args: {}, outputs=lambda *a: {},
       progress=lambda rows: dict(last=f'{rows[-1]["value"]:.0f}'),
-      evaluate=lambda state: {}, rule=lambda state: {},
-      steps_per_call=steps_per_call, rows_per_step=rows_per_step)
+      steps_per_call=steps_per_call)
+
+
+def _run(*args, **kwargs):
+  """(state, timing, why it stopped) of `run_lib.run`."""
+  outcome = run_lib.run(*args, **kwargs)
+  return outcome.state, outcome.timing, outcome.interrupted
 
 
 def test_a_run_goes_in_calls_and_writes_every_row(tmp_path, capsys):
   calls, rows = [], []
   with metrics_lib.MetricsWriter(tmp_path / 'm.csv') as writer:
-    state, timing, stopped = run_lib.run(
+    state, timing, stopped = _run(
         _job(calls), 0, 7, rows, write=writer.write_rows, progress=False,
         log_every=3)
   assert calls == [3, 3, 1] and state == 7 and stopped is None
@@ -58,8 +68,8 @@ def test_a_run_goes_in_calls_and_writes_every_row(tmp_path, capsys):
 
 
 def test_a_run_continues_from_its_rows_and_one_call_leaves_no_speed():
-  rows = [dict(step=0, value=0.0)] * 2  # Two steps done, one row each.
-  state, timing, _ = run_lib.run(_job(), 2, 4, rows, progress=False)
+  rows = [dict(step=0, value=0.0), dict(step=1, value=1.0)]  # Two steps.
+  state, timing, _ = _run(_job(), 2, 4, rows, progress=False)
   assert state == 4 and len(rows) == 4 and timing.steady_steps == 0
   assert math.isnan(timing.steps_per_second)
 
@@ -74,7 +84,7 @@ def test_checkpoints_when_due_but_not_after_the_last_call():
 
 def test_a_callback_stops_the_run_after_its_call():
   rows = []
-  state, _, stopped = run_lib.run(
+  state, _, stopped = _run(
       _job(rows_per_step=2), 0, 9, rows, progress=False,
       on_call=lambda state, new: state >= 6)
   assert stopped == 'callback' and state == 6 and len(rows) == 12
@@ -89,11 +99,32 @@ def test_a_signal_stops_the_run_at_the_next_safe_point():
     return False
 
   with signals.StopOnSignal():
-    state, _, stopped = run_lib.run(job, 0, 9, [], progress=False,
+    state, _, stopped = _run(job, 0, 9, [], progress=False,
                                     on_call=signalled)
   assert stopped == 'SIGTERM' and state == 3 and calls == [3]
   # A signal before the run starts: no call at all.
   with signals.StopOnSignal():
     os.kill(os.getpid(), signal.SIGINT)
-    state, _, stopped = run_lib.run(job, 0, 9, [], progress=False)
+    state, _, stopped = _run(job, 0, 9, [], progress=False)
   assert stopped == 'SIGINT' and state == 0 and calls == [3]
+
+
+def test_finish_runs_under_the_rule_and_a_signal_in_it_is_the_reason():
+  """The final checkpoint and outputs (`finish`) still defer a signal: the
+  run is complete, and the signal is why it stopped (decided once)."""
+  def finish(state, timing):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return dict(final=state, timing=timing)
+
+  with signals.StopOnSignal():
+    outcome = run_lib.run(_job(), 0, 4, [], progress=False, finish=finish)
+  assert outcome.state == 4 and outcome.interrupted == 'SIGTERM'
+  assert outcome.finished['final'] == 4
+  outcome = run_lib.run(_job(), 0, 4, [], progress=False, finish=finish)
+  assert outcome.interrupted == 'SIGTERM'  # Its own rule, entered by run.
+
+
+def test_steps_done_reads_the_rows_step():
+  assert run_lib.steps_done([]) == 0
+  assert run_lib.steps_done([dict(step=0), dict(step=0), dict(step=1),
+                             dict(step=1)]) == 2

@@ -15,6 +15,8 @@ import pandas as pd
 import pytest
 
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import eval as eval_lib
+from disco_rl.loops import meta as meta_lib
 from disco_rl.loops import trainer as trainer_lib
 from disco_rl import metrics as metrics_lib
 from disco_rl import signals
@@ -224,11 +226,11 @@ def test_meta_train_resume_is_exact(tmp_path):
   _check_read_rule(tmp_path / 'b', rule_a, rule_at_2)
   # The learned rule trains a fresh agent (a held-out board size here).
   held_out = eval_config(rule='disco_103', rows=6, columns=4, num_steps=2)
-  summary = resumed.evaluate(env=held_out)
+  summary = meta_lib.evaluate(resumed.job, resumed.state, env=held_out)
   assert summary['steps'] == 2 and summary['iterations'] == 5
   with pytest.raises(ValueError, match='env must be an EvalConfig with rule '
                      'disco_103'):
-    resumed.evaluate(env=eval_config())
+    meta_lib.evaluate(resumed.job, resumed.state, env=eval_config())
 
 
 def test_same_seed_same_metrics_other_seed_differs():
@@ -359,24 +361,24 @@ def test_evaluate_the_agent_policy():
   run = trainer_lib.Trainer(eval_config(num_steps=2), progress=False)
   run.fit()
   before = jax.device_get(run.state.learner_state.params)
-  result = run.evaluate(num_rollouts=4)
+  result = eval_lib.evaluate(run.job, run.state, num_rollouts=4)
   # 2 environments x 4 rollouts x 5 steps; an episode on an 8-row board
   # lasts 7 steps (the ball falls from row 0 to row 7): 2 episodes each.
   assert result['episodes'] == 2 * (4 * 5 // 7)
   assert -1.0 <= result['avg_return'] <= 1.0
-  assert run.evaluate(num_rollouts=4) == result  # Same seed, same result.
+  assert eval_lib.evaluate(run.job, run.state, num_rollouts=4) == result  # Same seed, same result.
   chex.assert_trees_all_equal(before,
                               jax.device_get(run.state.learner_state.params))
   other = get_environment('jittable_catch', batch_size=3,
                           env_settings={'rows': 5, 'columns': 5})
   with pytest.raises(ValueError, match=r'timestep.observation must have shape '
                      r'\[B, \*\(8, 8, 1\)\].*got \(3, 5, 5, 1\)'):
-    run.evaluate(env=other)
+    eval_lib.evaluate(run.job, run.state, env=other)
   host = get_environment('catch', batch_size=2)
   with pytest.raises(TypeError, match='env must be a jittable'):
-    run.evaluate(env=host)
+    eval_lib.evaluate(run.job, run.state, env=host)
   with pytest.raises(ValueError, match='num_rollouts must be >= 1, got 0'):
-    run.evaluate(num_rollouts=0)
+    eval_lib.evaluate(run.job, run.state, num_rollouts=0)
 
 
 @pytest.mark.weights
@@ -387,13 +389,14 @@ def test_meta_training_fine_tunes_disco_103_or_a_saved_rule(tmp_path,
   from disco_rl import meta_train  # pylint: disable=g-import-not-at-top
   from disco_rl import weights  # pylint: disable=g-import-not-at-top
   run = trainer_lib.Trainer(meta_config(init='disco_103'), progress=False)
-  chex.assert_trees_all_equal(run.rule_params(), disco_103_params)
+  chex.assert_trees_all_equal(meta_lib.rule(run.job, run.state),
+                              disco_103_params)
   shifted = jax.tree.map(lambda x: np.asarray(x) + 1.0, disco_103_params)
   meta_train.save_params(shifted, tmp_path / 'rule.npz')
   saved = weights.load_disco_103(tmp_path / 'rule.npz', download=False)
   run = trainer_lib.Trainer(meta_config(init='disco_103'), rule_params=saved,
                             progress=False)
-  chex.assert_trees_all_equal(run.rule_params(), shifted)
+  chex.assert_trees_all_equal(meta_lib.rule(run.job, run.state), shifted)
 
 
 # ----------------------------------------------------------------------------
@@ -416,14 +419,15 @@ def test_a_signal_during_start_up_or_compilation_stops_before_any_step(
 
   resumed = trainer_lib.Trainer(config, tmp_path / 'a', resume=True,
                                 progress=False)
-  compile_program = resumed.job.compile
+  program = resumed.job.program
 
-  def compile_and_signal(state):
-    seconds = compile_program(state)
-    os.kill(os.getpid(), signal.SIGTERM)
-    return seconds
+  class CompileAndSignal:
+    def compile(self, state):
+      seconds = program.compile(state)
+      os.kill(os.getpid(), signal.SIGTERM)
+      return seconds
 
-  resumed.job = dataclasses.replace(resumed.job, compile=compile_and_signal)
+  resumed.job = dataclasses.replace(resumed.job, program=CompileAndSignal())
   summary = resumed.fit()
   assert summary['interrupted'] == 'SIGTERM'
   assert summary['stopped_at_step'] == 0 and resumed.step == 0

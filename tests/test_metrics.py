@@ -40,12 +40,15 @@ def test_resident_memory_follows_an_allocation():
   del block
 
 
-def test_keep_rows_then_append_continues_the_file(tmp_path):
+def test_read_rows_cut_then_append_continues_the_file(tmp_path):
   path = tmp_path / 'm.csv'
   with metrics_lib.MetricsWriter(path) as writer:
     writer.write_rows([dict(step=i, value=i / 3, missing=float('nan'))
                        for i in range(5)])
-  kept = metrics_lib.keep_rows(path, 3)
+  before = path.read_bytes()
+  assert len(metrics_lib.read_rows(path, 3)) == 3  # Reading alone: no cut.
+  assert path.read_bytes() == before
+  kept = metrics_lib.read_rows(path, 3, cut=True)
   assert [r['step'] for r in kept] == [0, 1, 2]
   assert kept[1]['value'] == 1 / 3  # Floats survive the CSV exactly.
   # The header and the kept rows are the file's own bytes.
@@ -58,8 +61,8 @@ def test_keep_rows_then_append_continues_the_file(tmp_path):
   assert np.isnan(table['missing'][:3]).all() and table['missing'][3] == 2.0
   with pytest.raises(ValueError, match='has 4 metrics rows; the checkpoint '
                      'needs 9'):
-    metrics_lib.keep_rows(path, 9)
-  assert metrics_lib.keep_rows(tmp_path / 'absent.csv', 0) == []
+    metrics_lib.read_rows(path, 9, cut=True)
+  assert metrics_lib.read_rows(tmp_path / 'absent.csv', 0) == []
 
 
 def test_append_to_a_missing_or_empty_file_writes_a_header(tmp_path):

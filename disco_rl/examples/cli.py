@@ -15,6 +15,7 @@ number; a second signal stops at once (the last checkpoint stays).
 import argparse
 from collections.abc import Callable, Sequence
 import json
+import os
 import signal
 import sys
 from typing import Any
@@ -125,28 +126,45 @@ def run(argv: Sequence[str] | None, *, description: str, config_cls,
       override them), e.g. `config.META_TRAIN_PRESETS`.
   """
   argv = list(sys.argv[1:] if argv is None else argv)
-  # The job's rule for signals (`disco_rl.signals`); when it runs as a
-  # command this is the one its first line entered.
-  with signals.StopOnSignal(on_second_signal=signals.exit_at_once) as seen:
-    parser = make_parser(description, config_cls, default_out, weights_help,
-                         presets)
-    args = parser.parse_args(argv)
+  # The rule for signals is the command's first line's
+  # (`signals.catch_from_here`); the run watches for them (`run.run`).
+  parser = make_parser(description, config_cls, default_out, weights_help,
+                       presets)
+  args = parser.parse_args(argv)
+  try:
+    run_trainer = _trainer(parser, argv, args, config_cls, weights_unusable)
+    if run_trainer is None:
+      name = signals.received()
+      print(f'interrupted by {name} before the run started: nothing was '
+            'written', file=sys.stderr)
+      return 128 + signal.Signals[name].value
     try:
-      run_trainer = _trainer(parser, argv, args, config_cls, weights_unusable,
-                             seen)
-      if run_trainer is None:
-        print(f'interrupted by {seen.signal_name} before the run started: '
-              'nothing was written', file=sys.stderr)
-        return 128 + signal.Signals[seen.signal_name].value
       summary = run_trainer.fit()
+    finally:
       run_trainer.close()
-    except USER_ERRORS as e:
-      return user_error(e)
-    return _report(summary, report, seen)
+  except USER_ERRORS as e:
+    return _end(user_error(e))
+  except jax.errors.JaxRuntimeError as e:
+    if jax.process_count() == 1:
+      raise
+    return _end(user_error(RuntimeError(
+        f'another process of the run stopped or failed ({e})')))
+  return _report(summary, report)
 
 
-def _trainer(parser, argv, args, config_cls, weights_unusable,
-             seen: signals.StopOnSignal) -> trainer.Trainer | None:
+def _end(status: int) -> int:
+  """The exit status of a failed run; with several processes the process
+  ends here, as JAX's exit waits for every process (a failed one never
+  comes)."""
+  if jax.process_count() > 1:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # pylint: disable=protected-access
+  return status
+
+
+def _trainer(parser, argv, args, config_cls,
+             weights_unusable) -> trainer.Trainer | None:
   """The run's Trainer from the flags (None: a signal came first)."""
   if args.keep_checkpoints < 1:
     raise ValueError(f'--keep-checkpoints must be >= 1, got '
@@ -167,7 +185,7 @@ def _trainer(parser, argv, args, config_cls, weights_unusable,
       raise ValueError('--resume DIR is the run directory: leave out --out.')
     load_weights(args, None)  # Refused with --resume.
     run_dir = run_dir_lib.RunDir(args.resume, resume=True)
-    if seen.signal_name:
+    if signals.received():
       return None
     mesh.initialize_distributed(flags.distributed_config(args))
     return trainer.Trainer.resume(
@@ -180,14 +198,14 @@ def _trainer(parser, argv, args, config_cls, weights_unusable,
         preset, **{k: v for k, v in values.items() if k in given})
   run_dir = run_dir_lib.RunDir(args.out, overwrite=args.overwrite)
   rule_params = load_weights(args, weights_unusable(config))
-  if seen.signal_name:
+  if signals.received():
     return None
   mesh.initialize_distributed(flags.distributed_config(args))
   return trainer.Trainer(config, run_dir, rule_params=rule_params,
                          **run_args)
 
 
-def _report(summary, report, seen: signals.StopOnSignal) -> int:
+def _report(summary, report) -> int:
   """Prints the summary and how the run ended; the exit status."""
   lead = jax.process_index() == 0
   if lead:
@@ -195,18 +213,18 @@ def _report(summary, report, seen: signals.StopOnSignal) -> int:
     report(summary)
   interrupted = summary.get('interrupted')
   if interrupted not in ('SIGINT', 'SIGTERM'):
-    if not seen.signal_name:
+    late = signals.received()
+    if not late:
       return 0
     # The signal came after the run had ended: nothing was cut short.
-    interrupted = seen.signal_name
     if lead:
-      print(f'{interrupted} came after the run ended: its outputs are '
-            'complete')
-  elif lead and summary.get('completed'):
+      print(f'{late} came after the run ended: its outputs are complete')
+    return 128 + signal.Signals[late].value
+  if summary.get('completed'):
     print(f'interrupted by {interrupted} after the last step '
           f'({summary["stopped_at_step"]}): the run is complete and saved in '
           f'{summary["output_dir"]}')
-  elif lead:
+  else:
     print(f'interrupted by {interrupted} after step '
           f'{summary["stopped_at_step"]}: checkpoint, metrics and outputs '
           f'saved; continue with --resume {summary["output_dir"]}')

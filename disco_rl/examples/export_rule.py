@@ -43,10 +43,11 @@ def make_parser() -> argparse.ArgumentParser:
   return parser
 
 
-def export(run, out, step: int | None = None, overwrite: bool = False,
-           stop: signals.StopOnSignal | None = None) -> int | None:
+def export(run, out, step: int | None = None,
+           overwrite: bool = False) -> int | None:
   """Writes the rule of `run`'s checkpoint `step` to `out`; returns the step
-  (None: `stop` saw a signal before the file was written, and it was not).
+  (None: the command's signal rule saw a signal before the file was
+  written, and it was not).
 
   Raises:
     ValueError: `out` exists and not `overwrite`, or is a directory; the
@@ -59,7 +60,7 @@ def export(run, out, step: int | None = None, overwrite: bool = False,
   if out.exists() and not overwrite:
     raise ValueError(f'--out {out} exists; pass --overwrite to replace it.')
   params, step = trainer.read_rule(run, step)
-  if stop is not None and stop.signal_name:
+  if signals.received():
     return None
   out.parent.mkdir(parents=True, exist_ok=True)
   tmp = out.with_name(out.name + '.tmp.npz')
@@ -72,16 +73,16 @@ def export(run, out, step: int | None = None, overwrite: bool = False,
 
 
 def main(argv=None) -> int:
-  with signals.StopOnSignal(on_second_signal=signals.exit_at_once) as seen:
-    args = make_parser().parse_args(argv)
-    try:
-      step = export(args.run, args.out, args.step, args.overwrite, seen)
-    except cli.USER_ERRORS as e:
-      return cli.user_error(e)
+  args = make_parser().parse_args(argv)
+  try:
+    step = export(args.run, args.out, args.step, args.overwrite)
+  except cli.USER_ERRORS as e:
+    return cli.user_error(e)
   if step is None:
-    print(f'interrupted by {seen.signal_name}: {args.out} was not written',
+    name = signals.received()
+    print(f'interrupted by {name}: {args.out} was not written',
           file=sys.stderr)
-    return 128 + signal.Signals[seen.signal_name].value
+    return 128 + signal.Signals[name].value
   print(f'rule of meta-step {step} of {args.run}: {args.out}')
   return 0
 

@@ -351,6 +351,21 @@ class MetaTrainConfig(RunConfig):
         target_kl=self.meta_target_kl_cost)
 
 
+def upgrade_settings(cls, settings: dict[str, Any]) -> dict[str, Any]:
+  """The settings of a run's record (`run.json`) as fields of `cls` (an
+  `EvalConfig` or a `MetaTrainConfig`) today.
+
+  Raises:
+    ValueError: naming settings `cls` does not know.
+  """
+  unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(cls)})
+  if unknown:
+    raise ValueError(f'The run record has settings {unknown} that '
+                     f'{cls.__name__} does not know (written by another '
+                     'version?).')
+  return dict(settings)
+
+
 # Named starting points for meta-training; flags and fields override them.
 META_TRAIN_PRESETS = {
     # The upstream meta-training notebook (the MetaTrainConfig defaults).

@@ -15,13 +15,13 @@ sampled batch:
   store           its episode statistics, the rollout into the buffer
   learn           a learner step on a sampled batch (once there is one)
   iteration       act, store, maybe learn
-  rows, summary, outputs, evaluate   on the host
 
 `compiled.program` runs `steps_per_call` iterations of every run in one
 jit(shard_map(scan)). Environments stepped in Python (the dm_env Catch,
 envpool's Atari; `environments.family(name).on_host`) differ in acting
-alone, decided once below: each actor step is a compiled call, the host
-steps the environments, and storing and learning are one more call.
+alone, decided once in `make_setup`: `host_acting` steps them between
+compiled actor steps, with the same keys. Checks, rows, summary and outputs
+are on the host (`eval_report`); `evaluate` and `rule` read a job's state.
 
 Inside `shard_map` each device holds its share of the environments, of the
 buffer and of the learner batch; gradients and the rule's statistics are
@@ -34,6 +34,7 @@ rounding).
 """
 
 import dataclasses
+import functools
 from typing import Any
 
 import chex
@@ -49,21 +50,19 @@ from disco_rl.environments import base as base_env
 from disco_rl.loops import compiled
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import divergence
+from disco_rl.loops import eval_report
+from disco_rl.loops import host_acting
 from disco_rl.loops import mesh as mesh_lib
 from disco_rl.loops import replay
 from disco_rl.loops import run as run_lib
-from disco_rl.loops import run_dir as run_dir_lib
-from disco_rl import metrics as metrics_lib
 from disco_rl.networks import nets
 from disco_rl import plots
 from disco_rl import rollout_checks
 from disco_rl import types
-from disco_rl import utils
 from disco_rl import weights
 
 AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS
 PER_DEVICE = P(AXIS, SEED)  # [D, S, ...]: a row per device, the seeds split.
-RETURNS_PLOT = 'returns.png'
 
 
 @chex.dataclass
@@ -253,6 +252,23 @@ def seed_keys(config: config_lib.EvalConfig) -> chex.PRNGKey:
                     for i in range(config.num_seeds)])
 
 
+def iteration_keys(rng: chex.PRNGKey) -> tuple[chex.PRNGKey, ...]:
+  """(the next iteration's key, the acting key, the learning key)."""
+  rng, act_key, learn_key = jax.random.split(rng, 3)
+  return rng, act_key, learn_key
+
+
+def device_key(key: chex.PRNGKey) -> chex.PRNGKey:
+  """A key of this device's own, from a replicated one (inside the mesh)."""
+  return jax.random.fold_in(key, jax.lax.axis_index(AXIS))
+
+
+def actor_keys(act_key: chex.PRNGKey, rollout_len: int) -> chex.PRNGKey:
+  """[T, 2]: this device's key of each actor step of a rollout (as
+  `actors.unroll_jittable_actor` splits it)."""
+  return jax.random.split(device_key(act_key), rollout_len)
+
+
 def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
               devices=None) -> run_lib.Job:
   """The eval job of `config` (see the module's docstring).
@@ -267,7 +283,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
   """
   setup = make_setup(config, devices, env)
   agent, mesh, rule = setup.agent, setup.mesh, setup.agent.update_rule
-  num_seeds, num_devices = config.num_seeds, setup.batch_devices
+  num_devices = setup.batch_devices
 
   def per_seed(fn):
     """`fn(state, *args)` of one run mapped over the S runs (and over the
@@ -276,10 +292,6 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
       return jax.vmap(fn, in_axes=(_SEED_AXES,) + (0,) * len(args),
                       out_axes=(_SEED_AXES, 0))(state, *args)
     return mapped
-
-  def device_key(key):
-    """A key of this device's own, from a replicated one."""
-    return jax.random.fold_in(key, jax.lax.axis_index(AXIS))
 
   # -- The initial state (under `jit`, outside `shard_map`). ---------------
 
@@ -389,7 +401,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
   def iteration(state: EvalState, rollout=None):
     """Act (unless the host acted: `rollout`), store, maybe learn: one
     iteration of one run."""
-    rng, act_key, learn_key = jax.random.split(state.rng, 3)
+    rng, act_key, learn_key = iteration_keys(state.rng)
     if rollout is None:
       state, rollout = act(state, act_key)
     state, stats = store(state, rollout)
@@ -397,9 +409,10 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
     return state.replace(rng=rng, step=state.step + 1), dict(stats, **logs)
 
   def default_rule_params():
-    if rule_params is not None:
-      return rule_params
-    return weights.starting_rule_params(rule, config.rule == 'disco_103')
+    params = rule_params
+    if params is None:
+      params = weights.starting_rule_params(rule, config.rule == 'disco_103')
+    return mesh_lib.place(params, mesh_lib.replicated(mesh))
 
   def rule_shapes():
     return jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))[0]
@@ -407,6 +420,9 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
   init_program = compiled.placed(
       init_runs, mesh_lib.shardings(mesh, state_specs()),
       config.matmul_precision)
+
+  def check(metrics, first_step):
+    eval_report.raise_first_problem(config, metrics, first_step)
 
   # -- Acting: compiled with the iteration, or stepped on the host. --------
 
@@ -429,261 +445,78 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
 
     def step(state, count):
       state, metrics = program(state, count)
-      raise_first_problem(metrics, int(mesh_lib.fetch(state.step)) - count)
+      check(metrics, int(mesh_lib.fetch(state.step)) - count)
       return state, metrics
 
-    return dict(
-        init=lambda: reset_and_init(mesh_lib.place(
-            default_rule_params(), mesh_lib.replicated(mesh))),
-        state_shapes=lambda: jax.eval_shape(reset_and_init, rule_shapes()),
-        step=step, compile=program.compile, lower=program.lower)
+    return dict(init=lambda: reset_and_init(default_rule_params()),
+                state_shapes=lambda: jax.eval_shape(reset_and_init,
+                                                    rule_shapes()),
+                step=step, program=program)
 
-  def host_acting():
-    """Each actor step one compiled call, the host environments stepped
-    between; storing and learning one more call per iteration."""
-    envs, env_states = list(setup.host_envs), [None] * num_seeds
-    obs_spec = setup.env.single_observation_spec()
-
-    def to_devices(timesteps):
-      """S host timesteps [E, ...] as [D, S, E / D, ...] on the mesh."""
-      def split(*xs):
-        x = np.stack([np.asarray(x) for x in xs])  # [S, E, ...]
-        x = x.reshape((num_seeds, num_devices, -1) + x.shape[2:])
-        return np.swapaxes(x, 0, 1)
-      timestep = jax.tree.map(split, *timesteps)
-      timestep = timestep.replace(
-          observation=jax.tree.map(lambda x, s: x.astype(s.dtype),
-                                   timestep.observation, obs_spec),
-          step_type=timestep.step_type.astype(np.int32),
-          reward=timestep.reward.astype(np.float32))
-      return mesh_lib.place(timestep, mesh_lib.shardings(mesh, PER_DEVICE))
-
-    def actor_step(actor_state, params, keys, timestep):
-      recorded, actor_state = jax.vmap(
-          lambda p, k, t, a: agent.actor_step(p, device_key(k), t, a))(
-              params, keys, timestep, actor_state)
-      return actor_state, recorded
-
-    act_program = compiled.program(
-        actor_step, length=1, mesh=mesh, state_specs=PER_DEVICE,
-        operand_specs=(P(SEED), P(SEED), PER_DEVICE),
-        output_specs=PER_DEVICE, precision=config.matmul_precision)
-    learn_program = compiled.program(
-        per_seed(iteration), length=1, mesh=mesh, state_specs=state_specs(),
-        operand_specs=(PER_DEVICE,), output_specs=P(SEED),
-        precision=config.matmul_precision)
-
-    def init():
-      rngs, timesteps = [], []
-      for j, key in enumerate(seed_keys(config)):
-        env_rng, rng = jax.random.split(key)
-        env_states[j], timestep = envs[j].reset(env_rng)
-        rngs.append(rng)
-        timesteps.append(timestep)
-      return init_program(jnp.stack(rngs), None, to_devices(timesteps),
-                          mesh_lib.place(default_rule_params(),
-                                         mesh_lib.replicated(mesh)))
-
-    def state_shapes():
-      shape = (num_devices, num_seeds, setup.envs_per_device)
-      timestep = types.EnvironmentTimestep(
-          observation=jax.tree.map(
-              lambda s: jax.ShapeDtypeStruct(shape + s.shape, s.dtype),
-              obs_spec),
-          step_type=jax.ShapeDtypeStruct(shape, jnp.int32),
-          reward=jax.ShapeDtypeStruct(shape, jnp.float32))
-      return jax.eval_shape(init_program, seed_keys(config), None, timestep,
-                            rule_shapes())
-
-    def one_iteration(state: EvalState):
-      act_keys = [jax.random.split(jax.random.split(rng, 3)[1],
-                                   config.rollout_len)
-                  for rng in mesh_lib.fetch(state.rng)]
-      timestep, actor_state, steps = state.timestep, state.actor_state, []
-      for t in range(config.rollout_len):
-        keys = mesh_lib.place(jnp.stack([k[t] for k in act_keys]),
-                              mesh_lib.shardings(mesh, P(SEED)))
-        actor_state, recorded = act_program(
-            actor_state, 1, state.learner_state.params, keys, timestep)
-        recorded = jax.tree.map(lambda x: x[0], recorded)  # [D, S, E/D...]
-        timesteps = []
-        for j, env in enumerate(envs):
-          env_states[j], host_timestep = env.step(
-              env_states[j], recorded.actions[:, j].reshape(-1))
-          timesteps.append(host_timestep)
-        timestep = to_devices(timesteps)
-        steps.append(recorded)
-      # [D, S, T, E, ...]: time after the device and seed axes.
-      rollout = mesh_lib.place(types.ActorRollout.from_timestep(
-          utils.tree_stack(steps, axis=2)), mesh_lib.shardings(
-              mesh, PER_DEVICE))
-      return learn_program(state.replace(timestep=timestep,
-                                         actor_state=actor_state), 1,
-                           rollout)
-
-    def step(state, count):
-      """`count` iterations, each checked as it ends."""
-      calls = []
-      for _ in range(count):
-        state, metrics = one_iteration(state)
-        raise_first_problem(metrics, int(mesh_lib.fetch(state.step)) - 1)
-        calls.append(metrics)
-      return state, jax.tree.map(lambda *xs: np.concatenate(xs), *calls)
-
-    def host_state():
-      """The environments' state, in the objects and beside them."""
-      return dict(host_env=run_dir_lib.encode_object((envs, env_states)))
-
-    def load_host_state(extra):
-      envs[:], env_states[:] = run_dir_lib.decode_object(extra['host_env'])
-
-    return dict(init=init, state_shapes=state_shapes, step=step,
-                compile=lambda state: 0.0, lower=None, host_state=host_state,
-                load_host_state=load_host_state)
-
-  # -- On the host. ---------------------------------------------------------
-
-  def raise_first_problem(metrics, first_step: int) -> None:
-    """Raises for the first problem of a call's [K, S] `metrics` (and drops
-    the checks' entries): a rollout that failed the debug checks
-    (`RolloutError`) or a learner step whose loss or parameters are not
-    finite (`DivergedError`), whichever came first, in seed order."""
-    faults = metrics.pop(rollout_checks.KEY, None)
-    flags = metrics.pop(divergence.KEY)
-    for j in range(num_seeds):
-      name = '' if num_seeds == 1 else f'seed {config.seed + j} '
-      run_faults = (None if faults is None
-                    else jax.tree.map(lambda x, j=j: x[:, j], faults))
-      columns = {k: v[:, j] for k, v in metrics.items()}
-      columns[divergence.KEY] = flags[:, j]
-      divergence.raise_if_diverged(
-          columns, ('total_loss',), first_step, name + 'loop step',
-          "the agent's parameters", active=columns['learned'] > 0,
-          hint='Try a smaller learning_rate (--learning-rate).',
-          until=rollout_checks.first_index(run_faults))
-      rollout_checks.raise_if_faulty(run_faults, name + 'rollout')
-
-  def rows(metrics, first_step: int) -> run_lib.Rows:
-    """One row per iteration and seed, in that order, from [K, S] metrics."""
-    per_iteration = config.num_envs * config.rollout_len
-    out = []
-    for i in range(len(metrics['episodes'])):
-      for j in range(num_seeds):
-        episodes = float(metrics['episodes'][i, j])
-        out.append(dict(
-            step=first_step + i, seed=config.seed + j,
-            env_steps=(first_step + i + 1) * per_iteration,
-            episodes=episodes,
-            avg_return=(float(metrics['return_sum'][i, j]) / episodes
-                        if episodes else float('nan')),
-            learned=int(metrics['learned'][i, j]),
-            **{k: float(metrics[k][i, j]) for k in setup.log_keys}))
-    return out
-
-  def seed_rows(rows):
-    """The rows of each run, in seed order (rows alternate over seeds)."""
-    return [rows[j::num_seeds] for j in range(num_seeds)]
-
-  def summary(state: EvalState, rows, timing: run_lib.Timing):
-    """Final average return (last 100 iterations; over the runs and per
-    run), speed, memory."""
-    per_run = seed_rows(rows)
-    rss = [r['rss_mb'] for r in per_run[0]] or [float('nan')]
-    one_buffer = jax.tree.map(lambda x: x[0, 0], state.replay)
-    return dict(
-        final_avg_return=recent_return(rows, num_seeds),
-        final_avg_return_per_seed={
-            str(config.seed + j): recent_return(run_rows)
-            for j, run_rows in enumerate(per_run)},
-        steps=max(0, len(per_run[0]) - setup.warmup),
-        iterations=len(per_run[0]),
-        compile_and_first_step_s=timing.first_call_s,
-        steps_per_second=timing.steps_per_second,
-        peak_memory_mb=metrics_lib.peak_memory_mb(),
-        rss_mb_at_100=rss[min(99, len(rss) - 1)], rss_mb_final=rss[-1],
-        devices=setup.num_devices, processes=jax.process_count(),
-        replay_bytes_per_trajectory=replay.bytes_per_trajectory(one_buffer))
-
-  def outputs(state, rows, run_dir: run_dir_lib.RunDir, lead: bool):
-    """The learning curve of every run (`returns.png`)."""
-    del state
-    if not lead:
-      return {}
-    per_run = seed_rows(rows)
-    path = plots.plot_runs(
-        [r['env_steps'] for r in per_run[0]],
-        {f'seed {config.seed + j}': [r['avg_return'] for r in run_rows]
-         for j, run_rows in enumerate(per_run)},
-        run_dir.file(RETURNS_PLOT), 'environment steps', 'average return',
-        f'{rule_title} on {env_title(config)} ({seeds_title(config)})',
-        smooth=20)
-    return dict(plot_png=str(path))
-
-  def evaluate(state: EvalState, params=None, env=None,
-               num_rollouts: int = 20, seed: int = 0,
-               run: int = 0) -> dict[str, float]:
-    """The policy acting without learning (`actors.evaluate_policy`).
-
-    Args:
-      state: the job's state (its parameters are the default).
-      params: the network's parameters (default: run `run`'s current ones).
-      env: a jittable `Environment` whose observations fit the agent
-        (default: the run's own; for a host one its jittable twin).
-      num_rollouts: rollouts of `rollout_len` steps.
-      seed: the acting key's seed.
-      run: which of the `num_seeds` runs (0: the one of `config.seed`).
-    """
-    if not 0 <= run < num_seeds:
-      raise ValueError(f'run must be in [0, num_seeds={num_seeds}), got '
-                       f'{run}.')
-    if params is None:
-      params = jax.tree.map(lambda x: x[run],
-                            mesh_lib.fetch(state.learner_state.params))
-    if env is None and config.env == config_lib.CUSTOM_ENV:
-      env = setup.env
-    elif env is None and setup.jittable_env is None:
-      raise ValueError(
-          f'evaluate needs a jittable environment; env={config.env!r} is '
-          'stepped on the host: pass env= (a jittable Environment).')
-    elif env is None:
-      env = environments.get_environment(
-          setup.jittable_env, config.num_envs,
-          dataclasses.replace(config, env=setup.jittable_env).env_settings())
-    return actors.evaluate_policy(agent, params, env,
-                                  jax.random.PRNGKey(seed), num_rollouts,
-                                  config.rollout_len, config.matmul_precision)
-
+  if setup.host_envs:
+    acting = host_acting.make(
+        setup, state_specs=state_specs(), seed_keys=seed_keys(config),
+        iteration_keys=iteration_keys,
+        actor_keys=lambda key: actor_keys(key, config.rollout_len),
+        actor_step=agent.actor_step, learn_iteration=per_seed(iteration),
+        init_program=init_program, rule_params=default_rule_params,
+        rule_shapes=rule_shapes, check=check)
+  else:
+    acting = compiled_acting()
   rule_title = plots.rule_title(config.rule, rule_params is not None)
-  acting = host_acting() if setup.host_envs else compiled_acting()
   return run_lib.Job(
-      name='eval', config=config, setup=setup, rows=rows, summary=summary,
-      outputs=outputs, evaluate=evaluate,
+      name='eval', config=config, setup=setup,
+      rows=lambda metrics, first: eval_report.rows(
+          config, setup.log_keys, metrics, first),
+      summary=functools.partial(eval_report.summary, setup),
+      outputs=lambda state, rows, run_dir, lead: eval_report.outputs(
+          config, rule_title, rows, run_dir, lead),
       progress=lambda rows: dict(
-          avg_return=f'{recent_return(rows, num_seeds):.3f}'),
-      rule=lambda state: mesh_lib.fetch(state.rule_params),
-      steps_per_call=config.steps_per_call, rows_per_step=num_seeds,
-      warmup=setup.warmup,
-      description=f'eval {config.rule} {seeds_title(config)}', **acting)
+          avg_return=f'{eval_report.recent_return(rows):.3f}'),
+      steps_per_call=config.steps_per_call, warmup=setup.warmup,
+      description=f'eval {config.rule} {eval_report.seeds_title(config)}',
+      **acting)
 
 
-def recent_return(rows, num_seeds: int = 1) -> float:
-  """The mean `avg_return` of the last 100 iterations (of all runs)."""
-  recent = np.asarray([r['avg_return'] for r in rows[-100 * num_seeds:]],
-                      float)
-  return (float(np.nanmean(recent)) if np.isfinite(recent).any()
-          else float('nan'))
+def evaluate(job: run_lib.Job, state: EvalState, *, params=None, env=None,
+             num_rollouts: int = 20, seed: int = 0,
+             run: int = 0) -> dict[str, float]:
+  """An eval job's policy acting without learning
+  (`actors.evaluate_policy`): {'avg_return', 'episodes'}.
+
+  Args:
+    job: the eval job (`make_eval`; a Trainer's `job`).
+    state: its state (its parameters are the default).
+    params: the network's parameters (default: run `run`'s current ones).
+    env: a jittable `Environment` whose observations fit the agent
+      (default: the run's own; for a host one its jittable twin).
+    num_rollouts: rollouts of `rollout_len` steps.
+    seed: the acting key's seed.
+    run: which of the `num_seeds` runs (0: the one of `config.seed`).
+  """
+  setup, config = job.setup, job.config
+  if not 0 <= run < config.num_seeds:
+    raise ValueError(f'run must be in [0, num_seeds={config.num_seeds}), '
+                     f'got {run}.')
+  if params is None:
+    params = jax.tree.map(lambda x: x[run],
+                          mesh_lib.fetch(state.learner_state.params))
+  if env is None and config.env == config_lib.CUSTOM_ENV:
+    env = setup.env
+  elif env is None and setup.jittable_env is None:
+    raise ValueError(
+        f'evaluate needs a jittable environment; env={config.env!r} is '
+        'stepped on the host: pass env= (a jittable Environment).')
+  elif env is None:
+    env = environments.get_environment(
+        setup.jittable_env, config.num_envs,
+        dataclasses.replace(config, env=setup.jittable_env).env_settings())
+  return actors.evaluate_policy(setup.agent, params, env,
+                                jax.random.PRNGKey(seed), num_rollouts,
+                                config.rollout_len, config.matmul_precision)
 
 
-def seeds_title(config: config_lib.EvalConfig) -> str:
-  """'seed 3' or 'seeds 0-7'."""
-  if config.num_seeds == 1:
-    return f'seed {config.seed}'
-  return f'seeds {config.seed}-{config.seed + config.num_seeds - 1}'
-
-
-def env_title(config: config_lib.EvalConfig) -> str:
-  """'jittable_catch 8x8', 'gymnax:DeepSea-bsuite size=10', 'custom'."""
-  if config.env in config_lib.CATCH_ENVS:
-    return f'{config.env} {config.rows}x{config.columns}'
-  kwargs = ','.join(f'{k}={v}' for k, v in config.env_kwargs.items())
-  return f'{config.env} {kwargs}'.strip()
+def rule(job: run_lib.Job, state: EvalState):
+  """The rule's meta-parameters of an eval job's state, as NumPy arrays."""
+  del job
+  return mesh_lib.fetch(state.rule_params)

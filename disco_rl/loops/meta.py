@@ -12,7 +12,8 @@ in reading order:
                          one after another: `population`)
   renew_old_agents       agents past their lifetime start afresh
   meta_step              the meta-gradients into one rule update
-  rows, summary, outputs, evaluate   on the host
+  rows, summary, outputs   on the host; `evaluate` and `rule` read a
+                         job's state
 
 One meta-step, for every agent: act for `num_inner_steps` training
 rollouts and one validation rollout, then differentiate the meta-objective
@@ -436,32 +437,49 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
     meta_objective.save_params(params, path)
     return dict(plots=curve_paths, params_npz=str(path))
 
-  def evaluate(state, params=None, env=None, progress: bool = False):
-    """A fresh agent trained by the rule (default: the current one) under
-    `env`, an `EvalConfig` with rule 'disco_103' (default: 200 learner
-    steps on the first task, at this run's matmul precision); nothing is
-    written. Returns the eval job's summary."""
-    if params is None:
-      params = mesh_lib.fetch(state.update_rule_params)
-    if env is None:
-      env = config_lib.EvalConfig(
-          **setup.tasks[0].eval_settings(), num_steps=200,
-          matmul_precision=config.matmul_precision)
-    if not isinstance(env, config_lib.EvalConfig) or env.rule != 'disco_103':
-      raise ValueError('env must be an EvalConfig with rule disco_103 (a '
-                       f'meta-learned rule), got {env!r}.')
-    job = eval_lib.make_eval(env, rule_params=params)
-    rows = []
-    state, timing, _ = run_lib.run(job, job.init(), env.num_steps +
-                                   job.warmup, rows, progress=progress)
-    return job.summary(state, rows, timing)
-
   return run_lib.Job(
       name='meta_train', config=config, setup=setup, init=init,
-      state_shapes=state_shapes, step=step, compile=program.compile,
-      lower=program.lower,
-      rows=rows, summary=summary, outputs=outputs, evaluate=evaluate,
+      state_shapes=state_shapes, step=step, program=program,
+      rows=rows, summary=summary, outputs=outputs,
       progress=lambda rows: dict(pos_rewards=f'{rows[-1]["pos_rewards"]:.1f}',
                                  meta_loss=f'{rows[-1]["meta_loss"]:.3f}'),
-      rule=lambda state: mesh_lib.fetch(state.update_rule_params),
       steps_per_call=config.steps_per_call, description='meta-train')
+
+
+def evaluate(job: run_lib.Job, state: PopulationState, *, params=None,
+             env: config_lib.EvalConfig | None = None,
+             progress: bool = False) -> dict:
+  """A fresh agent trained by a meta-training job's rule: the eval job's
+  summary (nothing is written).
+
+  Args:
+    job: the meta-training job (`make_meta_train`; a Trainer's `job`).
+    state: its state.
+    params: the rule (default: the state's).
+    env: an `EvalConfig` with rule 'disco_103' (default: 200 learner steps
+      on the first task, at the run's matmul precision).
+    progress: show the eval run's progress bar.
+  """
+  config = job.config
+  if params is None:
+    params = rule(job, state)
+  if env is None:
+    env = config_lib.EvalConfig(
+        **job.setup.tasks[0].eval_settings(), num_steps=200,
+        matmul_precision=config.matmul_precision)
+  if not isinstance(env, config_lib.EvalConfig) or env.rule != 'disco_103':
+    raise ValueError('env must be an EvalConfig with rule disco_103 (a '
+                     f'meta-learned rule), got {env!r}.')
+  eval_job = eval_lib.make_eval(env, rule_params=params)
+  rows = []
+  outcome = run_lib.run(eval_job, eval_job.init(),
+                        env.num_steps + eval_job.warmup, rows,
+                        progress=progress)
+  return eval_job.summary(outcome.state, rows, outcome.timing)
+
+
+def rule(job: run_lib.Job, state: PopulationState):
+  """The rule's meta-parameters of a meta-training job's state, as NumPy
+  arrays ({module: {name: array}}, the layout of `disco_103.npz`)."""
+  del job
+  return mesh_lib.fetch(state.update_rule_params)

@@ -7,14 +7,19 @@ the host side knows: how to make the initial state, the compiled call that
 advances it, the rows of its metrics, the summary and the outputs. `run`
 drives any job: for each call, `state, metrics = job.step(state, k)`; its
 rows are written; a checkpoint is saved when due; the run stops when a
-callback asks, a signal arrives (`disco_rl.signals`) or another process
-stops. Nothing here knows which job it runs.
+callback asks or a signal arrives (`disco_rl.signals`) in any process.
+Nothing here knows which job it runs.
+
+`run` is the one place that watches for a stop while a job runs, and it
+decides once why the run stopped. With several processes every decision is
+agreed (the first process's reason wins), so all processes take the same
+path through the collectives of the steps, checkpoints and outputs.
 """
 
 from collections.abc import Callable
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import tqdm
@@ -23,7 +28,9 @@ from disco_rl.loops import mesh
 from disco_rl import metrics as metrics_lib
 from disco_rl import signals
 
-Rows = list[dict[str, float]]
+Rows = list[dict[str, Any]]
+# Why a run stopped early, as agreed across processes (0: it did not).
+REASONS = (None, 'SIGINT', 'SIGTERM', 'callback')
 
 
 @dataclasses.dataclass
@@ -47,9 +54,25 @@ class Timing:
             else float('nan'))
 
 
-def _nothing(*args) -> dict[str, Any]:
-  del args
-  return {}
+class Program(Protocol):
+  """What a job's program offers besides its steps (`compiled.Program`)."""
+
+  def compile(self, state) -> float:
+    """Compiles before the first call; the seconds it took."""
+
+  def lower(self, state) -> jax.stages.Lowered:
+    """The lowered program, for cost and memory analysis."""
+
+
+class HostState(Protocol):
+  """State a job keeps on the host (a dm_env's boards), checkpointed as
+  JSON-able text beside the device state."""
+
+  def save(self) -> dict[str, Any]:
+    """The state as a JSON-able dict."""
+
+  def load(self, saved: dict[str, Any]) -> None:
+    """Puts back what `save` gave."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,38 +80,33 @@ class Job:
   """A job as `run` and the `Trainer` see it (functions of explicit state).
 
   A step is a loop step: an eval iteration (act, store, maybe learn, in
-  every seed's run) or a meta-step.
+  every run of the program) or a meta-step. Every row carries its `step`.
 
   Attributes:
     name: 'eval' or 'meta_train' (recorded in the run's `run.json`).
     config: its settings.
-    setup: what it was built from (devices, mesh, environment, agents), for
-      users; `run` and the `Trainer` never read it.
+    setup: what it was built from (devices, mesh, environment, agents);
+      `run` and the `Trainer` never read it; the job's module functions
+      (`evaluate`, `rule`) do.
     init: `() -> state`, the initial state on the mesh.
     state_shapes: `() -> state` of `jax.ShapeDtypeStruct`s (with their
-      shardings): what a checkpoint is restored into; nothing is computed
-      or loaded.
+      shardings): what a checkpoint is restored into.
     step: `(state, count) -> (state, {name: [count, ...] NumPy})`: `count`
-      (<= `steps_per_call`) steps in one compiled call; the state given is
-      donated. Raises `RolloutError` or `DivergedError` at the first step
-      whose rollout or learning went wrong.
-    compile: `(state) -> seconds`: compiles `step` before its first call.
-    lower: `(state) -> jax.stages.Lowered` of the compiled program, for
-      cost and memory analysis (None: the host steps the environments).
-    rows: `(metrics, first_step) -> rows`, `rows_per_step` per step.
-    summary: `(state, rows, Timing) -> dict`: the run's figures.
+      (<= `steps_per_call`) steps in one call; the state given is donated.
+      Raises `RolloutError` or `DivergedError` at the first step whose
+      rollout or learning went wrong.
+    program: the compiled program (`compile`, `lower`).
+    rows: `(metrics, first_step) -> rows` of the steps of one call.
+    summary: `(state, rows, Timing) -> dict`: the run's figures (every
+      process calls it: it may read sharded state).
     outputs: `(state, rows, RunDir, lead) -> {name: path}`: plots and the
       rule's file (every process calls it; the `lead` one writes).
     progress: `(rows) -> {name: text}`: the progress bar's figures.
-    evaluate: `(state, **kwargs) -> dict` (see the makers).
-    rule: `(state) -> params`: the rule's meta-parameters on the host.
     steps_per_call: the most steps of one call.
-    rows_per_step: metrics rows per step (an eval job's `num_seeds`).
-    warmup: steps before the first learner step (filling a replay buffer).
+    warmup: loop steps before the job's steps count (an eval job's
+      iterations that only fill its replay buffer; 0 for meta-training).
     description: the progress bar's title.
-    host_state: `() -> dict`: JSON-able state kept on the host (a dm_env's
-      boards), checkpointed beside the device state.
-    load_host_state: `(dict) -> None`: puts it back.
+    host_state: state kept on the host, or None.
   """
 
   name: str
@@ -97,20 +115,43 @@ class Job:
   init: Callable[[], Any]
   state_shapes: Callable[[], Any]
   step: Callable[[Any, int], tuple[Any, dict[str, Any]]]
-  compile: Callable[[Any], float]
-  lower: Callable[[Any], Any] | None
+  program: Program
   rows: Callable[[dict[str, Any], int], Rows]
   summary: Callable[[Any, Rows, Timing], dict[str, Any]]
   outputs: Callable[..., dict[str, Any]]
   progress: Callable[[Rows], dict[str, str]]
-  evaluate: Callable[..., dict[str, Any]]
-  rule: Callable[[Any], Any]
   steps_per_call: int
-  rows_per_step: int = 1
   warmup: int = 0
   description: str = ''
-  host_state: Callable[[], dict[str, Any]] = _nothing
-  load_host_state: Callable[[dict[str, Any]], Any] = _nothing
+  host_state: HostState | None = None
+
+
+def steps_done(rows: Rows) -> int:
+  """The loop steps that `rows` cover (each row names its `step`)."""
+  return int(rows[-1]['step']) + 1 if rows else 0
+
+
+@dataclasses.dataclass
+class Outcome:
+  """How `run` ended.
+
+  Attributes:
+    state: the job's state.
+    timing: the run's wall-clock figures.
+    interrupted: why it stopped early ('SIGINT', 'SIGTERM', 'callback') or
+      None; a signal during `finish` counts (the run is then complete).
+    finished: what `finish` returned.
+  """
+
+  state: Any
+  timing: Timing
+  interrupted: str | None
+  finished: dict[str, Any]
+
+
+def _agreed(reason: str | None) -> str | None:
+  """The first process's reason to stop (every process calls this)."""
+  return REASONS[mesh.first_over_processes(REASONS.index(reason))]
 
 
 def run(job: Job, state, target: int, rows: Rows, *,
@@ -118,9 +159,9 @@ def run(job: Job, state, target: int, rows: Rows, *,
         save: Callable[[Any, int], None] | None = None,
         checkpoint_every: int = 0,
         on_call: Callable[[Any, Rows], bool] | None = None,
-        progress: bool = True, log_every: int = 0
-        ) -> tuple[Any, Timing, str | None]:
-  """Runs `job` from the step `rows` ends at until `target` steps are done.
+        finish: Callable[[Any, Timing], dict[str, Any]] | None = None,
+        progress: bool = True, log_every: int = 0) -> Outcome:
+  """Runs `job` from the step `rows` end at until `target` steps are done.
 
   Args:
     job: the job.
@@ -133,30 +174,29 @@ def run(job: Job, state, target: int, rows: Rows, *,
       `checkpoint_every` steps (rounded up to whole calls; 0: never), not
       after the last call.
     on_call: `on_call(state, new rows)` after every call; True stops.
+    finish: `finish(state, timing)` after the last call, still under the
+      signal rule (the final checkpoint and outputs); its dict is returned.
     progress: show a progress bar (process 0).
     log_every: also print a line about every `log_every` steps (0: never).
 
   Returns:
-    (state, Timing, why it stopped early: the signal's name, 'callback',
-    'another process', or None). Safe points, where a stop is seen: before
-    compiling, after compiling, after every call.
+    The `Outcome`. Safe points, where a stop is seen: before compiling,
+    after compiling, after every call, after `finish`.
   """
-  done = len(rows) // job.rows_per_step
+  done = steps_done(rows)
   timing, start = Timing(), time.perf_counter()
   interrupted = None
   lead = jax.process_index() == 0
-  with signals.StopOnSignal() as signal_seen:
+  with signals.StopOnSignal() as seen:
 
     def should_stop(reason: str | None = None) -> bool:
       nonlocal interrupted
-      interrupted = interrupted or reason or signal_seen.signal_name
-      stop = mesh.any_process(interrupted is not None)
-      interrupted = interrupted or ('another process' if stop else None)
-      return stop
+      interrupted = _agreed(reason or seen.signal_name)
+      return interrupted is not None
 
     compile_s = 0.0
     if done < target and not should_stop():
-      compile_s = job.compile(state)
+      compile_s = job.program.compile(state)
     bar = tqdm.tqdm(total=target, initial=done, desc=job.description,
                     disable=not (progress and lead))
     first = done
@@ -196,4 +236,7 @@ def run(job: Job, state, target: int, rows: Rows, *,
           save(state, done)
     finally:
       bar.close()
-  return state, timing, interrupted
+    finished = {} if finish is None else finish(state, timing)
+    if interrupted is None:  # A signal after the last call.
+      should_stop()
+  return Outcome(state, timing, interrupted, finished)

@@ -160,27 +160,25 @@ class RunDir:
                        'run.')
     return values
 
-  def check_same_settings(self, saved: dict[str, Any], config,
+  def check_same_settings(self, saved: dict[str, Any],
+                          given: dict[str, Any],
                           changeable=RESUMABLE_CHANGES) -> None:
-    """Raises ValueError naming each setting of `config` that differs from
-    the saved ones (but `changeable`), or that the record does not know."""
-    names = [f.name for f in dataclasses.fields(config)]
-    unknown = sorted(set(saved) - set(names))
+    """Raises ValueError naming each setting `given` that differs from the
+    saved ones (but `changeable`), or that the record does not know."""
+    unknown = sorted(set(given) - set(saved))
     if unknown:
-      raise ValueError(f'{self.path / SETTINGS} has settings {unknown} that '
-                       f'{type(config).__name__} does not know (written by '
-                       'another version?).')
-    differ = [f'{name}: saved {saved[name]!r}, given '
-              f'{getattr(config, name)!r}' for name in names
-              if name in saved and name not in changeable
-              and saved[name] != getattr(config, name)]
+      raise ValueError(f'{self.path / SETTINGS} has no settings {unknown} '
+                       '(written by another version?).')
+    differ = [f'{name}: saved {saved[name]!r}, given {value!r}'
+              for name, value in given.items()
+              if name not in changeable and saved[name] != value]
     if differ:
       raise ValueError('A resumed run keeps the settings it was started '
                        'with; these differ: ' + '; '.join(differ) + '.')
 
-  def start(self, job: str, config, lead: bool = True) -> None:
+  def start(self, job: str, config) -> None:
     """A new run: the previous run's files removed (overwrite), the
-    directory made and the settings recorded (by the `lead` process)."""
+    directory made and the settings recorded (by one process alone)."""
     if self.holds_run() and self._overwrite:
       for name in _RUN_FILES:
         target = self.path / name
@@ -191,12 +189,11 @@ class RunDir:
       for target in self.path.glob(_PLOTS):
         target.unlink()
     self.path.mkdir(parents=True, exist_ok=True)
-    if lead:
-      record = dict(job=job, settings={
-          f.name: (list(v) if isinstance(v, tuple) else v)
-          for f in dataclasses.fields(config)
-          for v in (getattr(config, f.name),)})
-      self._write(SETTINGS, json.dumps(record, indent=2) + '\n')
+    record = dict(job=job, settings={
+        f.name: (list(v) if isinstance(v, tuple) else v)
+        for f in dataclasses.fields(config)
+        for v in (getattr(config, f.name),)})
+    self._write(SETTINGS, json.dumps(record, indent=2) + '\n')
 
   def write_summary(self, summary: dict[str, Any]) -> dict[str, Any]:
     """Writes `summary.json` (NaN as null); returns the JSON-safe summary."""

@@ -1,11 +1,11 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""One object for a run: fit, evaluate, save, restore.
+"""One object for a run: fit, save, restore, resume.
 
   trainer = Trainer(EvalConfig(num_steps=500), 'runs/catch')
   summary = trainer.fit()          # metrics.csv, returns.png, checkpoints/
 
-  trainer = Trainer(EvalConfig(num_steps=1000), 'runs/catch', resume=True)
+  trainer = Trainer.resume('runs/catch', dict(num_steps=1000))
   trainer.fit()                    # continues from the last checkpoint
 
 The config says the job (`make_eval` for an `EvalConfig`, `make_meta_train`
@@ -13,15 +13,18 @@ for a `MetaTrainConfig`); the `Trainer` runs the `Job` it gets with the one
 host loop (`run.run`) and knows nothing else about it. The whole state is
 checkpointed every `checkpoint_every` steps, at the end of `fit`, and when a
 signal stops the run (`disco_rl.signals`); a resumed run gives the same
-metrics rows and state as one never interrupted, bit for bit.
+metrics rows and state as one never interrupted, bit for bit. With several
+processes every process makes the same calls (each collective is entered by
+all); process 0 writes the rows, plots and summary.
 
-Steps: one metrics row per loop step (an eval iteration, of each of
-`num_seeds` runs; a meta-step). `fit(num_steps)` counts learner steps for
-the eval job (its first iterations only fill the replay buffer) and
-meta-steps for meta-training.
+Steps: one loop step is an eval iteration (of every run in the program) or
+a meta-step. `fit(num_steps)` counts learner steps for the eval job (its
+first iterations only fill the replay buffer) and meta-steps for
+meta-training. A job's own results: `eval.evaluate(trainer.job,
+trainer.state)`, `meta.rule(trainer.job, trainer.state)`, ...
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 import dataclasses
 from typing import Any
 
@@ -30,18 +33,18 @@ import numpy as np
 
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
+from disco_rl.loops import mesh
 from disco_rl.loops import meta as meta_lib
 from disco_rl.loops import run as run_lib
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl import metrics as metrics_lib
-from disco_rl import signals
 
 # The job each config makes: (its name in run.json, its maker).
 JOBS = {config_lib.EvalConfig: ('eval', eval_lib.make_eval),
         config_lib.MetaTrainConfig: ('meta_train', meta_lib.make_meta_train)}
 CONFIGS = {name: cls for cls, (name, _) in JOBS.items()}
 # callback(trainer, new rows) -> True to stop the run early.
-Callback = Callable[['Trainer', list[dict[str, float]]], bool | None]
+Callback = Callable[['Trainer', run_lib.Rows], bool | None]
 
 
 def stop_when(metric: str, *, above: float | None = None,
@@ -51,7 +54,7 @@ def stop_when(metric: str, *, above: float | None = None,
   Args:
     metric: a metrics column, e.g. 'avg_return' or 'pos_rewards'.
     above: stop once the mean of the last `window` steps' rows (of every
-      seed's run) is >= `above`.
+      run in the program) is >= `above`.
     below: stop once it is <= `below`.
     window: steps averaged (NaN rows skipped).
   """
@@ -62,9 +65,12 @@ def stop_when(metric: str, *, above: float | None = None,
 
   def callback(trainer: 'Trainer', new_rows) -> bool:
     del new_rows
-    count = window * trainer.job.rows_per_step
-    values = np.asarray([r[metric] for r in trainer.rows[-count:]], float)
-    if len(values) < count or not np.isfinite(values).any():
+    first = trainer.step - window
+    if first < 0:
+      return False
+    values = np.asarray([r[metric] for r in trainer.rows
+                         if r['step'] >= first], float)
+    if not np.isfinite(values).any():
       return False
     mean = float(np.nanmean(values))
     return mean >= above if above is not None else mean <= below
@@ -73,14 +79,15 @@ def stop_when(metric: str, *, above: float | None = None,
 
 
 class Trainer:
-  """Runs a job: fit, checkpoints, resume, evaluate.
+  """Runs a job: fit, checkpoints, resume.
 
   Attributes:
     config: the run's settings.
     run_dir: the run's directory (`RunDir`; None: nothing is written).
     job: the `Job` (its `setup` holds the devices, agents, environments).
     state: the job's state now (a pytree of arrays on the mesh).
-    rows: the metrics rows so far, `job.rows_per_step` per step.
+    rows: the metrics rows so far (every process holds them all).
+    interrupted: why the last `fit` stopped early, or None.
   """
 
   def __init__(self, config, output_dir=None, *, rule_params=None,
@@ -91,12 +98,13 @@ class Trainer:
     """Builds the job and its state: the initial one, or the resumed one.
 
     Args:
-      config: an `EvalConfig` or a `MetaTrainConfig`.
+      config: an `EvalConfig` or a `MetaTrainConfig`; with `resume`, also a
+        dict of settings given again (the saved ones fill in the rest).
       output_dir: the run directory (a path or a `RunDir`); None writes
         nothing (checkpoints then need `save(directory)`).
       rule_params: the rule's meta-parameters (default: see the makers).
       resume: continue the run in `output_dir` from its last checkpoint;
-        `config` must equal its saved settings but for `num_steps`.
+        the settings given must equal the saved ones but for `num_steps`.
       overwrite: replace a run already in `output_dir`.
       checkpoint_every: save every this many steps (rounded up to whole
         calls); None: 10 times per run; 0: only at the end and on signals.
@@ -107,26 +115,18 @@ class Trainer:
       env: eval job only: the jittable Environment of
         `EvalConfig(env='custom')`, or a function of `batch_size` that
         builds it; give it again on resume.
-      loggers: live curves of the metrics rows besides the CSV, as they
-        come: 'tensorboard' (event files in `output_dir/tensorboard`) and
-        'wandb' (a Weights & Biases run in `output_dir/wandb`, offline
-        unless `$WANDB_MODE` says otherwise); each needs its extra
-        (`pip install 'disco_rl[tensorboard]'`, `'disco_rl[wandb]'`).
+      loggers: live curves besides the CSV: 'tensorboard' (event files in
+        `output_dir/tensorboard`) and 'wandb' (offline in `output_dir/wandb`
+        unless `$WANDB_MODE` says otherwise); each needs its extra.
 
     Raises:
       ValueError: bad arguments, an output directory that cannot be used,
         a resumed run whose settings differ (all before anything is built).
     """
-    if type(config) not in JOBS:
-      raise TypeError('config must be an EvalConfig or a MetaTrainConfig, '
-                      f'got {type(config).__name__}.')
-    if checkpoint_every is not None and checkpoint_every < 0:
-      raise ValueError(f'checkpoint_every must be >= 0, got '
-                       f'{checkpoint_every}.')
-    if keep_checkpoints < 1:
-      raise ValueError(f'keep_checkpoints must be >= 1, got '
-                       f'{keep_checkpoints}.')
-    name, maker = JOBS[type(config)]
+    for name, value, least in (('checkpoint_every', checkpoint_every, 0),
+                               ('keep_checkpoints', keep_checkpoints, 1)):
+      if value is not None and value < least:
+        raise ValueError(f'{name} must be >= {least}, got {value}.')
     self.run_dir = output_dir
     if output_dir is not None and not isinstance(output_dir,
                                                  run_dir_lib.RunDir):
@@ -135,8 +135,11 @@ class Trainer:
     if resume and self.run_dir is None:
       raise ValueError('resume=True needs the output_dir of the run.')
     if resume:
-      self.run_dir.check_same_settings(self.run_dir.saved_settings(name),
-                                       config)
+      config = self._resumed_config(config)
+    if type(config) not in JOBS:
+      raise TypeError('config must be an EvalConfig or a MetaTrainConfig, '
+                      f'got {type(config).__name__}.')
+    name, maker = JOBS[type(config)]
     self.loggers = metrics_lib.check_loggers(loggers)
     if self.loggers and self.run_dir is None:
       raise ValueError(f'loggers {list(self.loggers)} write into the run\'s '
@@ -153,7 +156,8 @@ class Trainer:
     self._lead = jax.process_index() == 0
     self._checkpointer = None
     self.interrupted: str | None = None
-    self.rows: list[dict[str, float]] = []
+    self.rows: run_lib.Rows = []
+    mesh.sync('disco_rl: run directory checked')  # Before anything writes.
     if resume:
       try:
         self.restore()
@@ -162,31 +166,40 @@ class Trainer:
         raise
     else:
       self.state = self.job.init()
-      if self.run_dir is not None:
-        self.run_dir.start(name, config, self._lead)
+      if self.run_dir is not None and self._lead:
+        self.run_dir.start(name, config)
+    mesh.sync('disco_rl: run directory ready')
+
+  def _resumed_config(self, given):
+    """The resumed run's config: the saved settings, checked (once) against
+    those `given` (a config or a dict)."""
+    if isinstance(given, Mapping):
+      name = self.run_dir.record()[0]
+      if name not in CONFIGS:
+        raise ValueError(f'{self.run_dir.path} holds a {name!r} run, which '
+                         'this version cannot resume.')
+      cls, given = CONFIGS[name], dict(given)
+    else:
+      cls = type(given)
+      name = JOBS[cls][0] if cls in JOBS else None
+      given = {f.name: getattr(given, f.name)
+               for f in dataclasses.fields(given)}
+    saved = config_lib.upgrade_settings(cls, self.run_dir.saved_settings(
+        name))
+    self.run_dir.check_same_settings(saved, given)
+    return cls(**{**saved, **given})
 
   @classmethod
   def resume(cls, output_dir, changes: dict[str, Any] | None = None,
              config_cls=None, **kwargs) -> 'Trainer':
     """Continues the run in `output_dir` with the settings it was started
-    with (read once, checked once).
-
-    Args:
-      output_dir: the run (a path or a `RunDir`).
-      changes: settings given again; only `num_steps` may differ from the
-        saved ones.
-      config_cls: the job the run must be (default: whichever it is).
-      **kwargs: more `Trainer` arguments.
-    """
+    with; `changes` may raise `num_steps`; `config_cls`: the job the run
+    must be (default: whichever it is)."""
     run_dir = output_dir if isinstance(output_dir, run_dir_lib.RunDir) else (
         run_dir_lib.RunDir(output_dir, resume=True))
-    name = JOBS[config_cls][0] if config_cls else run_dir.record()[0]
-    if name not in CONFIGS:
-      raise ValueError(f'{run_dir.path} holds a {name!r} run, which this '
-                       'version cannot resume.')
-    saved = run_dir.saved_settings(name)
-    config = CONFIGS[name](**{**saved, **(changes or {})})
-    return cls(config, run_dir, resume=True, **kwargs)
+    if config_cls is not None:
+      run_dir.saved_settings(JOBS[config_cls][0])  # Raises for another job.
+    return cls(changes or {}, run_dir, resume=True, **kwargs)
 
   @property
   def output_dir(self):
@@ -195,8 +208,8 @@ class Trainer:
 
   @property
   def step(self) -> int:
-    """Steps done."""
-    return len(self.rows) // self.job.rows_per_step
+    """Loop steps done."""
+    return run_lib.steps_done(self.rows)
 
   @property
   def learner_steps(self) -> int:
@@ -215,42 +228,39 @@ class Trainer:
     return self._checkpointer
 
   def save(self, directory=None) -> int:
-    """Checkpoints the whole state now (default: the run's `checkpoints/`).
-
-    Returns:
-      The checkpoint's step.
-    """
+    """Checkpoints the whole state now (default: the run's `checkpoints/`;
+    every process calls it). Returns the checkpoint's step."""
     checkpoints = self._checkpoints(directory)
+    host = self.job.host_state
     try:
       checkpoints.save(self.step, self.state, dict(
-          rows=len(self.rows), **self.job.host_state()))
+          rows=len(self.rows), **(host.save() if host else {})))
     finally:
       if directory is not None:  # A one-off directory: release its manager.
         checkpoints.close()
     return self.step
 
   def restore(self, directory=None, step: int | None = None) -> int:
-    """Continues from a checkpoint (default: the latest of the run).
-
-    The metrics rows after the checkpoint are dropped from `metrics.csv`
-    (they will be computed again, identically).
-
-    Returns:
-      The restored step.
-    """
+    """Continues from a checkpoint (default: the latest of the run). The
+    metrics rows after it are dropped from `metrics.csv` (they will be
+    computed again, identically). Returns the restored step."""
     checkpoints = self._checkpoints(directory)
     try:
+      step = checkpoints.latest_step() if step is None else step
       self.state, extra = checkpoints.restore(self.job.state_shapes(), step)
     finally:
       if directory is not None:
         checkpoints.close()
-    self.job.load_host_state(extra)
+    if self.job.host_state is not None:
+      self.job.host_state.load(extra)
     count = int(extra['rows'])
-    if self.run_dir is not None and self._lead:
-      self.rows = metrics_lib.keep_rows(
-          self.run_dir.file(run_dir_lib.METRICS), count)
-    else:  # Only process 0 keeps the rows: stand-ins count them.
-      self.rows = [dict(row=i) for i in range(count)]
+    if self.run_dir is None:  # Rows not kept: stand-ins count the steps.
+      per_step = max(1, count // max(1, step))
+      self.rows = [dict(step=i // per_step) for i in range(count)]
+    else:  # Every process reads them; process 0 also cuts the file (whole
+      # or not at all), so all read the same first `count` rows.
+      self.rows = metrics_lib.read_rows(
+          self.run_dir.file(run_dir_lib.METRICS), count, cut=self._lead)
     return self.step
 
   # -- Running. ---------------------------------------------------------------
@@ -260,9 +270,8 @@ class Trainer:
     """Trains until `num_steps` steps are done in all (default: config's).
 
     Writes the metrics rows as they come, checkpoints on schedule, and stops
-    early when a callback returns True, a SIGINT/SIGTERM arrives or another
-    process stops; then (and at the end) saves a checkpoint, the plots and
-    the job's outputs.
+    early when a callback returns True or a SIGINT/SIGTERM arrives (in any
+    process); then (and at the end) saves a checkpoint and the outputs.
 
     Args:
       num_steps: learner steps (eval) or meta-steps the run has in all when
@@ -272,9 +281,9 @@ class Trainer:
 
     Returns:
       The job's summary (JSON-safe: NaN as None) with `interrupted` (the
-      signal's name, 'callback', 'another process' or None), `completed`,
-      `stopped_at_step` (when interrupted) and the output paths; also
-      written to the run's `summary.json`.
+      signal's name, 'callback' or None), `completed`, `stopped_at_step`
+      (when interrupted) and the output paths; also written to the run's
+      `summary.json`.
     """
     num_steps = self.config.num_steps if num_steps is None else num_steps
     if num_steps < 1:
@@ -297,63 +306,47 @@ class Trainer:
 
     def on_call(state, new_rows) -> bool:
       self.state = state
-      stops = [bool(callback(self, new_rows)) for callback in callbacks]
-      return any(stops)
+      return any([bool(callback(self, new_rows)) for callback in callbacks])
 
     def save(state, step):
       del step
       self.state = state
       self.save()
 
-    with signals.StopOnSignal() as signal_seen:
-      try:
-        self.state, timing, self.interrupted = run_lib.run(
-            self.job, self.state, target, self.rows,
-            write=write if writers else None,
-            save=None if self.run_dir is None else save,
-            checkpoint_every=every, on_call=on_call, progress=self.progress,
-            log_every=self.log_every)
-      finally:
-        for writer in writers:
-          writer.close()
-      return self._finish(timing, target, signal_seen)
+    def finish(state, timing):
+      """The final checkpoint, the outputs and the job's summary (every
+      process: each may enter collectives)."""
+      self.state = state
+      summary = self.job.summary(state, self.rows, timing)
+      if self.run_dir is not None:
+        if self._checkpoints().latest_step() != self.step:
+          self.save()
+        summary.update(self.job.outputs(state, self.rows, self.run_dir,
+                                        self._lead))
+        summary.update(output_dir=str(self.run_dir.path),
+                       metrics_csv=str(self.run_dir.file(
+                           run_dir_lib.METRICS)),
+                       checkpoint_step=self.step)
+      return summary
 
-  def _finish(self, timing: run_lib.Timing, target: int,
-              signal_seen: signals.StopOnSignal) -> dict[str, Any]:
-    """The final checkpoint, the outputs and the summary (process 0's is
-    complete). A signal that came after the last call is reported too."""
-    summary = (self.job.summary(self.state, self.rows, timing) if self._lead
-               else {})
-    if self.run_dir is not None:
-      if self._checkpoints().latest_step() != self.step:
-        self.save()
-      summary.update(self.job.outputs(self.state, self.rows, self.run_dir,
-                                      self._lead))
-      summary.update(output_dir=str(self.run_dir.path),
-                     metrics_csv=str(self.run_dir.file(run_dir_lib.METRICS)),
-                     checkpoint_step=self.step)
-    self.interrupted = self.interrupted or signal_seen.signal_name
-    summary.update(interrupted=self.interrupted,
+    try:
+      outcome = run_lib.run(
+          self.job, self.state, target, self.rows,
+          write=write if writers else None,
+          save=None if self.run_dir is None else save,
+          checkpoint_every=every, on_call=on_call, finish=finish,
+          progress=self.progress, log_every=self.log_every)
+    finally:
+      for writer in writers:
+        writer.close()
+    self.state, self.interrupted = outcome.state, outcome.interrupted
+    summary = dict(outcome.finished, interrupted=self.interrupted,
                    completed=self.step >= target)
     if self.interrupted is not None:
       summary['stopped_at_step'] = self.learner_steps
     if self.run_dir is not None and self._lead:
       return self.run_dir.write_summary(summary)
     return run_dir_lib.json_safe(summary)
-
-  def evaluate(self, **kwargs) -> dict[str, Any]:
-    """Evaluates without changing the run (`job.evaluate`).
-
-    Eval job: the agent's policy acting without learning (`params`, `env`,
-    `num_rollouts`, `seed`, `run`): {'avg_return', 'episodes'}.
-    Meta-training: a fresh agent trained by the rule (`params`; `env`, an
-    `EvalConfig`): that eval run's summary.
-    """
-    return self.job.evaluate(self.state, **kwargs)
-
-  def rule_params(self):
-    """The rule's meta-parameters now, as NumPy arrays."""
-    return self.job.rule(self.state)
 
   def close(self) -> None:
     if self._checkpointer is not None:
@@ -367,11 +360,6 @@ def read_rule(output_dir, step: int | None = None
   nothing in `output_dir` changes.
 
     params, step = read_rule('runs/meta_train', step=750)
-    meta_objective.save_params(params, 'rule_750.npz')
-
-  Args:
-    output_dir: a meta-training run (finished, interrupted or running).
-    step: the checkpoint's meta-step (default: the latest).
 
   Returns:
     The rule's meta-parameters as NumPy arrays, {module: {name: array}} (the
@@ -383,7 +371,8 @@ def read_rule(output_dir, step: int | None = None
       the ones it has) or none at all.
   """
   run_dir = run_dir_lib.RunDir(output_dir, read_only=True)
-  config = config_lib.MetaTrainConfig(**run_dir.saved_settings('meta_train'))
+  config = config_lib.MetaTrainConfig(**config_lib.upgrade_settings(
+      config_lib.MetaTrainConfig, run_dir.saved_settings('meta_train')))
   if not run_dir.file(run_dir_lib.CHECKPOINTS).is_dir():
     raise FileNotFoundError(f'No checkpoint in {run_dir.path}: the run has '
                             f'no {run_dir_lib.CHECKPOINTS}/ directory.')
@@ -394,4 +383,4 @@ def read_rule(output_dir, step: int | None = None
     step = checkpoints.latest_step() if step is None else step
   finally:
     checkpoints.close()
-  return job.rule(state), int(step)
+  return meta_lib.rule(job, state), int(step)

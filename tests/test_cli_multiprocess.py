@@ -1,0 +1,174 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Two processes through the command line, as docs/scaling.md shows users.
+
+Each process is `python -m disco_rl.examples.eval` (or `.meta_train`) with
+`--coordinator-address 127.0.0.1:PORT --num-processes 2 --process-id i`,
+one CPU device each. A run ends in both processes; a run stopped by a
+SIGTERM to one process stops in both at the same step, with a checkpoint,
+and resumed in both it gives the rows and parameters of a run never
+stopped; a process whose peer dies ends with one `error:` line.
+"""
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pandas as pd
+import pytest
+import smoke_env
+
+from disco_rl import metrics as metrics_lib
+
+TIMEOUT_S = 600
+COMMANDS = {'eval': 'disco_rl.examples.eval',
+            'meta_train': 'disco_rl.examples.meta_train'}
+TINY = {
+    'eval': ['--rule', 'actor_critic', '--batch-size', '8', '--replay-ratio',
+             '2', '--buffer-capacity', '16', '--rollout-len', '5', '--dense',
+             '16', '--model-lstm-size', '8', '--model-head-hiddens', '8',
+             '--steps-per-call', '2'],
+    'meta_train': ['--num-agents', '2', '--batch-size-per-device', '2',
+                   '--rollout-len', '3', '--num-inner-steps', '1',
+                   '--dense', '16', '--model-lstm-size',
+                   '8', '--model-head-hiddens', '8', '--value-dense', '8',
+                   '--steps-per-call', '2'],
+}
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+class _Pair:
+  """The two processes of one run, started as a user starts them."""
+
+  def __init__(self, job, args, tmp_path, name):
+    env = dict(os.environ, **smoke_env.fast_jax_env(num_devices=1),
+               JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
+    env.pop('XLA_FLAGS', None)
+    env['XLA_FLAGS'] = smoke_env.xla_flags(1)
+    address = f'127.0.0.1:{_free_port()}'
+    self.logs = [tmp_path / f'{name}_{i}.log' for i in range(2)]
+    self.procs = []
+    for i, log in enumerate(self.logs):
+      with open(log, 'w') as out:
+        self.procs.append(subprocess.Popen(
+            [sys.executable, '-m', COMMANDS[job], *args, '--no-progress',
+             '--coordinator-address', address, '--num-processes', '2',
+             '--process-id', str(i)],
+            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT))
+
+  def wait(self, timeout=TIMEOUT_S) -> list[tuple[int, str]]:
+    """(exit status, output) of each process."""
+    deadline = time.monotonic() + timeout
+    try:
+      for p in self.procs:
+        p.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+      for p in self.procs:
+        if p.poll() is None:
+          p.kill()
+    return [(p.returncode, log.read_text())
+            for p, log in zip(self.procs, self.logs)]
+
+
+def _rows(out: pathlib.Path) -> int:
+  try:
+    return len(metrics_lib.read_table(out / 'metrics.csv'))
+  except (FileNotFoundError, ValueError):
+    return 0
+
+
+def _compared(out: pathlib.Path):
+  """The metrics table without the wall-clock and memory columns."""
+  return metrics_lib.read_table(out / 'metrics.csv').drop(
+      columns=['time_s', 'rss_mb'])
+
+
+def _params(out: pathlib.Path) -> dict[str, np.ndarray]:
+  """The learned parameters in the run's latest checkpoint, read as NumPy
+  arrays (no mesh): the agent's (eval) or the rule's (meta-training)."""
+  steps = sorted(int(p.name) for p in (out / 'checkpoints').iterdir()
+                 if p.name.isdigit())
+  path = out / 'checkpoints' / str(steps[-1]) / 'state'
+  tree = ocp.StandardCheckpointer().metadata(path).item_metadata.tree
+  state = ocp.PyTreeCheckpointer().restore(path, restore_args=jax.tree.map(
+      lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree))
+  part = state.get('learner_state', state.get('update_rule_params'))
+  return {jax.tree_util.keystr(k): np.asarray(v)
+          for k, v in jax.tree_util.tree_leaves_with_path(part)}
+
+
+# Steps of each run: enough that a SIGTERM after the first rows stops the
+# run long before its end (each call also saves a checkpoint).
+TOTAL = {'eval': 60, 'meta_train': 30}
+
+
+@pytest.mark.parametrize('job', ['eval', 'meta_train'])
+def test_two_processes_stop_resume_and_equal_a_run_never_stopped(
+    job, tmp_path):
+  """A straight two-process run ends with exit 0 in both. Another, given a
+  SIGTERM in process 1, stops in both at one step (exit 143, checkpoint,
+  summary); `--resume` in both finishes it (exit 0), with the rows and
+  learned parameters of the straight run, bit for bit."""
+  stopped, straight = tmp_path / 'stopped', tmp_path / 'straight'
+  run = [*TINY[job], '--steps', str(TOTAL[job]), '--checkpoint-every', '2']
+  first = _Pair(job, [*run, '--out', str(stopped)], tmp_path, 'first')
+  reference = _Pair(job, [*run, '--out', str(straight)], tmp_path, 'straight')
+  deadline = time.monotonic() + TIMEOUT_S
+  while _rows(stopped) < 4:
+    assert all(p.poll() is None for p in first.procs), first.wait()
+    assert time.monotonic() < deadline
+    time.sleep(0.05)
+  first.procs[1].send_signal(signal.SIGTERM)
+  ends = first.wait()
+  assert [status for status, _ in ends] == [143, 143], ends
+  for _, out in ends:
+    assert 'Traceback' not in out, out[-3000:]
+    assert 'interrupted by SIGTERM after step' in out, out[-3000:]
+  summary = json.loads((stopped / 'summary.json').read_text())
+  assert summary['interrupted'] == 'SIGTERM' and not summary['completed']
+  assert summary['stopped_at_step'] < TOTAL[job]
+
+  resumed = _Pair(job, ['--resume', str(stopped)], tmp_path, 'resumed')
+  for pair in (reference, resumed):
+    ends = pair.wait()
+    assert [status for status, _ in ends] == [0, 0], ends
+  assert json.loads((stopped / 'summary.json').read_text())['completed']
+  pd.testing.assert_frame_equal(_compared(stopped), _compared(straight),
+                                check_exact=True)
+  want, got = _params(straight), _params(stopped)
+  assert sorted(got) == sorted(want) and want
+  for key in want:
+    np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+def test_a_process_whose_peer_dies_ends_with_one_error_line(tmp_path):
+  """Process 1 killed (SIGKILL) mid-run: process 0 ends on its own within
+  the stated time with one `error:` line and exit 2, no traceback."""
+  pair = _Pair('eval', [*TINY['eval'], '--steps', '100000', '--out',
+                        str(tmp_path / 'run')], tmp_path, 'dies')
+  deadline = time.monotonic() + TIMEOUT_S
+  while _rows(tmp_path / 'run') < 4:
+    assert all(p.poll() is None for p in pair.procs), pair.wait()
+    assert time.monotonic() < deadline
+    time.sleep(0.05)
+  pair.procs[1].kill()
+  killed_at = time.monotonic()
+  (status, out), _ = pair.wait(timeout=90)
+  assert time.monotonic() - killed_at < 80  # mesh.PEER_TIMEOUT_S + margin.
+  assert status == 2, out[-3000:]
+  errors = [line for line in out.splitlines() if line.startswith('error: ')]
+  assert len(errors) == 1 and 'process' in errors[0], out[-3000:]
+  assert 'Traceback' not in out and 'Check failure' not in out, out[-3000:]
