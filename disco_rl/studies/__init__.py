@@ -3,4 +3,6 @@
 """Studies: grids of rules, environments, learning rates and seeds, and
 their statistics and reports (`stats`: interquartile means, probability of
 improvement, performance profiles and their stratified-bootstrap intervals,
-the numbers the `rliable` library gives)."""
+the numbers the `rliable` library gives; `measure`: a run's final return,
+random play, normalised scores, compact curves; `report`: tables and
+figures from a study's results and curves alone)."""
