@@ -535,6 +535,16 @@ SIZED_RULES = ('disco_103',)
 RULE_SIZE_FIELDS = disco.SIZE_FIELDS
 
 
+def check_rule_sizes(sizes: Mapping[str, Any], what: str = 'rule_sizes'
+                     ) -> None:
+  """Raises ValueError, naming `what`, unless `sizes` are meta-network
+  sizes (`disco.MetaNetSizes` fields and valid values)."""
+  try:
+    disco.as_sizes(sizes)
+  except (TypeError, ValueError) as e:
+    raise ValueError(f'{what}: {e}') from None
+
+
 def make_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
                   model_head_hiddens, precision: str = 'float32',
                   net: str = 'mlp', rule_sizes: disco.MetaNetSizes

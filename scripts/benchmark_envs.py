@@ -92,12 +92,12 @@ ACTING_SCRIPT = textwrap.dedent('''
 def train(family: str, settings: dict, steps: int, out: pathlib.Path):
   """Trains one family; its speed and sizes."""
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
-  from disco_rl import evaluation  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
   config = config_lib.EvalConfig(num_steps=steps, steps_per_call=1,
                                  **settings, **FAMILIES[family])
   run_dir = out / family.split(' ')[0].lower()
-  summary = evaluation.run_eval(config, run_dir, overwrite=True,
-                                 progress=False)
+  summary = trainer.Trainer(config, run_dir, overwrite=True,
+                            progress=False).fit()
   if summary.get('interrupted') or not summary.get('completed', True):
     raise comparison.Interrupted(
         f'{family} stopped ({summary.get("interrupted")}).')

@@ -25,11 +25,11 @@ def run_seed(seed: int, steps: int, out: pathlib.Path, rule: str,
              precision: str, overwrite: bool) -> dict:
   code = (
       'import json, sys\n'
-      'from disco_rl import evaluation\n'
-      f'config = evaluation.EvalConfig(rule={rule!r}, num_steps={steps}, '
+      'import disco_rl\n'
+      f'config = disco_rl.EvalConfig(rule={rule!r}, num_steps={steps}, '
       f'seed={seed}, precision={precision!r})\n'
-      f'summary = evaluation.run_eval(config, {str(out / f"seed_{seed}")!r}, '
-      f'progress=False, log_every=100, overwrite={overwrite})\n'
+      f'summary = disco_rl.Trainer(config, {str(out / f"seed_{seed}")!r}, '
+      f'progress=False, log_every=100, overwrite={overwrite}).fit()\n'
       'print("SUMMARY " + json.dumps(summary))\n')
   proc = subprocess.run([sys.executable, '-c', code], capture_output=True,
                         text=True, check=False)

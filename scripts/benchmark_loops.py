@@ -61,7 +61,7 @@ from disco_rl.loops import mesh as mesh_lib
 from disco_rl.loops import meta as meta_lib
 from disco_rl.loops import replay
 from disco_rl.loops import run as run_lib
-from disco_rl import meta_train
+from disco_rl import meta_objective
 from disco_rl import metrics as metrics_lib
 from disco_rl import weights
 
@@ -301,7 +301,7 @@ def bench_eval(args) -> dict:
     results[name]['ms_per_step'] = 1e3 * float(np.median(values))
     results[name]['steps_per_s'] = 1.0 / float(np.median(values))
   _compile_times({
-      'fused': (fused, (fused_state,)),
+      'fused': (fused.program, (fused_state,)),
       'step_per_call': (stepper.program, (step_state, step_params)),
       'learner_alone': (learner_only, (alone_carry, *operands)),
       'learner_scanned': (learner_scanned, (scanned_carry, *operands)),
@@ -379,7 +379,7 @@ class StepPerCallMeta:
                                              2 * cfg.rollout_len)
     # The inner updates in a loop (lax.scan), as the previous loop had them.
     grads, (agent_state, metrics, meta_log) = (
-        meta_train.calculate_meta_gradient(
+        meta_objective.calculate_meta_gradient(
             params, agent_state, train, valid, grad_rng, member,
             axis_name=AXIS, unroll=1))
     # The logs the previous loop wrote to metrics.csv (the fused job's).
@@ -447,7 +447,7 @@ def bench_meta(args) -> dict:
   for name, values in times.items():
     results[name]['s_per_step'] = float(np.median(values))
     results[name]['steps_per_s'] = 1.0 / float(np.median(values))
-  _compile_times({'fused': (job, (state,)),
+  _compile_times({'fused': (job.program, (state,)),
                   'step_per_call': (stepper.program, (step_state,))},
                  results, args.compile_rounds)
   results['fused_speedup'] = (results['step_per_call']['s_per_step']

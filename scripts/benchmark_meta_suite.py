@@ -84,6 +84,7 @@ import numpy as np
 import comparison  # scripts/comparison.py, beside this script
 from disco_rl import plots
 from disco_rl.examples import flags
+from disco_rl.examples import meta_train as meta_train_command
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import run_dir as run_files
 from disco_rl.loops import trainer
@@ -121,7 +122,7 @@ def meta_config(preset: str, settings: dict, overrides: dict, **fields
   """The meta-training config: the preset, then this script's `settings`
   (population, sizes at --tiny), then `overrides` (--meta-set), then
   `fields` (steps, suite, seed)."""
-  values = dict(config_lib.META_TRAIN_PRESETS[preset])
+  values = dict(meta_train_command.PRESETS[preset])
   values.update(settings)
   values.update(overrides)
   values.update(fields)
@@ -405,7 +406,7 @@ def main(argv=None) -> int:
                       "run's meta/update_rule_params.npz; default: a fresh "
                       'meta-network)')
   parser.add_argument('--meta-preset', default='notebook',
-                      choices=tuple(config_lib.META_TRAIN_PRESETS),
+                      choices=tuple(meta_train_command.PRESETS),
                       help='meta-training settings to start from')
   parser.add_argument(
       '--meta-set', nargs='+', default=[], metavar='NAME=VALUE',
@@ -726,7 +727,8 @@ def write_tables(out, rows, command, meta, settings, used, meta_summary,
   import pandas as pd  # pylint: disable=g-import-not-at-top
   pd.DataFrame(rows).to_csv(out / 'results.csv', index=False)
   changed = {f.name: getattr(meta, f.name) for f in dataclasses.fields(meta)
-             if getattr(meta, f.name) != f.default and f.name != 'tasks'}
+             if getattr(meta, f.name) != getattr(config_lib.MetaTrainConfig(),
+                                                 f.name) and f.name != 'tasks'}
   origin = (f'from the rule in {meta_init} (itself meta-trained from random '
             'parameters)' if meta_init else 'from random parameters')
   rules = ' and '.join(dict.fromkeys(RULE_LABELS[r['rule']] for r in rows))

@@ -16,7 +16,7 @@ import json
 import pathlib
 import sys
 
-from disco_rl import meta_train
+import disco_rl
 
 TARGET_POS_REWARDS = 243
 
@@ -31,10 +31,10 @@ def main() -> int:
   parser.add_argument('--overwrite', action='store_true',
                       help='replace a run already in --out')
   args = parser.parse_args()
-  config = meta_train.MetaTrainConfig(num_steps=args.steps, seed=args.seed,
-                                      init=args.init)
-  summary = meta_train.run_meta_train(config, args.out, progress=True,
-                                      overwrite=args.overwrite)
+  config = disco_rl.MetaTrainConfig(num_steps=args.steps, seed=args.seed,
+                                    init=args.init)
+  summary = disco_rl.Trainer(config, args.out, progress=True,
+                             overwrite=args.overwrite).fit()
   out = pathlib.Path(args.out)
   (out / 'summary.json').write_text(json.dumps(summary, indent=2))
   ok = summary['final_pos_rewards'] >= TARGET_POS_REWARDS

@@ -345,7 +345,8 @@ def _eval_config(args, **overrides):
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
   settings = dict(steps_per_call=50)
   if args.tiny:
-    settings.update(rows=5, columns=5, dense=(16,), model_lstm_size=8,
+    settings.update(env_kwargs=dict(rows=5, columns=5), dense=(16,),
+                    model_lstm_size=8,
                     model_head_hiddens=(8,), batch_size=8, replay_ratio=2,
                     buffer_capacity=32, rollout_len=4, steps_per_call=5)
   settings.update(overrides)
@@ -505,13 +506,15 @@ def section_meta(rec: Recorder, args) -> None:
   if not args.tiny:  # At tiny sizes the paper's recipe alone: its code
     # path holds the notebook's (looped and unrolled updates differ only in
     # a setting), and each meta compile costs half a minute on a CPU.
-    notebook = config_lib.meta_train_preset('notebook', steps_per_call=10)
+    notebook = config_lib.MetaTrainConfig(steps_per_call=10)
     measure_meta(rec, args, 'notebook settings', notebook)
   # The paper's meta-optimisation on a population of 2 (its window of 20
   # updates, a loop with remat; 3 updates at tiny sizes, looped too).
   small = dict(tiny, num_inner_steps=3, max_unrolled_inner_steps=0,
                agent_lifetime=6) if args.tiny else dict(steps_per_call=2)
-  paper = config_lib.meta_train_preset('paper', **dict(small, num_agents=2))
+  from disco_rl.examples import meta_train as command  # pylint: disable=g-import-not-at-top
+  paper = config_lib.MetaTrainConfig(**{**command.PRESETS['paper'], **small,
+                                        'num_agents': 2})
   measure_meta(rec, args, 'paper preset, 2 agents', paper)
 
 

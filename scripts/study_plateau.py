@@ -53,7 +53,8 @@ import numpy as np
 import comparison  # scripts/comparison.py, beside this script
 from disco_rl import plots
 
-BASE = dict(env='jittable_catch', rows=8, columns=8, rule='disco_103',
+BASE = dict(env='jittable_catch', env_kwargs=dict(rows=8, columns=8),
+            rule='disco_103',
             steps_per_call=50, debug_checks=False)
 # In the order they run: the warm ones right after base, whose final state
 # they start from (kept in memory only).

@@ -30,7 +30,8 @@ from live_curves import wandb_history
 from smoke_env import fast_jax_env
 from smoke_env import xla_flags
 
-from disco_rl import evaluation
+import disco_rl
+from disco_rl import metrics as metrics_lib
 from disco_rl import weights
 from disco_rl.examples import cli
 from disco_rl.loops import config as config_lib
@@ -133,7 +134,7 @@ def check_eval_run(stdout: str, out: pathlib.Path, learner_keys):
   assert summary['steps'] == 4 and summary['devices'] == 1
   assert summary['iterations'] == 5 and summary['interrupted'] is None
 
-  metrics = evaluation.read_metrics(metrics_path)
+  metrics = metrics_lib.read_metrics(metrics_path)
   assert all(len(v) == 5 for v in metrics.values())
   np.testing.assert_array_equal(metrics['env_steps'], [12, 24, 36, 48, 60])
   np.testing.assert_array_equal(metrics['learned'], [0, 1, 1, 1, 1])
@@ -165,7 +166,7 @@ def test_eval_cli_actor_critic_on_cpu_catch(run_cli, tmp_path):
                       '--rule', 'actor_critic', '--env', 'catch'))
   check_eval_run(stdout, out, ('total_loss', 'pg_advs', 'avg_value',
                                'global_gradient_norm'))
-  assert 'pi_loss' not in evaluation.read_metrics(out / 'metrics.csv')
+  assert 'pi_loss' not in metrics_lib.read_metrics(out / 'metrics.csv')
 
 
 @shares_tiny_meta_run
@@ -180,7 +181,7 @@ def test_meta_train_cli(run_cli, tmp_path, tiny_meta_run):
   metrics_path = pathlib.Path(line_value(stdout, 'metrics:'))
   assert metrics_path == out / 'metrics.csv'
 
-  metrics = evaluation.read_metrics(metrics_path)
+  metrics = metrics_lib.read_metrics(metrics_path)
   assert all(len(v) == 2 for v in metrics.values())
   for key in ('pos_rewards', 'neg_rewards', 'rewards', 'meta_loss',
               'meta_grad_norm', 'meta_up_norm'):
@@ -251,10 +252,10 @@ def test_export_rule_bad_input_is_one_error_line(tmp_path, capsys,
   assert re.fullmatch(r'No run in \S+/nowhere: it has no run.json .*',
                       _error_of(capsys))
   evaluated = tmp_path / 'evaluated'
-  evaluation.run_eval(config_lib.EvalConfig(
+  disco_rl.Trainer(config_lib.EvalConfig(
       rule='actor_critic', num_steps=1, batch_size=4, replay_ratio=2,
       buffer_capacity=8, rollout_len=6, dense=(16,), model_lstm_size=8,
-      model_head_hiddens=(8,)), evaluated, progress=False)
+      model_head_hiddens=(8,)), evaluated, progress=False).fit()
   assert export([str(evaluated), '--out', 'r.npz']) == cli.EXIT_BAD_INPUT
   assert 'holds a eval run, not a meta_train run' in _error_of(capsys)
   # --overwrite replaces an existing file.
@@ -275,7 +276,7 @@ def test_eval_cli_runs_seeds_in_parallel(run_cli, tmp_path):
   assert summary['steps'] == 4 and summary['iterations'] == 5
   per_seed = summary['final_avg_return_per_seed']
   assert sorted(per_seed) == ['7', '8']
-  metrics = evaluation.read_metrics(out / 'metrics.csv')
+  metrics = metrics_lib.read_metrics(out / 'metrics.csv')
   np.testing.assert_array_equal(metrics['seed'], [7, 8] * 5)
   np.testing.assert_array_equal(metrics['step'], np.repeat(np.arange(5), 2))
   for seed in (7, 8):
@@ -331,7 +332,7 @@ def test_eval_cli_rejects_bad_setting(run_cli, tmp_path):
     ('meta_train', ['--rollout-len', '1'], 'rollout_len'),
     ('meta_train', ['--num-agents', '0'], 'num_agents'),
     ('meta_train', ['--tasks', 'catch', 'catch[size=3]'],
-     "Task 'catch[size=3]': Catch takes only rows and columns"),
+     "Unknown CatchJittableEnvironment setting(s) 'size'"),
     ('meta_train', ['--tasks', 'catch', 'gymnax:CartPole-v1', 'catch[rows=6]',
                     '--num-agents', '2'], 'num_agents=2 is smaller than'),
     ('eval', ['--steps-per-call', '0'], 'steps_per_call'),
@@ -492,7 +493,7 @@ def test_eval_cli_never_overwrites_a_run_unless_told(tmp_path, capsys,
   assert _main('eval')(['--resume', str(out), '--weights', 'w.npz']) == 2
   assert '--weights cannot be given with --resume' in _error_of(capsys)
   assert _main('eval')([*tiny, '--overwrite', '--steps', '2']) == 0
-  assert len(evaluation.read_metrics(out / 'metrics.csv')['step']) == 3
+  assert len(metrics_lib.read_metrics(out / 'metrics.csv')['step']) == 3
 
 
 def test_a_resumed_run_reads_and_checks_its_settings_once(tmp_path, capsys,
@@ -521,7 +522,7 @@ def test_a_resumed_run_reads_and_checks_its_settings_once(tmp_path, capsys,
                         '--rule', 'actor_critic', '--no-progress']) == 0
   assert checks == ['EvalConfig'] and reads == [out / 'run.json']
   capsys.readouterr()
-  assert len(evaluation.read_metrics(out / 'metrics.csv')['step']) == 7
+  assert len(metrics_lib.read_metrics(out / 'metrics.csv')['step']) == 7
 
 
 def _broken_weights(tmp_path, disco_103_path):
@@ -575,16 +576,16 @@ def test_meta_train_cli_weights_need_init_disco_103(tmp_path, capsys):
               '--learning-rate', '0.003', '--num-devices', '1',
               '--dense', '32,16', '--steps', '12', '--precision',
               'bfloat16', '--no-debug-checks'],
-     dict(seed=7, rows=5, columns=6, learning_rate=0.003, num_devices=1,
-          dense=(32, 16), num_steps=12, precision='bfloat16',
+     dict(seed=7, env_kwargs=dict(rows=5, columns=6), learning_rate=0.003,
+          num_devices=1, dense=(32, 16), num_steps=12, precision='bfloat16',
           debug_checks=False)),
     ('meta_train', ['--seed', '3', '--rule-seed', '9', '--num-inner-steps',
                     '4', '--learning-rate', '0.001', '--meta-learning-rate',
                     '0.0002', '--rows', '6', '--columns', '7', '--init',
                     'disco_103', '--num-devices', '2', '--value-dense', '64'],
      dict(seed=3, rule_seed=9, num_inner_steps=4, learning_rate=0.001,
-          meta_learning_rate=0.0002, rows=6, columns=7, init='disco_103',
-          num_devices=2, value_dense=(64,))),
+          meta_learning_rate=0.0002, tasks=('catch[rows=6,columns=7]',),
+          init='disco_103', num_devices=2, value_dense=(64,))),
     ('meta_train', ['--tasks', 'catch[rows=7,columns=5]',
                     'gymnax:DeepSea-bsuite[size=8]', '--num-agents', '4'],
      dict(tasks=('catch[rows=7,columns=5]', 'gymnax:DeepSea-bsuite[size=8]'),
@@ -594,7 +595,9 @@ def test_cli_flags_reach_the_settings(module, flags, expected):
   config_cls = (config_lib.EvalConfig if module == 'eval'
                 else config_lib.MetaTrainConfig)
   parser = cli.make_parser('test', config_cls, 'runs/x')
-  config = flags_lib.from_flags(config_cls, parser.parse_args(flags))
+  values, shorthands = flags_lib.values_from_flags(
+      config_cls, parser.parse_args(flags))
+  config = config_cls(**values)
   for name, value in expected.items():
     assert getattr(config, name) == value, name
   # Everything else keeps its default.
@@ -602,12 +605,13 @@ def test_cli_flags_reach_the_settings(module, flags, expected):
   for name in (f.name for f in dataclasses.fields(default)):
     if name not in expected:
       assert getattr(config, name) == getattr(default, name), name
-  assert cli.given_flags(parser, flags) == set(expected)
+  assert (cli.given_flags(parser, flags) - {'rows', 'columns'}
+          | shorthands) == set(expected)
 
 
 def test_meta_train_preset_flag_and_overrides(tmp_path, capsys, monkeypatch):
   """--preset paper gives the paper's settings; flags given override them."""
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.examples import meta_train as meta_train_command  # pylint: disable=g-import-not-at-top
   seen = {}
 
   class Stop(Exception):
@@ -623,16 +627,17 @@ def test_meta_train_preset_flag_and_overrides(tmp_path, capsys, monkeypatch):
   with pytest.raises(Stop):
     _main('meta_train')(['--preset', 'paper', '--num-agents', '2',
                          '--out', str(tmp_path / 'o'), '--no-progress'])
-  expected = config_lib.meta_train_preset('paper', num_agents=2)
-  assert seen['config'] == expected
+  paper = meta_train_command.PRESETS['paper']
+  assert seen['config'] == config_lib.MetaTrainConfig(
+      **{**paper, 'num_agents': 2})
   # Flags are checked with the preset, not alone: 8 tasks need the paper's
   # 8 agents (the defaults' 2 would be too few).
   suite = [f'catch[rows={r}]' for r in range(5, 13)]
   with pytest.raises(Stop):
     _main('meta_train')(['--preset', 'paper', '--tasks', *suite,
                          '--out', str(tmp_path / 'o8'), '--no-progress'])
-  assert seen['config'] == config_lib.meta_train_preset('paper',
-                                                        tasks=tuple(suite))
+  assert seen['config'] == config_lib.MetaTrainConfig(**paper,
+                                                     tasks=tuple(suite))
   assert _main('meta_train')(['--preset', 'paper', '--resume',
                               str(tmp_path / 'none')]) == 2
   assert '--preset cannot be given with --resume' in _error_of(capsys)

@@ -10,21 +10,21 @@ suite: test_loops_meta.py.)
 import numpy as np
 import pytest
 
-from disco_rl import evaluation
-from disco_rl import meta_train
+import disco_rl
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.weights
 def test_disco_103_solves_catch(tmp_path, disco_103_params):
-  summary = evaluation.run_eval(evaluation.EvalConfig(seed=0), tmp_path,
-                                rule_params=disco_103_params, progress=False)
+  summary = disco_rl.Trainer(disco_rl.EvalConfig(seed=0), tmp_path,
+                             rule_params=disco_103_params,
+                             progress=False).fit()
   assert summary['final_avg_return'] >= 0.95, summary
   assert summary['rss_mb_final'] <= 1.3 * summary['rss_mb_at_100'], summary
 
 
 def test_meta_training_from_scratch_learns_catch(tmp_path):
-  summary = meta_train.run_meta_train(meta_train.MetaTrainConfig(), tmp_path,
-                                      progress=False)
+  summary = disco_rl.Trainer(disco_rl.MetaTrainConfig(), tmp_path,
+                             progress=False).fit()
   assert summary['final_pos_rewards'] >= 243, summary

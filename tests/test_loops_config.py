@@ -11,6 +11,7 @@ import pytest
 from disco_rl import agent as agent_lib
 from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import meta as meta_lib
 
 CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
 
@@ -25,8 +26,8 @@ CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
     (dict(rollout_len=1), 'rollout_len must be >= 2, got 1'),
     (dict(num_steps=0), 'num_steps must be >= 1, got 0'),
     (dict(steps_per_call=0), 'steps_per_call must be >= 1, got 0'),
-    (dict(rows=0), 'rows must be >= 2, got 0'),
-    (dict(columns=1), 'columns must be >= 2, got 1'),
+    (dict(rule_sizes=dict(prediction_size=0)), 'rule_sizes: '),
+    (dict(rule_sizes=dict(prediction_sise=8)), r"rule_sizes: .*\['prediction_sise'\]"),
     (dict(dense=(16, 0)), r'dense must be positive layer sizes, got \(16, 0\)'),
     (dict(num_devices=0), 'num_devices must be >= 1, got 0'),
     (dict(num_seeds=0), 'num_seeds must be >= 1, got 0'),
@@ -63,20 +64,25 @@ def test_bad_meta_train_settings(changes, fragment):
 
 def test_the_shared_fields_are_declared_once_with_each_jobs_defaults():
   shared = {f.name: f for f in dataclasses.fields(config_lib.RunConfig)}
-  assert len(shared) == 18
+  assert len(shared) == 17
   for config_cls in CONFIGS:
     fields = dataclasses.fields(config_cls)
     assert [f.name for f in fields[:len(shared)]] == list(shared)
     for field in fields[:len(shared)]:  # One declaration: type, help, flags.
       assert field.type == shared[field.name].type
       assert field.metadata == shared[field.name].metadata
-  # The jobs' own defaults: the upstream notebooks'.
+  # The jobs' own defaults: the upstream notebooks'. Eval's are RunConfig's
+  # (declared once); meta-training states the ones it changes.
   eval_config, meta = config_lib.EvalConfig(), config_lib.MetaTrainConfig()
-  assert (eval_config.num_steps, eval_config.rollout_len, eval_config.rows,
+  for name, field in shared.items():
+    assert getattr(eval_config, name) == getattr(config_lib.RunConfig(), name)
+  assert (eval_config.num_steps, eval_config.rollout_len,
           eval_config.learning_rate, eval_config.model_lstm_size,
-          eval_config.seed) == (1000, 29, 8, 1e-2, 128, 0)
-  assert (meta.num_steps, meta.rollout_len, meta.rows, meta.learning_rate,
-          meta.model_lstm_size, meta.seed) == (800, 16, 5, 5e-4, 256, 4)
+          eval_config.seed, eval_config.env_settings()) == (
+              1000, 29, 1e-2, 128, 0, {})
+  assert (meta.num_steps, meta.rollout_len, meta.learning_rate,
+          meta.model_lstm_size, meta.seed, meta.tasks) == (
+              800, 16, 5e-4, 256, 4, ('catch[rows=5,columns=5]',))
 
 
 def test_a_config_is_checked_once_when_made(monkeypatch):
@@ -97,7 +103,12 @@ def test_a_config_is_checked_once_when_made(monkeypatch):
 def _parser(config_cls):
   parser = argparse.ArgumentParser(exit_on_error=False)
   flags.add_flags(parser, config_cls)
+  flags.add_board_flags(parser, config_cls)
   return parser
+
+
+def _from_flags(config_cls, args):
+  return config_cls(**flags.values_from_flags(config_cls, args)[0])
 
 
 @pytest.mark.parametrize('config_cls', CONFIGS)
@@ -112,8 +123,7 @@ def test_every_field_has_a_flag_with_help_and_default(config_cls):
     assert f'--{field.name.replace("_", "-")}' in action.option_strings
     assert action.help and 'default:' in action.help, field.name
   # No flags: the defaults.
-  assert flags.from_flags(config_cls,
-                               parser.parse_args([])) == config_cls()
+  assert _from_flags(config_cls, parser.parse_args([])) == config_cls()
 
 
 def test_flags_round_trip_into_the_config():
@@ -122,7 +132,7 @@ def test_flags_round_trip_into_the_config():
                             'actor_critic', '--learning-rate', '0.5',
                             '--num-devices', '2', '--model-head-hiddens',
                             '4'])
-  assert flags.from_flags(config_lib.EvalConfig, args) == (
+  assert _from_flags(config_lib.EvalConfig, args) == (
       config_lib.EvalConfig(num_steps=7, dense=(16, 8), rule='actor_critic',
                             learning_rate=0.5, num_devices=2,
                             model_head_hiddens=(4,)))
@@ -198,7 +208,7 @@ def test_env_net_and_env_kwargs_flags_reach_the_config():
       '--env', 'gymnax:DeepSea-bsuite', '--env-kwargs',
       'size=10,deterministic=false,unscaled_move_cost=0.5,tag=abc',
       '--net', 'conv', '--conv-channels', '16,32', '--conv-kernel', '5'])
-  config = flags.from_flags(config_lib.EvalConfig, args)
+  config = _from_flags(config_lib.EvalConfig, args)
   assert config == config_lib.EvalConfig(
       env='gymnax:DeepSea-bsuite', net='conv', conv_channels=(16, 32),
       conv_kernel=5, env_kwargs=dict(size=10, deterministic=False,
@@ -206,7 +216,7 @@ def test_env_net_and_env_kwargs_flags_reach_the_config():
   args = _parser(config_lib.EvalConfig).parse_args([
       '--net', 'resnet', '--resnet-channels', '16,32', '--resnet-blocks',
       '1'])
-  assert flags.from_flags(config_lib.EvalConfig, args) == (
+  assert _from_flags(config_lib.EvalConfig, args) == (
       config_lib.EvalConfig(net='resnet', resnet_channels=(16, 32),
                             resnet_blocks=1))
 
@@ -231,8 +241,8 @@ def test_env_kwargs_accepts_what_papermill_passes(value, expected):
      r"matches: 'gymnax:Breakout-MinAtar'"),
     (dict(env='breakout'), r"Unknown env 'breakout'; valid names are "
      r"'catch', 'jittable_catch', 'gymnax:<id>'"),
-    (dict(env_kwargs=dict(rows=4)), r"env_kwargs \['rows'\] are set by "
-     r'EvalConfig fields'),
+    (dict(env='catch', env_kwargs=dict(random_seed=4)),
+     "env_kwargs random_seed is set by seed for env='catch'"),
     (dict(env='custom', env_kwargs=dict(size=3)),
      "env_kwargs must be empty for env='custom'"),
     (dict(env_kwargs=[('size', 3)]), 'env_kwargs must be a dict'),
@@ -306,33 +316,33 @@ def test_configs_check_themselves_when_made_and_are_frozen(config_cls, rate):
 
 def test_parse_catch_and_gymnax_tasks():
   suite = config_lib.parse_tasks(['catch', 'jittable_catch[rows=7,columns=5]',
-                             'gymnax:DeepSea-bsuite[size=8]'], rows=6,
-                            columns=4)
+                                  'gymnax:DeepSea-bsuite[size=8]'])
   assert suite == (
-      config_lib.Task('catch', (('rows', 6), ('columns', 4))),
-      config_lib.Task('catch', (('rows', 7), ('columns', 5))),
+      config_lib.Task('catch'),
+      config_lib.Task('jittable_catch', (('rows', 7), ('columns', 5))),
       config_lib.Task('gymnax:DeepSea-bsuite', (('size', 8),)))
   assert [t.spec() for t in suite] == [
-      'catch[rows=6,columns=4]', 'catch[rows=7,columns=5]',
+      'catch', 'jittable_catch[rows=7,columns=5]',
       'gymnax:DeepSea-bsuite[size=8]']
   for task in suite:  # The text is the task.
     assert config_lib.parse_task(task.spec()) == task
+  # Catch like any family: its settings, else its defaults (8x8); a host
+  # family's tasks act in its jittable twin.
+  assert suite[0].env_name == 'jittable_catch'
+  assert suite[0].make_env(1).single_observation_spec()[
+      'observation'].shape == (8, 8, 1)
   # A task may name its agents' network; the text keeps it.
   breakout = config_lib.parse_task('gymnax:Breakout-MinAtar[net=conv]')
   assert breakout == config_lib.Task('gymnax:Breakout-MinAtar', (), 'conv')
   assert config_lib.parse_task(breakout.spec()) == breakout
   assert breakout.eval_settings() == dict(
       env='gymnax:Breakout-MinAtar', env_kwargs={}, net='conv')
-  # No tasks: Catch on the config's board (the upstream notebook's).
-  assert config_lib.parse_tasks((), rows=5, columns=5) == (
-      config_lib.Task('catch', (('rows', 5), ('columns', 5))),)
 
 
 @pytest.mark.parametrize('text, fragment', [
-    ('catch[rows=1]', "task 'catch[rows=1]' rows must be an integer >= 2"),
-    ('catch[size=3]', "Catch takes only rows and columns, got ['size']"),
-    ('catch[rows]', "Malformed settings in task 'catch[rows]'"),
-    ('catch[rows=5', "Malformed task 'catch[rows=5'"),
+    ('catch[rows]', "Task 'catch[rows]': malformed settings"),
+    ('catch[rows=5', "Task 'catch[rows=5': malformed environment"),
+    ('catch[net=cnn]', "Task 'catch[net=cnn]': unknown net 'cnn'"),
     ('gymnax:CartPol-v1', "Unknown task environment 'gymnax:CartPol-v1'"),
     ('pong', "Unknown task environment 'pong'"),
     (7, 'A task must be text such as catch[rows=7,columns=5]'),
@@ -342,12 +352,19 @@ def test_bad_task_names_the_task(text, fragment):
     config_lib.parse_task(text)
 
 
+def test_a_bad_board_fails_when_its_environment_is_made():
+  with pytest.raises(ValueError, match='rows must be an integer >= 2'):
+    config_lib.parse_task('catch[rows=1]').make_env(1)
+
+
 def test_bad_suites():
-  with pytest.raises(ValueError, match=r"tasks \['catch\[rows=5,columns=5\]'"
-                     r'\] appear more than once'):
-    config_lib.parse_tasks(['catch', 'catch[rows=5,columns=5]'])
+  with pytest.raises(ValueError, match=r"tasks \['catch'\] appear more "
+                     'than once'):
+    config_lib.parse_tasks(['catch', 'catch'])
   with pytest.raises(ValueError, match="got the text 'catch'"):
     config_lib.parse_tasks('catch')
+  with pytest.raises(ValueError, match='tasks must name at least one'):
+    config_lib.parse_tasks(())
   suite = ('catch', 'catch[rows=6]', 'gymnax:CartPole-v1')
   # A config checks itself when made, and again when replaced.
   with pytest.raises(ValueError, match=r'num_agents=2 is smaller than the '
@@ -358,11 +375,48 @@ def test_bad_suites():
     dataclasses.replace(config, tasks=('cartpole',))
 
 
+def test_board_shorthands_write_the_catch_settings():
+  """--rows/--columns: the board of the eval job's Catch, or of the
+  meta-training tasks (the default one resized)."""
+  parse = lambda cls, argv: _from_flags(cls, _parser(cls).parse_args(argv))
+  assert parse(config_lib.EvalConfig, ['--rows', '6', '--columns', '5']) == (
+      config_lib.EvalConfig(env_kwargs=dict(rows=6, columns=5)))
+  assert parse(config_lib.MetaTrainConfig, ['--rows', '4']).tasks == (
+      'catch[rows=4,columns=5]',)
+  assert parse(config_lib.MetaTrainConfig, [
+      '--tasks', 'catch', 'gymnax:CartPole-v1', '--num-agents', '2',
+      '--columns', '3']).tasks == ('catch[columns=3]', 'gymnax:CartPole-v1')
+  with pytest.raises(ValueError, match='--rows 6 disagrees with rows=7'):
+    parse(config_lib.EvalConfig, ['--rows', '6', '--env-kwargs', 'rows=7'])
+  with pytest.raises(ValueError, match='set the board of Catch'):
+    parse(config_lib.EvalConfig, ['--rows', '6', '--env',
+                                  'gymnax:CartPole-v1'])
+
+
 def test_group_sizes_split_the_population_evenly():
-  assert config_lib.group_sizes(5, 2) == (3, 2)
-  assert config_lib.group_sizes(6, 3) == (2, 2, 2)
-  assert config_lib.group_sizes(2, 1) == (2,)
-  assert list(config_lib.group_starts((3, 2))) == [0, 3, 5]
+  assert meta_lib.group_sizes(5, 2) == (3, 2)
+  assert meta_lib.group_sizes(6, 3) == (2, 2, 2)
+  assert meta_lib.group_sizes(2, 1) == (2,)
+  assert list(meta_lib.group_starts((3, 2))) == [0, 3, 5]
+
+
+@pytest.mark.parametrize('record, expected', [
+    ((config_lib.EvalConfig, dict(env='jittable_catch', rows=6, columns=5,
+                                  env_kwargs={})),
+     dict(env='jittable_catch', env_kwargs=dict(rows=6, columns=5))),
+    ((config_lib.EvalConfig, dict(env='gymnax:CartPole-v1', rows=8,
+                                  columns=8, env_kwargs={})),
+     dict(env='gymnax:CartPole-v1', env_kwargs={})),
+    ((config_lib.MetaTrainConfig, dict(rows=4, columns=3, tasks=())),
+     dict(tasks=('catch[rows=4,columns=3]',))),
+    ((config_lib.MetaTrainConfig, dict(rows=4, columns=3, tasks=(
+        'catch', 'catch[rows=7,columns=5]', 'gymnax:CartPole-v1'))),
+     dict(tasks=('catch[rows=4,columns=3]', 'catch[rows=7,columns=5]',
+                 'gymnax:CartPole-v1'))),
+])
+def test_old_records_are_upgraded(record, expected):
+  """Version 0.1 records name Catch's board in fields of their own."""
+  assert config_lib.upgrade_settings(*record) == expected
 
 
 def test_environments_and_eval_configs_of_tasks():
@@ -373,8 +427,8 @@ def test_environments_and_eval_configs_of_tasks():
   assert env.single_observation_spec()['observation'].shape == (7, 5, 1)
   env = deep_sea.make_env(2)
   assert env.single_observation_spec()['observation'].shape == (8, 8)
-  assert catch.eval_settings() == dict(env='jittable_catch', rows=7,
-                                            columns=5)
+  assert catch.eval_settings() == dict(env='jittable_catch',
+                                       env_kwargs=dict(rows=7, columns=5))
   assert deep_sea.eval_settings() == dict(env='gymnax:DeepSea-bsuite',
                                                env_kwargs={'size': 8})
   config_lib.EvalConfig(**deep_sea.eval_settings())  # Checked when made.

@@ -213,16 +213,16 @@ def test_the_meta_objectives_regularisers_follow_the_config(fast_compile):
 
 
 def test_presets():
-  paper = config_lib.meta_train_preset('paper', num_agents=2)
+  from disco_rl.examples import meta_train as command  # pylint: disable=g-import-not-at-top
+  paper = config_lib.MetaTrainConfig(**{**command.PRESETS['paper'],
+                                        'num_agents': 2})
   assert paper.meta_grad_norm == 'per_agent_adam'
   assert paper.meta_learning_rate == 1e-3 and paper.meta_grad_clip == 1.0
   assert paper.num_inner_steps == 20 and paper.remat
   assert paper.batch_size_per_device == 96 and paper.rollout_len == 29
   assert paper.num_agents == 2  # Overridden.
-  assert config_lib.meta_train_preset('notebook') == (
+  assert config_lib.MetaTrainConfig(**command.PRESETS['notebook']) == (
       config_lib.MetaTrainConfig())
-  with pytest.raises(ValueError, match="Unknown preset 'nature'"):
-    config_lib.meta_train_preset('nature')
 
 
 # The task suite: agents in groups, one per environment.

@@ -191,7 +191,7 @@ def test_meta_train_resume_is_exact(tmp_path):
   compare with a separate straight run; this saves a third trace of the
   meta program). The rules at its checkpoints read back (read_rule)."""
   config = meta_config(num_steps=4,
-                       tasks=('catch', 'catch[rows=4,columns=3]'))
+                       tasks=('catch[rows=5,columns=5]', 'catch[rows=4,columns=3]'))
   first = trainer_lib.Trainer(config, tmp_path / 'a', progress=False)
 
   def interrupt(trainer, new_rows):
@@ -225,7 +225,8 @@ def test_meta_train_resume_is_exact(tmp_path):
                               _npz(tmp_path / 'a/update_rule_params.npz'))
   _check_read_rule(tmp_path / 'b', rule_a, rule_at_2)
   # The learned rule trains a fresh agent (a held-out board size here).
-  held_out = eval_config(rule='disco_103', rows=6, columns=4, num_steps=2)
+  held_out = eval_config(rule='disco_103', env_kwargs=dict(rows=6, columns=4),
+                         num_steps=2)
   summary = meta_lib.evaluate(resumed.job, resumed.state, env=held_out)
   assert summary['steps'] == 2 and summary['iterations'] == 5
   with pytest.raises(ValueError, match='env must be an EvalConfig with rule '
@@ -250,7 +251,7 @@ def test_same_seed_same_metrics_other_seed_differs():
 
 def test_summary_is_valid_json_without_nan(tmp_path):
   # A one-step run: the first iterations end no episode on a 50-row board.
-  run = trainer_lib.Trainer(eval_config(num_steps=1, rows=50),
+  run = trainer_lib.Trainer(eval_config(num_steps=1, env_kwargs=dict(rows=50)),
                             tmp_path / 'a', progress=False)
   summary = run.fit()
   assert summary['final_avg_return'] is None
@@ -386,13 +387,13 @@ def test_meta_training_fine_tunes_disco_103_or_a_saved_rule(tmp_path,
                                                             disco_103_params):
   """init='disco_103' starts from the published weights; rule_params from
   any saved rule (e.g. a previous run's update_rule_params.npz)."""
-  from disco_rl import meta_train  # pylint: disable=g-import-not-at-top
+  from disco_rl import meta_objective  # pylint: disable=g-import-not-at-top
   from disco_rl import weights  # pylint: disable=g-import-not-at-top
   run = trainer_lib.Trainer(meta_config(init='disco_103'), progress=False)
   chex.assert_trees_all_equal(meta_lib.rule(run.job, run.state),
                               disco_103_params)
   shifted = jax.tree.map(lambda x: np.asarray(x) + 1.0, disco_103_params)
-  meta_train.save_params(shifted, tmp_path / 'rule.npz')
+  meta_objective.save_params(shifted, tmp_path / 'rule.npz')
   saved = weights.load_disco_103(tmp_path / 'rule.npz', download=False)
   run = trainer_lib.Trainer(meta_config(init='disco_103'), rule_params=saved,
                             progress=False)

@@ -22,7 +22,7 @@ import pytest
 
 from smoke_env import fast_jax_env
 
-from disco_rl import evaluation
+from disco_rl import metrics as metrics_lib
 from disco_rl import weights
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -47,7 +47,8 @@ META_TINY = dict(num_steps=3, num_agents=2, batch_size_per_device=2,
 # of two agent updates, agents renewed after four updates (the second step).
 META_PAPER_TINY = dict(paper_steps=2, paper_num_agents=2, paper_inner_steps=2,
                        paper_lifetime=4,
-                       paper_tasks=('catch', 'gymnax:CartPole-v1'))
+                       paper_tasks=('catch[rows=5,columns=5]',
+                                    'gymnax:CartPole-v1'))
 META_PLOTS = ('pos_rewards', 'neg_rewards', 'meta_loss', 'meta_grad_norm',
               'meta_up_norm', 'rewards')
 
@@ -165,7 +166,7 @@ def test_eval_notebook(num_devices, tmp_path, execute, disco_103_path,
   # Metrics: one row of scalars per iteration (and seed: one here);
   # num_steps counts learner steps, after replay_ratio - 1 iterations that
   # only fill the buffer.
-  metrics = evaluation.read_metrics(out / 'metrics.csv')
+  metrics = metrics_lib.read_metrics(out / 'metrics.csv')
   steps = params['num_steps'] + params['replay_ratio'] - 1
   num_envs = params['batch_size'] // params['replay_ratio']
   learner_keys = ('total_loss', 'global_gradient_norm', 'global_update_norm',
@@ -224,7 +225,7 @@ def test_eval_notebook_trains_a_pixel_family(env, env_kwargs, package,
                 env_kwargs=env_kwargs, net='resnet', resnet_channels=(4,),
                 resnet_blocks=1)
   nb = execute('eval', params, 1, weights_file=disco_103_path)
-  metrics = evaluation.read_metrics(out / 'metrics.csv')
+  metrics = metrics_lib.read_metrics(out / 'metrics.csv')
   learned = metrics['learned'] == 1
   assert learned.sum() == params['num_steps']
   assert np.isfinite(metrics['total_loss'][learned]).all()
@@ -258,7 +259,7 @@ def test_meta_train_notebook(num_devices, paper, tmp_path, execute):
   assert f'meta-training on {num_devices} device(s)' in printed, printed
   assert f'{2 * num_devices} in all' in printed, printed
 
-  metrics = evaluation.read_metrics(out / 'metrics.csv')
+  metrics = metrics_lib.read_metrics(out / 'metrics.csv')
   steps = params['num_steps']
   assert all(len(v) == steps for v in metrics.values())
   np.testing.assert_array_equal(metrics['step'], np.arange(steps))
@@ -308,7 +309,7 @@ def test_meta_train_notebook(num_devices, paper, tmp_path, execute):
   assert '1 agent(s) on catch[rows=5,columns=5]' in printed, printed
   assert '1 agent(s) on gymnax:CartPole-v1' in printed, printed
   assert 'agents renewed: 2;' in printed, printed  # Both, at the 2nd step.
-  paper = evaluation.read_metrics(out / 'paper_recipe/metrics.csv')
+  paper = metrics_lib.read_metrics(out / 'paper_recipe/metrics.csv')
   assert len(paper['step']) == 2
   for key in ('rewards_task0', 'rewards_task1', 'meta_loss'):
     assert np.isfinite(paper[key]).all(), (key, paper[key])
@@ -330,7 +331,7 @@ def test_eval_notebook_on_minatar_with_the_conv_torso(tmp_path, execute):
   nb = execute('eval', params, 1)
   assert "'conv_channels': (4,)" in stdout_of(nb, 'build-agent') or (
       "'conv_channels': [4]" in stdout_of(nb, 'build-agent'))
-  metrics = evaluation.read_metrics(out / 'metrics.csv')
+  metrics = metrics_lib.read_metrics(out / 'metrics.csv')
   assert len(metrics['step']) == params['num_steps'] + 1
   ended = metrics['episodes'] > 0
   assert ended.any(), metrics['episodes']  # Episodes of 6 steps end.

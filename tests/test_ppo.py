@@ -243,7 +243,8 @@ def test_settings_and_flags_name_the_rule():
   assert config_lib.EvalConfig(rule='ppo').rule == 'ppo'
   parser = cli.make_parser('eval', config_lib.EvalConfig, 'runs/eval')
   args = parser.parse_args(['--rule', 'ppo'])
-  assert flags.from_flags(config_lib.EvalConfig, args).rule == 'ppo'
+  assert flags.values_from_flags(config_lib.EvalConfig,
+                                 args)[0]['rule'] == 'ppo'
 
 
 def test_learner_step_logs_what_the_eval_job_records():
@@ -308,7 +309,8 @@ def test_ppo_learns_catch(tmp_path):
   """
   assert _random_play_return(5, 5) == pytest.approx(-0.6)
   config = config_lib.EvalConfig(
-      rule='ppo', rows=5, columns=5, num_steps=400, batch_size=16,
+      rule='ppo', env_kwargs=dict(rows=5, columns=5), num_steps=400,
+      batch_size=16,
       replay_ratio=4, buffer_capacity=64, rollout_len=10, dense=(32,),
       model_lstm_size=16, model_head_hiddens=(16,), learning_rate=1e-2,
       steps_per_call=50, seed=0)

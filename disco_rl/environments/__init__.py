@@ -15,7 +15,10 @@ function and one `register` call (docs/environments.md):
   register('toy:', make_toy)
 """
 
+import argparse
+import ast
 from collections.abc import Mapping
+import re
 from typing import Any
 
 from ml_collections import config_dict
@@ -51,9 +54,6 @@ register(envpool_env.PREFIX, envpool_env.make, on_host=True,
          names=envpool_env.atari_names, package=envpool_env.PACKAGE)
 register(lpg.PREFIX, lpg.make, names=lpg.lpg_names)
 
-# The Catch names: the jittable one (stepped on the device) and the dm_env
-# one (stepped on the host).
-CATCH_NAMES = ('jittable_catch', 'catch')
 # The settings key that seeds a host family (`make`'s `seed`).
 SEED_KEY = 'random_seed'
 
@@ -65,19 +65,56 @@ def __getattr__(name: str) -> Any:
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
-def steps_on_host(name: str) -> bool:
-  """Whether environment `name` is stepped in Python on the host (the
-  dm_env Catch, envpool's Atari) rather than compiled into the program;
-  False for a name no family has. `family(name).on_host` raises there."""
-  found = registry.lookup(name)
-  return found is not None and found.on_host
+def _parse_value(text: str) -> Any:
+  """'10' -> 10, '0.5' -> 0.5, 'true'/'false' -> bool, anything else: str."""
+  text = text.strip()
+  if text.lower() in ('true', 'false'):
+    return text.lower() == 'true'
+  try:
+    value = ast.literal_eval(text)
+  except (ValueError, SyntaxError):
+    return text
+  return value if isinstance(value, (int, float, str)) else text
 
 
-def is_package_name(name: str) -> bool:
-  """Whether `name` is '<prefix><id>' of a registered prefix ('gymnax:',
-  'craftax:', 'jumanji:', 'envpool:', ...)."""
-  found = registry.lookup(name)
-  return found is not None and found.is_prefix
+def parse_kwargs(text: str) -> dict[str, Any]:
+  """'size=10,deterministic=false' -> {'size': 10, 'deterministic': False}.
+
+  Raises:
+    argparse.ArgumentTypeError: (a ValueError) for text that is not
+      comma-separated name=value pairs.
+  """
+  kwargs = {}
+  for item in (i for i in text.split(',') if i.strip()):
+    key, sep, value = item.partition('=')
+    if not sep or not key.strip().isidentifier():
+      raise argparse.ArgumentTypeError(
+          f'expected comma-separated name=value pairs such as '
+          f'size=10,max_steps_in_episode=500, got {text!r}')
+    kwargs[key.strip()] = _parse_value(value)
+  return kwargs
+
+
+_SPEC = re.compile(r'^([^\[\]\s]+)(?:\[([^\[\]]*)\])?$')
+
+
+def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
+  """'gymnax:DeepSea-bsuite[size=8]' -> ('gymnax:DeepSea-bsuite',
+  {'size': 8}): an environment's name and settings written as one text.
+
+  Raises:
+    ValueError: text that is not NAME or NAME[key=value,...].
+  """
+  match = _SPEC.match(text.strip())
+  if not match:
+    raise ValueError(f'malformed environment {text!r}; expected NAME or '
+                     'NAME[key=value,...], e.g. catch[rows=7,columns=5] or '
+                     'gymnax:DeepSea-bsuite[size=8].')
+  name, settings = match.groups()
+  try:
+    return name, parse_kwargs(settings or '')
+  except argparse.ArgumentTypeError as e:
+    raise ValueError(f'malformed settings in {text!r}: {e}.') from None
 
 
 def check_name(name: Any, what: str = 'environment') -> None:
@@ -113,8 +150,8 @@ def get_environment(
       `pip install 'disco_rl[atari]'`), or a name of a family added with
       `register`.
     batch_size: the number of parallel instances (>= 1).
-    env_settings: the environment's settings; the family's defaults if None
-      (Catch: its module's); for gymnax/Craftax keyword arguments of the
+    env_settings: the environment's settings; the family's defaults fill
+      in those not given (Catch: its module's); for gymnax/Craftax keyword arguments of the
       environment's constructor or fields of its `EnvParams` (e.g.
       {'size': 10} for DeepSea, {'max_steps_in_episode': 500}). For a
       family stepped on the host, `random_seed` (default 0) is `make`'s
@@ -130,10 +167,10 @@ def get_environment(
       needs is not installed, naming the pip extra.
   """
   found = registry.family(name)
-  if env_settings is None and found.defaults is not None:
-    env_settings = found.defaults()
   settings = utils.as_config(env_settings or {},
                              f'{name} env_settings').to_dict()
+  if found.defaults is not None:  # Settings not given: the family's.
+    settings = {**dict(found.defaults()), **settings}
   base.check_batch_size(batch_size)
   found.check(name)
   seed = settings.pop(SEED_KEY, 0) if found.on_host else 0

@@ -13,7 +13,7 @@ number; a second signal stops at once (the last checkpoint stays).
 """
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 import json
 import os
 import signal
@@ -23,7 +23,6 @@ from typing import Any
 import jax
 
 from disco_rl.examples import flags
-from disco_rl.loops import config as config_lib
 from disco_rl.loops import mesh
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl.loops import trainer
@@ -77,6 +76,7 @@ def make_parser(description: str, config_cls, default_out: str,
                        help='start from these settings (flags given '
                        'override them): ' + ', '.join(presets))
   flags.add_flags(parser, config_cls)
+  flags.add_board_flags(parser, config_cls)
   flags.add_distributed_flags(parser)
   return parser
 
@@ -110,7 +110,7 @@ def run(argv: Sequence[str] | None, *, description: str, config_cls,
         default_out: str, weights_help: str,
         weights_unusable: Callable[[Any], str | None],
         report: Callable[[dict[str, Any]], None],
-        presets: Sequence[str] = ()) -> int:
+        presets: Mapping[str, Mapping[str, Any]] | None = None) -> int:
   """Parses, trains and reports; returns the exit status.
 
   Args:
@@ -122,8 +122,8 @@ def run(argv: Sequence[str] | None, *, description: str, config_cls,
     weights_unusable: `(config) -> None` if the settings read a rule file,
       else the error message for a `--weights` given anyway.
     report: prints the final lines from the summary (process 0).
-    presets: names for `--preset` (settings to start from; flags given
-      override them), e.g. `config.META_TRAIN_PRESETS`.
+    presets: named settings for `--preset` to start from (flags given
+      override them), e.g. `examples.meta_train.PRESETS`.
   """
   argv = list(sys.argv[1:] if argv is None else argv)
   # The rule for signals is the command's first line's
@@ -132,7 +132,8 @@ def run(argv: Sequence[str] | None, *, description: str, config_cls,
                        presets)
   args = parser.parse_args(argv)
   try:
-    run_trainer = _trainer(parser, argv, args, config_cls, weights_unusable)
+    run_trainer = _trainer(parser, argv, args, config_cls, weights_unusable,
+                           presets or {})
     if run_trainer is None:
       name = signals.received()
       print(f'interrupted by {name} before the run started: nothing was '
@@ -163,14 +164,15 @@ def _end(status: int) -> int:
   return status
 
 
-def _trainer(parser, argv, args, config_cls,
-             weights_unusable) -> trainer.Trainer | None:
+def _trainer(parser, argv, args, config_cls, weights_unusable,
+             presets) -> trainer.Trainer | None:
   """The run's Trainer from the flags (None: a signal came first)."""
   if args.keep_checkpoints < 1:
     raise ValueError(f'--keep-checkpoints must be >= 1, got '
                      f'{args.keep_checkpoints}.')
   given = given_flags(parser, argv)
-  values = flags.values_from_flags(config_cls, args)
+  values, shorthands = flags.values_from_flags(config_cls, args)
+  given |= shorthands
   preset = getattr(args, 'preset', None)
   run_args = dict(checkpoint_every=args.checkpoint_every,
                   keep_checkpoints=args.keep_checkpoints,
@@ -194,8 +196,8 @@ def _trainer(parser, argv, args, config_cls,
   if preset is None:
     config = config_cls(**values)
   else:
-    config = config_lib.meta_train_preset(
-        preset, **{k: v for k, v in values.items() if k in given})
+    config = config_cls(**{**presets[preset], **{
+        k: v for k, v in values.items() if k in given}})
   run_dir = run_dir_lib.RunDir(args.out, overwrite=args.overwrite)
   rule_params = load_weights(args, weights_unusable(config))
   if signals.received():

@@ -17,10 +17,14 @@ import types as pytypes
 import typing
 from typing import Any
 
+from disco_rl import environments
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import mesh
 
-parse_kwargs = config_lib.parse_kwargs
+parse_kwargs = environments.parse_kwargs
+# Shorthands for Catch's board: --rows R --columns C.
+BOARD = ('rows', 'columns')
+_CATCH = ('catch', 'jittable_catch')
 
 
 def env_kwargs(value) -> dict[str, Any]:
@@ -170,17 +174,75 @@ def add_flags(parser: argparse.ArgumentParser, config_cls) -> None:
         help=help_text.replace('%', '%%'))
 
 
-def values_from_flags(config_cls, args: argparse.Namespace) -> dict:
-  """{field: value} of the flags `add_flags` made (lists as tuples)."""
+def add_board_flags(parser: argparse.ArgumentParser, config_cls) -> None:
+  """--rows and --columns: Catch's board, written into the settings of the
+  Catch environment (eval) or of every Catch task naming none
+  (meta-training)."""
+  where = ('--env-kwargs rows=R,columns=C' if config_cls is
+           config_lib.EvalConfig else 'the board of every catch task that '
+           'names none, e.g. --tasks catch[rows=R,columns=C]')
+  group = parser.add_argument_group('shorthands', f'Catch\'s board: {where}')
+  for name in BOARD:
+    group.add_argument(f'--{name}', type=int, default=None,
+                       help=f'Catch board {name}')
+
+
+def values_from_flags(config_cls, args: argparse.Namespace
+                      ) -> tuple[dict[str, Any], set[str]]:
+  """({field: value} of the flags `add_flags` made (lists as tuples), the
+  fields the board shorthands set).
+
+  Raises:
+    ValueError: a shorthand that disagrees with the settings it fills in,
+      or that no Catch environment takes.
+  """
   values = {f.name: getattr(args, f.name) for f in dataclasses.fields(
       config_cls) if hasattr(args, f.name)}
-  return {k: tuple(v) if isinstance(v, list) else v
-          for k, v in values.items()}
+  values = {k: tuple(v) if isinstance(v, list) else v
+            for k, v in values.items()}
+  board = {k: getattr(args, k) for k in BOARD
+           if getattr(args, k, None) is not None}
+  if not board:
+    return values, set()
+  if config_cls is config_lib.EvalConfig:
+    if values['env'] not in _CATCH:
+      raise ValueError(f'--rows/--columns set the board of Catch; env is '
+                       f'{values["env"]!r}.')
+    values['env_kwargs'] = _with_board(dict(values['env_kwargs']), board,
+                                       f'--env-kwargs of env {values["env"]}')
+    return values, {'env_kwargs'}
+  default = config_lib.MetaTrainConfig.__dataclass_fields__['tasks'].default
+  if tuple(values['tasks']) == default:  # The default task, resized.
+    name, settings = environments.parse_spec(default[0])
+    values['tasks'] = ('%s[%s]' % (name, ','.join(
+        f'{k}={v}' for k, v in {**settings, **board}.items())),)
+    return values, {'tasks'}
+  tasks = []
+  for text in values['tasks']:
+    name, settings = environments.parse_spec(text)
+    if name in _CATCH:
+      net = settings.pop('net', None)
+      settings = _with_board(settings, board, f'task {text!r}')
+      if net is not None:
+        settings['net'] = net
+      text = '%s[%s]' % (name, ','.join(f'{k}={v}'
+                                        for k, v in settings.items()))
+    tasks.append(text)
+  if tasks == list(values['tasks']):
+    raise ValueError('--rows/--columns set the board of catch tasks; tasks '
+                     f'{list(values["tasks"])} have none.')
+  values['tasks'] = tuple(tasks)
+  return values, {'tasks'}
 
 
-def from_flags(config_cls, args: argparse.Namespace):
-  """The config dataclass holding the values of the flags `add_flags` made."""
-  return config_cls(**values_from_flags(config_cls, args))
+def _with_board(settings: dict[str, Any], board: dict[str, int],
+                what: str) -> dict[str, Any]:
+  """`settings` with the board's rows and columns (which must agree)."""
+  for name, value in board.items():
+    if settings.get(name, value) != value:
+      raise ValueError(f'--{name} {value} disagrees with {name}='
+                       f'{settings[name]} in {what}.')
+  return {**board, **settings}
 
 
 def add_distributed_flags(parser: argparse.ArgumentParser) -> None:

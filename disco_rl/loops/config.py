@@ -4,23 +4,21 @@
 
 `EvalConfig` (an agent trained by a fixed rule) and `MetaTrainConfig` (a
 population training a rule) share their agent, run and device fields,
-declared once in `RunConfig`; each job states only its own defaults for
-them (`_job`). A field's type, default, help text and choices (its
-metadata) also give its command-line flag (`examples/flags.py`).
+declared once in `RunConfig` with the eval job's defaults; the
+meta-training job states the defaults it changes (`_default`). A field's
+type, default, help text and choices (its metadata) also give its
+command-line flag (`examples/flags.py`). Environments take their settings
+as every family does: `env_kwargs`, or `NAME[key=value,...]` in a task.
 
 Frozen: change one with `dataclasses.replace`, which checks the new one.
-The meta-training task suite is text (`Task`, parsed here once).
+The meta-training task suite is text (`Task`, parsed here once); old run
+records are read with `upgrade_settings`.
 """
 
-import argparse
-import ast
 import dataclasses
 import functools
 import math
-import re
 from typing import Any
-
-import numpy as np
 
 from disco_rl import agent as agent_lib
 from disco_rl import environments
@@ -34,53 +32,44 @@ PRECISIONS = nets.PRECISIONS
 MATMUL_PRECISIONS = ('default', 'high', 'highest')
 # env='custom': the Environment object given to Trainer(..., env=...).
 CUSTOM_ENV = 'custom'
-CATCH_ENVS = environments.CATCH_NAMES
 
 
 def _field(default, help_text: str, **extra):
   """A field whose metadata carries its flag's help text; `extra` may hold
   `choices` and `flags` (aliases, e.g. ('--steps',); () for no flag)."""
   if isinstance(default, dict):
-    return dataclasses.field(default_factory=dict,
+    return dataclasses.field(default_factory=lambda: dict(default),
                              metadata=dict(help=help_text, **extra))
   return dataclasses.field(default=default,
                            metadata=dict(help=help_text, **extra))
 
 
-def _job(**defaults):
-  """A job's config class: `RunConfig`'s fields with the job's defaults.
-
-  The fields keep their declaration (type, help, choices) and position; only
-  the defaults named here change.
-  """
-  def wrap(cls):
-    fields = RunConfig.__dataclass_fields__  # pylint: disable=no-member
-    own = dict(cls.__dict__.get('__annotations__', {}))
-    cls.__annotations__ = {name: fields[name].type for name in defaults}
-    cls.__annotations__.update(own)
-    for name, value in defaults.items():
-      setattr(cls, name, _field(value, fields[name].metadata['help'],
-                                **{k: v for k, v in fields[name].metadata
-                                   .items() if k != 'help'}))
-    return dataclasses.dataclass(frozen=True)(cls)
-  return wrap
+def _default(name: str, value):
+  """`RunConfig`'s field `name` with another default (a job's own)."""
+  field = RunConfig.__dataclass_fields__[name]  # pylint: disable=no-member
+  return _field(value, **{('help_text' if k == 'help' else k): v
+                          for k, v in field.metadata.items()})
 
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-  """The fields both jobs have: the agents, the run, the devices."""
+  """The fields both jobs have: the agents, the run, the devices.
+
+  Their defaults are the eval job's (the upstream eval notebook's);
+  `MetaTrainConfig` states the ones it changes.
+  """
 
   num_steps: int = _field(1000, 'learner steps (eval) or meta-steps '
                           '(meta-training)', flags=('--steps',))
   rollout_len: int = _field(29, 'steps per trajectory')
-  rows: int = _field(8, 'Catch board rows')
-  columns: int = _field(8, 'Catch board columns')
   learning_rate: float = _field(1e-2, "the agents' learning rate")
   net: str = _field('mlp', "agent network: 'mlp' (observations flattened, "
                     "then the MLP torso), 'conv' (MinAtar-style: 3x3 "
-                    'convolutions on [H, W, C] images, then the MLP torso) '
-                    "or 'resnet' (IMPALA-style residual stages on [H, W, C] "
-                    'images, each halving the image, then the MLP torso)',
+                    'convolutions on [H, W, C] images, then the MLP torso), '
+                    "'resnet' (IMPALA-style residual stages on [H, W, C] "
+                    "images, each halving the image, then the MLP torso) or "
+                    "'tabular' (heads on the observation itself, for one-hot "
+                    'states)',
                     choices=NETS)
   dense: tuple[int, ...] = _field((512, 512), "hidden sizes of the agent's "
                                   'MLP torso, e.g. 512,512')
@@ -98,6 +87,10 @@ class RunConfig:
   model_lstm_size: int = _field(128, 'size of the action-model LSTM')
   model_head_hiddens: tuple[int, ...] = _field(
       (128,), 'hidden sizes of the action-model heads')
+  rule_sizes: dict[str, Any] = _field(
+      {}, "sizes of rule disco_103's meta-network (a rule meta-trained here "
+      'may be smaller), e.g. prediction_size=8,hidden_size=64 (fields of '
+      "disco.MetaNetSizes); none: Disco103's")
   matmul_precision: str = _field(
       'default', "float32 matrix-product precision of the compiled programs "
       "(JAX's default_matmul_precision): 'default' (the backend's choice: "
@@ -125,13 +118,14 @@ class RunConfig:
                          f'{tuple(choices)}.')
     self._at_least(1, 'num_steps', 'steps_per_call', 'model_lstm_size',
                    'conv_kernel')
-    self._at_least(2, 'rollout_len', 'rows', 'columns')
+    self._at_least(2, 'rollout_len')
     self._at_least(0, 'resnet_blocks')
     self._sizes('dense', 'model_head_hiddens', 'conv_channels',
                 'resnet_channels')
     self._rates('learning_rate')
     if self.num_devices is not None and self.num_devices < 1:
       raise ValueError(f'num_devices must be >= 1, got {self.num_devices}.')
+    agent_lib.check_rule_sizes(self.rule_sizes, 'rule_sizes')
 
   def _at_least(self, minimum: int, *names: str) -> None:
     for name in names:
@@ -165,12 +159,11 @@ class RunConfig:
     return agent_lib.make_settings(
         rule, self.learning_rate, self.dense, self.model_lstm_size,
         self.model_head_hiddens, precision, net=net or self.net,
-        **self.torso(net))
+        rule_sizes=(self.rule_sizes if rule in agent_lib.SIZED_RULES
+                    else None), **self.torso(net))
 
 
-@_job(num_steps=1000, rollout_len=29, rows=8, columns=8, learning_rate=1e-2,
-      model_lstm_size=128, model_head_hiddens=(128,), seed=0,
-      steps_per_call=20)
+@dataclasses.dataclass(frozen=True)
 class EvalConfig(RunConfig):
   """Settings of an eval run (defaults: the upstream eval notebook)."""
 
@@ -185,9 +178,9 @@ class EvalConfig(RunConfig):
       "on the host, pip install 'disco_rl[atari]'), any registered family, "
       "or 'custom' (the Environment object given as Trainer(..., env=...))")
   env_kwargs: dict[str, Any] = _field(
-      {}, 'environment settings as name=value pairs, e.g. size=10 (DeepSea) '
-      'or max_steps_in_episode=500; Catch takes them besides --rows and '
-      '--columns')
+      {}, 'environment settings as name=value pairs, e.g. rows=5,columns=5 '
+      '(Catch), size=10 (DeepSea) or max_steps_in_episode=500; unset ones '
+      "take the environment's defaults")
   batch_size: int = _field(64, 'trajectories per learner step, over all '
                            'devices')
   replay_ratio: int = _field(32, 'learner trajectories per acted trajectory; '
@@ -232,18 +225,13 @@ class EvalConfig(RunConfig):
                          f'{kwargs!r}.')
       return
     environments.check_name(self.env, 'env')
-    repeated = sorted({'rows', 'columns', 'random_seed'} & set(kwargs))
-    if self.env in CATCH_ENVS and repeated:
-      raise ValueError(
-          f'env_kwargs {repeated} are set by EvalConfig fields for '
-          f"env={self.env!r}: use rows=, columns= (--rows, --columns); the "
-          'seed comes from seed.')
+    if (environments.SEED_KEY in kwargs
+        and environments.family(self.env).on_host):
+      raise ValueError(f'env_kwargs {environments.SEED_KEY} is set by seed '
+                       f'for env={self.env!r} (stepped on the host).')
 
   def env_settings(self) -> dict[str, Any]:
-    """What `environments.get_environment` gets: `env_kwargs`, and for
-    Catch its board."""
-    if self.env in CATCH_ENVS:
-      return dict(self.env_kwargs, rows=self.rows, columns=self.columns)
+    """What `environments.get_environment` gets."""
     return dict(self.env_kwargs)
 
 
@@ -252,22 +240,29 @@ META_LOSS_COSTS = ('meta_entropy_cost', 'meta_prediction_entropy_cost',
                    'meta_target_mean_cost', 'meta_target_kl_cost')
 
 
-@_job(num_steps=800, rollout_len=16, rows=5, columns=5, learning_rate=5e-4,
-      model_lstm_size=256, model_head_hiddens=(256,), seed=4,
-      steps_per_call=10)
+@dataclasses.dataclass(frozen=True)
 class MetaTrainConfig(RunConfig):
   """Settings of a meta-training run (defaults: the upstream notebook)."""
 
+  num_steps: int = _default('num_steps', 800)
+  rollout_len: int = _default('rollout_len', 16)
+  learning_rate: float = _default('learning_rate', 5e-4)
+  model_lstm_size: int = _default('model_lstm_size', 256)
+  model_head_hiddens: tuple[int, ...] = _default('model_head_hiddens',
+                                                 (256,))
+  seed: int = _default('seed', 4)
+  steps_per_call: int = _default('steps_per_call', 10)
   num_agents: int = _field(2, 'population size')
   batch_size_per_device: int = _field(32, 'environments per agent and device')
   num_inner_steps: int = _field(2, 'agent updates per meta-step')
   tasks: tuple[str, ...] = _field(
-      (), 'the task suite: environments the population is split over '
-      '(contiguous groups of agents, each with its own network shape), e.g. '
-      'catch catch[rows=7,columns=5] gymnax:CartPole-v1 '
-      'gymnax:DeepSea-bsuite[size=8]; catch without a board is rows x '
-      'columns; a task may name its net, e.g. '
-      'gymnax:Breakout-MinAtar[net=conv]; none: catch alone')
+      ('catch[rows=5,columns=5]',), 'the task suite: environments the '
+      'population is split over (contiguous groups of agents, each with its '
+      'own network shape), each NAME[key=value,...], e.g. '
+      'catch[rows=7,columns=5] gymnax:CartPole-v1 '
+      'gymnax:DeepSea-bsuite[size=8]; unset settings take the '
+      "environment's defaults; a task may name its net, e.g. "
+      'gymnax:Breakout-MinAtar[net=conv]')
   value_dense: tuple[int, ...] = _field((256, 256),
                                         'value-function MLP hidden sizes')
   meta_learning_rate: float = _field(5e-4, 'Adam step size of the rule')
@@ -335,12 +330,15 @@ class MetaTrainConfig(RunConfig):
       raise ValueError(
           f'agent_lifetime={self.agent_lifetime} is shorter than one '
           f'meta-step (num_inner_steps={self.num_inner_steps} updates).')
-    group_sizes(self.num_agents, len(self.suite))
+    if self.num_agents < len(self.suite):
+      raise ValueError(f'num_agents={self.num_agents} is smaller than the '
+                       f'number of tasks ({len(self.suite)}): every task '
+                       'needs an agent.')
 
   @functools.cached_property
   def suite(self) -> tuple['Task', ...]:
-    """The tasks, parsed once (Catch rows x columns when none is given)."""
-    return parse_tasks(self.tasks, self.rows, self.columns)
+    """The tasks, parsed once."""
+    return parse_tasks(self.tasks)
 
   def meta_loss_weights(self) -> meta_objective.MetaLossWeights:
     """The meta-objective's regulariser weights of these fields."""
@@ -355,76 +353,34 @@ def upgrade_settings(cls, settings: dict[str, Any]) -> dict[str, Any]:
   """The settings of a run's record (`run.json`) as fields of `cls` (an
   `EvalConfig` or a `MetaTrainConfig`) today.
 
+  Records of version 0.1 name Catch's board in the fields `rows` and
+  `columns`: they become the eval job's `env_kwargs` (Catch runs) or the
+  board of each meta-training task that names none.
+
   Raises:
     ValueError: naming settings `cls` does not know.
   """
+  settings = dict(settings)
+  board = {k: settings.pop(k) for k in ('rows', 'columns') if k in settings}
+  if board and cls is EvalConfig and settings.get('env') in (
+      'catch', 'jittable_catch'):
+    settings['env_kwargs'] = {**board, **dict(settings.get('env_kwargs')
+                                              or {})}
+  elif board and cls is MetaTrainConfig:
+    tasks = []
+    for text in tuple(settings.get('tasks') or ('catch',)):
+      task = parse_task(text)
+      if task.name in ('catch', 'jittable_catch'):
+        task = dataclasses.replace(task, settings=tuple(
+            {**board, **dict(task.settings)}.items()))
+      tasks.append(task.spec())
+    settings['tasks'] = tuple(tasks)
   unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(cls)})
   if unknown:
     raise ValueError(f'The run record has settings {unknown} that '
                      f'{cls.__name__} does not know (written by another '
                      'version?).')
-  return dict(settings)
-
-
-# Named starting points for meta-training; flags and fields override them.
-META_TRAIN_PRESETS = {
-    # The upstream meta-training notebook (the MetaTrainConfig defaults).
-    'notebook': {},
-    # The paper's meta-optimisation (Oh et al. 2025, Methods): Adam
-    # normalisation per agent, meta learning rate 1e-3 with clipping 1.0,
-    # backpropagation through 20 agent updates, 96 trajectories of 29 steps
-    # per agent update. The population size and lifetime are this project's
-    # choice for Catch on a small machine (the paper's is far larger).
-    'paper': dict(meta_grad_norm='per_agent_adam', meta_learning_rate=1e-3,
-                  meta_grad_clip=1.0, num_inner_steps=20, remat=True,
-                  batch_size_per_device=96, rollout_len=29, num_agents=8,
-                  agent_lifetime=2000),
-}
-
-
-def meta_train_preset(name: str, **overrides) -> MetaTrainConfig:
-  """A `MetaTrainConfig` from a named preset, with fields overridden."""
-  if name not in META_TRAIN_PRESETS:
-    raise ValueError(f'Unknown preset {name!r}; expected one of '
-                     f'{tuple(META_TRAIN_PRESETS)}.')
-  return MetaTrainConfig(**{**META_TRAIN_PRESETS[name], **overrides})
-
-
-# ----------------------------------------------------------------------------
-# Settings written as text: 'size=10,deterministic=false', task specs.
-
-
-def _parse_value(text: str) -> Any:
-  """'10' -> 10, '0.5' -> 0.5, 'true'/'false' -> bool, anything else: str."""
-  text = text.strip()
-  if text.lower() in ('true', 'false'):
-    return text.lower() == 'true'
-  try:
-    value = ast.literal_eval(text)
-  except (ValueError, SyntaxError):
-    return text
-  return value if isinstance(value, (int, float, str)) else text
-
-
-def parse_kwargs(text: str) -> dict[str, Any]:
-  """'size=10,deterministic=false' -> {'size': 10, 'deterministic': False}.
-
-  Raises:
-    argparse.ArgumentTypeError: (a ValueError) for text that is not
-      comma-separated name=value pairs.
-  """
-  kwargs = {}
-  for item in (i for i in text.split(',') if i.strip()):
-    key, sep, value = item.partition('=')
-    if not sep or not key.strip().isidentifier():
-      raise argparse.ArgumentTypeError(
-          f'expected comma-separated name=value pairs such as '
-          f'size=10,max_steps_in_episode=500, got {text!r}')
-    kwargs[key.strip()] = _parse_value(value)
-  return kwargs
-
-
-_TASK = re.compile(r'^([^\[\]\s]+)(?:\[([^\[\]]*)\])?$')
+  return settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -433,19 +389,16 @@ class Task:
   'gymnax:DeepSea-bsuite[size=8]' or 'gymnax:Breakout-MinAtar[net=conv]'.
 
   Attributes:
-    name: an environment name ('catch' is the jittable Catch here).
-    settings: its settings (Catch: rows, columns; gymnax: constructor
-      arguments or `EnvParams` fields).
+    name: an environment name (a family stepped on the host gives way to
+      its jittable twin: 'catch' is the jittable Catch here).
+    settings: its settings (constructor arguments or `EnvParams` fields;
+      unset ones take the family's defaults).
     net: the network of its agents; None: the config's `net`.
   """
 
   name: str
   settings: tuple[tuple[str, Any], ...] = ()
   net: str | None = None
-
-  @property
-  def is_catch(self) -> bool:
-    return self.name in CATCH_ENVS
 
   def spec(self) -> str:
     """The task as text (`parse_task(task.spec()) == task`)."""
@@ -454,87 +407,58 @@ class Task:
       return self.name
     return '%s[%s]' % (self.name, ','.join(f'{k}={v}' for k, v in items))
 
+  @property
+  def env_name(self) -> str:
+    """The jittable environment the task's agents act in."""
+    family = environments.family(self.name)
+    return family.jittable if family.on_host and family.jittable else (
+        self.name)
+
   def make_env(self, batch_size: int) -> base_env.Environment:
     """The task's jittable environment with `batch_size` instances."""
-    name = 'jittable_catch' if self.is_catch else self.name
-    return environments.get_environment(name, batch_size,
+    return environments.get_environment(self.env_name, batch_size,
                                         dict(self.settings))
 
   def eval_settings(self) -> dict[str, Any]:
     """The `EvalConfig` fields that train an agent on this task, e.g.
     `EvalConfig(**task.eval_settings(), num_steps=200)`."""
     net = dict(net=self.net) if self.net else {}
-    if self.is_catch:
-      board = dict(self.settings)
-      return dict(env='jittable_catch', rows=board['rows'],
-                  columns=board['columns'], **net)
-    return dict(env=self.name, env_kwargs=dict(self.settings), **net)
+    return dict(env=self.env_name, env_kwargs=dict(self.settings), **net)
 
 
-def parse_task(text: Any, rows: int = 5, columns: int = 5) -> Task:
-  """A `Task` from its text; Catch without a board gets `rows` x `columns`.
+def parse_task(text: Any) -> Task:
+  """A `Task` from its text, NAME or NAME[key=value,...].
 
   Raises:
     ValueError: naming the task: malformed text, an unknown environment or
-      network, or Catch settings other than rows and columns.
+      network.
   """
   if not isinstance(text, str):
     raise ValueError(f'A task must be text such as catch[rows=7,columns=5] '
                      f'or gymnax:CartPole-v1, got {text!r}.')
-  match = _TASK.match(text.strip())
-  if not match:
-    raise ValueError(f'Malformed task {text!r}; expected NAME or '
-                     'NAME[key=value,...], e.g. catch[rows=7,columns=5] or '
-                     'gymnax:DeepSea-bsuite[size=8].')
-  name, settings_text = match.groups()
   try:
-    settings = parse_kwargs(settings_text or '')
-  except argparse.ArgumentTypeError as e:
-    raise ValueError(f'Malformed settings in task {text!r}: {e}.') from None
+    name, settings = environments.parse_spec(text)
+  except ValueError as e:
+    raise ValueError(f'Task {text!r}: {e}') from None
   net = settings.pop('net', None)
   if net is not None and net not in NETS:
     raise ValueError(f'Task {text!r}: unknown net {net!r}; expected one of '
                      f'{NETS}.')
-  if name not in CATCH_ENVS:
-    environments.check_name(name, 'task environment')
-    return Task(name, tuple(settings.items()), net)
-  unknown = sorted(set(settings) - {'rows', 'columns'})
-  if unknown:
-    raise ValueError(f'Task {text!r}: Catch takes only rows and columns, '
-                     f'got {unknown}.')
-  board = dict(rows=settings.get('rows', rows),
-               columns=settings.get('columns', columns))
-  base_env.check_board(board['rows'], board['columns'], f'task {text!r}')
-  return Task('catch', tuple(board.items()), net)
+  environments.check_name(name, 'task environment')
+  return Task(name, tuple(settings.items()), net)
 
 
-def parse_tasks(texts, rows: int = 5, columns: int = 5) -> tuple[Task, ...]:
-  """The suite: the tasks of `texts`, or Catch rows x columns if none."""
+def parse_tasks(texts) -> tuple[Task, ...]:
+  """The suite: the tasks of `texts` (at least one)."""
   if isinstance(texts, str):
     raise ValueError(f'tasks must be a sequence of task texts, got the text '
                      f'{texts!r} (write ({texts!r},) for one task).')
-  tasks = tuple(parse_task(t, rows, columns) for t in tuple(texts) or
-                ('catch',))
+  tasks = tuple(parse_task(t) for t in tuple(texts))
+  if not tasks:
+    raise ValueError('tasks must name at least one environment, e.g. '
+                     "('catch[rows=5,columns=5]',).")
   repeated = sorted({t.spec() for t in tasks if tasks.count(t) > 1})
   if repeated:
     raise ValueError(f'tasks {repeated} appear more than once: give the '
                      'task more agents with num_agents instead.')
   return tasks
-
-
-def group_sizes(num_agents: int, num_tasks: int) -> tuple[int, ...]:
-  """Agents per task: `num_agents` split as evenly as possible, first first.
-
-  Raises:
-    ValueError: if some task would get no agent.
-  """
-  if num_agents < num_tasks:
-    raise ValueError(f'num_agents={num_agents} is smaller than the number of '
-                     f'tasks ({num_tasks}): every task needs an agent.')
-  share, extra = divmod(num_agents, num_tasks)
-  return tuple(share + (g < extra) for g in range(num_tasks))
-
-
-def group_starts(sizes) -> np.ndarray:
-  """[G + 1] offsets of the groups in the population (0, ..., N)."""
-  return np.concatenate([[0], np.cumsum(sizes)]).astype(int)

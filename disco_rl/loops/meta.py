@@ -133,7 +133,7 @@ class MetaSetup:
   @property
   def groups(self) -> list[tuple[meta_objective.MetaTrainAgent, int, int]]:
     """(member, first agent, agent count) of each task group."""
-    starts = config_lib.group_starts(self.group_sizes)
+    starts = group_starts(self.group_sizes)
     return [(m, int(starts[g]), self.group_sizes[g])
             for g, m in enumerate(self.members)]
 
@@ -179,13 +179,24 @@ def make_setup(config: config_lib.MetaTrainConfig, devices=None) -> MetaSetup:
   return MetaSetup(
       config=config, devices=devices, mesh=mesh_lib.make_mesh(devices),
       tasks=config.suite,
-      group_sizes=config_lib.group_sizes(config.num_agents,
-                                         len(config.suite)),
+      group_sizes=group_sizes(config.num_agents, len(config.suite)),
       members=tuple(members),
       meta_opt=optimizers.meta_optimizer(
           config.meta_grad_norm, config.meta_learning_rate,
           config.meta_grad_clip, config.num_agents),
       population=population)
+
+
+def group_sizes(num_agents: int, num_tasks: int) -> tuple[int, ...]:
+  """Agents per task: `num_agents` split as evenly as possible, first first
+  (the config makes sure every task gets one)."""
+  share, extra = divmod(num_agents, num_tasks)
+  return tuple(share + (g < extra) for g in range(num_tasks))
+
+
+def group_starts(sizes) -> np.ndarray:
+  """[G + 1] offsets of the groups in the population (0, ..., N)."""
+  return np.concatenate([[0], np.cumsum(sizes)]).astype(int)
 
 
 def initial_ages(num_agents: int, lifetime: int) -> np.ndarray:
