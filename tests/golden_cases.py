@@ -7,7 +7,7 @@ import dataclasses
 import json
 import os
 import pathlib
-from typing import Any
+from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -83,21 +83,97 @@ class CheckedCase:
   def under(self, prefix: str) -> dict:
     return self.case.under(prefix)
 
-  def check(self, tree, prefix: str, exact: bool = False) -> None:
+  def check(self, tree, prefix: str, exact: bool = False,
+            leaf_rtol: Mapping[str, float | None] | None = None) -> None:
     """Every key under `prefix`: missing, extra, off, NaN or Inf fails.
+
+    `leaf_rtol` maps keys under `prefix` (e.g. 'lstm/linear|b') to a leaf
+    tolerance of their own (None: elementwise only) in place of the
+    reference's; the elementwise tolerance stays the reference's. Only
+    test_golden_meta.py uses it, for meta-gradient leaves whose float32
+    value moves with the CPU's instruction set (its docstring).
 
     With $DISCO_RL_GOLDEN_REPORT set to a file, every key's comparison is
     appended to it instead (`report_comparison`) and nothing fails here: a
     report of all keys, read by scripts/gpu_check.py.
     """
-    ref = self.reference
     report = os.environ.get(REPORT_ENV)
     if report:
-      report_comparison(report, self, tree, prefix, exact)
+      report_comparison(report, self, tree, prefix, exact, leaf_rtol)
       return
-    self.golden.assert_close(tree, self.case, prefix, rtol=ref.rtol,
-                             atol=ref.atol, exact=exact,
-                             leaf_rtol=ref.leaf_rtol)
+    problems = self.compare(tree, prefix, exact, leaf_rtol)
+    if problems:
+      shown = '\n  '.join(problems[:40])
+      more = (f'\n  ... and {len(problems) - 40} more'
+              if len(problems) > 40 else '')
+      raise AssertionError(f'{self.case.name}: {len(problems)} differences '
+                           f'under {prefix}:\n  {shown}{more}')
+
+  def compare(self, tree, prefix: str, exact: bool = False,
+              leaf_rtol: Mapping[str, float | None] | None = None
+              ) -> list[str]:
+    """`golden.compare` at the reference's tolerance, with `check`'s
+    per-key leaf tolerances; the list of differences."""
+    ref = self.reference
+    if not leaf_rtol:
+      return self.golden.compare(tree, self.case, prefix, rtol=ref.rtol,
+                                 atol=ref.atol, exact=exact,
+                                 leaf_rtol=ref.leaf_rtol)
+    want = self.case.under(prefix)
+    unknown = sorted(set(leaf_rtol) - set(want))
+    if unknown:
+      raise KeyError(f'no golden keys {unknown} under {prefix}')
+    got = {k[len(prefix) + 1:]: v
+           for k, v in self.golden.flatten(tree, prefix).items()}
+    # The keys in groups of one leaf tolerance, each compared on its own
+    # (missing and extra keys are reported in their group).
+    groups = {}
+    for key in sorted(set(got) | set(want)):
+      groups.setdefault(leaf_rtol.get(key, ref.leaf_rtol), []).append(key)
+    problems = []
+    for tolerance, keys in groups.items():
+      part = dataclasses.replace(self.case, arrays={
+          f'{prefix}|{k}': want[k] for k in keys if k in want})
+      problems += self.golden.compare(
+          {k: got[k] for k in keys if k in got}, part, prefix, rtol=ref.rtol,
+          atol=ref.atol, exact=exact, leaf_rtol=tolerance)
+    return problems
+
+  def check_direction(self, got, key: str, min_cos: float,
+                      max_norm_ratio: float) -> None:
+    """A float leaf whose size the reference does not pin down, only its
+    direction: cos(got, want) >= min_cos and ||got|| / ||want|| within
+    [1 / max_norm_ratio, max_norm_ratio] (`key`: the full golden key).
+
+    In report mode ($DISCO_RL_GOLDEN_REPORT) a line for the key
+    '<key> (direction)' is appended instead, with `cos` and `norm_ratio`.
+    """
+    g = np.asarray(got, np.float64).ravel()
+    w = np.asarray(self.case.arrays[key], np.float64).ravel()
+    if g.shape != w.shape:
+      problem = f'shape {key}: {np.shape(got)} != {self.case.arrays[key].shape}'
+      cos = ratio = float('nan')
+    else:
+      norms = float(np.linalg.norm(g)), float(np.linalg.norm(w))
+      cos = float(g @ w) / (norms[0] * norms[1]) if all(norms) else 0.0
+      ratio = norms[0] / norms[1] if norms[1] else float('inf')
+      problem = None
+      # NaN fails both comparisons.
+      if not (cos >= min_cos
+              and 1 / max_norm_ratio <= ratio <= max_norm_ratio):
+        problem = (f'direction {key}: cos {cos:.3g} (>= {min_cos}), norm '
+                   f'ratio {ratio:.3g} (within 1/{max_norm_ratio} to '
+                   f'{max_norm_ratio})')
+    report = os.environ.get(REPORT_ENV)
+    if report:
+      with open(report, 'a') as f:
+        f.write(json.dumps(dict(
+            case=self.case.name, reference=self.reference.name,
+            key=f'{key} (direction)', passed=problem is None,
+            problem=problem, cos=cos, norm_ratio=ratio)) + '\n')
+      return
+    if problem:
+      raise AssertionError(f'{self.case.name}: {problem}')
 
 
 # A file that collects every key's comparison (JSON lines) instead of failing
@@ -128,17 +204,19 @@ def key_errors(got, want) -> dict[str, float]:
 
 
 def report_comparison(path: str, checked: CheckedCase, tree, prefix: str,
-                      exact: bool) -> None:
+                      exact: bool,
+                      leaf_rtol: Mapping[str, float | None] | None = None
+                      ) -> None:
   """Appends one JSON line per key under `prefix` to `path`.
 
-  Each line: case, reference, key, `passed` (at the reference's tolerance,
-  `golden.compare`), the problem if any, and for float keys `key_errors`
-  plus `tol_ratio`: max |got - want| / (atol + rtol |want|), which must be
-  <= 1 to pass elementwise.
+  Each line: case, reference, key, `passed` (at the reference's tolerance
+  and `leaf_rtol`'s per-key leaf tolerances, `CheckedCase.compare`), the
+  problem if any, and for float keys `key_errors` plus `tol_ratio`:
+  max |got - want| / (atol + rtol |want|), which must be <= 1 to pass
+  elementwise.
   """
   golden, case, ref = checked.golden, checked.case, checked.reference
-  problems = golden.compare(tree, case, prefix, rtol=ref.rtol, atol=ref.atol,
-                            exact=exact, leaf_rtol=ref.leaf_rtol)
+  problems = checked.compare(tree, prefix, exact, leaf_rtol)
   by_key = {p.split(' ')[1].rstrip(':'): p for p in problems}
   got = golden.flatten(tree, prefix)
   want = {f'{prefix}|{k}': v for k, v in case.under(prefix).items()}
