@@ -8,8 +8,8 @@ __version__ = '0.1.0'
 #   from disco_rl import Trainer, EvalConfig
 _EXPORTS = {
     'Trainer': 'disco_rl.loops.trainer',
-    'stop_when': 'disco_rl.loops.trainer',
-    'read_rule': 'disco_rl.loops.trainer',
+    'stop_when': 'disco_rl.loops.run',
+    'read_rule': 'disco_rl.loops.meta',
     'EvalConfig': 'disco_rl.loops.config',
     'MetaTrainConfig': 'disco_rl.loops.config',
     'make_eval': 'disco_rl.loops.eval',

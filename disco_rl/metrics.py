@@ -212,6 +212,15 @@ def check_loggers(loggers) -> tuple[str, ...]:
   return loggers
 
 
+def open_writers(csv_path, loggers, directory: pathlib.Path, name: str,
+                 config: dict[str, Any]) -> list[Any]:
+  """The writers of a run's rows: the metrics CSV (continued if it exists)
+  and a live writer per logger (`make_writer`); each has `write_rows` and
+  `close`."""
+  return [MetricsWriter(csv_path, append=True)] + [
+      make_writer(logger, directory, name, config) for logger in loggers]
+
+
 def make_writer(logger: str, directory: pathlib.Path, name: str,
                 config: dict[str, Any]):
   """The live writer `logger` ('tensorboard' or 'wandb') of a run whose

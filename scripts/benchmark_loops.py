@@ -57,9 +57,10 @@ from disco_rl import actors
 from disco_rl.loops import compiled
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
+from disco_rl.loops import eval_setup
 from disco_rl.loops import mesh as mesh_lib
 from disco_rl.loops import meta as meta_lib
-from disco_rl.loops import replay
+from disco_rl import replay
 from disco_rl.loops import run as run_lib
 from disco_rl import meta_objective
 from disco_rl import metrics as metrics_lib
@@ -112,7 +113,7 @@ def _compile_times(programs, results, rounds: int) -> None:
     results[name]['compile_s'] = min(results[name]['compile_s_all'])
 
 
-def _one_run(state: eval_lib.EvalState) -> eval_lib.EvalState:
+def _one_run(state: eval_setup.EvalState) -> eval_setup.EvalState:
   """The fused job's state of its first (only) run, without the seed axis
   and without the rule's parameters (given apart): what the previous loop
   works on. Shares no buffer with `state` (which the job donates)."""

@@ -53,6 +53,7 @@ from disco_rl import weights
 from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta as meta_lib
+from disco_rl.loops import meta_setup
 
 REGULARISERS = tuple(
     f.name for f in dataclasses.fields(meta_objective.MetaLossWeights))
@@ -159,7 +160,7 @@ def main(argv=None) -> int:
                                            'tasks': (args.task,),
                                            'num_agents': 1})
     (task,) = config.suite
-    member = meta_lib.make_member(config, task, axis_name=None)
+    member = meta_setup.make_member(config, task, axis_name=None)
     rule = member.agent.update_rule
     if args.rule in ('random', 'disco_103'):
       params = weights.starting_rule_params(rule, args.rule == 'disco_103',

@@ -17,6 +17,7 @@ import sys
 import jax
 import numpy as np
 
+from disco_rl import distributed
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import mesh
@@ -65,7 +66,7 @@ def run_meta() -> dict[str, np.ndarray]:
 def main(argv):
   job, out = argv[1], argv[2]
   if len(argv) > 3:
-    mesh.initialize_distributed(mesh.DistributedConfig(
+    distributed.initialize(distributed.DistributedConfig(
         coordinator_address=argv[3], num_processes=int(argv[4]),
         process_id=int(argv[5])))
   assert len(jax.devices()) == 2, jax.devices()

@@ -167,7 +167,7 @@ def test_a_process_whose_peer_dies_ends_with_one_error_line(tmp_path):
   pair.procs[1].kill()
   killed_at = time.monotonic()
   (status, out), _ = pair.wait(timeout=90)
-  assert time.monotonic() - killed_at < 80  # mesh.PEER_TIMEOUT_S + margin.
+  assert time.monotonic() - killed_at < 80  # distributed.PEER_TIMEOUT_S + margin.
   assert status == 2, out[-3000:]
   errors = [line for line in out.splitlines() if line.startswith('error: ')]
   assert len(errors) == 1 and 'process' in errors[0], out[-3000:]

@@ -12,6 +12,7 @@ from disco_rl import agent as agent_lib
 from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta as meta_lib
+from disco_rl.loops import meta_setup
 
 CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
 
@@ -78,7 +79,7 @@ def test_the_shared_fields_are_declared_once_with_each_jobs_defaults():
     assert getattr(eval_config, name) == getattr(config_lib.RunConfig(), name)
   assert (eval_config.num_steps, eval_config.rollout_len,
           eval_config.learning_rate, eval_config.model_lstm_size,
-          eval_config.seed, eval_config.env_settings()) == (
+          eval_config.seed, eval_config.env_kwargs) == (
               1000, 29, 1e-2, 128, 0, {})
   assert (meta.num_steps, meta.rollout_len, meta.learning_rate,
           meta.model_lstm_size, meta.seed, meta.tasks) == (
@@ -394,10 +395,10 @@ def test_board_shorthands_write_the_catch_settings():
 
 
 def test_group_sizes_split_the_population_evenly():
-  assert meta_lib.group_sizes(5, 2) == (3, 2)
-  assert meta_lib.group_sizes(6, 3) == (2, 2, 2)
-  assert meta_lib.group_sizes(2, 1) == (2,)
-  assert list(meta_lib.group_starts((3, 2))) == [0, 3, 5]
+  assert meta_setup.group_sizes(5, 2) == (3, 2)
+  assert meta_setup.group_sizes(6, 3) == (2, 2, 2)
+  assert meta_setup.group_sizes(2, 1) == (2,)
+  assert list(meta_setup.group_starts((3, 2))) == [0, 3, 5]
 
 
 @pytest.mark.parametrize('record, expected', [

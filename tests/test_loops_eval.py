@@ -19,6 +19,7 @@ from disco_rl.environments import jittable_envs
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import divergence
 from disco_rl.loops import eval as eval_lib
+from disco_rl.loops import eval_setup
 from disco_rl.loops import run as run_lib
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
@@ -137,11 +138,11 @@ def test_the_rule_is_part_of_the_state(fused_run, disco_103_params):
 def test_acting_is_decided_once_from_the_environment():
   """The dm_env Catch is stepped on the host, its jittable twin evaluates
   the policy; jittable Catch acts inside the program."""
-  host = eval_lib.make_setup(dataclasses.replace(TINY, env='catch',
+  host = eval_setup.make_setup(dataclasses.replace(TINY, env='catch',
                                                  num_seeds=2))
   assert len(host.host_envs) == 2 and host.jittable_env == 'jittable_catch'
   assert host.env.batch_size == TINY.num_envs  # All of a run's.
-  fused = eval_lib.make_setup(TINY)
+  fused = eval_setup.make_setup(TINY)
   assert fused.host_envs == () and fused.jittable_env == 'jittable_catch'
 
 
@@ -235,11 +236,11 @@ def test_each_seed_of_a_multi_seed_program_is_the_run_of_that_seed_alone(
     for key in alone_metrics:
       np.testing.assert_allclose(metrics[key][:, j], alone_metrics[key][:, 0],
                                  err_msg=f'{key} {j}', **smoke_env.SAME_RUN)
-    jax.tree.map(
-        lambda many, one, j=j: np.testing.assert_allclose(
-            many[j], one[0], **smoke_env.SAME_RUN),
-        jax.device_get(state.learner_state),
-        jax.device_get(alone_state.learner_state))
+    smoke_env.assert_same_learner_state(
+        jax.tree.map(lambda x, j=j: x[j], jax.device_get(state.learner_state)),
+        jax.tree.map(lambda x: x[0],
+                     jax.device_get(alone_state.learner_state)),
+        learning_rate=TINY.learning_rate, max_abs_update=1.0)
 
 
 def test_the_seeds_are_different_runs(three_seeds_run):

@@ -13,6 +13,7 @@ from jax.sharding import PartitionSpec as P
 import numpy as np
 import pytest
 
+from disco_rl import distributed
 from disco_rl.examples import flags
 from disco_rl.loops import mesh as devices
 
@@ -44,42 +45,42 @@ def test_place_and_fetch_round_trip():
 
 
 def test_distributed_config_reads_flags_then_environment(monkeypatch):
-  monkeypatch.setenv(devices.ENV_COORDINATOR, '127.0.0.1:1234')
-  monkeypatch.setenv(devices.ENV_NUM_PROCESSES, '2')
-  monkeypatch.setenv(devices.ENV_PROCESS_ID, '1')
-  config = devices.DistributedConfig.from_environment(process_id=0)
-  assert config == devices.DistributedConfig('127.0.0.1:1234', 2, 0)
+  monkeypatch.setenv(distributed.ENV_COORDINATOR, '127.0.0.1:1234')
+  monkeypatch.setenv(distributed.ENV_NUM_PROCESSES, '2')
+  monkeypatch.setenv(distributed.ENV_PROCESS_ID, '1')
+  config = distributed.DistributedConfig.from_environment(process_id=0)
+  assert config == distributed.DistributedConfig('127.0.0.1:1234', 2, 0)
   assert config.enabled
-  monkeypatch.setenv(devices.ENV_NUM_PROCESSES, 'two')
+  monkeypatch.setenv(distributed.ENV_NUM_PROCESSES, 'two')
   with pytest.raises(ValueError, match="DISCO_RL_NUM_PROCESSES='two'"):
-    devices.DistributedConfig.from_environment()
+    distributed.DistributedConfig.from_environment()
 
 
 def test_one_process_needs_no_initialisation():
-  assert not devices.initialize_distributed(devices.DistributedConfig())
-  assert not devices.initialize_distributed(
-      devices.DistributedConfig(num_processes=1))
+  assert not distributed.initialize(distributed.DistributedConfig())
+  assert not distributed.initialize(
+      distributed.DistributedConfig(num_processes=1))
 
 
 @pytest.mark.parametrize('config,fragment', [
-    (devices.DistributedConfig(num_processes=2, process_id=0),
+    (distributed.DistributedConfig(num_processes=2, process_id=0),
      'needs a coordinator address'),
-    (devices.DistributedConfig('127.0.0.1:1', 2, 2),
+    (distributed.DistributedConfig('127.0.0.1:1', 2, 2),
      r'process_id must be in \[0, 2\) with num_processes=2, got 2'),
-    (devices.DistributedConfig('127.0.0.1:1', 2, None),
+    (distributed.DistributedConfig('127.0.0.1:1', 2, None),
      'process_id must be in'),
 ])
 def test_bad_distributed_settings_are_named(config, fragment):
   with pytest.raises(ValueError, match=fragment):
-    devices.initialize_distributed(config)
+    distributed.initialize(config)
 
 
 def test_distributed_flags_reach_the_config(monkeypatch):
-  monkeypatch.delenv(devices.ENV_PROCESS_ID, raising=False)
-  monkeypatch.setenv(devices.ENV_NUM_PROCESSES, '3')
+  monkeypatch.delenv(distributed.ENV_PROCESS_ID, raising=False)
+  monkeypatch.setenv(distributed.ENV_NUM_PROCESSES, '3')
   parser = argparse.ArgumentParser()
   flags.add_distributed_flags(parser)
   args = parser.parse_args(['--coordinator-address', '127.0.0.1:9',
                             '--process-id', '2'])
-  assert flags.distributed_config(args) == devices.DistributedConfig(
+  assert flags.distributed_config(args) == distributed.DistributedConfig(
       '127.0.0.1:9', 3, 2)

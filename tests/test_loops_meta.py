@@ -20,6 +20,7 @@ import smoke_env
 from disco_rl import meta_objective
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta as meta_lib
+from disco_rl.loops import meta_setup
 from disco_rl import rollout_checks
 
 DATA = pathlib.Path(__file__).resolve().parent / 'data'
@@ -188,7 +189,7 @@ def test_agents_are_renewed_at_the_end_of_their_lifetime(fast_compile):
     (dict(meta_grad_norm='median'), "Unknown meta_grad_norm 'median'"),
     (dict(meta_entropy_cost=-1.0), 'meta_entropy_cost must be >= 0, got -1.0'),
     (dict(meta_target_kl_cost=float('nan')),
-     'meta_target_kl_cost must be a finite weight >= 0, got nan'),
+     'meta_target_kl_cost must be finite and >= 0, got nan'),
 ])
 def test_bad_meta_optimisation_settings(changes, fragment):
   with pytest.raises(ValueError, match=fragment):
@@ -296,7 +297,7 @@ def test_a_task_may_name_its_own_network():
   config = dataclasses.replace(
       ONE_STEP, conv_channels=(2,),
       tasks=('catch', 'gymnax:Breakout-MinAtar[net=conv]'))
-  setup = meta_lib.make_setup(config)
+  setup = meta_setup.make_setup(config)
   catch, breakout = (m.agent.settings.net_settings.name
                      for m in setup.members)
   assert (catch, breakout) == ('mlp', 'conv')
@@ -307,7 +308,7 @@ def test_a_task_may_name_its_own_network():
   with pytest.raises(ValueError, match=(
       r"net='conv' needs one image observation of shape \[H, W, C\]; task "
       r"'gymnax:CartPole-v1'")):
-    meta_lib.make_setup(dataclasses.replace(
+    meta_setup.make_setup(dataclasses.replace(
         config, net='conv', tasks=('gymnax:CartPole-v1',)))
   with pytest.raises(ValueError, match=(
       r"Task 'catch\[net=cnn\]': unknown net 'cnn'; expected one of "

@@ -6,7 +6,7 @@ The eval job (`make_eval`) in the default run, meta-training
 (`make_meta_train`, two task groups) in the slow one.
 
 Each process has one CPU device and joins the run through
-`mesh.initialize_distributed` (gloo collectives); the learned agent and
+`distributed.initialize` (gloo collectives); the learned agent and
 rule parameters and every metric must equal those of one process with two
 devices (tests/multiprocess_run.py does the runs).
 """

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from disco_rl.loops import config as config_lib
+from disco_rl import checkpoints
 from disco_rl.loops import run_dir
 
 
@@ -175,7 +176,7 @@ def _state(value: float) -> _State:
 
 
 def test_save_restore_and_keep_the_last(tmp_path):
-  ckpt = run_dir.Checkpointer(tmp_path / 'ckpt', keep=2)
+  ckpt = checkpoints.Checkpointer(tmp_path / 'ckpt', keep=2)
   assert ckpt.latest_step() is None
   with pytest.raises(FileNotFoundError, match='No checkpoint in'):
     ckpt.restore(_shapes(_state(0)))
@@ -197,21 +198,21 @@ def test_save_restore_and_keep_the_last(tmp_path):
   assert extra == {'rows': 7}
   ckpt.close()
   with pytest.raises(ValueError, match='keep must be >= 1 checkpoint, got 0'):
-    run_dir.Checkpointer(tmp_path / 'other', keep=0)
+    checkpoints.Checkpointer(tmp_path / 'other', keep=0)
 
 
 def test_host_objects_round_trip():
   rng = np.random.RandomState(3)
   rng.rand(5)
-  copy = run_dir.decode_object(run_dir.encode_object(rng))
+  copy = checkpoints.decode_object(checkpoints.encode_object(rng))
   np.testing.assert_array_equal(copy.rand(4), rng.rand(4))
 
 
 _WRITER = textwrap.dedent('''
     import sys
     import jax.numpy as jnp
-    from disco_rl.loops import run_dir
-    ckpt = run_dir.Checkpointer(sys.argv[1], keep=2)
+    from disco_rl import checkpoints
+    ckpt = checkpoints.Checkpointer(sys.argv[1], keep=2)
     step = 0
     while True:  # Big enough that a write takes a while.
       step += 1
@@ -237,7 +238,7 @@ def test_kill_9_while_writing_leaves_the_last_checkpoint_usable(tmp_path):
   finally:
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
-  ckpt = run_dir.Checkpointer(directory, keep=2)
+  ckpt = checkpoints.Checkpointer(directory, keep=2)
   latest = ckpt.latest_step()
   assert latest is not None and latest >= 3
   state, extra = ckpt.restore(
@@ -251,7 +252,7 @@ def test_kill_9_while_writing_leaves_the_last_checkpoint_usable(tmp_path):
 
 
 def test_a_checkpoint_of_other_shapes_is_refused_before_reading(tmp_path):
-  ckpt = run_dir.Checkpointer(tmp_path / 'ckpt')
+  ckpt = checkpoints.Checkpointer(tmp_path / 'ckpt')
   ckpt.save(1, _state(1.0), {'rows': 1})
   wider = _shapes(
       _state(1.0).replace(params={'w': jnp.zeros((1, 3, 4)),

@@ -17,6 +17,7 @@ import pytest
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import meta as meta_lib
+from disco_rl.loops import run as run_lib
 from disco_rl.loops import trainer as trainer_lib
 from disco_rl import metrics as metrics_lib
 from disco_rl import signals
@@ -155,11 +156,11 @@ def _check_read_rule(run_dir, last_rule, rule_at_2):
   checkpoints = sorted(p.name for p in (run_dir / 'checkpoints').iterdir())
   import disco_rl  # pylint: disable=g-import-not-at-top
   from disco_rl import weights  # pylint: disable=g-import-not-at-top
-  assert disco_rl.read_rule is trainer_lib.read_rule
-  params, step = trainer_lib.read_rule(run_dir)
+  assert disco_rl.read_rule is meta_lib.read_rule
+  params, step = meta_lib.read_rule(run_dir)
   assert step == 4
   chex.assert_trees_all_equal(weights.flatten_params(params), last_rule)
-  params, step = trainer_lib.read_rule(run_dir, step=2)
+  params, step = meta_lib.read_rule(run_dir, step=2)
   assert step == 2
   chex.assert_trees_all_equal(weights.flatten_params(params), rule_at_2)
   with pytest.raises(AssertionError):  # The rule moved between the two.
@@ -170,16 +171,16 @@ def _check_read_rule(run_dir, last_rule, rule_at_2):
   assert sorted(p.name for p in (run_dir / 'checkpoints').iterdir()
                 ) == checkpoints
   with pytest.raises(FileNotFoundError, match=r'No checkpoint 3 .*\[2, 4\]'):
-    trainer_lib.read_rule(run_dir, step=3)
+    meta_lib.read_rule(run_dir, step=3)
   with pytest.raises(ValueError, match='No run in .*none: it has no run.json'):
-    trainer_lib.read_rule(run_dir.parent / 'none')
+    meta_lib.read_rule(run_dir.parent / 'none')
 
 
 def test_read_rule_refuses_an_eval_run(tmp_path):
   trainer_lib.Trainer(eval_config(num_steps=1), tmp_path / 'e',
                       progress=False).fit()
   with pytest.raises(ValueError, match='holds a eval run, not a meta_train'):
-    trainer_lib.read_rule(tmp_path / 'e')
+    meta_lib.read_rule(tmp_path / 'e')
 
 
 def test_meta_train_resume_is_exact(tmp_path):
@@ -268,7 +269,7 @@ def test_stop_when_callback_stops_early(tmp_path):
     seen.append(len(new_rows))
 
   summary = run.fit(callbacks=[
-      record, trainer_lib.stop_when('learned', above=1.0, window=2)])
+      record, run_lib.stop_when('learned', above=1.0, window=2)])
   # Learning starts at iteration 4 (3 warm-up iterations); calls of 4.
   assert summary['interrupted'] == 'callback'
   assert run.step == 8 and seen == [4, 4]
@@ -283,7 +284,7 @@ def test_stop_when_counts_its_window_in_steps_of_every_seed(tmp_path):
   run = trainer_lib.Trainer(eval_config(num_steps=40, num_seeds=2),
                             tmp_path / 'a', progress=False)
   summary = run.fit(callbacks=[
-      trainer_lib.stop_when('learned', above=1.0, window=6)])
+      run_lib.stop_when('learned', above=1.0, window=6)])
   # Steps 0-2 only act. After the call that ends at step 8 the last 6 steps
   # (12 rows) hold step 2; after the next (step 12) they all learned.
   assert summary['interrupted'] == 'callback'
@@ -292,9 +293,9 @@ def test_stop_when_counts_its_window_in_steps_of_every_seed(tmp_path):
 
 def test_stop_when_rejects_bad_arguments():
   with pytest.raises(ValueError, match='exactly one of above= or below='):
-    trainer_lib.stop_when('avg_return')
+    run_lib.stop_when('avg_return')
   with pytest.raises(ValueError, match='window must be >= 1, got 0'):
-    trainer_lib.stop_when('avg_return', above=1.0, window=0)
+    run_lib.stop_when('avg_return', above=1.0, window=0)
 
 
 def test_existing_run_is_not_overwritten(tmp_path):

@@ -18,7 +18,7 @@ from disco_rl.environments import jittable_envs
 from disco_rl.examples import cli
 from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import eval as eval_lib
+from disco_rl.loops import eval_setup
 from disco_rl.loops import trainer as trainer_lib
 from disco_rl.update_rules import ppo
 
@@ -257,7 +257,7 @@ def test_learner_step_logs_what_the_eval_job_records():
   new_state, _, logs = jax.jit(agent.learner_step, static_argnums=5)(
       jax.random.PRNGKey(3), rollout, state, {}, {'dummy': jnp.zeros(())},
       False)
-  keys = eval_lib.log_keys('ppo')
+  keys = eval_setup.log_keys('ppo')
   assert set(keys) <= set(logs), sorted(logs)
   for key in keys:
     assert np.isfinite(float(logs[key])), key

@@ -22,8 +22,8 @@ from typing import Any
 
 import jax
 
+from disco_rl import distributed
 from disco_rl.examples import flags
-from disco_rl.loops import mesh
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl.loops import trainer
 from disco_rl import metrics as metrics_lib
@@ -104,6 +104,16 @@ def load_weights(args, why_not: str | None):
   if why_not is not None:
     raise ValueError(why_not)
   return weights.load_disco_103(args.weights)
+
+
+def command(**settings) -> Callable[[Sequence[str] | None], int]:
+  """A command's `main(argv=None) -> exit status`: `run` with these
+  settings (the command's description, config class, report, ...)."""
+
+  def main(argv: Sequence[str] | None = None) -> int:
+    return run(argv, **settings)
+
+  return main
 
 
 def run(argv: Sequence[str] | None, *, description: str, config_cls,
@@ -189,7 +199,7 @@ def _trainer(parser, argv, args, config_cls, weights_unusable,
     run_dir = run_dir_lib.RunDir(args.resume, resume=True)
     if signals.received():
       return None
-    mesh.initialize_distributed(flags.distributed_config(args))
+    distributed.initialize(flags.distributed_config(args))
     return trainer.Trainer.resume(
         run_dir, {k: v for k, v in values.items() if k in given},
         config_cls=config_cls, **run_args)
@@ -202,7 +212,7 @@ def _trainer(parser, argv, args, config_cls, weights_unusable,
   rule_params = load_weights(args, weights_unusable(config))
   if signals.received():
     return None
-  mesh.initialize_distributed(flags.distributed_config(args))
+  distributed.initialize(flags.distributed_config(args))
   return trainer.Trainer(config, run_dir, rule_params=rule_params,
                          **run_args)
 

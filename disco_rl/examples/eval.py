@@ -49,13 +49,13 @@ def _report(summary) -> None:
   print(f'plot:    {summary["plot_png"]}')
 
 
-def main(argv=None) -> int:
-  return cli.run(argv, description=__doc__.split('\n\n')[0],
-                 config_cls=config_lib.EvalConfig, default_out='runs/eval',
-                 weights_help="the rule's parameters: disco_103.npz or a "
-                 'meta-trained update_rule_params.npz (default: Disco103, '
-                 'found by disco_rl.weights)',
-                 weights_unusable=_weights_unusable, report=_report)
+# The command: main(argv=None) -> exit status.
+main = cli.command(description=__doc__.split('\n\n')[0],
+                   config_cls=config_lib.EvalConfig, default_out='runs/eval',
+                   weights_help="the rule's parameters: disco_103.npz or a "
+                   'meta-trained update_rule_params.npz (default: Disco103, '
+                   'found by disco_rl.weights)',
+                   weights_unusable=_weights_unusable, report=_report)
 
 
 if __name__ == '__main__':

@@ -26,7 +26,7 @@ signals.catch_from_here(__name__)  # The rule for signals, from this line on.
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from disco_rl import meta_objective
 from disco_rl.examples import cli
-from disco_rl.loops import trainer
+from disco_rl.loops import meta
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -51,7 +51,7 @@ def export(run, out, step: int | None = None,
 
   Raises:
     ValueError: `out` exists and not `overwrite`, or is a directory; the
-      errors of `trainer.read_rule`.
+      errors of `meta.read_rule`.
     FileNotFoundError: no such checkpoint.
   """
   out = pathlib.Path(out)
@@ -59,7 +59,7 @@ def export(run, out, step: int | None = None,
     raise ValueError(f'--out {out} is a directory; expected a file path.')
   if out.exists() and not overwrite:
     raise ValueError(f'--out {out} exists; pass --overwrite to replace it.')
-  params, step = trainer.read_rule(run, step)
+  params, step = meta.read_rule(run, step)
   if signals.received():
     return None
   out.parent.mkdir(parents=True, exist_ok=True)

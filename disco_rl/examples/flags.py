@@ -17,9 +17,9 @@ import types as pytypes
 import typing
 from typing import Any
 
+from disco_rl import distributed
 from disco_rl import environments
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import mesh
 
 parse_kwargs = environments.parse_kwargs
 # Shorthands for Catch's board: --rows R --columns C.
@@ -248,8 +248,8 @@ def _with_board(settings: dict[str, Any], board: dict[str, int],
 def add_distributed_flags(parser: argparse.ArgumentParser) -> None:
   """--coordinator-address, --num-processes and --process-id."""
   group = parser.add_argument_group(
-      'several processes', f'also read from ${mesh.ENV_COORDINATOR}, '
-      f'${mesh.ENV_NUM_PROCESSES} and ${mesh.ENV_PROCESS_ID}')
+      'several processes', f'also read from ${distributed.ENV_COORDINATOR}, '
+      f'${distributed.ENV_NUM_PROCESSES} and ${distributed.ENV_PROCESS_ID}')
   group.add_argument('--coordinator-address', default=None,
                      help="process 0's address, HOST:PORT")
   group.add_argument('--num-processes', type=int, default=None,
@@ -258,8 +258,8 @@ def add_distributed_flags(parser: argparse.ArgumentParser) -> None:
                      help="this process's index")
 
 
-def distributed_config(args: argparse.Namespace) -> mesh.DistributedConfig:
+def distributed_config(args: argparse.Namespace) -> distributed.DistributedConfig:
   """The processes' settings from the flags (else the environment)."""
-  return mesh.DistributedConfig.from_environment(
+  return distributed.DistributedConfig.from_environment(
       coordinator_address=args.coordinator_address,
       num_processes=args.num_processes, process_id=args.process_id)

@@ -63,15 +63,15 @@ def _weights_unusable(config) -> str | None:
           f'got --init {config.init}.')
 
 
-def main(argv=None) -> int:
-  return cli.run(argv, description=__doc__.split('\n\n')[0],
-                 config_cls=config_lib.MetaTrainConfig,
-                 default_out='runs/meta_train',
-                 weights_help='with --init disco_103: the rule to fine-tune '
-                 "(disco_103.npz or a previous run's update_rule_params.npz; "
-                 'default: Disco103)',
-                 weights_unusable=_weights_unusable, report=_report,
-                 presets=PRESETS)
+# The command: main(argv=None) -> exit status.
+main = cli.command(description=__doc__.split('\n\n')[0],
+                   config_cls=config_lib.MetaTrainConfig,
+                   default_out='runs/meta_train',
+                   weights_help='with --init disco_103: the rule to fine-tune '
+                   "(disco_103.npz or a previous run's update_rule_params.npz; "
+                   'default: Disco103)',
+                   weights_unusable=_weights_unusable, report=_report,
+                   presets=PRESETS)
 
 
 if __name__ == '__main__':

@@ -198,8 +198,7 @@ class EvalConfig(RunConfig):
       'only the behaviour logits)', flags=())
 
   @property
-  def num_envs(self) -> int:
-    """Environments acting at once in each run, over all devices."""
+  def num_envs(self) -> int:  # Acting at once in each run, all devices.
     return self.batch_size // self.replay_ratio
 
   def _check(self) -> None:
@@ -218,21 +217,16 @@ class EvalConfig(RunConfig):
                                                for k in kwargs):
       raise ValueError('env_kwargs must be a dict of setting names to '
                        f'values, got {kwargs!r}.')
+    if self.env == CUSTOM_ENV and kwargs:
+      raise ValueError("env_kwargs must be empty for env='custom' (the "
+                       f'Environment object is built by you), got {kwargs!r}.')
     if self.env == CUSTOM_ENV:
-      if kwargs:
-        raise ValueError("env_kwargs must be empty for env='custom' (the "
-                         f'Environment object is built by you), got '
-                         f'{kwargs!r}.')
       return
     environments.check_name(self.env, 'env')
     if (environments.SEED_KEY in kwargs
         and environments.family(self.env).on_host):
       raise ValueError(f'env_kwargs {environments.SEED_KEY} is set by seed '
                        f'for env={self.env!r} (stepped on the host).')
-
-  def env_settings(self) -> dict[str, Any]:
-    """What `environments.get_environment` gets."""
-    return dict(self.env_kwargs)
 
 
 # MetaTrainConfig's fields of the meta-objective's regulariser weights.
@@ -287,10 +281,9 @@ class MetaTrainConfig(RunConfig):
       False, 'recompute the inner updates in the backward pass (memory flat '
       'in num_inner_steps, about a third more compute)')
   max_unrolled_inner_steps: int = _field(
-      5, 'unroll the inner updates into one straight-line program when a '
-      'meta-step has at most this many (on a CPU 1.7x the meta-steps/s at 2 '
-      'updates and 1.4x at 5, for longer compiles); longer windows run as a '
-      'loop (0: always a loop)')
+      5, 'unroll the inner updates into straight-line code when a meta-step '
+      'has at most this many (CPU: 1.4-1.7x the speed, longer compiles); '
+      'else a loop (0: always a loop)')
   agent_lifetime: int = _field(
       0, 'agent updates after which an agent starts afresh, staggered over '
       'the population so that ages differ (0: agents live for the run)')
@@ -304,8 +297,7 @@ class MetaTrainConfig(RunConfig):
       "meta-objective: weight of the y and z predictions' entropy bonus")
   meta_target_mean_cost: float = _field(
       meta_objective.MetaLossWeights.target_mean,
-      "meta-objective: weight of the pi, y and z targets' squared batch "
-      'means')
+      "meta-objective: weight of the targets' squared batch means")
   meta_target_kl_cost: float = _field(
       meta_objective.MetaLossWeights.target_kl,
       "meta-objective: weight of the KL from the target network's policy "
@@ -319,12 +311,9 @@ class MetaTrainConfig(RunConfig):
                    'max_unrolled_inner_steps', *META_LOSS_COSTS)
     self._sizes('value_dense')
     self._rates('meta_learning_rate')
-    if not math.isfinite(self.meta_grad_clip):
-      raise ValueError('meta_grad_clip must be finite (0: no clip), got '
-                       f'{self.meta_grad_clip!r}.')
-    for name in META_LOSS_COSTS:
+    for name in ('meta_grad_clip',) + META_LOSS_COSTS:
       if not math.isfinite(getattr(self, name)):
-        raise ValueError(f'{name} must be a finite weight >= 0, got '
+        raise ValueError(f'{name} must be finite and >= 0, got '
                          f'{getattr(self, name)!r}.')
     if 0 < self.agent_lifetime < self.num_inner_steps:
       raise ValueError(
@@ -336,8 +325,7 @@ class MetaTrainConfig(RunConfig):
                        'needs an agent.')
 
   @functools.cached_property
-  def suite(self) -> tuple['Task', ...]:
-    """The tasks, parsed once."""
+  def suite(self) -> tuple['Task', ...]:  # The tasks, parsed once.
     return parse_tasks(self.tasks)
 
   def meta_loss_weights(self) -> meta_objective.MetaLossWeights:
@@ -353,9 +341,8 @@ def upgrade_settings(cls, settings: dict[str, Any]) -> dict[str, Any]:
   """The settings of a run's record (`run.json`) as fields of `cls` (an
   `EvalConfig` or a `MetaTrainConfig`) today.
 
-  Records of version 0.1 name Catch's board in the fields `rows` and
-  `columns`: they become the eval job's `env_kwargs` (Catch runs) or the
-  board of each meta-training task that names none.
+  Version 0.1 records name Catch's board in fields `rows` and `columns`:
+  the eval job's `env_kwargs`, or each meta-training Catch task's board.
 
   Raises:
     ValueError: naming settings `cls` does not know.
@@ -389,10 +376,9 @@ class Task:
   'gymnax:DeepSea-bsuite[size=8]' or 'gymnax:Breakout-MinAtar[net=conv]'.
 
   Attributes:
-    name: an environment name (a family stepped on the host gives way to
-      its jittable twin: 'catch' is the jittable Catch here).
-    settings: its settings (constructor arguments or `EnvParams` fields;
-      unset ones take the family's defaults).
+    name: an environment name (a host family's tasks act in its jittable
+      twin: 'catch' is the jittable Catch here).
+    settings: its settings (unset ones: the family's defaults).
     net: the network of its agents; None: the config's `net`.
   """
 

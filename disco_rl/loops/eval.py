@@ -19,7 +19,8 @@ sampled batch:
 `compiled.program` runs `steps_per_call` iterations of every run in one
 jit(shard_map(scan)). Environments stepped in Python (the dm_env Catch,
 envpool's Atari; `environments.family(name).on_host`) differ in acting
-alone, decided once in `make_setup`: `host_acting` steps them between
+alone, decided once in `eval_setup.make_setup`: `host_acting` steps them
+between
 compiled actor steps, with the same keys. Checks, rows, summary and outputs
 are on the host (`eval_report`); `evaluate` and `rule` read a job's state.
 
@@ -33,223 +34,30 @@ devices. Run i computes what a run of `seed + i` alone computes (to float
 rounding).
 """
 
-import dataclasses
 import functools
-from typing import Any
 
 import chex
 import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
-import numpy as np
 
 from disco_rl import actors
-from disco_rl import agent as agent_lib
 from disco_rl import environments
-from disco_rl.environments import base as base_env
 from disco_rl.loops import compiled
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import divergence
 from disco_rl.loops import eval_report
+from disco_rl.loops import eval_setup
 from disco_rl.loops import host_acting
 from disco_rl.loops import mesh as mesh_lib
-from disco_rl.loops import replay
+from disco_rl import replay
 from disco_rl.loops import run as run_lib
-from disco_rl.networks import nets
 from disco_rl import plots
 from disco_rl import rollout_checks
 from disco_rl import types
 from disco_rl import weights
 
 AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS
-PER_DEVICE = P(AXIS, SEED)  # [D, S, ...]: a row per device, the seeds split.
-
-
-@chex.dataclass
-class EvalState:
-  """What an iteration carries to the next, for S runs.
-
-  Replicated over a seed group's devices: `learner_state` [S, ...], `rng`
-  [S, 2], `rule_params` and `step` [] (the runs go in step). Per device (a
-  leading device axis D, sharded over the mesh's batch axis): `actor_state`
-  [D, S, ...], `env_state` [D, S, ...], `timestep` [D, S, E, ...],
-  `acc_rewards` [D, S, E] and `replay` [D, S, C, ...], with E environments
-  and C buffer slots per device and run.
-
-  Attributes:
-    learner_state: the agent's parameters, optimiser and rule state.
-    actor_state: the network's acting state.
-    env_state: the jittable environments' state (None for host ones).
-    timestep: the environments' current timestep.
-    acc_rewards: each environment's return so far in its current episode.
-    replay: the replay buffer.
-    rule_params: the rule's meta-parameters (the same for every run).
-    rng: the key the next iteration splits.
-    step: [] int32, iterations done.
-  """
-
-  learner_state: agent_lib.LearnerState
-  actor_state: types.HaikuState
-  env_state: Any
-  timestep: types.EnvironmentTimestep
-  acc_rewards: chex.Array
-  replay: replay.ReplayState
-  rule_params: types.MetaParams
-  rng: chex.PRNGKey
-  step: chex.Array
-
-
-def state_specs() -> EvalState:
-  """The `PartitionSpec` of each part of an `EvalState` (a tree prefix)."""
-  return EvalState(learner_state=P(SEED), actor_state=PER_DEVICE,
-                   env_state=PER_DEVICE, timestep=PER_DEVICE,
-                   acc_rewards=PER_DEVICE, replay=PER_DEVICE,
-                   rule_params=P(), rng=P(SEED), step=P())
-
-
-# The seed axis of each part once the device axis is gone (a `vmap` prefix).
-_SEED_AXES = EvalState(learner_state=0, actor_state=0, env_state=0,
-                       timestep=0, acc_rewards=0, replay=0, rule_params=None,
-                       rng=0, step=None)
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalSetup:
-  """What an eval run is built from (static: not traced).
-
-  Attributes:
-    config: the run's settings.
-    devices: the devices of the mesh.
-    mesh: the [seed groups, batch devices] mesh (`SEED`, `AXIS`).
-    env: the environment: jittable, `envs_per_device` instances; or
-      stepped on the host (`host_envs[0]`).
-    host_envs: environments stepped on the host, one per run with all
-      `config.num_envs` instances (seeded `seed + i`); empty when acting is
-      compiled. Decided here, once.
-    jittable_env: the name of a jittable environment of the same game, for
-      `evaluate` (None: there is none).
-    agent: the agent, learning under the mesh's batch axis.
-    envs_per_device: environments per device and run (E).
-    batch_per_device: learner batch per device and run.
-    capacity_per_device: replay slots per device and run (C).
-    log_keys: the learner scalars recorded per step.
-  """
-
-  config: config_lib.EvalConfig
-  devices: tuple[jax.Device, ...]
-  mesh: jax.sharding.Mesh
-  env: base_env.Environment
-  host_envs: tuple[base_env.Environment, ...]
-  jittable_env: str | None
-  agent: agent_lib.Agent
-  envs_per_device: int
-  batch_per_device: int
-  capacity_per_device: int
-  log_keys: tuple[str, ...]
-
-  @property
-  def num_devices(self) -> int:
-    return len(self.devices)
-
-  @property
-  def batch_devices(self) -> int:
-    """D: the devices each run's environments, batch and buffer split over."""
-    return self.mesh.shape[AXIS]
-
-  @property
-  def warmup(self) -> int:
-    """Iterations that only act: until each buffer holds a learner batch."""
-    return -(-self.batch_per_device // self.envs_per_device) - 1
-
-
-def log_keys(rule: str) -> tuple[str, ...]:
-  """The learner scalars the eval job records per step, for a rule."""
-  common = ('total_loss', 'global_gradient_norm', 'global_update_norm',
-            'entropy')
-  if rule == 'disco_103':
-    return common + ('pi_loss', 'q_loss', 'aux_kl_loss', 'pi_hat_entropy')
-  return common + ('pg_advs', 'avg_value')
-
-
-def make_setup(config: config_lib.EvalConfig, devices=None,
-               env=None) -> EvalSetup:
-  """The run's devices, mesh, environment and agent, from `config`.
-
-  Args:
-    config: the run's settings.
-    devices: the devices (default: the most the environments, the batch
-      and the buffer divide into, up to `config.num_devices`).
-    env: with `config.env == 'custom'`, a jittable `Environment` of one
-      device's share of the environments, or a function of that number
-      that builds one; checked now (`base.check_jittable_environment`).
-
-  Raises:
-    ValueError: a custom environment that is missing, given without
-      env='custom', of the wrong size; a host environment in several
-      processes; observations that do not fit `config.net`.
-  """
-  if (env is not None) != (config.env == config_lib.CUSTOM_ENV):
-    raise ValueError(
-        "An Environment object goes with env='custom' and env='custom' "
-        "needs one: pass both EvalConfig(env='custom', ...) and env= "
-        f'(got env={config.env!r} and an env object: {env is not None}).')
-  shares = {'number of environments (batch_size // replay_ratio)':
-                config.num_envs, 'batch_size': config.batch_size,
-            'buffer_capacity': config.buffer_capacity}
-  if devices is None:
-    devices = mesh_lib.pick_devices(shares, config.num_devices,
-                                    config.num_seeds)
-  mesh_lib.check_shares(shares, len(devices), config.num_seeds)
-  mesh = mesh_lib.make_mesh(devices, mesh_lib.seed_shards(config.num_seeds,
-                                                          len(devices)))
-  num = mesh.shape[AXIS]
-  per_device, host_envs, jittable_env = config.num_envs // num, (), None
-  if env is not None:
-    if callable(env) and not isinstance(env, base_env.Environment):
-      env = env(per_device)  # A factory of batch_size.
-    base_env.check_jittable_environment(env)
-    if env.batch_size != per_device:
-      raise ValueError(
-          'env.batch_size must be the environments per device, batch_size '
-          f'// replay_ratio // devices = {config.batch_size} // '
-          f'{config.replay_ratio} // {num} = {per_device}, got '
-          f'{env.batch_size}.')
-  elif environments.family(config.env).on_host:
-    # Host or compiled acting: the one place that decides.
-    if jax.process_count() > 1:
-      raise ValueError(f'env={config.env!r} is stepped on the host, in one '
-                       f'process; got {jax.process_count()} processes.')
-    host_envs = tuple(
-        environments.get_environment(config.env, config.num_envs, dict(
-            config.env_settings(), random_seed=config.seed + i))
-        for i in range(config.num_seeds))
-    env, jittable_env = host_envs[0], environments.family(
-        config.env).jittable
-  else:
-    env = environments.get_environment(config.env, per_device,
-                                       config.env_settings())
-    jittable_env = config.env
-  nets.check_observation_spec(
-      config.net, env.single_observation_spec(),
-      f'env {config.env!r} (its single_observation_spec())')
-  agent = agent_lib.Agent(
-      single_observation_spec=env.single_observation_spec(),
-      single_action_spec=env.single_action_spec(),
-      agent_settings=config.agent_settings(config.rule,
-                                           precision=config.precision),
-      batch_axis_name=AXIS)
-  return EvalSetup(config=config, devices=tuple(devices), mesh=mesh, env=env,
-                   host_envs=host_envs, jittable_env=jittable_env,
-                   agent=agent, envs_per_device=per_device,
-                   batch_per_device=config.batch_size // num,
-                   capacity_per_device=config.buffer_capacity // num,
-                   log_keys=log_keys(config.rule))
-
-
-def seed_keys(config: config_lib.EvalConfig) -> chex.PRNGKey:
-  """[S, 2]: the key of each run, `PRNGKey(config.seed + i)`."""
-  return jnp.stack([jax.random.PRNGKey(config.seed + i)
-                    for i in range(config.num_seeds)])
 
 
 def iteration_keys(rng: chex.PRNGKey) -> tuple[chex.PRNGKey, ...]:
@@ -275,13 +83,13 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
 
   Args:
     config: the run's settings.
-    env: the Environment of `env='custom'` (see `make_setup`).
+    env: the Environment of `env='custom'` (see `eval_setup.make_setup`).
     rule_params: the rule's meta-parameters (default: for 'disco_103' the
       Disco103 weights, found by `disco_rl.weights` when the first state
       is made; a hand-written rule's own placeholder parameters).
     devices: the devices (default: the config's choice).
   """
-  setup = make_setup(config, devices, env)
+  setup = eval_setup.make_setup(config, devices, env)
   agent, mesh, rule = setup.agent, setup.mesh, setup.agent.update_rule
   num_devices = setup.batch_devices
 
@@ -289,8 +97,8 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
     """`fn(state, *args)` of one run mapped over the S runs (and over the
     leading axis of `args`); its outputs get [S]."""
     def mapped(state, *args):
-      return jax.vmap(fn, in_axes=(_SEED_AXES,) + (0,) * len(args),
-                      out_axes=(_SEED_AXES, 0))(state, *args)
+      return jax.vmap(fn, in_axes=(eval_setup.SEED_AXES,) + (0,) * len(args),
+                      out_axes=(eval_setup.SEED_AXES, 0))(state, *args)
     return mapped
 
   # -- The initial state (under `jit`, outside `shard_map`). ---------------
@@ -301,7 +109,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
     def one_run(rng, env_state, timestep):
       learner_rng, actor_rng, loop_rng = jax.random.split(rng, 3)
       per_device = lambda x: jnp.broadcast_to(x, (num_devices,) + x.shape)
-      return EvalState(
+      return eval_setup.EvalState(
           learner_state=agent.initial_learner_state(learner_rng),
           actor_state=jax.tree.map(per_device,
                                    agent.initial_actor_state(actor_rng)),
@@ -314,11 +122,11 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
           rule_params=rule_params, rng=loop_rng,
           step=jnp.zeros((), jnp.int32))
 
-    states = jax.vmap(one_run, in_axes=(0, 1, 1), out_axes=_SEED_AXES)(
+    states = jax.vmap(one_run, in_axes=(0, 1, 1), out_axes=eval_setup.SEED_AXES)(
         rngs, env_state, timestep)
     return mesh_lib.map_per_device(  # [S, D, ...] -> [D, S, ...]
         lambda part: jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), part),
-        state_specs(), states)
+        eval_setup.state_specs(), states)
 
   def example_rollout(timestep):
     """Zeros shaped like one device's [T, E, ...] stored rollout."""
@@ -335,7 +143,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
 
   # -- One iteration of one run, on one device's view. ---------------------
 
-  def act(state: EvalState, key):
+  def act(state: eval_setup.EvalState, key):
     """One rollout of `rollout_len` steps in jittable environments."""
     rollout, actor_state, timestep, env_state = actors.unroll_jittable_actor(
         state.learner_state.params, state.actor_state, state.timestep,
@@ -344,7 +152,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
     return state.replace(actor_state=actor_state, timestep=timestep,
                          env_state=env_state), rollout
 
-  def store(state: EvalState, rollout: types.ActorRollout):
+  def store(state: eval_setup.EvalState, rollout: types.ActorRollout):
     """Episode statistics of a [T, E] rollout, and the rollout buffered.
 
     With `debug_checks` the statistics hold the rollout's first bad entry
@@ -366,7 +174,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
         return_sum=jax.lax.psum(total, AXIS),
         episodes=jax.lax.psum(episodes, AXIS), **checks)
 
-  def learn(state: EvalState, key):
+  def learn(state: eval_setup.EvalState, key):
     """One learner step on a sampled batch; scalar logs averaged."""
     sample_key, step_key = jax.random.split(device_key(key))
     batch = replay.sample(state.replay, sample_key, setup.batch_per_device)
@@ -378,7 +186,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
         divergence.all_finite(learner_state.params), AXIS)
     return state.replace(learner_state=learner_state), scalars
 
-  def maybe_learn(state: EvalState, key):
+  def maybe_learn(state: eval_setup.EvalState, key):
     """`learn` once each buffer holds a learner batch (else NaN logs).
 
     Every device's and run's buffer holds `min(C, (step + 1) * E)`
@@ -398,7 +206,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
     state, logs = jax.lax.cond(learn_now, learn, skip, state, key)
     return state, dict(logs, learned=learn_now.astype(jnp.float32))
 
-  def iteration(state: EvalState, rollout=None):
+  def iteration(state: eval_setup.EvalState, rollout=None):
     """Act (unless the host acted: `rollout`), store, maybe learn: one
     iteration of one run."""
     rng, act_key, learn_key = iteration_keys(state.rng)
@@ -418,7 +226,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
     return jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))[0]
 
   init_program = compiled.placed(
-      init_runs, mesh_lib.shardings(mesh, state_specs()),
+      init_runs, mesh_lib.shardings(mesh, eval_setup.state_specs()),
       config.matmul_precision)
 
   def check(metrics, first_step):
@@ -435,12 +243,12 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
             jax.random.split(env_rng, num_devices))
         return rng, env_state, timestep
       rngs, env_state, timestep = jax.vmap(reset, out_axes=(0, 1, 1))(
-          seed_keys(config))
+          eval_setup.seed_keys(config))
       return init_program(rngs, env_state, timestep, rule_params)
 
     program = compiled.program(
         per_seed(iteration), length=config.steps_per_call, mesh=mesh,
-        state_specs=state_specs(), output_specs=P(SEED),
+        state_specs=eval_setup.state_specs(), output_specs=P(SEED),
         precision=config.matmul_precision)
 
     def step(state, count):
@@ -455,7 +263,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
 
   if setup.host_envs:
     acting = host_acting.make(
-        setup, state_specs=state_specs(), seed_keys=seed_keys(config),
+        setup, state_specs=eval_setup.state_specs(), seed_keys=eval_setup.seed_keys(config),
         iteration_keys=iteration_keys,
         actor_keys=lambda key: actor_keys(key, config.rollout_len),
         actor_step=agent.actor_step, learn_iteration=per_seed(iteration),
@@ -478,7 +286,7 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
       **acting)
 
 
-def evaluate(job: run_lib.Job, state: EvalState, *, params=None, env=None,
+def evaluate(job: run_lib.Job, state: eval_setup.EvalState, *, params=None, env=None,
              num_rollouts: int = 20, seed: int = 0,
              run: int = 0) -> dict[str, float]:
   """An eval job's policy acting without learning
@@ -510,13 +318,13 @@ def evaluate(job: run_lib.Job, state: EvalState, *, params=None, env=None,
   elif env is None:
     env = environments.get_environment(
         setup.jittable_env, config.num_envs,
-        dataclasses.replace(config, env=setup.jittable_env).env_settings())
+        dict(config.env_kwargs))
   return actors.evaluate_policy(setup.agent, params, env,
                                 jax.random.PRNGKey(seed), num_rollouts,
                                 config.rollout_len, config.matmul_precision)
 
 
-def rule(job: run_lib.Job, state: EvalState):
+def rule(job: run_lib.Job, state: eval_setup.EvalState):
   """The rule's meta-parameters of an eval job's state, as NumPy arrays."""
   del job
   return mesh_lib.fetch(state.rule_params)

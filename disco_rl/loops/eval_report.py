@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from disco_rl.loops import divergence
-from disco_rl.loops import replay
+from disco_rl import replay
 from disco_rl.loops import run as run_lib
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl import metrics as metrics_lib
@@ -130,5 +130,5 @@ def seeds_title(config) -> str:
 def env_title(config) -> str:
   """'jittable_catch rows=8,columns=8', 'gymnax:DeepSea-bsuite size=10',
   'custom'."""
-  kwargs = ','.join(f'{k}={v}' for k, v in config.env_settings().items())
+  kwargs = ','.join(f'{k}={v}' for k, v in config.env_kwargs.items())
   return f'{config.env} {kwargs}'.strip()

@@ -17,9 +17,9 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 import numpy as np
 
+from disco_rl import checkpoints as checkpoints_lib
 from disco_rl.loops import compiled
 from disco_rl.loops import mesh as mesh_lib
-from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl import types
 from disco_rl import utils
 
@@ -35,10 +35,10 @@ class HostEnvironments:
     self.envs, self.states = list(envs), [None] * len(envs)
 
   def save(self) -> dict[str, Any]:
-    return dict(host_env=run_dir_lib.encode_object((self.envs, self.states)))
+    return dict(host_env=checkpoints_lib.encode_object((self.envs, self.states)))
 
   def load(self, saved: dict[str, Any]) -> None:
-    self.envs[:], self.states[:] = run_dir_lib.decode_object(
+    self.envs[:], self.states[:] = checkpoints_lib.decode_object(
         saved['host_env'])
 
 

@@ -15,18 +15,13 @@ several seeds are split into `seed_shards` groups of devices, each group
 running its share of the seeds on its own (`seed_shards`: 1 when every
 device holds a share of every run).
 
-Several processes (hosts) join one mesh after `initialize_distributed`; then
-every process runs the same program and sees the same replicated results.
+Several processes (hosts) join one mesh after `distributed.initialize`;
+then every process runs the same program and sees the same replicated
+results, and `sync` and `first_over_processes` keep their host code in step.
 """
 
-import atexit
-from collections.abc import Callable, Mapping, Sequence
-import dataclasses
+from collections.abc import Mapping, Sequence
 import math
-import os
-import sys
-import threading
-import time
 
 import jax
 from jax.experimental import multihost_utils
@@ -38,17 +33,6 @@ from disco_rl import utils
 AXIS = utils.DEFAULT_AXIS_NAME
 SEED_AXIS = 'seed'
 
-# Environment variables read by `initialize_distributed` (flags win).
-ENV_COORDINATOR = 'DISCO_RL_COORDINATOR'
-ENV_NUM_PROCESSES = 'DISCO_RL_NUM_PROCESSES'
-ENV_PROCESS_ID = 'DISCO_RL_PROCESS_ID'
-# A process stops, with one `error:` line, when another has given no sign
-# of life for this long (its own heartbeat: every `_BEAT_S`); JAX's own
-# heartbeat check, which aborts the process, waits longer.
-PEER_TIMEOUT_S = 60
-_BEAT_S = 2.0
-_JAX_HEARTBEAT_TIMEOUT_S = 2 * PEER_TIMEOUT_S
-EXIT_LOST_PEER = 2
 
 
 def seed_shards(num_seeds: int, num_devices: int) -> int:
@@ -203,147 +187,3 @@ def sync(name: str) -> None:
   one process)."""
   if jax.process_count() > 1:
     multihost_utils.sync_global_devices(name)
-
-
-@dataclasses.dataclass(frozen=True)
-class DistributedConfig:
-  """Where a process finds the others (see `initialize_distributed`).
-
-  Attributes:
-    coordinator_address: 'host:port' of process 0's coordinator service.
-    num_processes: how many processes join.
-    process_id: this process's index, 0 .. num_processes - 1.
-  """
-
-  coordinator_address: str | None = None
-  num_processes: int | None = None
-  process_id: int | None = None
-
-  @classmethod
-  def from_environment(cls, **overrides) -> 'DistributedConfig':
-    """Values from `overrides` where not None, else DISCO_RL_* variables."""
-
-    def pick(name, env, cast):
-      value = overrides.get(name)
-      if value is None and os.environ.get(env):
-        try:
-          value = cast(os.environ[env])
-        except ValueError:
-          raise ValueError(f'{env}={os.environ[env]!r} is not a valid '
-                           f'{name}.') from None
-      return value
-
-    return cls(
-        coordinator_address=pick('coordinator_address', ENV_COORDINATOR, str),
-        num_processes=pick('num_processes', ENV_NUM_PROCESSES, int),
-        process_id=pick('process_id', ENV_PROCESS_ID, int))
-
-  @property
-  def enabled(self) -> bool:
-    return self.num_processes is not None and self.num_processes > 1
-
-
-def initialize_distributed(config: DistributedConfig,
-                           peer_timeout_s: float = PEER_TIMEOUT_S) -> bool:
-  """Joins the other processes of a run; returns whether it did.
-
-  Call before anything touches a device. With `num_processes` of 1 or unset
-  nothing happens. On CPU the processes exchange data with gloo. A process
-  whose peer dies or stops answering (no sign of life for
-  `peer_timeout_s`) prints one `error:` line and exits with status
-  `EXIT_LOST_PEER`, wherever it waits (`watch_peers`).
-
-  Raises:
-    ValueError: naming a missing or out-of-range setting.
-  """
-  if not config.enabled:
-    return False
-  if not config.coordinator_address:
-    raise ValueError(
-        f'num_processes={config.num_processes} needs a coordinator address '
-        f'(--coordinator-address HOST:PORT or ${ENV_COORDINATOR}).')
-  if config.process_id is None or not (
-      0 <= config.process_id < config.num_processes):
-    raise ValueError(
-        f'process_id must be in [0, {config.num_processes}) with '
-        f'num_processes={config.num_processes}, got {config.process_id} '
-        f'(--process-id or ${ENV_PROCESS_ID}).')
-  jax.config.update('jax_cpu_collectives_implementation', 'gloo')
-  # JAX's preemption service installs a C++ SIGTERM handler in place of
-  # Python's, so a run would never see SIGTERM (`disco_rl.signals`).
-  jax.config.update('jax_enable_preemption_service', False)
-  jax.distributed.initialize(
-      coordinator_address=config.coordinator_address,
-      num_processes=config.num_processes, process_id=config.process_id,
-      heartbeat_timeout_seconds=max(_JAX_HEARTBEAT_TIMEOUT_S,
-                                    int(2 * peer_timeout_s)))
-  watch_peers(config.process_id, config.num_processes, peer_timeout_s)
-  return True
-
-
-def _lost_peer(why: str) -> None:
-  why = ' '.join(why.split())[:500]
-  print(f'error: {why}; stopping this process (the run keeps its last '
-        'checkpoint: start every process again with --resume)',
-        file=sys.stderr, flush=True)
-  sys.stdout.flush()
-  os._exit(EXIT_LOST_PEER)  # pylint: disable=protected-access
-
-
-def watch_peers(me: int, count: int, timeout_s: float,
-                on_lost: Callable[[str], None] = _lost_peer) -> None:
-  """Starts a thread that beats for this process and watches the others'
-  beats (in JAX's key-value store); `on_lost(why)` when one is silent for
-  `timeout_s` or the coordinator is gone. A process that exits normally
-  says so first (its peers stop watching it)."""
-  from jax._src import distributed  # pylint: disable=g-import-not-at-top
-  client = distributed.global_state.client
-  stopped = threading.Event()
-
-  def key(process: int) -> str:
-    return f'disco_rl/alive/{process}'
-
-  def beat(value: str) -> None:
-    client.key_value_set(key(me), value, allow_overwrite=True)
-
-  def peek(process: int) -> str | None:
-    try:
-      return client.key_value_try_get(key(process))
-    except Exception as e:  # pylint: disable=broad-exception-caught
-      if 'NOT_FOUND' in str(e):
-        return None  # Not started yet.
-      raise
-
-  def watch():
-    seen = {p: (None, time.monotonic()) for p in range(count) if p != me}
-    count_beats = 0
-    while not stopped.is_set():
-      try:
-        count_beats += 1
-        beat(str(count_beats))
-        now = time.monotonic()
-        for process, (last, since) in list(seen.items()):
-          value = peek(process)
-          if value == 'done':
-            del seen[process]
-          elif value != last:
-            seen[process] = (value, now)
-          elif now - since > timeout_s and not stopped.is_set():
-            return on_lost(f'process {process} of {count} has given no sign '
-                           f'of life for {timeout_s:.0f} s')
-      except Exception as e:  # pylint: disable=broad-exception-caught
-        if not stopped.is_set():
-          return on_lost(f'lost contact with the coordinator ({e})')
-        return None
-      stopped.wait(_BEAT_S)
-    return None
-
-  def done():  # At exit, before JAX's shutdown (atexit runs in reverse).
-    stopped.set()
-    try:
-      beat('done')
-    except Exception:  # pylint: disable=broad-exception-caught
-      pass
-
-  atexit.register(done)
-  threading.Thread(target=watch, daemon=True, name='disco_rl peers').start()

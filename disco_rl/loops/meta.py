@@ -3,7 +3,7 @@
 """Meta-training: a population of agents over a task suite trains one rule.
 
 `make_meta_train(config) -> Job`, the eval job's shape: the setup is made
-once (`make_setup`, one `make_member` per task), then the program's pieces
+once (`meta_setup.make_setup`, one `meta_setup.make_member` per task), then the program's pieces
 in reading order:
 
   init                   the rule, its optimiser, every agent
@@ -30,13 +30,10 @@ on one device a run repeats the upstream's). `compiled.program` runs
 `steps_per_call` meta-steps in one jit(shard_map(scan)).
 """
 
-import dataclasses
 import functools
 
-import chex
 import jax
 import jax.numpy as jnp
-from jax.sharding import PartitionSpec as P
 import numpy as np
 import optax
 
@@ -44,16 +41,14 @@ from disco_rl.loops import compiled
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import divergence
 from disco_rl.loops import eval as eval_lib
+from disco_rl.loops import meta_setup
 from disco_rl.loops import mesh as mesh_lib
 from disco_rl.loops import run as run_lib
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl import meta_objective
 from disco_rl import metrics as metrics_lib
-from disco_rl import optimizers
-from disco_rl.networks import nets
 from disco_rl import plots
 from disco_rl import rollout_checks
-from disco_rl import types
 from disco_rl import weights
 
 AXIS = mesh_lib.AXIS
@@ -63,149 +58,6 @@ PLOTS = (('pos_rewards', 'positive rewards per meta-step'),
          ('meta_grad_norm', 'meta-gradient norm'),
          ('meta_up_norm', 'meta-update norm'),
          ('rewards', 'mean reward'))
-
-
-@chex.dataclass
-class PopulationState:
-  """The rule, its optimiser, every agent, and the loop key.
-
-  Replicated: everything but the agents' environments (`env_state`,
-  `env_timestep` of each group), which carry a leading device axis
-  [D, N_g, ...] sharded over the mesh.
-
-  Attributes:
-    update_rule_params: the rule's meta-parameters.
-    meta_opt_state: the meta-optimiser's state ([N, ...] per agent with
-      'per_agent_adam').
-    agents: one `MetaTrainState` per task, its N_g agents stacked [N_g, ...].
-    ages: [N] int32, agent updates each agent has taken since it started.
-    rng: the key the next meta-step splits.
-    step: [] int32, meta-steps done.
-  """
-
-  update_rule_params: types.MetaParams
-  meta_opt_state: optax.OptState
-  agents: tuple[meta_objective.MetaTrainState, ...]
-  ages: chex.Array
-  rng: chex.PRNGKey
-  step: chex.Array
-
-
-def state_specs(num_tasks: int = 1) -> PopulationState:
-  """The `PartitionSpec` of each part of a `PopulationState`."""
-  group = meta_objective.MetaTrainState(
-      learner_state=P(), actor_state=P(), value_state=P(),
-      env_state=P(AXIS), env_timestep=P(AXIS))
-  return PopulationState(
-      update_rule_params=P(), meta_opt_state=P(),
-      agents=(group,) * num_tasks, ages=P(), rng=P(), step=P())
-
-
-@dataclasses.dataclass(frozen=True)
-class MetaSetup:
-  """What a meta-training run is built from (static: not traced).
-
-  Attributes:
-    config: the run's settings.
-    devices: the devices of the mesh.
-    mesh: the one-axis device mesh (`AXIS`).
-    tasks: the suite, one group of agents each.
-    group_sizes: the number of agents of each task.
-    members: one `meta_objective.MetaTrainAgent` per task (its agent
-      network, value function and environment).
-    meta_opt: the rule's optimiser (on the stacked meta-gradients [N, ...]).
-    population: how a device runs its agents: 'map' or 'vmap'.
-  """
-
-  config: config_lib.MetaTrainConfig
-  devices: tuple[jax.Device, ...]
-  mesh: jax.sharding.Mesh
-  tasks: tuple[config_lib.Task, ...]
-  group_sizes: tuple[int, ...]
-  members: tuple[meta_objective.MetaTrainAgent, ...]
-  meta_opt: optax.GradientTransformation
-  population: str
-
-  @property
-  def num_devices(self) -> int:
-    return len(self.devices)
-
-  @property
-  def groups(self) -> list[tuple[meta_objective.MetaTrainAgent, int, int]]:
-    """(member, first agent, agent count) of each task group."""
-    starts = group_starts(self.group_sizes)
-    return [(m, int(starts[g]), self.group_sizes[g])
-            for g, m in enumerate(self.members)]
-
-
-def make_member(config: config_lib.MetaTrainConfig, task: config_lib.Task,
-                axis_name: str | None = AXIS
-                ) -> meta_objective.MetaTrainAgent:
-  """The population member of `task`: an agent of the config's settings
-  with the task's network, the notebook's value function with the config's
-  `value_dense`, and the task's environment (`batch_size_per_device`
-  instances). `axis_name`: the mesh axis its updates average over (None:
-  outside a mesh).
-
-  Raises:
-    ValueError: the task's observations do not fit its network.
-  """
-  env = task.make_env(config.batch_size_per_device)
-  net = task.net or config.net
-  nets.check_observation_spec(
-      net, env.single_observation_spec(),
-      f'task {task.spec()!r} (its single_observation_spec())')
-  value_fn = meta_objective.default_value_fn_config()
-  return meta_objective.MetaTrainAgent(
-      batch_size_per_device=config.batch_size_per_device,
-      agent_settings=config.agent_settings('disco_103', net),
-      value_fn_config=value_fn.replace(net_args=dict(
-          value_fn.net_args, dense=tuple(config.value_dense))),
-      axis_name=axis_name, env=env)
-
-
-def make_setup(config: config_lib.MetaTrainConfig, devices=None) -> MetaSetup:
-  """The run's devices, tasks and agents from `config`.
-
-  Raises:
-    ValueError: a task whose observations do not fit its agents' network.
-  """
-  devices = tuple(devices if devices is not None else
-                  mesh_lib.pick_devices({}, config.num_devices))
-  members = [make_member(config, task) for task in config.suite]
-  population = config.population
-  if population == 'auto':
-    population = 'map' if devices[0].platform == 'cpu' else 'vmap'
-  return MetaSetup(
-      config=config, devices=devices, mesh=mesh_lib.make_mesh(devices),
-      tasks=config.suite,
-      group_sizes=group_sizes(config.num_agents, len(config.suite)),
-      members=tuple(members),
-      meta_opt=optimizers.meta_optimizer(
-          config.meta_grad_norm, config.meta_learning_rate,
-          config.meta_grad_clip, config.num_agents),
-      population=population)
-
-
-def group_sizes(num_agents: int, num_tasks: int) -> tuple[int, ...]:
-  """Agents per task: `num_agents` split as evenly as possible, first first
-  (the config makes sure every task gets one)."""
-  share, extra = divmod(num_agents, num_tasks)
-  return tuple(share + (g < extra) for g in range(num_tasks))
-
-
-def group_starts(sizes) -> np.ndarray:
-  """[G + 1] offsets of the groups in the population (0, ..., N)."""
-  return np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-
-
-def initial_ages(num_agents: int, lifetime: int) -> np.ndarray:
-  """[N] starting ages, staggered over a lifetime (all 0 without one):
-  agent i starts at `i * lifetime // N`, so that the population always
-  holds agents at every stage of learning."""
-  if lifetime <= 0:
-    return np.zeros((num_agents,), np.int32)
-  return (np.arange(num_agents) * lifetime // num_agents).astype(np.int32)
 
 
 def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
@@ -219,14 +71,14 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
       is made, or a fresh meta-network drawn with `PRNGKey(rule_seed)`).
     devices: the devices (default: `config.num_devices`, or all).
   """
-  setup = make_setup(config, devices)
+  setup = meta_setup.make_setup(config, devices)
   rule = setup.members[0].agent.update_rule
   num_agents, num_devices = config.num_agents, setup.num_devices
-  specs = state_specs(len(setup.tasks))
+  specs = meta_setup.state_specs(len(setup.tasks))
 
   # -- The initial state (under `jit`, outside `shard_map`). ---------------
 
-  def init_population(rng, update_rule_params) -> PopulationState:
+  def init_population(rng, update_rule_params) -> meta_setup.PopulationState:
     """Agent i starts from `split(init_rng, N)[i]` with `_, init_rng =
     split(rng)`, as in the upstream notebook."""
     loop_rng, init_rng = jax.random.split(rng)
@@ -244,8 +96,8 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
       groups.append(agents.replace(env_state=env_state,
                                    env_timestep=timestep))
       # Staggered within each group: every task has agents of every age.
-      ages.append(initial_ages(size, config.agent_lifetime))
-    return PopulationState(
+      ages.append(meta_setup.initial_ages(size, config.agent_lifetime))
+    return meta_setup.PopulationState(
         update_rule_params=update_rule_params,
         meta_opt_state=setup.meta_opt.init(update_rule_params),
         agents=tuple(groups), ages=jnp.asarray(np.concatenate(ages)),
@@ -285,7 +137,7 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
     return (grads, agent_state, jax.tree.map(jnp.mean, metrics), meta_log,
             fault)
 
-  def group_meta_gradients(state: PopulationState, act_keys, grad_keys):
+  def group_meta_gradients(state: meta_setup.PopulationState, act_keys, grad_keys):
     """Every group's agents, concatenated over the groups [N, ...]:
     (meta-gradients, new agents per group, metrics {k: [N]}, meta logs
     {k: [N]}, each group's mean reward, [N] rollout faults or None)."""
@@ -336,7 +188,7 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
       renewed.append(group.replace(**learned))
     return tuple(renewed), jnp.where(renew, 0, ages)
 
-  def meta_step(state: PopulationState):
+  def meta_step(state: meta_setup.PopulationState):
     """One meta-step: (new state, scalar logs)."""
     rng, step_rng = jax.random.split(state.rng)
     device_rng = jax.random.split(step_rng, num_devices)[
@@ -370,7 +222,7 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
           source=jnp.arange(num_agents, dtype=jnp.int32)))
       logs[rollout_checks.KEY] = rollout_checks.first_over_devices(
           fault, AXIS, config.num_inner_steps * config.batch_size_per_device)
-    return PopulationState(update_rule_params=params,
+    return meta_setup.PopulationState(update_rule_params=params,
                            meta_opt_state=meta_opt_state, agents=agents,
                            ages=ages, rng=rng, step=state.step + 1), logs
 
@@ -383,7 +235,7 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
 
   # -- On the host. ---------------------------------------------------------
 
-  def init() -> PopulationState:
+  def init() -> meta_setup.PopulationState:
     params = rule_params
     if params is None:
       params = weights.starting_rule_params(rule, config.init == 'disco_103',
@@ -391,12 +243,12 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
     return init_program(jax.random.PRNGKey(config.seed), mesh_lib.place(
         params, mesh_lib.replicated(setup.mesh)))
 
-  def state_shapes() -> PopulationState:
+  def state_shapes() -> meta_setup.PopulationState:
     return jax.eval_shape(init_program, jax.random.PRNGKey(config.seed),
                           jax.eval_shape(rule.init_params,
                                          jax.random.PRNGKey(0))[0])
 
-  def step(state: PopulationState, count: int):
+  def step(state: meta_setup.PopulationState, count: int):
     """`count` meta-steps; raises for the first problem: a training
     rollout that failed the debug checks (`RolloutError`) or a meta-step
     whose losses or parameters are not finite (`DivergedError`)."""
@@ -457,7 +309,7 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
       steps_per_call=config.steps_per_call, description='meta-train')
 
 
-def evaluate(job: run_lib.Job, state: PopulationState, *, params=None,
+def evaluate(job: run_lib.Job, state: meta_setup.PopulationState, *, params=None,
              env: config_lib.EvalConfig | None = None,
              progress: bool = False) -> dict:
   """A fresh agent trained by a meta-training job's rule: the eval job's
@@ -489,8 +341,40 @@ def evaluate(job: run_lib.Job, state: PopulationState, *, params=None,
   return eval_job.summary(outcome.state, rows, outcome.timing)
 
 
-def rule(job: run_lib.Job, state: PopulationState):
+def rule(job: run_lib.Job, state: meta_setup.PopulationState):
   """The rule's meta-parameters of a meta-training job's state, as NumPy
   arrays ({module: {name: array}}, the layout of `disco_103.npz`)."""
   del job
   return mesh_lib.fetch(state.update_rule_params)
+
+
+def read_rule(output_dir, step: int | None = None
+              ) -> tuple[dict[str, dict[str, np.ndarray]], int]:
+  """A meta-training run's rule at one of its checkpoints, read only:
+  nothing in `output_dir` changes.
+
+    params, step = read_rule('runs/meta_train', step=750)
+
+  Returns:
+    The rule's meta-parameters as NumPy arrays, {module: {name: array}} (the
+    layout of `disco_103.npz`), and the checkpoint's meta-step.
+
+  Raises:
+    ValueError: `output_dir` holds no run, or an eval run.
+    FileNotFoundError: the run has no checkpoint `step` (the message lists
+      the ones it has) or none at all.
+  """
+  run_dir = run_dir_lib.RunDir(output_dir, read_only=True)
+  config = config_lib.MetaTrainConfig(**config_lib.upgrade_settings(
+      config_lib.MetaTrainConfig, run_dir.saved_settings('meta_train')))
+  if not run_dir.file(run_dir_lib.CHECKPOINTS).is_dir():
+    raise FileNotFoundError(f'No checkpoint in {run_dir.path}: the run has '
+                            f'no {run_dir_lib.CHECKPOINTS}/ directory.')
+  job = make_meta_train(config)
+  checkpoints = run_dir.checkpoints()
+  try:
+    state, _ = checkpoints.restore(job.state_shapes(), step)
+    step = checkpoints.latest_step() if step is None else step
+  finally:
+    checkpoints.close()
+  return rule(job, state), int(step)

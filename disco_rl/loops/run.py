@@ -19,9 +19,10 @@ path through the collectives of the steps, checkpoints and outputs.
 from collections.abc import Callable
 import dataclasses
 import time
-from typing import Any, Protocol
+from typing import Any
 
 import jax
+import numpy as np
 import tqdm
 
 from disco_rl.loops import mesh
@@ -54,27 +55,6 @@ class Timing:
             else float('nan'))
 
 
-class Program(Protocol):
-  """What a job's program offers besides its steps (`compiled.Program`)."""
-
-  def compile(self, state) -> float:
-    """Compiles before the first call; the seconds it took."""
-
-  def lower(self, state) -> jax.stages.Lowered:
-    """The lowered program, for cost and memory analysis."""
-
-
-class HostState(Protocol):
-  """State a job keeps on the host (a dm_env's boards), checkpointed as
-  JSON-able text beside the device state."""
-
-  def save(self) -> dict[str, Any]:
-    """The state as a JSON-able dict."""
-
-  def load(self, saved: dict[str, Any]) -> None:
-    """Puts back what `save` gave."""
-
-
 @dataclasses.dataclass(frozen=True)
 class Job:
   """A job as `run` and the `Trainer` see it (functions of explicit state).
@@ -95,7 +75,9 @@ class Job:
       (<= `steps_per_call`) steps in one call; the state given is donated.
       Raises `RolloutError` or `DivergedError` at the first step whose
       rollout or learning went wrong.
-    program: the compiled program (`compile`, `lower`).
+    program: the compiled program: `compile(state) -> seconds` before the
+      first call, `lower(state)` for cost and memory analysis
+      (`compiled.Program`).
     rows: `(metrics, first_step) -> rows` of the steps of one call.
     summary: `(state, rows, Timing) -> dict`: the run's figures (every
       process calls it: it may read sharded state).
@@ -106,7 +88,9 @@ class Job:
     warmup: loop steps before the job's steps count (an eval job's
       iterations that only fill its replay buffer; 0 for meta-training).
     description: the progress bar's title.
-    host_state: state kept on the host, or None.
+    host_state: state kept on the host (a dm_env's boards), or None: an
+      object with `save() -> dict` (JSON-able, checkpointed beside the
+      device state) and `load(dict)`.
   """
 
   name: str
@@ -115,7 +99,7 @@ class Job:
   init: Callable[[], Any]
   state_shapes: Callable[[], Any]
   step: Callable[[Any, int], tuple[Any, dict[str, Any]]]
-  program: Program
+  program: Any
   rows: Callable[[dict[str, Any], int], Rows]
   summary: Callable[[Any, Rows, Timing], dict[str, Any]]
   outputs: Callable[..., dict[str, Any]]
@@ -123,7 +107,7 @@ class Job:
   steps_per_call: int
   warmup: int = 0
   description: str = ''
-  host_state: HostState | None = None
+  host_state: Any = None
 
 
 def steps_done(rows: Rows) -> int:
@@ -240,3 +224,26 @@ def run(job: Job, state, target: int, rows: Rows, *,
     if interrupted is None:  # A signal after the last call.
       should_stop()
   return Outcome(state, timing, interrupted, finished)
+
+
+def stop_when(metric: str, *, above: float | None = None,
+              below: float | None = None, window: int = 1) -> Callable[[Any, Rows], bool]:
+  """A `Trainer.fit` callback that stops the run once the mean of `metric`
+  over the last `window` steps' rows (of every run in the program; NaN
+  skipped) is >= `above` or <= `below` (exactly one of them)."""
+  if (above is None) == (below is None):
+    raise ValueError('stop_when needs exactly one of above= or below=.')
+  if window < 1:
+    raise ValueError(f'window must be >= 1, got {window}.')
+
+  def callback(trainer, new_rows) -> bool:
+    del new_rows
+    first = steps_done(trainer.rows) - window
+    values = np.asarray([r[metric] for r in trainer.rows
+                         if r['step'] >= first], float)
+    if first < 0 or not np.isfinite(values).any():
+      return False
+    mean = float(np.nanmean(values))
+    return mean >= above if above is not None else mean <= below
+
+  return callback

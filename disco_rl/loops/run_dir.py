@@ -10,26 +10,22 @@ checkpoints. A directory that holds a run is never written over unless the
 caller says so (`overwrite=True`: the previous run's files are removed
 first, nothing else) or continues that run (`resume=True`).
 
-Checkpoints (`Checkpointer`) hold a job's whole state (a pytree of
-`jax.Array`s, sharded over the mesh as it is) and a small JSON record
-(`extra`: the metrics rows written, a host environment's pickled state).
-orbax writes each into a temporary directory and renames it when complete,
-so a process killed while writing leaves the previous one usable. Every
-process of a multi-process run takes part in `save` and `restore`.
+Its checkpoints are `disco_rl.checkpoints.Checkpointer`s in
+`checkpoints/`.
 """
 
-import base64
 import dataclasses
 import json
 import math
 import pathlib
-import pickle
 import shutil
 import tempfile
 from typing import Any
 
-import jax
 import numpy as np
+
+from disco_rl import checkpoints as checkpoints_lib
+from disco_rl.loops import config as config_lib
 
 SETTINGS = 'run.json'
 METRICS = 'metrics.csv'
@@ -176,6 +172,23 @@ class RunDir:
       raise ValueError('A resumed run keeps the settings it was started '
                        'with; these differ: ' + '; '.join(differ) + '.')
 
+  def resumed_config(self, given, configs: dict[str, Any]):
+    """The resumed run's config: its saved settings (upgraded), checked
+    once against those `given` (a config, or a dict of some); `configs`:
+    the config class of each job name."""
+    if isinstance(given, dict):
+      name = self.record()[0]
+      if name not in configs:
+        raise ValueError(f'{self.path} holds a {name!r} run, which this '
+                         'version cannot resume.')
+      cls, given = configs[name], dict(given)
+    else:
+      cls, given = type(given), dataclasses.asdict(given)
+      name = next((n for n, c in configs.items() if c is cls), None)
+    saved = config_lib.upgrade_settings(cls, self.saved_settings(name))
+    self.check_same_settings(saved, given)
+    return cls(**{**saved, **given})
+
   def start(self, job: str, config) -> None:
     """A new run: the previous run's files removed (overwrite), the
     directory made and the settings recorded (by one process alone)."""
@@ -208,130 +221,5 @@ class RunDir:
     tmp.write_text(text)
     tmp.replace(self.path / name)
 
-  def checkpoints(self, keep: int = 3) -> 'Checkpointer':
-    return Checkpointer(self.path / CHECKPOINTS, keep)
-
-
-# ----------------------------------------------------------------------------
-# Checkpoints.
-
-
-def _orbax():
-  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
-  return ocp
-
-
-def encode_object(obj: Any) -> str:
-  """A picklable host object (e.g. a dm_env's state) as JSON-safe text."""
-  return base64.b64encode(pickle.dumps(obj)).decode('ascii')
-
-
-def decode_object(text: str) -> Any:
-  """The object `encode_object` encoded (only load checkpoints you trust)."""
-  return pickle.loads(base64.b64decode(text.encode('ascii')))
-
-
-_STATE, _EXTRA = 'state', 'extra'
-
-
-class Checkpointer:
-  """Numbered checkpoints in one directory.
-
-  Usage:
-    ckpt = Checkpointer(run_dir / 'checkpoints', keep=3)
-    ckpt.save(step, state, {'rows': step})
-    state, extra = ckpt.restore(jax.eval_shape(init))  # the latest
-  """
-
-  def __init__(self, directory, keep: int = 3):
-    if keep < 1:
-      raise ValueError(f'keep must be >= 1 checkpoint, got {keep}.')
-    ocp = _orbax()
-    self.directory = pathlib.Path(directory).absolute()
-    self._manager = ocp.CheckpointManager(
-        self.directory,
-        options=ocp.CheckpointManagerOptions(
-            max_to_keep=keep, create=True, enable_async_checkpointing=False))
-
-  def steps(self) -> list[int]:
-    """The steps of the complete checkpoints, oldest first."""
-    return sorted(self._manager.all_steps())
-
-  def latest_step(self) -> int | None:
-    steps = self.steps()
-    return steps[-1] if steps else None
-
-  def save(self, step: int, state, extra: dict[str, Any]) -> None:
-    """Writes `state` and `extra` (JSON-able) as checkpoint `step`.
-
-    Saving a step that exists replaces it (a run stopped right after a
-    periodic checkpoint saves the same step again).
-    """
-    ocp = _orbax()
-    if step in self._manager.all_steps():
-      self._manager.delete(step)
-    self._manager.save(step, args=ocp.args.Composite(**{
-        _STATE: ocp.args.StandardSave(state),
-        _EXTRA: ocp.args.JsonSave(extra)}))
-    self._manager.wait_until_finished()
-
-  def restore(self, target, step: int | None = None):
-    """The state of checkpoint `step` (default: the latest), and its extra.
-
-    Args:
-      target: the state's structure, shapes, dtypes and shardings, e.g.
-        `jax.eval_shape` of the job's `init`.
-      step: which checkpoint.
-
-    Raises:
-      FileNotFoundError: if there is no such checkpoint.
-      ValueError: if the checkpoint holds a state of other shapes than
-        `target` (another version of the package or other settings).
-    """
-    ocp = _orbax()
-    if step is None:
-      step = self.latest_step()
-      if step is None:
-        raise FileNotFoundError(f'No checkpoint in {self.directory}.')
-    elif step not in self._manager.all_steps():
-      raise FileNotFoundError(
-          f'No checkpoint {step} in {self.directory}; it has {self.steps()}.')
-    self._check_shapes(step, target)
-    restored = self._manager.restore(step, args=ocp.args.Composite(**{
-        _STATE: ocp.args.StandardRestore(target),
-        _EXTRA: ocp.args.JsonRestore()}))
-    return restored[_STATE], restored[_EXTRA]
-
-  def _check_shapes(self, step: int, target) -> None:
-    """Raises ValueError, naming the first part, if checkpoint `step` holds
-    arrays of other shapes than `target` (checked before orbax reads any)."""
-    saved = _shapes_by_path(_orbax().StandardCheckpointHandler().metadata(
-        self.directory / str(step) / _STATE))
-    wanted = _shapes_by_path(target)
-    differ = [f'its {"/".join(path)} has shape {saved[path]}, this run\'s '
-              f'{shape}' for path, shape in wanted.items()
-              if path in saved and saved[path] != shape]
-    differ += [f'it has no {"/".join(p)}' for p in wanted if p not in saved]
-    differ += [f'this run has no {"/".join(p)}' for p in saved
-               if p not in wanted]
-    if differ:
-      raise ValueError(
-          f'Checkpoint {step} in {self.directory} cannot be resumed by this '
-          f'run: {differ[0]}. It was written by another version of disco_rl '
-          'or with other settings; start a new run.')
-
-  def close(self) -> None:
-    self._manager.close()
-
-
-def _shapes_by_path(tree) -> dict[tuple[str, ...], tuple[int, ...]]:
-  """{(key, ...): shape} of every leaf with a shape (arrays, metadata)."""
-  def name(key) -> str:
-    for attr in ('key', 'name', 'idx'):
-      if hasattr(key, attr):
-        return str(getattr(key, attr))
-    return str(key)
-  leaves = jax.tree_util.tree_leaves_with_path(
-      tree, is_leaf=lambda x: hasattr(x, 'shape'))
-  return {tuple(name(k) for k in path): tuple(leaf.shape)
-          for path, leaf in leaves if hasattr(leaf, 'shape')}
+  def checkpoints(self, keep: int = 3) -> checkpoints_lib.Checkpointer:
+    return checkpoints_lib.Checkpointer(self.path / CHECKPOINTS, keep)

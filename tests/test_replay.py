@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.replay: the on-device FIFO buffer of trajectories."""
+"""disco_rl.replay: the on-device FIFO buffer of trajectories."""
 
 import chex
 import jax
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from disco_rl import types
-from disco_rl.loops import replay
+from disco_rl import replay
 
 
 def _rollout(t, b, offset):

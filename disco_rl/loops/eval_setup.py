@@ -1,0 +1,217 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""What an eval run is built from, and the shape of its state.
+
+`make_setup(config)` decides once: the devices and the [seed groups, batch
+devices] mesh, the environment (jittable, `envs_per_device` instances, or
+stepped on the host), the agent, and each device's share of the batch and
+the buffer. `EvalState` is what an iteration carries to the next, for the
+S runs of one program; `state_specs` says how it lies on the mesh.
+"""
+
+import dataclasses
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+
+from disco_rl import agent as agent_lib
+from disco_rl import environments
+from disco_rl.environments import base as base_env
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import mesh as mesh_lib
+from disco_rl import replay
+from disco_rl.networks import nets
+from disco_rl import types
+
+AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS
+PER_DEVICE = P(AXIS, SEED)  # [D, S, ...]: a row per device, the seeds split.
+
+
+@chex.dataclass
+class EvalState:
+  """What an iteration carries to the next, for S runs.
+
+  Replicated over a seed group's devices: `learner_state` [S, ...], `rng`
+  [S, 2], `rule_params` and `step` [] (the runs go in step). Per device (a
+  leading device axis D, sharded over the mesh's batch axis): `actor_state`
+  [D, S, ...], `env_state` [D, S, ...], `timestep` [D, S, E, ...],
+  `acc_rewards` [D, S, E] and `replay` [D, S, C, ...], with E environments
+  and C buffer slots per device and run.
+
+  Attributes:
+    learner_state: the agent's parameters, optimiser and rule state.
+    actor_state: the network's acting state.
+    env_state: the jittable environments' state (None for host ones).
+    timestep: the environments' current timestep.
+    acc_rewards: each environment's return so far in its current episode.
+    replay: the replay buffer.
+    rule_params: the rule's meta-parameters (the same for every run).
+    rng: the key the next iteration splits.
+    step: [] int32, iterations done.
+  """
+
+  learner_state: agent_lib.LearnerState
+  actor_state: types.HaikuState
+  env_state: Any
+  timestep: types.EnvironmentTimestep
+  acc_rewards: chex.Array
+  replay: replay.ReplayState
+  rule_params: types.MetaParams
+  rng: chex.PRNGKey
+  step: chex.Array
+
+
+def state_specs() -> EvalState:
+  """The `PartitionSpec` of each part of an `EvalState` (a tree prefix)."""
+  return EvalState(learner_state=P(SEED), actor_state=PER_DEVICE,
+                   env_state=PER_DEVICE, timestep=PER_DEVICE,
+                   acc_rewards=PER_DEVICE, replay=PER_DEVICE,
+                   rule_params=P(), rng=P(SEED), step=P())
+
+
+# The seed axis of each part once the device axis is gone (a `vmap` prefix).
+SEED_AXES = EvalState(learner_state=0, actor_state=0, env_state=0,
+                       timestep=0, acc_rewards=0, replay=0, rule_params=None,
+                       rng=0, step=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSetup:
+  """What an eval run is built from (static: not traced).
+
+  Attributes:
+    config: the run's settings.
+    devices: the devices of the mesh.
+    mesh: the [seed groups, batch devices] mesh (`SEED`, `AXIS`).
+    env: the environment: jittable, `envs_per_device` instances; or
+      stepped on the host (`host_envs[0]`).
+    host_envs: environments stepped on the host, one per run with all
+      `config.num_envs` instances (seeded `seed + i`); empty when acting is
+      compiled. Decided here, once.
+    jittable_env: the name of a jittable environment of the same game, for
+      `evaluate` (None: there is none).
+    agent: the agent, learning under the mesh's batch axis.
+    envs_per_device: environments per device and run (E).
+    batch_per_device: learner batch per device and run.
+    capacity_per_device: replay slots per device and run (C).
+    log_keys: the learner scalars recorded per step.
+  """
+
+  config: config_lib.EvalConfig
+  devices: tuple[jax.Device, ...]
+  mesh: jax.sharding.Mesh
+  env: base_env.Environment
+  host_envs: tuple[base_env.Environment, ...]
+  jittable_env: str | None
+  agent: agent_lib.Agent
+  envs_per_device: int
+  batch_per_device: int
+  capacity_per_device: int
+  log_keys: tuple[str, ...]
+
+  @property
+  def num_devices(self) -> int:
+    return len(self.devices)
+
+  @property
+  def batch_devices(self) -> int:
+    """D: the devices each run's environments, batch and buffer split over."""
+    return self.mesh.shape[AXIS]
+
+  @property
+  def warmup(self) -> int:
+    """Iterations that only act: until each buffer holds a learner batch."""
+    return -(-self.batch_per_device // self.envs_per_device) - 1
+
+
+def log_keys(rule: str) -> tuple[str, ...]:
+  """The learner scalars the eval job records per step, for a rule."""
+  common = ('total_loss', 'global_gradient_norm', 'global_update_norm',
+            'entropy')
+  if rule == 'disco_103':
+    return common + ('pi_loss', 'q_loss', 'aux_kl_loss', 'pi_hat_entropy')
+  return common + ('pg_advs', 'avg_value')
+
+
+def make_setup(config: config_lib.EvalConfig, devices=None,
+               env=None) -> EvalSetup:
+  """The run's devices, mesh, environment and agent, from `config`.
+
+  Args:
+    config: the run's settings.
+    devices: the devices (default: the most the environments, the batch
+      and the buffer divide into, up to `config.num_devices`).
+    env: with `config.env == 'custom'`, a jittable `Environment` of one
+      device's share of the environments, or a function of that number
+      that builds one; checked now (`base.check_jittable_environment`).
+
+  Raises:
+    ValueError: a custom environment that is missing, given without
+      env='custom', of the wrong size; a host environment in several
+      processes; observations that do not fit `config.net`.
+  """
+  if (env is not None) != (config.env == config_lib.CUSTOM_ENV):
+    raise ValueError(
+        "An Environment object goes with env='custom' and env='custom' "
+        "needs one: pass both EvalConfig(env='custom', ...) and env= "
+        f'(got env={config.env!r} and an env object: {env is not None}).')
+  shares = {'number of environments (batch_size // replay_ratio)':
+                config.num_envs, 'batch_size': config.batch_size,
+            'buffer_capacity': config.buffer_capacity}
+  if devices is None:
+    devices = mesh_lib.pick_devices(shares, config.num_devices,
+                                    config.num_seeds)
+  mesh_lib.check_shares(shares, len(devices), config.num_seeds)
+  mesh = mesh_lib.make_mesh(devices, mesh_lib.seed_shards(config.num_seeds,
+                                                          len(devices)))
+  num = mesh.shape[AXIS]
+  per_device, host_envs, jittable_env = config.num_envs // num, (), None
+  if env is not None:
+    if callable(env) and not isinstance(env, base_env.Environment):
+      env = env(per_device)  # A factory of batch_size.
+    base_env.check_jittable_environment(env)
+    if env.batch_size != per_device:
+      raise ValueError(
+          'env.batch_size must be the environments per device, batch_size '
+          f'// replay_ratio // devices = {config.batch_size} // '
+          f'{config.replay_ratio} // {num} = {per_device}, got '
+          f'{env.batch_size}.')
+  elif environments.family(config.env).on_host:
+    # Host or compiled acting: the one place that decides.
+    if jax.process_count() > 1:
+      raise ValueError(f'env={config.env!r} is stepped on the host, in one '
+                       f'process; got {jax.process_count()} processes.')
+    host_envs = tuple(
+        environments.get_environment(config.env, config.num_envs, dict(
+            config.env_kwargs, random_seed=config.seed + i))
+        for i in range(config.num_seeds))
+    env, jittable_env = host_envs[0], environments.family(
+        config.env).jittable
+  else:
+    env = environments.get_environment(config.env, per_device,
+                                       dict(config.env_kwargs))
+    jittable_env = config.env
+  nets.check_observation_spec(
+      config.net, env.single_observation_spec(),
+      f'env {config.env!r} (its single_observation_spec())')
+  agent = agent_lib.Agent(
+      single_observation_spec=env.single_observation_spec(),
+      single_action_spec=env.single_action_spec(),
+      agent_settings=config.agent_settings(config.rule,
+                                           precision=config.precision),
+      batch_axis_name=AXIS)
+  return EvalSetup(config=config, devices=tuple(devices), mesh=mesh, env=env,
+                   host_envs=host_envs, jittable_env=jittable_env,
+                   agent=agent, envs_per_device=per_device,
+                   batch_per_device=config.batch_size // num,
+                   capacity_per_device=config.buffer_capacity // num,
+                   log_keys=log_keys(config.rule))
+
+
+def seed_keys(config: config_lib.EvalConfig) -> chex.PRNGKey:
+  """[S, 2]: the key of each run, `PRNGKey(config.seed + i)`."""
+  return jnp.stack([jax.random.PRNGKey(config.seed + i)
+                    for i in range(config.num_seeds)])
