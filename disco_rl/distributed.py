@@ -13,12 +13,12 @@ commands do it from `--coordinator-address`, `--num-processes` and
 """
 
 import atexit
+from collections.abc import Callable
 import dataclasses
 import os
 import sys
 import threading
 import time
-from typing import Callable
 
 import jax
 
@@ -59,22 +59,25 @@ class DistributedConfig:
         try:
           value = cast(os.environ[env])
         except ValueError:
-          raise ValueError(f'{env}={os.environ[env]!r} is not a valid '
-                           f'{name}.') from None
+          raise ValueError(
+            f'{env}={os.environ[env]!r} is not a valid {name}.'
+          ) from None
       return value
 
     return cls(
-        coordinator_address=pick('coordinator_address', ENV_COORDINATOR, str),
-        num_processes=pick('num_processes', ENV_NUM_PROCESSES, int),
-        process_id=pick('process_id', ENV_PROCESS_ID, int))
+      coordinator_address=pick('coordinator_address', ENV_COORDINATOR, str),
+      num_processes=pick('num_processes', ENV_NUM_PROCESSES, int),
+      process_id=pick('process_id', ENV_PROCESS_ID, int),
+    )
 
   @property
   def enabled(self) -> bool:
     return self.num_processes is not None and self.num_processes > 1
 
 
-def initialize(config: DistributedConfig,
-                           peer_timeout_s: float = PEER_TIMEOUT_S) -> bool:
+def initialize(
+  config: DistributedConfig, peer_timeout_s: float = PEER_TIMEOUT_S
+) -> bool:
   """Joins the other processes of a run; returns whether it did.
 
   Call before anything touches a device. With `num_processes` of 1 or unset
@@ -88,46 +91,63 @@ def initialize(config: DistributedConfig,
   """
   if not config.enabled:
     return False
+  assert config.num_processes is not None  # `enabled`
   if not config.coordinator_address:
     raise ValueError(
-        f'num_processes={config.num_processes} needs a coordinator address '
-        f'(--coordinator-address HOST:PORT or ${ENV_COORDINATOR}).')
+      f'num_processes={config.num_processes} needs a coordinator address '
+      f'(--coordinator-address HOST:PORT or ${ENV_COORDINATOR}).'
+    )
   if config.process_id is None or not (
-      0 <= config.process_id < config.num_processes):
+    0 <= config.process_id < config.num_processes
+  ):
     raise ValueError(
-        f'process_id must be in [0, {config.num_processes}) with '
-        f'num_processes={config.num_processes}, got {config.process_id} '
-        f'(--process-id or ${ENV_PROCESS_ID}).')
+      f'process_id must be in [0, {config.num_processes}) with '
+      f'num_processes={config.num_processes}, got {config.process_id} '
+      f'(--process-id or ${ENV_PROCESS_ID}).'
+    )
   jax.config.update('jax_cpu_collectives_implementation', 'gloo')
   # JAX's preemption service installs a C++ SIGTERM handler in place of
   # Python's, so a run would never see SIGTERM (`disco_rl.signals`).
   jax.config.update('jax_enable_preemption_service', False)
   jax.distributed.initialize(
-      coordinator_address=config.coordinator_address,
-      num_processes=config.num_processes, process_id=config.process_id,
-      heartbeat_timeout_seconds=max(_JAX_HEARTBEAT_TIMEOUT_S,
-                                    int(2 * peer_timeout_s)))
+    coordinator_address=config.coordinator_address,
+    num_processes=config.num_processes,
+    process_id=config.process_id,
+    heartbeat_timeout_seconds=max(
+      _JAX_HEARTBEAT_TIMEOUT_S, int(2 * peer_timeout_s)
+    ),
+  )
   watch_peers(config.process_id, config.num_processes, peer_timeout_s)
   return True
 
 
 def _lost_peer(why: str) -> None:
   why = ' '.join(why.split())[:500]
-  print(f'error: {why}; stopping this process (the run keeps its last '
-        'checkpoint: start every process again with --resume)',
-        file=sys.stderr, flush=True)
+  print(
+    f'error: {why}; stopping this process (the run keeps its last '
+    'checkpoint: start every process again with --resume)',
+    file=sys.stderr,
+    flush=True,
+  )
   sys.stdout.flush()
   os._exit(EXIT_LOST_PEER)  # pylint: disable=protected-access
 
 
-def watch_peers(me: int, count: int, timeout_s: float,
-                on_lost: Callable[[str], None] = _lost_peer) -> None:
+def watch_peers(
+  me: int,
+  count: int,
+  timeout_s: float,
+  on_lost: Callable[[str], None] = _lost_peer,
+) -> None:
   """Starts a thread that beats for this process and watches the others'
   beats (in JAX's key-value store); `on_lost(why)` when one is silent for
   `timeout_s` or the coordinator is gone. A process that exits normally
   says so first (its peers stop watching it)."""
   from jax._src import distributed as jax_distributed  # pylint: disable=g-import-not-at-top
+
   client = jax_distributed.global_state.client
+  if client is None:
+    raise RuntimeError('watch_peers needs jax.distributed.initialize first.')
   stopped = threading.Event()
 
   def key(process: int) -> str:
@@ -144,8 +164,11 @@ def watch_peers(me: int, count: int, timeout_s: float,
         return None  # Not started yet.
       raise
 
-  def watch():
-    seen = {p: (None, time.monotonic()) for p in range(count) if p != me}
+  def watch() -> None:
+    # process -> (its last beat, when it changed)
+    seen: dict[int, tuple[str | None, float]] = {
+      p: (None, time.monotonic()) for p in range(count) if p != me
+    }
     count_beats = 0
     while not stopped.is_set():
       try:
@@ -159,8 +182,10 @@ def watch_peers(me: int, count: int, timeout_s: float,
           elif value != last:
             seen[process] = (value, now)
           elif now - since > timeout_s and not stopped.is_set():
-            return on_lost(f'process {process} of {count} has given no sign '
-                           f'of life for {timeout_s:.0f} s')
+            return on_lost(
+              f'process {process} of {count} has given no sign '
+              f'of life for {timeout_s:.0f} s'
+            )
       except Exception as e:  # pylint: disable=broad-exception-caught
         if not stopped.is_set():
           return on_lost(f'lost contact with the coordinator ({e})')

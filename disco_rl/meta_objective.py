@@ -21,7 +21,6 @@ import distrax
 import jax
 import jax.numpy as jnp
 from ml_collections import config_dict
-import numpy as np
 
 from disco_rl import actors
 from disco_rl import agent as agent_lib
@@ -54,25 +53,27 @@ class MetaLossWeights:
   target_kl: float = 1e-2  # KL(target network policy || pi target).
 
 
-def catch_env(batch_size: int, rows: int = 5,
-              columns: int = 5) -> jittable_envs.CatchJittableEnvironment:
+def catch_env(
+  batch_size: int, rows: int = 5, columns: int = 5
+) -> jittable_envs.CatchJittableEnvironment:
   """The jittable Catch used for meta-training (5x5 by default)."""
   settings = jittable_envs.get_config_catch()
   settings.rows, settings.columns = rows, columns
-  return jittable_envs.CatchJittableEnvironment(batch_size=batch_size,
-                                                env_settings=settings)
+  return jittable_envs.CatchJittableEnvironment(
+    batch_size=batch_size, env_settings=settings
+  )
 
 
 def default_value_fn_config() -> types.ValueFnConfig:
   """The meta-training value function of the upstream notebook."""
   return types.ValueFnConfig(
-      net='mlp',
-      net_args=dict(dense=(256, 256), head_w_init_std=1e-2, action_spec=()),
-      learning_rate=1e-3,
-      max_abs_update=1.0,
-      discount_factor=0.99,
-      td_lambda=0.96,
-      outer_value_cost=1.0,
+    net='mlp',
+    net_args=dict(dense=(256, 256), head_w_init_std=1e-2, action_spec=()),
+    learning_rate=1e-3,
+    max_abs_update=1.0,
+    discount_factor=0.99,
+    td_lambda=0.96,
+    outer_value_cost=1.0,
   )
 
 
@@ -86,30 +87,33 @@ class MetaTrainAgent:
   """
 
   def __init__(
-      self,
-      batch_size_per_device: int,
-      agent_settings: config_dict.ConfigDict | Mapping[str, Any],
-      value_fn_config: types.ValueFnConfig,
-      axis_name: str | None = None,
-      env: base_env.Environment | None = None,
+    self,
+    batch_size_per_device: int,
+    agent_settings: config_dict.ConfigDict | Mapping[str, Any],
+    value_fn_config: types.ValueFnConfig,
+    axis_name: str | None = None,
+    env: base_env.Environment | None = None,
   ):
     if batch_size_per_device < 1:
-      raise ValueError('batch_size_per_device must be >= 1, got '
-                       f'{batch_size_per_device}.')
+      raise ValueError(
+        f'batch_size_per_device must be >= 1, got {batch_size_per_device}.'
+      )
     self.batch_size_per_device = batch_size_per_device
     self.env = env if env is not None else catch_env(batch_size_per_device)
     if self.env.batch_size != batch_size_per_device:
       raise ValueError(
-          f'env.batch_size={self.env.batch_size} differs from '
-          f'batch_size_per_device={batch_size_per_device}.')
+        f'env.batch_size={self.env.batch_size} differs from '
+        f'batch_size_per_device={batch_size_per_device}.'
+      )
     self.agent = agent_lib.Agent(
-        agent_settings=agent_settings,
-        single_observation_spec=self.env.single_observation_spec(),
-        single_action_spec=self.env.single_action_spec(),
-        batch_axis_name=axis_name,
+      agent_settings=agent_settings,
+      single_observation_spec=self.env.single_observation_spec(),
+      single_action_spec=self.env.single_action_spec(),
+      batch_axis_name=axis_name,
     )
-    self.value_fn = value_fn_lib.ValueFunction(value_fn_config,
-                                               axis_name=axis_name)
+    self.value_fn = value_fn_lib.ValueFunction(
+      value_fn_config, axis_name=axis_name
+    )
 
   # The agent's own methods, also reachable on the member.
   learner_step = property(lambda self: self.agent.learner_step)
@@ -119,28 +123,42 @@ class MetaTrainAgent:
   def init_state(self, rng_key: chex.PRNGKey) -> MetaTrainState:
     """A fresh agent: parameters, value function and a reset environment."""
     env_state, env_timestep = self.env.reset(rng_key)
-    return MetaTrainState(**self.fresh_agent(rng_key), env_state=env_state,
-                          env_timestep=env_timestep)
+    return MetaTrainState(
+      **self.fresh_agent(rng_key),
+      env_state=env_state,
+      env_timestep=env_timestep,
+    )
 
   def fresh_agent(self, rng_key: chex.PRNGKey) -> dict[str, Any]:
     """A new agent's learner, actor and value states (no environment)."""
     learner_rng, actor_rng, value_rng = jax.random.split(rng_key, 3)
-    dummy_obs = utils.zeros_like_spec(self.env.single_observation_spec(),
-                                      prepend_shape=(self.batch_size_per_device,))
+    dummy_obs = utils.zeros_like_spec(
+      self.env.single_observation_spec(),
+      prepend_shape=(self.batch_size_per_device,),
+    )
     return dict(
-        learner_state=self.agent.initial_learner_state(learner_rng),
-        actor_state=self.agent.initial_actor_state(actor_rng),
-        value_state=self.value_fn.initial_state(value_rng, dummy_obs))
+      learner_state=self.agent.initial_learner_state(learner_rng),
+      actor_state=self.agent.initial_actor_state(actor_rng),
+      value_state=self.value_fn.initial_state(value_rng, dummy_obs),
+    )
 
-  def unroll_actor(self, state: MetaTrainState, rng: chex.PRNGKey,
-                   rollout_len: int) -> tuple[MetaTrainState,
-                                              types.ActorRollout]:
+  def unroll_actor(
+    self, state: MetaTrainState, rng: chex.PRNGKey, rollout_len: int
+  ) -> tuple[MetaTrainState, types.ActorRollout]:
     """Acts `rollout_len` steps with the current parameters."""
     rollout, actor_state, timestep, env_state = actors.unroll_jittable_actor(
-        state.learner_state.params, state.actor_state, state.env_timestep,
-        state.env_state, rng, self.env, rollout_len, self.actor_step)
-    return state.replace(actor_state=actor_state, env_state=env_state,
-                         env_timestep=timestep), rollout
+      state.learner_state.params,
+      state.actor_state,
+      state.env_timestep,
+      state.env_state,
+      rng,
+      self.env,
+      rollout_len,
+      self.actor_step,
+    )
+    return dataclasses.replace(
+      state, actor_state=actor_state, env_state=env_state, env_timestep=timestep
+    ), rollout
 
 
 def _act_on(agent: agent_lib.Agent, params, rng, rollout: types.ActorRollout):
@@ -148,21 +166,22 @@ def _act_on(agent: agent_lib.Agent, params, rng, rollout: types.ActorRollout):
   timestep = rollout.to_env_timestep()
   t, b = rollout.rewards.shape[:2]
   flat = jax.tree.map(lambda x: x.reshape((t * b,) + x.shape[2:]), timestep)
-  recorded, _ = agent.actor_step(params, rng, flat,
-                                 rollout.first_state(time_axis=0))
+  recorded, _ = agent.actor_step(
+    params, rng, flat, rollout.first_state(time_axis=0)
+  )
   return jax.tree.map(lambda x: x.reshape((t, b) + x.shape[1:]), recorded)
 
 
 def meta_loss(
-    update_rule_params: types.MetaParams,
-    agent_state: MetaTrainState,
-    train_rollouts: types.ActorRollout,
-    valid_rollout: types.ActorRollout,
-    rng: chex.PRNGKey,
-    agent: MetaTrainAgent,
-    weights: MetaLossWeights = MetaLossWeights(),
-    remat: bool = False,
-    unroll: int | bool = 1,
+  update_rule_params: types.MetaParams,
+  agent_state: MetaTrainState,
+  train_rollouts: types.ActorRollout,
+  valid_rollout: types.ActorRollout,
+  rng: chex.PRNGKey,
+  agent: MetaTrainAgent,
+  weights: MetaLossWeights = MetaLossWeights(),
+  remat: bool = False,
+  unroll: int | bool = 1,
 ) -> tuple[chex.Array, tuple[MetaTrainState, types.LogDict, types.LogDict]]:
   """The meta-objective of one agent, differentiable w.r.t. the rule.
 
@@ -196,89 +215,115 @@ def meta_loss(
     learner_state, actor_state, value_state = carry
     rollout, step_rng = xs
     new_learner_state, new_actor_state, metrics = agent.learner_step(
-        rng=step_rng, rollout=rollout, learner_state=learner_state,
-        agent_net_state=actor_state, update_rule_params=update_rule_params,
-        is_meta_training=True)
+      rng=step_rng,
+      rollout=rollout,
+      learner_state=learner_state,
+      agent_net_state=actor_state,
+      update_rule_params=update_rule_params,
+      is_meta_training=True,
+    )
     # The value function follows the policy the rollout was scored with.
-    agent_out, _ = agent.unroll_net(learner_state.params, actor_state,
-                                    rollout)
-    new_value_state, _, _ = agent.value_fn.update(value_state, rollout,
-                                                  agent_out['logits'])
+    agent_out, _ = agent.unroll_net(learner_state.params, actor_state, rollout)
+    new_value_state, _, _ = agent.value_fn.update(
+      value_state, rollout, agent_out['logits']
+    )
     return (new_learner_state, new_actor_state, new_value_state), metrics
 
   if remat:
     inner_step = jax.checkpoint(inner_step)
   (learner_state, actor_state, value_state), metrics = jax.lax.scan(
-      inner_step,
-      (agent_state.learner_state, agent_state.actor_state,
-       agent_state.value_state),
-      (train_rollouts, jax.random.split(train_rng, num_inner)),
-      unroll=unroll)
+    inner_step,
+    (
+      agent_state.learner_state,
+      agent_state.actor_state,
+      agent_state.value_state,
+    ),
+    (train_rollouts, jax.random.split(train_rng, num_inner)),
+    unroll=unroll,
+  )
   train_meta_out = metrics.pop('meta_out')
 
   # Policy gradient of the updated agent on the validation rollout.
-  on_valid = _act_on(agent.agent, learner_state.params, valid_rng,
-                     valid_rollout)
+  on_valid = _act_on(
+    agent.agent, learner_state.params, valid_rng, valid_rollout
+  )
   value_out, _, _, _ = agent.value_fn.get_value_outs(
-      value_state, valid_rollout, on_valid['logits'])
+    value_state, valid_rollout, on_valid['logits']
+  )
   a_t = valid_rollout.actions[:-1]
   logits_t = on_valid['logits'][:-1]
   pg_loss = utils.differentiable_policy_gradient_loss(
-      logits_t, a_t, adv_t=jax.lax.stop_gradient(value_out.normalized_adv),
-      backprop=False)
+    logits_t,
+    a_t,
+    adv_t=jax.lax.stop_gradient(value_out.normalized_adv),
+    backprop=False,
+  )
 
   # Regularisers of the validation agent.
   entropy_t = distrax.Softmax(logits_t).entropy()
   outs = on_valid['agent_outs']
   z_a_t = utils.batch_lookup(outs['z'][:-1], a_t)
-  prediction_entropy = (jnp.mean(distrax.Softmax(outs['y']).entropy())
-                        + jnp.mean(distrax.Softmax(z_a_t).entropy()))
-  reg_loss = (-weights.entropy * jnp.mean(entropy_t)
-              - weights.prediction_entropy * prediction_entropy)
+  prediction_entropy = jnp.mean(
+    distrax.Softmax(outs['y']).entropy()
+  ) + jnp.mean(distrax.Softmax(z_a_t).entropy())
+  reg_loss = (
+    -weights.entropy * jnp.mean(entropy_t)
+    - weights.prediction_entropy * prediction_entropy
+  )
 
   # Regularisers of the rule's targets on the training rollouts [N, T, B, .].
-  pi_hat, y_hat, z_hat = (train_meta_out['pi'], train_meta_out['y'],
-                          train_meta_out['z'])
+  pi_hat, y_hat, z_hat = (
+    train_meta_out['pi'],
+    train_meta_out['y'],
+    train_meta_out['z'],
+  )
   chex.assert_equal_shape_prefix([pi_hat, y_hat, z_hat], 3)
   for target in (y_hat, z_hat, pi_hat):
     reg_loss += weights.target_mean * jnp.mean(
-        jnp.square(jnp.mean(target, axis=(1, 2, 3))))
+      jnp.square(jnp.mean(target, axis=(1, 2, 3)))
+    )
   target_logits = train_meta_out['target_out']['logits'][:, :-1]
   chex.assert_equal_shape([target_logits, pi_hat])
   reg_loss += weights.target_kl * jnp.mean(
-      distrax.Softmax(jax.lax.stop_gradient(target_logits)).kl_divergence(
-          distrax.Softmax(pi_hat)))
+    distrax.Softmax(jax.lax.stop_gradient(target_logits)).kl_divergence(
+      distrax.Softmax(pi_hat)
+    )
+  )
 
   loss = jnp.mean(pg_loss) + reg_loss
   meta_log = dict(
-      adv=jnp.mean(value_out.adv),
-      normalized_adv=jnp.mean(value_out.normalized_adv),
-      entropy=jnp.mean(entropy_t),
-      value=jnp.mean(value_out.value),
-      val_importance_weight=jnp.mean(jnp.minimum(value_out.rho, 1.0)),
-      meta_loss=loss,
-      pg_loss=jnp.mean(pg_loss),
-      reg_loss=reg_loss,
+    adv=jnp.mean(value_out.adv),
+    normalized_adv=jnp.mean(value_out.normalized_adv),
+    entropy=jnp.mean(entropy_t),
+    value=jnp.mean(value_out.value),
+    val_importance_weight=jnp.mean(jnp.minimum(value_out.rho, 1.0)),
+    meta_loss=loss,
+    pg_loss=jnp.mean(pg_loss),
+    reg_loss=reg_loss,
   )
-  new_state = agent_state.replace(learner_state=learner_state,
-                                  actor_state=actor_state,
-                                  value_state=value_state)
+  new_state = dataclasses.replace(
+    agent_state,
+    learner_state=learner_state,
+    actor_state=actor_state,
+    value_state=value_state,
+  )
   return loss, (new_state, metrics, meta_log)
 
 
 def calculate_meta_gradient(
-    update_rule_params: types.MetaParams,
-    agent_state: MetaTrainState,
-    train_rollouts: types.ActorRollout,
-    valid_rollout: types.ActorRollout,
-    rng: chex.PRNGKey,
-    agent: MetaTrainAgent,
-    axis_name: str | None = None,
-    weights: MetaLossWeights = MetaLossWeights(),
-    remat: bool = False,
-    unroll: int | bool = 1,
-) -> tuple[types.MetaParams, tuple[MetaTrainState, types.LogDict,
-                                   types.LogDict]]:
+  update_rule_params: types.MetaParams,
+  agent_state: MetaTrainState,
+  train_rollouts: types.ActorRollout,
+  valid_rollout: types.ActorRollout,
+  rng: chex.PRNGKey,
+  agent: MetaTrainAgent,
+  axis_name: str | None = None,
+  weights: MetaLossWeights = MetaLossWeights(),
+  remat: bool = False,
+  unroll: int | bool = 1,
+) -> tuple[
+  types.MetaParams, tuple[MetaTrainState, types.LogDict, types.LogDict]
+]:
   """Gradient of `meta_loss` w.r.t. the rule, averaged over `axis_name`.
 
   `remat` and `unroll` are `meta_loss`'s.
@@ -289,14 +334,23 @@ def calculate_meta_gradient(
     of a `shard_map`, or a `pmap` axis).
   """
   grads, (new_state, metrics, meta_log) = jax.grad(meta_loss, has_aux=True)(
-      update_rule_params, agent_state, train_rollouts, valid_rollout, rng,
-      agent, weights, remat, unroll)
+    update_rule_params,
+    agent_state,
+    train_rollouts,
+    valid_rollout,
+    rng,
+    agent,
+    weights,
+    remat,
+    unroll,
+  )
   if axis_name is not None:
-    grads, metrics, meta_log = jax.lax.pmean((grads, metrics, meta_log),
-                                             axis_name)
+    grads, metrics, meta_log = jax.lax.pmean(
+      (grads, metrics, meta_log), axis_name
+    )
   return grads, (new_state, metrics, meta_log)
 
 
 def save_params(params: types.MetaParams, path) -> None:
-  """Saves meta-parameters in the disco_103.npz layout (`weights.save_params`)."""
+  """Saves meta-parameters in disco_103.npz's layout (`weights.save_params`)."""
   weights.save_params(params, path)

@@ -6,6 +6,7 @@ Pure functions of a `ReplayState`, so they compose inside `jit`, `scan` and
 `shard_map` (each device keeps its own buffer).
 """
 
+import dataclasses
 from typing import Any
 
 import chex
@@ -35,10 +36,13 @@ def init(example: types.ActorRollout, capacity: int) -> ReplayState:
   if capacity < 1:
     raise ValueError(f'capacity must be >= 1, got {capacity}.')
   data = jax.tree.map(
-      lambda x: jnp.zeros((capacity, x.shape[0]) + x.shape[2:], x.dtype),
-      example)
-  return ReplayState(data=data, next_index=jnp.zeros((), jnp.int32),
-                     size=jnp.zeros((), jnp.int32))
+    lambda x: jnp.zeros((capacity, x.shape[0]) + x.shape[2:], x.dtype), example
+  )
+  return ReplayState(
+    data=data,
+    next_index=jnp.zeros((), jnp.int32),
+    size=jnp.zeros((), jnp.int32),
+  )
 
 
 def capacity_of(buffer: ReplayState) -> int:
@@ -51,26 +55,33 @@ def add(buffer: ReplayState, rollout: types.ActorRollout) -> ReplayState:
   batch = rollout.rewards.shape[1]
   slots = (buffer.next_index + jnp.arange(batch)) % capacity
   data = jax.tree.map(
-      lambda store, x: store.at[slots].set(jnp.swapaxes(x, 0, 1)),
-      buffer.data, rollout)
-  return ReplayState(data=data,
-                     next_index=(buffer.next_index + batch) % capacity,
-                     size=jnp.minimum(buffer.size + batch, capacity))
+    lambda store, x: store.at[slots].set(jnp.swapaxes(x, 0, 1)),
+    buffer.data,
+    rollout,
+  )
+  return ReplayState(
+    data=data,
+    next_index=(buffer.next_index + batch) % capacity,
+    size=jnp.minimum(buffer.size + batch, capacity),
+  )
 
 
-def sample(buffer: ReplayState, rng: chex.PRNGKey,
-           batch_size: int) -> types.ActorRollout:
+def sample(
+  buffer: ReplayState, rng: chex.PRNGKey, batch_size: int
+) -> types.ActorRollout:
   """`batch_size` stored trajectories, uniformly with replacement, [T, B].
 
   A whole `ActorRollout` (its `logits` restored, see `keep_outputs`).
   """
   index = jax.random.randint(rng, (batch_size,), 0, buffer.size)
-  return restore(jax.tree.map(lambda store: jnp.swapaxes(store[index], 0, 1),
-                              buffer.data))
+  return restore(
+    jax.tree.map(lambda store: jnp.swapaxes(store[index], 0, 1), buffer.data)
+  )
 
 
-def keep_outputs(rollout: types.ActorRollout,
-                 keep: tuple[str, ...] | None) -> types.ActorRollout:
+def keep_outputs(
+  rollout: types.ActorRollout, keep: tuple[str, ...] | None
+) -> types.ActorRollout:
   """The rollout as the buffer stores it: only the agent outputs in `keep`.
 
   The behaviour logits are stored once: where `keep` holds 'logits',
@@ -88,21 +99,24 @@ def keep_outputs(rollout: types.ActorRollout,
     return rollout
   missing = [k for k in keep if k not in rollout.agent_outs]
   if missing:
-    raise ValueError(f'behaviour_outputs {missing} are not agent outputs '
-                     f'({sorted(rollout.agent_outs)}).')
-  return rollout.replace(
-      agent_outs={k: rollout.agent_outs[k] for k in keep},
-      logits=None if 'logits' in keep else rollout.logits)
+    raise ValueError(
+      f'behaviour_outputs {missing} are not agent outputs '
+      f'({sorted(rollout.agent_outs)}).'
+    )
+  return dataclasses.replace(
+    rollout,
+    agent_outs={k: rollout.agent_outs[k] for k in keep},
+    logits=None if 'logits' in keep else rollout.logits,
+  )
 
 
 def restore(stored: types.ActorRollout) -> types.ActorRollout:
   """A stored rollout (`keep_outputs`) with its `logits` field back."""
   if stored.logits is not None:
     return stored
-  return stored.replace(logits=stored.agent_outs['logits'])
+  return dataclasses.replace(stored, logits=stored.agent_outs['logits'])
 
 
 def bytes_per_trajectory(buffer: ReplayState) -> int:
   """Bytes one stored trajectory takes."""
-  return sum(x.dtype.itemsize * x[0].size
-             for x in jax.tree.leaves(buffer.data))
+  return sum(x.dtype.itemsize * x[0].size for x in jax.tree.leaves(buffer.data))

@@ -21,6 +21,8 @@ have), and a program traced again is the same program (checkify numbers its
 errors per process, which defeats the persistent compilation cache).
 """
 
+import dataclasses
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -60,10 +62,14 @@ class Fault:
   source: chex.Array
 
 
-def find_fault(actions_t: chex.Array, rewards_t: chex.Array,
-               num_actions: int, step: chex.Array,
-               source: chex.Array | int = 0,
-               logits_t: chex.Array | None = None) -> Fault:
+def find_fault(
+  actions_t: chex.Array,
+  rewards_t: chex.Array,
+  num_actions: int,
+  step: chex.Array,
+  source: chex.Array | int = 0,
+  logits_t: chex.Array | None = None,
+) -> Fault:
   """The first bad entry of [T, B] actions and rewards (traceable).
 
   Args:
@@ -91,10 +97,12 @@ def find_fault(actions_t: chex.Array, rewards_t: chex.Array,
     finite = jnp.isfinite(logits_t)
     # The first non-finite logit of each entry (any one if all are finite).
     first = jnp.take_along_axis(
-        logits_t, jnp.argmin(finite, axis=-1)[..., None], axis=-1)[..., 0]
+      logits_t, jnp.argmin(finite, axis=-1)[..., None], axis=-1
+    )[..., 0]
     candidates.append((BAD_LOGITS, ~jnp.all(finite, axis=-1), first))
-  candidates.append((BAD_ACTION, (actions_t < 0) | (actions_t >= num_actions),
-                     actions_t))
+  candidates.append(
+    (BAD_ACTION, (actions_t < 0) | (actions_t >= num_actions), actions_t)
+  )
   candidates.append((BAD_REWARD, ~jnp.isfinite(rewards_t), rewards_t))
   kind = jnp.asarray(NO_FAULT, jnp.int32)
   bad = jnp.zeros(actions_t.shape, bool)
@@ -106,11 +114,15 @@ def find_fault(actions_t: chex.Array, rewards_t: chex.Array,
     value = jnp.where(found, this_value.astype(jnp.float32), value)
   index = jnp.argmax(bad.reshape(-1))
   t, b = jnp.divmod(index, width)
-  return Fault(kind=kind.astype(jnp.int32), t=t.astype(jnp.int32),
-               b=b.astype(jnp.int32), value=value.reshape(-1)[index],
-               step=jnp.asarray(step, jnp.int32),
-               limit=jnp.asarray(num_actions, jnp.int32),
-               source=jnp.asarray(source, jnp.int32))
+  return Fault(
+    kind=kind.astype(jnp.int32),
+    t=t.astype(jnp.int32),
+    b=b.astype(jnp.int32),
+    value=value.reshape(-1)[index],
+    step=jnp.asarray(step, jnp.int32),
+    limit=jnp.asarray(num_actions, jnp.int32),
+    source=jnp.asarray(source, jnp.int32),
+  )
 
 
 def first_of(faults: Fault) -> Fault:
@@ -119,8 +131,9 @@ def first_of(faults: Fault) -> Fault:
   return jax.tree.map(lambda x: x[index], faults)
 
 
-def first_over_devices(fault: Fault, axis_name: str,
-                       batch_per_device: int) -> Fault:
+def first_over_devices(
+  fault: Fault, axis_name: str, batch_per_device: int
+) -> Fault:
   """The fault of the first device that has one, on every device.
 
   Inside `shard_map`/`pmap` over `axis_name`; batch indices become indices
@@ -128,13 +141,15 @@ def first_over_devices(fault: Fault, axis_name: str,
   """
   device = jax.lax.axis_index(axis_name)
   has = fault.kind > NO_FAULT
-  first = jax.lax.pmin(jnp.where(has, device, jnp.iinfo(jnp.int32).max),
-                       axis_name)
+  first = jax.lax.pmin(
+    jnp.where(has, device, jnp.iinfo(jnp.int32).max), axis_name
+  )
   mine = has & (device == first)
-  fault = fault.replace(b=fault.b + device * batch_per_device)
+  fault = dataclasses.replace(fault, b=fault.b + device * batch_per_device)
   return jax.tree.map(
-      lambda x: jax.lax.psum(jnp.where(mine, x, jnp.zeros_like(x)),
-                             axis_name), fault)
+    lambda x: jax.lax.psum(jnp.where(mine, x, jnp.zeros_like(x)), axis_name),
+    fault,
+  )
 
 
 def message(fault: Fault, what: str = 'rollout') -> str:
@@ -143,19 +158,32 @@ def message(fault: Fault, what: str = 'rollout') -> str:
   `what` names the rollout; '{source}' in it becomes `fault.source`.
   """
   kind, t, b, step, limit, source = (
-      int(np.asarray(x)) for x in (fault.kind, fault.t, fault.b, fault.step,
-                                   fault.limit, fault.source))
+    int(np.asarray(x))
+    for x in (
+      fault.kind,
+      fault.t,
+      fault.b,
+      fault.step,
+      fault.limit,
+      fault.source,
+    )
+  )
   value = float(np.asarray(fault.value))
   what = what.format(source=source)
   if kind == BAD_LOGITS:
-    return (f'{what}.logits[t={t}, b={b}] = {value} is not finite (loop step '
-            f"{step}): the agent's outputs are not finite, its learning "
-            'diverged (try a smaller learning rate)')
+    return (
+      f'{what}.logits[t={t}, b={b}] = {value} is not finite (loop step '
+      f"{step}): the agent's outputs are not finite, its learning "
+      'diverged (try a smaller learning rate)'
+    )
   if kind == BAD_ACTION:
-    return (f'{what}.actions[t={t}, b={b}] = {int(value)} is outside '
-            f'[0, {limit}) (loop step {step})')
-  return (f'{what}.rewards[t={t}, b={b}] = {value} is not finite '
-          f'(loop step {step})')
+    return (
+      f'{what}.actions[t={t}, b={b}] = {int(value)} is outside '
+      f'[0, {limit}) (loop step {step})'
+    )
+  return (
+    f'{what}.rewards[t={t}, b={b}] = {value} is not finite (loop step {step})'
+  )
 
 
 def first_index(faults: Fault | None) -> int | None:

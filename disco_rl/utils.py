@@ -2,7 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Small helpers: devices, trees, specs, losses and moving averages."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 import inspect
 from typing import Any, TypeVar
 
@@ -25,7 +25,7 @@ DEFAULT_AXIS_NAME = 'i'
 
 
 def _leading_axis_sharding(
-    devices: Sequence[jax.Device], axis_name: str
+  devices: Sequence[jax.Device], axis_name: str
 ) -> jax.sharding.NamedSharding:
   # `jax.pmap` returns arrays sharded this way (a mesh over its devices named
   # after its axis); giving it inputs with the same sharding lets it reuse
@@ -40,14 +40,16 @@ def check_divisible(size: int, num_devices: int, what: str) -> int:
     raise ValueError(f'Need at least one device, got {num_devices}.')
   if size % num_devices:
     raise ValueError(
-        f'{what}={size} does not divide across {num_devices} devices; use a '
-        f'multiple of {num_devices} (e.g. {num_devices * max(1, size // num_devices)}).'
+      f'{what}={size} does not divide across {num_devices} devices; use a '
+      f'multiple of {num_devices} (e.g. '
+      f'{num_devices * max(1, size // num_devices)}).'
     )
   return size // num_devices
 
 
-def shard_across_devices(data: _T, devices: Sequence[jax.Device],
-                         axis_name: str = DEFAULT_AXIS_NAME) -> _T:
+def shard_across_devices(
+  data: _T, devices: Sequence[jax.Device], axis_name: str = DEFAULT_AXIS_NAME
+) -> _T:
   """Splits every leaf's leading axis across `devices`, adding a device axis.
 
   A leaf of shape [N, ...] becomes a [D, N // D, ...] array whose d-th slice
@@ -70,8 +72,8 @@ def shard_across_devices(data: _T, devices: Sequence[jax.Device],
     x = np.asarray(x) if not isinstance(x, jax.Array) else x
     if x.ndim == 0:
       raise ValueError(
-          'shard_across_devices needs arrays with a leading batch axis; got a '
-          'scalar.'
+        'shard_across_devices needs arrays with a leading batch axis; got a '
+        'scalar.'
       )
     per_device = check_divisible(x.shape[0], num, 'leading axis size')
     return jax.device_put(x.reshape((num, per_device) + x.shape[1:]), sharding)
@@ -79,8 +81,9 @@ def shard_across_devices(data: _T, devices: Sequence[jax.Device],
   return jax.tree.map(_shard, data)
 
 
-def replicate_across_devices(data: _T, devices: Sequence[jax.Device],
-                             axis_name: str = DEFAULT_AXIS_NAME) -> _T:
+def replicate_across_devices(
+  data: _T, devices: Sequence[jax.Device], axis_name: str = DEFAULT_AXIS_NAME
+) -> _T:
   """Copies every leaf onto each device, adding a leading device axis [D, ...].
 
   The modern replacement of the removed `jax.device_put_replicated`;
@@ -91,16 +94,19 @@ def replicate_across_devices(data: _T, devices: Sequence[jax.Device],
 
   def _replicate(x):
     x = jnp.asarray(x)
-    return jax.device_put(jnp.broadcast_to(x, (len(devices),) + x.shape),
-                          sharding)
+    return jax.device_put(
+      jnp.broadcast_to(x, (len(devices),) + x.shape), sharding
+    )
 
   return jax.tree.map(_replicate, data)
 
 
 def gather_from_devices(data: _T) -> _T:
-  """Brings a device-sharded tree to the host, merging [D, N, ...] to [D*N, ...]."""
-  return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]),
-                      jax.device_get(data))
+  """Brings a device-sharded tree to the host, [D, N, ...] merged to
+  [D * N, ...]."""
+  return jax.tree.map(
+    lambda x: x.reshape((-1,) + x.shape[2:]), jax.device_get(data)
+  )
 
 
 def get_first(data: _T) -> _T:
@@ -112,18 +118,27 @@ def _device_copies(leaf, replicated: bool) -> np.ndarray:
   """[D, ...] copies of a leaf: its rows, or a replicated array's buffers."""
   if replicated:
     if not isinstance(leaf, jax.Array):
-      raise ValueError('replica_spread(replicated=True) expects jax.Arrays, '
-                       f'got {type(leaf).__name__}.')
+      raise ValueError(
+        'replica_spread(replicated=True) expects jax.Arrays, '
+        f'got {type(leaf).__name__}.'
+      )
     copies = [shard.data for shard in leaf.addressable_shards]
   else:
     copies = leaf
     if np.ndim(leaf) == 0:
-      raise ValueError('replica_spread expects [D, ...] leaves (one row per '
-                       'device), got a scalar; for replicated jax.Arrays '
-                       'pass replicated=True.')
+      raise ValueError(
+        'replica_spread expects [D, ...] leaves (one row per '
+        'device), got a scalar; for replicated jax.Arrays '
+        'pass replicated=True.'
+      )
   copies = jax.tree.map(
-      lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(
-          x.dtype, jax.dtypes.prng_key) else x, copies)
+    lambda x: (
+      jax.random.key_data(x)
+      if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+      else x
+    ),
+    copies,
+  )
   return np.asarray(jax.device_get(copies), dtype=np.float64)
 
 
@@ -157,7 +172,7 @@ def replica_spread(data: chex.ArrayTree, *, replicated: bool = False) -> float:
 
 
 def batch_lookup(
-    table: chex.Array, index: chex.Array, num_dims: int = 2
+  table: chex.Array, index: chex.Array, num_dims: int = 2
 ) -> chex.Array:
   """Selects `table[i_0, ..., i_{n-1}, index[i_0, ..., i_{n-1}]]`.
 
@@ -177,7 +192,9 @@ def batch_lookup(
   return jnp.squeeze(picked, axis=num_dims)
 
 
-def tree_stack(elems: Sequence[chex.ArrayTree], axis: int = 0) -> chex.ArrayTree:
+def tree_stack(
+  elems: Sequence[chex.ArrayTree], axis: int = 0
+) -> chex.ArrayTree:
   """Stacks same-structured trees leaf by leaf along a new `axis`."""
   return jax.tree.map(lambda *leaves: jnp.stack(leaves, axis=axis), *elems)
 
@@ -199,8 +216,9 @@ def broadcast_specs(specs: _T, n: int, replace: bool = False) -> _T:
     if isinstance(spec, types.specs.Array):
       return spec.replace(shape=(n,) + tuple(spec.shape[skip:]))
     if isinstance(spec, types.ArraySpec):
-      return types.ArraySpec(shape=(n,) + tuple(spec.shape[skip:]),
-                             dtype=spec.dtype)
+      return types.ArraySpec(
+        shape=(n,) + tuple(spec.shape[skip:]), dtype=spec.dtype
+      )
     raise ValueError(f'broadcast_specs: unsupported spec type {type(spec)}.')
 
   return jax.tree.map(_broadcast, specs)
@@ -218,14 +236,15 @@ def _to_float32(x: Any, cast_ints: bool) -> Any:
 
 
 def cast_to_single_precision(
-    tree_like: _T, cast_ints: bool = True, host_data: bool = False
+  tree_like: _T, cast_ints: bool = True, host_data: bool = False
 ) -> _T:
   """Casts floating leaves to float32 (and int64 to int32 if `cast_ints`).
 
   With `host_data=False` only floating leaves are cast (device data).
   """
   return jax.tree.map(
-      lambda x: _to_float32(x, cast_ints=cast_ints and host_data), tree_like)
+    lambda x: _to_float32(x, cast_ints=cast_ints and host_data), tree_like
+  )
 
 
 def get_num_actions_from_spec(spec: types.ActionSpec) -> int:
@@ -233,8 +252,9 @@ def get_num_actions_from_spec(spec: types.ActionSpec) -> int:
   return int(spec.maximum - spec.minimum + 1)
 
 
-def get_logits_specs(spec: types.ActionSpec,
-                     with_batch_dim: bool = False) -> types.ArraySpec:
+def get_logits_specs(
+  spec: types.ActionSpec, with_batch_dim: bool = False
+) -> types.ArraySpec:
   """The spec of policy logits, [A] float32, for an action spec.
 
   Args:
@@ -249,11 +269,12 @@ def get_logits_specs(spec: types.ActionSpec,
 def zeros_like_spec(spec: Any, prepend_shape: tuple[int, ...] = ()) -> Any:
   """A tree of numpy zeros shaped `prepend_shape + spec.shape` per spec."""
   return jax.tree.map(
-      lambda s: np.zeros(tuple(prepend_shape) + tuple(s.shape), s.dtype), spec)
+    lambda s: np.zeros(tuple(prepend_shape) + tuple(s.shape), s.dtype), spec
+  )
 
 
 def differentiable_policy_gradient_loss(
-    logits_t: chex.Array, a_t: chex.Array, adv_t: chex.Array, backprop: bool
+  logits_t: chex.Array, a_t: chex.Array, adv_t: chex.Array, backprop: bool
 ) -> chex.Array:
   """Per-step policy-gradient loss -log pi(a_t) * adv_t.
 
@@ -284,8 +305,9 @@ class MovingAverage:
   debiased moments, as Adam does.
   """
 
-  def __init__(self, example_tree: chex.ArrayTree, decay: float = 0.999,
-               eps: float = 1e-6):
+  def __init__(
+    self, example_tree: chex.ArrayTree, decay: float = 0.999, eps: float = 1e-6
+  ):
     """Builds the tracker.
 
     Args:
@@ -300,40 +322,51 @@ class MovingAverage:
   def init_state(self) -> types.EmaState:
     zero = lambda _: jnp.zeros((), jnp.float32)
     return types.EmaState(
-        moment1=jax.tree.map(zero, self._example_tree),
-        moment2=jax.tree.map(zero, self._example_tree),
-        decay_product=jnp.ones((), jnp.float32),
+      moment1=jax.tree.map(zero, self._example_tree),
+      moment2=jax.tree.map(zero, self._example_tree),
+      decay_product=jnp.ones((), jnp.float32),
     )
 
-  def _blend(self, old: chex.Array, sample: chex.Array,
-             axis_name: str | None) -> chex.Array:
+  def _blend(
+    self, old: chex.Array, sample: chex.Array, axis_name: str | None
+  ) -> chex.Array:
     mean = jnp.mean(sample)
     if axis_name is not None:
       mean = jax.lax.pmean(mean, axis_name=axis_name)
     return self._decay * old + (1.0 - self._decay) * mean
 
-  def update_state(self, tree_like: chex.ArrayTree, state: types.EmaState,
-                   pmean_axis_name: str | None) -> types.EmaState:
+  def update_state(
+    self,
+    tree_like: chex.ArrayTree,
+    state: types.EmaState,
+    pmean_axis_name: str | None,
+  ) -> types.EmaState:
     """Folds the batch means of `tree_like` and of its square into `state`."""
     blend = lambda old, x: self._blend(old, x, pmean_axis_name)
     return types.EmaState(
-        moment1=jax.tree.map(blend, state.moment1, tree_like),
-        moment2=jax.tree.map(
-            lambda old, x: blend(old, jnp.square(x)), state.moment2, tree_like),
-        decay_product=state.decay_product * self._decay,
+      moment1=jax.tree.map(blend, state.moment1, tree_like),
+      moment2=jax.tree.map(
+        lambda old, x: blend(old, jnp.square(x)), state.moment2, tree_like
+      ),
+      decay_product=state.decay_product * self._decay,
     )
 
   def _moments(self, state: types.EmaState):
     debias = 1.0 / (1.0 - state.decay_product)
     mean = jax.tree.map(lambda m1: m1 * debias, state.moment1)
     # Clipped at zero: the difference can go slightly negative in float32.
-    var = jax.tree.map(lambda m2, m: jnp.maximum(m2 * debias - m * m, 0.0),
-                       state.moment2, mean)
+    var = jax.tree.map(
+      lambda m2, m: jnp.maximum(m2 * debias - m * m, 0.0), state.moment2, mean
+    )
     return mean, var
 
-  def normalize(self, value: chex.ArrayTree, state: types.EmaState,
-                subtract_mean: bool = True,
-                root_eps: float = 1e-12) -> chex.ArrayTree:
+  def normalize(
+    self,
+    value: chex.ArrayTree,
+    state: types.EmaState,
+    subtract_mean: bool = True,
+    root_eps: float = 1e-12,
+  ) -> chex.ArrayTree:
     """(value - mean) / (sqrt(var + root_eps) + eps), or without the mean.
 
     `root_eps` keeps the square root differentiable at zero variance.
@@ -365,8 +398,10 @@ def as_config(settings: Any, argument: str) -> config_dict.ConfigDict:
     return settings
   if isinstance(settings, Mapping):
     return config_dict.ConfigDict(dict(settings))
-  raise TypeError(f'{argument} must be an ml_collections ConfigDict or a '
-                  f'mapping, got {type(settings).__name__}.')
+  raise TypeError(
+    f'{argument} must be an ml_collections ConfigDict or a '
+    f'mapping, got {type(settings).__name__}.'
+  )
 
 
 def check_keys(given, accepted, what: str) -> None:
@@ -374,17 +409,22 @@ def check_keys(given, accepted, what: str) -> None:
   unknown = sorted(set(given) - set(accepted))
   if unknown:
     raise ValueError(
-        f'Unknown {what} key(s) {unknown}; accepted keys are '
-        f'{sorted(accepted)}.')
+      f'Unknown {what} key(s) {unknown}; accepted keys are {sorted(accepted)}.'
+    )
 
 
-def check_kwargs(fn, kwargs, what: str) -> None:
+def check_kwargs(
+  fn: Callable[..., Any], kwargs: Mapping[str, Any], what: str
+) -> None:
   """Raises a ValueError for keys of `kwargs` that `fn` (class or function)
   does not accept as keyword arguments."""
-  target = fn.__init__ if isinstance(fn, type) else fn
-  params = inspect.signature(target).parameters
+  # A class's signature is its `__init__`'s, without `self`.
+  params = inspect.signature(fn).parameters
   if any(p.kind is p.VAR_KEYWORD for p in params.values()):
     return
-  names = [n for n, p in params.items()
-           if n != 'self' and p.kind is not p.VAR_POSITIONAL]
+  names = [
+    n
+    for n, p in params.items()
+    if n != 'self' and p.kind is not p.VAR_POSITIONAL
+  ]
   check_keys(kwargs, names, what)

@@ -17,7 +17,7 @@ function and one `register` call (docs/environments.md):
 
 import argparse
 import ast
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 import re
 from typing import Any
 
@@ -40,18 +40,43 @@ family = registry.family
 families = registry.families
 
 # The built-in families, one line each.
-register('catch', catch.make, on_host=True, jittable='jittable_catch',
-         defaults=catch.get_config)
-register('jittable_catch', jittable_envs.make_catch,
-         defaults=jittable_envs.get_config_catch)
-register(gymnax_env.GYMNAX_PREFIX, gymnax_env.make,
-         names=gymnax_env.gymnax_names, package=gymnax_env.GYMNAX_PACKAGE)
-register(gymnax_env.CRAFTAX_PREFIX, gymnax_env.make,
-         names=gymnax_env.craftax_names, package=gymnax_env.CRAFTAX_PACKAGE)
-register(jumanji_env.PREFIX, jumanji_env.make,
-         names=jumanji_env.jumanji_names, package=jumanji_env.PACKAGE)
-register(envpool_env.PREFIX, envpool_env.make, on_host=True,
-         names=envpool_env.atari_names, package=envpool_env.PACKAGE)
+register(
+  'catch',
+  catch.make,
+  on_host=True,
+  jittable='jittable_catch',
+  defaults=catch.get_config,
+)
+register(
+  'jittable_catch',
+  jittable_envs.make_catch,
+  defaults=jittable_envs.get_config_catch,
+)
+register(
+  gymnax_env.GYMNAX_PREFIX,
+  gymnax_env.make,
+  names=gymnax_env.gymnax_names,
+  package=gymnax_env.GYMNAX_PACKAGE,
+)
+register(
+  gymnax_env.CRAFTAX_PREFIX,
+  gymnax_env.make,
+  names=gymnax_env.craftax_names,
+  package=gymnax_env.CRAFTAX_PACKAGE,
+)
+register(
+  jumanji_env.PREFIX,
+  jumanji_env.make,
+  names=jumanji_env.jumanji_names,
+  package=jumanji_env.PACKAGE,
+)
+register(
+  envpool_env.PREFIX,
+  envpool_env.make,
+  on_host=True,
+  names=envpool_env.atari_names,
+  package=envpool_env.PACKAGE,
+)
 register(lpg.PREFIX, lpg.make, names=lpg.lpg_names)
 
 # The settings key that seeds a host family (`make`'s `seed`).
@@ -89,8 +114,9 @@ def parse_kwargs(text: str) -> dict[str, Any]:
     key, sep, value = item.partition('=')
     if not sep or not key.strip().isidentifier():
       raise argparse.ArgumentTypeError(
-          f'expected comma-separated name=value pairs such as '
-          f'size=10,max_steps_in_episode=500, got {text!r}')
+        f'expected comma-separated name=value pairs such as '
+        f'size=10,max_steps_in_episode=500, got {text!r}'
+      )
     kwargs[key.strip()] = _parse_value(value)
   return kwargs
 
@@ -107,14 +133,25 @@ def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
   """
   match = _SPEC.match(text.strip())
   if not match:
-    raise ValueError(f'malformed environment {text!r}; expected NAME or '
-                     'NAME[key=value,...], e.g. catch[rows=7,columns=5] or '
-                     'gymnax:DeepSea-bsuite[size=8].')
+    raise ValueError(
+      f'malformed environment {text!r}; expected NAME or '
+      'NAME[key=value,...], e.g. catch[rows=7,columns=5] or '
+      'gymnax:DeepSea-bsuite[size=8].'
+    )
   name, settings = match.groups()
   try:
     return name, parse_kwargs(settings or '')
   except argparse.ArgumentTypeError as e:
     raise ValueError(f'malformed settings in {text!r}: {e}.') from None
+
+
+def format_spec(
+  name: str, settings: Mapping[str, Any] | Iterable[tuple[str, Any]]
+) -> str:
+  """('catch', {'rows': 5}) -> 'catch[rows=5]' (`parse_spec`'s inverse;
+  no settings: the name alone)."""
+  items = ','.join(f'{k}={v}' for k, v in dict(settings).items())
+  return f'{name}[{items}]' if items else name
 
 
 def check_name(name: Any, what: str = 'environment') -> None:
@@ -132,9 +169,9 @@ def check_name(name: Any, what: str = 'environment') -> None:
 
 
 def get_environment(
-    name: str,
-    batch_size: int,
-    env_settings: config_dict.ConfigDict | Mapping[str, Any] | None = None,
+  name: str,
+  batch_size: int,
+  env_settings: config_dict.ConfigDict | Mapping[str, Any] | None = None,
 ) -> base.Environment:
   """Builds the environment called `name`.
 
@@ -151,11 +188,11 @@ def get_environment(
       `register`.
     batch_size: the number of parallel instances (>= 1).
     env_settings: the environment's settings; the family's defaults fill
-      in those not given (Catch: its module's); for gymnax/Craftax keyword arguments of the
-      environment's constructor or fields of its `EnvParams` (e.g.
-      {'size': 10} for DeepSea, {'max_steps_in_episode': 500}). For a
-      family stepped on the host, `random_seed` (default 0) is `make`'s
-      seed.
+      in those not given (Catch: its module's); for gymnax/Craftax keyword
+      arguments of the environment's constructor or fields of its
+      `EnvParams` (e.g. {'size': 10} for DeepSea,
+      {'max_steps_in_episode': 500}). For a family stepped on the host,
+      `random_seed` (default 0) is `make`'s seed.
 
   Returns:
     The batched environment.
@@ -167,8 +204,9 @@ def get_environment(
       needs is not installed, naming the pip extra.
   """
   found = registry.family(name)
-  settings = utils.as_config(env_settings or {},
-                             f'{name} env_settings').to_dict()
+  settings = utils.as_config(
+    env_settings or {}, f'{name} env_settings'
+  ).to_dict()
   if found.defaults is not None:  # Settings not given: the family's.
     settings = {**dict(found.defaults()), **settings}
   base.check_batch_size(batch_size)

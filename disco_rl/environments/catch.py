@@ -37,9 +37,10 @@ class SingleStreamCatch:
     self._paddle_y = self._rows - 1
     self._board = np.zeros((self._rows, self._columns), np.float32)
     self._rng = np.random.RandomState(seed=env_settings.random_seed)
-    self._paddle_x = None
-    self._ball_y = None
-    self._ball_x = None
+    # The positions; set by `reset`, which `step` calls first.
+    self._paddle_x = 0
+    self._ball_y = 0
+    self._ball_x = 0
     self._needs_reset = True
 
   def reset(self) -> dm_env.TimeStep:
@@ -53,8 +54,9 @@ class SingleStreamCatch:
     """Moves the paddle and drops the ball; after a LAST step, resets."""
     if self._needs_reset:
       return self.reset()
-    self._paddle_x = np.clip(self._paddle_x + _ACTIONS[action], 0,
-                             self._columns - 1)
+    self._paddle_x = np.clip(
+      self._paddle_x + _ACTIONS[action], 0, self._columns - 1
+    )
     self._ball_y += 1
     if self._ball_y != self._paddle_y:
       return dm_env.transition(reward=0.0, observation=self._render())
@@ -63,8 +65,9 @@ class SingleStreamCatch:
     return dm_env.termination(reward=reward, observation=self._render())
 
   def observation_spec(self) -> specs.Array:
-    return specs.Array(shape=self._board.shape, dtype=self._board.dtype,
-                       name='board')
+    return specs.Array(
+      shape=self._board.shape, dtype=self._board.dtype, name='board'
+    )
 
   def action_spec(self) -> specs.BoundedArray:
     return specs.BoundedArray((), np.int32, 0, len(_ACTIONS) - 1)
@@ -78,7 +81,7 @@ class SingleStreamCatch:
 
 
 def _make_stream(
-    env_settings: config_dict.ConfigDict,
+  env_settings: config_dict.ConfigDict,
 ) -> single_stream_env.SingleStreamEnv:
   return single_stream_env.SingleStreamEnv(env=SingleStreamCatch(env_settings))
 
@@ -86,12 +89,14 @@ def _make_stream(
 class CatchEnvironment(batched_env.BatchedSingleStreamEnvironment):
   """`batch_size` host Catch games, each seeded from `random_seed`."""
 
-  def __init__(self, batch_size: int,
-               env_settings: config_dict.ConfigDict) -> None:
+  def __init__(
+    self, batch_size: int, env_settings: config_dict.ConfigDict
+  ) -> None:
     base.check_batch_size(batch_size)
     env_settings = utils.as_config(env_settings, 'Catch env_settings')
-    base.check_setting_keys(env_settings, _SETTING_KEYS, 'Catch',
-                            required=_SETTING_KEYS)
+    base.check_setting_keys(
+      env_settings, _SETTING_KEYS, 'Catch', required=_SETTING_KEYS
+    )
     super().__init__(_make_stream, batch_size, env_settings)
 
 
@@ -100,8 +105,9 @@ def get_config() -> config_dict.ConfigDict:
   return config_dict.ConfigDict(dict(rows=8, columns=8, random_seed=1))
 
 
-def make(name: str, batch_size: int, settings: Mapping[str, Any],
-         seed: int) -> CatchEnvironment:
+def make(
+  name: str, batch_size: int, settings: Mapping[str, Any], seed: int
+) -> CatchEnvironment:
   """`CatchEnvironment` by the registry's `make` signature.
 
   Args:

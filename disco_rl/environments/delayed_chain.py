@@ -58,11 +58,11 @@ class ChainConfig:
 
 
 CONFIGS = {
-    'short': ChainConfig(5, 30),
-    'short_noisy': ChainConfig(5, 30, noisy=True),
-    'long': ChainConfig(5, 50),
-    'long_noisy': ChainConfig(5, 50, noisy=True),
-    'distractor': ChainConfig(5, 30, distractor_bits=20),
+  'short': ChainConfig(5, 30),
+  'short_noisy': ChainConfig(5, 30, noisy=True),
+  'long': ChainConfig(5, 50),
+  'long_noisy': ChainConfig(5, 50, noisy=True),
+  'distractor': ChainConfig(5, 30, distractor_bits=20),
 }
 
 
@@ -95,38 +95,45 @@ def state_index(step: chex.Array, chain: chex.Array) -> chex.Array:
   return jnp.where(step == 0, 0, 1 + 2 * (step - 1) + chain)
 
 
-def draw_layout(key: chex.PRNGKey, config: ChainConfig,
-                length: int | None = None
-                ) -> tuple[chex.Array, chex.Array]:
+def draw_layout(
+  key: chex.PRNGKey, config: ChainConfig, length: int | None = None
+) -> tuple[chex.Array, chex.Array]:
   """(length, rewarding action), [] int32 each: the chain's length drawn
   uniformly in [min, max] (or `length`), the rewarding action 0 or 1."""
   length_key, action_key = jax.random.split(key)
   if length is None:
-    drawn = jax.random.randint(length_key, (), config.min_length,
-                               config.max_length + 1, jnp.int32)
+    drawn = jax.random.randint(
+      length_key, (), config.min_length, config.max_length + 1, jnp.int32
+    )
   else:
     drawn = jnp.int32(length)
   return drawn, jax.random.randint(action_key, (), 0, NUM_ACTIONS, jnp.int32)
 
 
-def chain_reward(state: ChainState, ended: chex.Array,
-                 noise: chex.Array) -> chex.Array:
+def chain_reward(
+  state: ChainState, ended: chex.Array, noise: chex.Array
+) -> chex.Array:
   """[] float32: +1 or -1 at the last step (by the first action), else
   `noise`."""
   final = jnp.where(state.chain == state.rewarding, 1.0, -1.0)
   return jnp.where(ended, final, noise).astype(jnp.float32)
 
 
-class DelayedChain(base.AdapterEnvironment):
+class DelayedChain(base.AdapterEnvironment[ChainState]):
   """`batch_size` instances of a delayed chain (module docstring), pure JAX.
 
   Every episode ends by termination (discount 0) at its last step, which
   already shows the next episode's start (`base.transition`).
   """
 
-  def __init__(self, batch_size: int, config: ChainConfig,
-               layout_seed: int = 0, length: int | None = None,
-               name: str = 'delayed chain'):
+  def __init__(
+    self,
+    batch_size: int,
+    config: ChainConfig,
+    layout_seed: int = 0,
+    length: int | None = None,
+    name: str = 'delayed chain',
+  ):
     """Builds the environment.
 
     Args:
@@ -141,24 +148,37 @@ class DelayedChain(base.AdapterEnvironment):
     self.batch_size = base.check_batch_size(batch_size)
     self.config = config
     self.name = name
-    if (isinstance(layout_seed, bool) or not isinstance(layout_seed, int)
-        or layout_seed < -1):
-      raise ValueError(f'{name}: layout_seed must be an integer >= 0, or -1 '
-                       f'(drawn per reset key), got {layout_seed!r}.')
-    if length is not None and (isinstance(length, bool)
-                               or not isinstance(length, int)
-                               or not 2 <= length <= config.max_length):
-      raise ValueError(f'{name}: length must be an integer in [2, '
-                       f'{config.max_length}], got {length!r}.')
+    if (
+      isinstance(layout_seed, bool)
+      or not isinstance(layout_seed, int)
+      or layout_seed < -1
+    ):
+      raise ValueError(
+        f'{name}: layout_seed must be an integer >= 0, or -1 '
+        f'(drawn per reset key), got {layout_seed!r}.'
+      )
+    if length is not None and (
+      isinstance(length, bool)
+      or not isinstance(length, int)
+      or not 2 <= length <= config.max_length
+    ):
+      raise ValueError(
+        f'{name}: length must be an integer in [2, '
+        f'{config.max_length}], got {length!r}.'
+      )
     self.layout_seed, self.length = layout_seed, length
     size = num_states(config) + config.distractor_bits
     self._single_observation_spec = {
-        'observation': specs.Array((size,), np.uint8, name='observation')}
+      'observation': specs.Array((size,), np.uint8, name='observation')
+    }
     self._single_action_spec = base.discrete_action_spec(NUM_ACTIONS)
 
   def _observe(self, state: ChainState, key: chex.PRNGKey) -> types.Specs:
-    one_hot = jax.nn.one_hot(state_index(state.step, state.chain),
-                             num_states(self.config), dtype=jnp.uint8)
+    one_hot = jax.nn.one_hot(
+      state_index(state.step, state.chain),
+      num_states(self.config),
+      dtype=jnp.uint8,
+    )
     bits = self.config.distractor_bits
     if bits:
       noise = jax.random.bernoulli(key, 0.5, (bits,)).astype(jnp.uint8)
@@ -170,17 +190,22 @@ class DelayedChain(base.AdapterEnvironment):
     if self.layout_seed >= 0:
       key = jax.random.PRNGKey(self.layout_seed)
     else:
-      key = jax.random.fold_in(rng_key, 0x1a7)
+      key = jax.random.fold_in(rng_key, 0x1A7)
     return draw_layout(key, self.config, self.length)
 
   def _reset_one(self, layout, key: chex.PRNGKey):
     carry, observe_key = jax.random.split(key)
-    state = ChainState(length=layout[0], rewarding=layout[1],
-                       step=jnp.int32(0), chain=jnp.int32(0), rng=carry)
+    state = ChainState(
+      length=layout[0],
+      rewarding=layout[1],
+      step=jnp.int32(0),
+      chain=jnp.int32(0),
+      rng=carry,
+    )
     return state, base.restart(self._observe(state, observe_key))
 
   def reset(  # pytype: disable=signature-mismatch
-      self, rng_key: chex.PRNGKey
+    self, rng_key: chex.PRNGKey
   ) -> tuple[ChainState, types.EnvironmentTimestep]:
     """B new episodes of one chain (`layout(rng_key)`), instance b with
     `split(rng_key, B)[b]`: step types FIRST, rewards 0, [B]."""
@@ -191,16 +216,22 @@ class DelayedChain(base.AdapterEnvironment):
   def _step_one(self, state: ChainState, action: chex.Array):
     carry, noise_key, observe_key = jax.random.split(state.rng, 3)
     chain = jnp.where(state.step == 0, action, state.chain)
-    state = state.replace(step=state.step + 1, chain=chain, rng=carry)
+    state = dataclasses.replace(
+      state, step=state.step + 1, chain=chain, rng=carry
+    )
     ended = state.step >= state.length
-    noise = 0.0
+    noise: jax.Array | float = 0.0
     if self.config.noisy:
       noise = jnp.where(jax.random.bernoulli(noise_key), 1.0, -1.0)
     reward = chain_reward(state, ended, noise)
-    state = state.replace(step=jnp.where(ended, 0, state.step),
-                          chain=jnp.where(ended, 0, state.chain))
-    timestep, info = base.transition(self._observe(state, observe_key),
-                                     reward, ended, False)
+    state = dataclasses.replace(
+      state,
+      step=jnp.where(ended, 0, state.step),
+      chain=jnp.where(ended, 0, state.chain),
+    )
+    timestep, info = base.transition(
+      self._observe(state, observe_key), reward, ended, False
+    )
     return state, timestep, info
 
   def step_with_info(self, state: ChainState, actions: chex.Array):

@@ -53,14 +53,30 @@ ATARI_SUFFIX = '-v5'
 # The preprocessing this package sets (see the module docstring); envpool's
 # own defaults for the rest.
 ATARI_DEFAULTS = dict(
-    frame_skip=4, img_height=84, img_width=84, gray_scale=True, stack_num=4,
-    repeat_action_probability=0.25, full_action_space=True,
-    episodic_life=False, max_episode_steps=27000, noop_max=30,
-    reward_clip=False)
+  frame_skip=4,
+  img_height=84,
+  img_width=84,
+  gray_scale=True,
+  stack_num=4,
+  repeat_action_probability=0.25,
+  full_action_space=True,
+  episodic_life=False,
+  max_episode_steps=27000,
+  noop_max=30,
+  reward_clip=False,
+)
 # Settings the adapter owns.
-_RESERVED = ('num_envs', 'batch_size', 'seed', 'env_type', 'num_threads',
-             'max_num_players', 'base_path', 'env_seed',
-             'gym_reset_return_info')
+_RESERVED = (
+  'num_envs',
+  'batch_size',
+  'seed',
+  'env_type',
+  'num_threads',
+  'max_num_players',
+  'base_path',
+  'env_seed',
+  'gym_reset_return_info',
+)
 
 
 class EnvpoolState:
@@ -71,22 +87,28 @@ def atari_names() -> list[str]:
   """'envpool:<Game>-v5' for every Atari game envpool has."""
   envpool = packages.import_optional(PREFIX, PACKAGE)
   specs_by_id = envpool.registration.registry.specs
-  return sorted(PREFIX + n for n, entry in specs_by_id.items()
-                if n.endswith(ATARI_SUFFIX) and entry[0] == 'envpool.atari')
+  return sorted(
+    PREFIX + n
+    for n, entry in specs_by_id.items()
+    if n.endswith(ATARI_SUFFIX) and entry[0] == 'envpool.atari'
+  )
 
 
-def check_kwargs(task_id: str, env_kwargs: Mapping[str, Any],
-                 name: str) -> None:
+def check_kwargs(
+  task_id: str, env_kwargs: Mapping[str, Any], name: str
+) -> None:
   """Raises ValueError naming settings envpool's Atari config lacks."""
   envpool = packages.import_optional(PREFIX, PACKAGE)
   known = set(envpool.make_spec(task_id).config._fields) - set(_RESERVED)
   unknown = sorted(set(env_kwargs) - known)
   if unknown:
-    raise ValueError(f'env_kwargs {unknown} are not settings of {name}: '
-                     f'expected some of {sorted(known)}.')
+    raise ValueError(
+      f'env_kwargs {unknown} are not settings of {name}: '
+      f'expected some of {sorted(known)}.'
+    )
 
 
-class EnvpoolEnvironment(base.AdapterEnvironment):
+class EnvpoolEnvironment(base.AdapterEnvironment[EnvpoolState]):
   """`batch_size` Atari games in an envpool pool, stepped on the host.
 
   Attributes:
@@ -98,13 +120,19 @@ class EnvpoolEnvironment(base.AdapterEnvironment):
 
   on_host = True
 
-  def __init__(self, name: str, batch_size: int,
-               env_kwargs: Mapping[str, Any] | None = None, seed: int = 0):
+  def __init__(
+    self,
+    name: str,
+    batch_size: int,
+    env_kwargs: Mapping[str, Any] | None = None,
+    seed: int = 0,
+  ):
     self.batch_size = base.check_batch_size(batch_size)
     prefix, _, task_id = name.partition(':')
     if prefix + ':' != PREFIX:
-      raise ValueError(f'{name!r} is not an envpool name; expected '
-                       f"'{PREFIX}<Game>-v5'.")
+      raise ValueError(
+        f"{name!r} is not an envpool name; expected '{PREFIX}<Game>-v5'."
+      )
     if PREFIX + task_id not in atari_names():
       raise packages.unknown_id_error(name, atari_names())
     check_kwargs(task_id, dict(env_kwargs or {}), name)
@@ -114,36 +142,48 @@ class EnvpoolEnvironment(base.AdapterEnvironment):
     self._pool = self._make_pool()
     space = self._pool.action_space
     self._single_action_spec = gymnax_env.action_spec_from_space(
-        space, repr(name))
+      space, repr(name)
+    )
     channels, height, width = self._pool.observation_space.shape
-    self._single_observation_spec = {'observation': specs.BoundedArray(
-        (height, width, channels), np.uint8, 0, 255, name='observation')}
+    self._single_observation_spec = {
+      'observation': specs.BoundedArray(
+        (height, width, channels), np.uint8, 0, 255, name='observation'
+      )
+    }
 
   def _make_pool(self):
     envpool = packages.import_optional(PREFIX, PACKAGE)
-    return envpool.make(self._task_id, env_type='gymnasium',
-                        num_envs=self.batch_size,
-                        batch_size=self.batch_size, seed=self.seed,
-                        **self.settings)
+    return envpool.make(
+      self._task_id,
+      env_type='gymnasium',
+      num_envs=self.batch_size,
+      batch_size=self.batch_size,
+      seed=self.seed,
+      **self.settings,
+    )
 
   @staticmethod
   def _observation(frames: np.ndarray) -> dict[str, np.ndarray]:
     """envpool's [B, C, H, W] frames as {'observation': [B, H, W, C]}."""
-    return {'observation': np.ascontiguousarray(
-        np.moveaxis(np.asarray(frames, np.uint8), 1, -1))}
+    return {
+      'observation': np.ascontiguousarray(
+        np.moveaxis(np.asarray(frames, np.uint8), 1, -1)
+      )
+    }
 
   def reset(  # pytype: disable=signature-mismatch
-      self, rng_key: chex.PRNGKey | None = None
+    self, rng_key: chex.PRNGKey | None = None
   ) -> tuple[EnvpoolState, types.EnvironmentTimestep]:
     """Restarts every game: step types FIRST, rewards 0. `rng_key` is
     ignored (envpool seeds its games from `seed`)."""
     del rng_key
     frames, _ = self._pool.reset()
-    return EnvpoolState(), base.restart(self._observation(frames),
-                                        (self.batch_size,), np)
+    return EnvpoolState(), base.restart(
+      self._observation(frames), (self.batch_size,), np
+    )
 
   def step_with_info(
-      self, state: EnvpoolState | None, actions: chex.Array
+    self, state: EnvpoolState | None, actions: chex.Array
   ) -> tuple[EnvpoolState, types.EnvironmentTimestep, base.StepInfo]:
     """Steps every game with its action ([B]); resets the games that ended.
 
@@ -153,10 +193,12 @@ class EnvpoolEnvironment(base.AdapterEnvironment):
     del state
     actions = np.asarray(actions).reshape(-1)
     if actions.shape != (self.batch_size,):
-      raise ValueError(f'actions must be [{self.batch_size}], got shape '
-                       f'{np.shape(actions)}.')
+      raise ValueError(
+        f'actions must be [{self.batch_size}], got shape {np.shape(actions)}.'
+      )
     frames, reward, terminated, truncated, _ = self._pool.step(
-        actions.astype(np.int32))
+      actions.astype(np.int32)
+    )
     terminated = np.asarray(terminated, bool)
     ended = terminated | np.asarray(truncated, bool)
     frames = np.array(frames)
@@ -164,34 +206,49 @@ class EnvpoolEnvironment(base.AdapterEnvironment):
       ids = np.flatnonzero(ended)
       first, _ = self._pool.reset(ids)
       frames[ids] = first
-    timestep, info = base.transition(self._observation(frames), reward,
-                                     terminated, ended & ~terminated, np)
+    timestep, info = base.transition(
+      self._observation(frames), reward, terminated, ended & ~terminated, np
+    )
     return EnvpoolState(), timestep, info
 
   # Checkpoints: envpool cannot save its games, so a checkpoint keeps the
   # settings and a restored environment starts new games.
 
   def __getstate__(self) -> dict[str, Any]:
-    return dict(name=self.name, batch_size=self.batch_size,
-                settings=self.settings, seed=self.seed)
+    return dict(
+      name=self.name,
+      batch_size=self.batch_size,
+      settings=self.settings,
+      seed=self.seed,
+    )
 
   def __setstate__(self, saved: dict[str, Any]) -> None:
     """Rebuilds the pool and restarts its games (their emulator states are
     not saved): the first episode of each game after a resume is a new
     one, though the agent's last observation was of the old one."""
-    kwargs = {k: v for k, v in saved['settings'].items()
-              if ATARI_DEFAULTS.get(k, object()) != v}
-    self.__init__(saved['name'], saved['batch_size'], kwargs, saved['seed'])
+    kwargs = {
+      k: v
+      for k, v in saved['settings'].items()
+      if ATARI_DEFAULTS.get(k, object()) != v
+    }
+    EnvpoolEnvironment.__init__(
+      self, saved['name'], saved['batch_size'], kwargs, saved['seed']
+    )
     self.reset()
     warnings.warn(
-        f'{self.name}: restored from a checkpoint, the {self.batch_size} '
-        'Atari games restart (envpool cannot save them); the agent, '
-        'replay buffer and keys resume exactly.', stacklevel=2)
+      f'{self.name}: restored from a checkpoint, the {self.batch_size} '
+      'Atari games restart (envpool cannot save them); the agent, '
+      'replay buffer and keys resume exactly.',
+      stacklevel=2,
+    )
 
 
-def make(name: str, batch_size: int,
-         env_kwargs: Mapping[str, Any] | None = None,
-         seed: int = 0) -> EnvpoolEnvironment:
+def make(
+  name: str,
+  batch_size: int,
+  env_kwargs: Mapping[str, Any] | None = None,
+  seed: int = 0,
+) -> EnvpoolEnvironment:
   """The Atari games named 'envpool:<Game>-v5', `batch_size` of them.
 
   Raises:

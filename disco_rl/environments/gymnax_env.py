@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Any gymnax-style environment with discrete actions as a batched `Environment`.
+"""Any gymnax-style environment with discrete actions, batched.
 
 `GymnaxEnvironment` wraps one gymnax environment object (gymnax >= 1.0, or
 anything with its `reset(key, params)` / `step(key, state, action, params)`
@@ -46,7 +46,6 @@ import chex
 from dm_env import specs
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from disco_rl.environments import base
 from disco_rl.environments import observations
@@ -58,15 +57,20 @@ CRAFTAX_PREFIX = 'craftax:'
 GYMNAX_PACKAGE = ('gymnax', 'disco_rl')
 CRAFTAX_PACKAGE = ('craftax', 'disco_rl[craftax]')
 # Craftax environments that restart episodes on their own.
-CRAFTAX_NAMES = ('Craftax-Classic-Symbolic-v1', 'Craftax-Classic-Pixels-v1',
-                 'Craftax-Symbolic-v1', 'Craftax-Pixels-v1')
+CRAFTAX_NAMES = (
+  'Craftax-Classic-Symbolic-v1',
+  'Craftax-Classic-Pixels-v1',
+  'Craftax-Symbolic-v1',
+  'Craftax-Pixels-v1',
+)
 # gymnax's MinAtar ids end so; their observations are 0/1 channels.
 MINATAR_SUFFIX = '-MinAtar'
 
 
 @chex.dataclass(mappable_dataclass=False)
 class GymnaxState:
-  """The batch's state: the wrapped environments' states and keys, each [B, ...]."""
+  """The batch's state: the wrapped environments' states and keys, each
+  [B, ...]."""
 
   env_state: Any
   rng: chex.PRNGKey
@@ -90,28 +94,33 @@ def action_spec_from_space(space: Any, what: str) -> specs.BoundedArray:
   """
   if not is_discrete(space) or int(space.n) < 1:
     raise ValueError(
-        f'{what}: expected a discrete action space (a gymnax '
-        f'spaces.Discrete with n >= 1), got {space!r}. Disco103 and the '
-        'actor-critic agent choose one of n actions; continuous and '
-        'multi-dimensional action spaces are not supported.')
+      f'{what}: expected a discrete action space (a gymnax '
+      f'spaces.Discrete with n >= 1), got {space!r}. Disco103 and the '
+      'actor-critic agent choose one of n actions; continuous and '
+      'multi-dimensional action spaces are not supported.'
+    )
   return base.discrete_action_spec(int(space.n))
 
 
-def _observation_fn(space: Any, as_bytes: bool = False
-                    ) -> Callable[[chex.ArrayTree], chex.ArrayTree]:
+def _observation_fn(
+  space: Any, as_bytes: bool = False
+) -> Callable[[chex.ArrayTree], chex.ArrayTree]:
   """One instance's observation -> arrays of rank >= 1
   (`observations.as_stored`)."""
   if is_discrete(space):
     return lambda obs: jax.nn.one_hot(obs, int(space.n), dtype=jnp.float32)
-  return lambda obs: jax.tree.map(lambda x: observations.as_stored(x, as_bytes), obs)
+  return lambda obs: jax.tree.map(
+    lambda x: observations.as_stored(x, as_bytes), obs
+  )
 
 
 # ----------------------------------------------------------------------------
 # The batched environment.
 
 
-def _episode_end(outputs: tuple[Any, ...],
-                 what: str) -> tuple[chex.Array, chex.Array]:
+def _episode_end(
+  outputs: tuple[Any, ...], what: str
+) -> tuple[chex.Array, chex.Array]:
   """(terminated, truncated) of one wrapped `step`'s outputs."""
   # gymnax >= 1.0: obs, state, reward, terminated, truncated, info.
   if len(outputs) == 6:
@@ -120,13 +129,17 @@ def _episode_end(outputs: tuple[Any, ...],
   if len(outputs) == 5:  # obs, state, reward, done, info (Craftax)
     done, info = jnp.asarray(outputs[3], bool), outputs[4]
     # Without a discount, every end is a termination.
-    discount = (jnp.asarray(info['discount'])
-                if isinstance(info, Mapping) and 'discount' in info else 0.0)
+    discount = (
+      jnp.asarray(info['discount'])
+      if isinstance(info, Mapping) and 'discount' in info
+      else 0.0
+    )
     return base.episode_ends(done, discount)
   raise ValueError(
-      f'{what}.step must return (obs, state, reward, terminated, '
-      'truncated, info) as gymnax >= 1.0 does, or (obs, state, reward, '
-      f'done, info); got {len(outputs)} values.')
+    f'{what}.step must return (obs, state, reward, terminated, '
+    'truncated, info) as gymnax >= 1.0 does, or (obs, state, reward, '
+    f'done, info); got {len(outputs)} values.'
+  )
 
 
 def _step_info(outputs: tuple[Any, ...], what: str) -> base.StepInfo:
@@ -134,7 +147,7 @@ def _step_info(outputs: tuple[Any, ...], what: str) -> base.StepInfo:
   return base.step_info(*_episode_end(outputs, what))
 
 
-class GymnaxEnvironment(base.VmappedEnvironment):
+class GymnaxEnvironment(base.VmappedEnvironment[GymnaxState]):
   """`batch_size` instances of a gymnax-style environment, vmapped.
 
   `reset` and `step` are pure and jittable. See the module docstring for
@@ -147,8 +160,14 @@ class GymnaxEnvironment(base.VmappedEnvironment):
     name: the environment's name, for messages.
   """
 
-  def __init__(self, env: Any, env_params: Any, batch_size: int,
-               name: str | None = None, byte_observations: bool = False):
+  def __init__(
+    self,
+    env: Any,
+    env_params: Any,
+    batch_size: int,
+    name: str | None = None,
+    byte_observations: bool = False,
+  ):
     """Derives the specs; raises if the action space is not discrete.
 
     Args:
@@ -163,27 +182,33 @@ class GymnaxEnvironment(base.VmappedEnvironment):
     self.env, self.env_params = env, env_params
     self.name = name or type(env).__name__
     self._single_action_spec = action_spec_from_space(
-        env.action_space(env_params), repr(self.name))
-    self._observe = _observation_fn(env.observation_space(env_params),
-                                    byte_observations)
-    obs, _ = jax.eval_shape(lambda key: env.reset(key, env_params),
-                            jax.random.PRNGKey(0))
+      env.action_space(env_params), repr(self.name)
+    )
+    self._observe = _observation_fn(
+      env.observation_space(env_params), byte_observations
+    )
+    obs, _ = jax.eval_shape(
+      lambda key: env.reset(key, env_params), jax.random.PRNGKey(0)
+    )
     self._single_observation_spec = observations.observation_spec(
-        jax.eval_shape(self._observe, obs))
+      jax.eval_shape(self._observe, obs)
+    )
 
   def _reset_one(self, key: chex.PRNGKey):
     carry, reset_key = jax.random.split(key)
     obs, env_state = self.env.reset(reset_key, self.env_params)
-    return (GymnaxState(env_state=env_state, rng=carry),
-            base.restart(self._observe(obs)))
+    return (
+      GymnaxState(env_state=env_state, rng=carry),
+      base.restart(self._observe(obs)),
+    )
 
   def _step_one(self, state: GymnaxState, action: chex.Array):
     carry, step_key = jax.random.split(state.rng)
-    outputs = self.env.step(step_key, state.env_state, action,
-                            self.env_params)
+    outputs = self.env.step(step_key, state.env_state, action, self.env_params)
     terminated, truncated = _episode_end(outputs, repr(self.name))
-    timestep, info = base.transition(self._observe(outputs[0]), outputs[2],
-                                     terminated, truncated)
+    timestep, info = base.transition(
+      self._observe(outputs[0]), outputs[2], terminated, truncated
+    )
     return GymnaxState(env_state=outputs[1], rng=carry), timestep, info
 
 
@@ -202,26 +227,36 @@ def craftax_names() -> list[str]:
   return [CRAFTAX_PREFIX + n for n in CRAFTAX_NAMES]
 
 
-def split_kwargs(constructor: Callable[..., Any], params: Any,
-                 env_kwargs: Mapping[str, Any], what: str
-                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_kwargs(
+  constructor: Callable[..., Any],
+  params: Any,
+  env_kwargs: Mapping[str, Any],
+  what: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
   """Splits keyword arguments into constructor ones and `EnvParams` fields.
 
   Raises:
     ValueError: on a key that is neither, naming the accepted ones.
   """
   taken = inspect.signature(constructor).parameters
-  fields = ({f.name for f in dataclasses.fields(params)}
-            if dataclasses.is_dataclass(params) else set())
+  fields = (
+    {f.name for f in dataclasses.fields(params)}
+    if dataclasses.is_dataclass(params)
+    else set()
+  )
   unknown = sorted(set(env_kwargs) - set(taken) - fields)
   if unknown:
-    matches = [m for k in unknown
-               for m in difflib.get_close_matches(k, set(taken) | fields, 1)]
+    matches = [
+      m
+      for k in unknown
+      for m in difflib.get_close_matches(k, set(taken) | fields, 1)
+    ]
     hint = f' Did you mean {matches}?' if matches else ''
     raise ValueError(
-        f'env_kwargs {unknown} are not settings of {what}: expected '
-        f'constructor arguments {sorted(taken) or "(none)"} or EnvParams '
-        f'fields {sorted(fields) or "(none)"}.{hint}')
+      f'env_kwargs {unknown} are not settings of {what}: expected '
+      f'constructor arguments {sorted(taken) or "(none)"} or EnvParams '
+      f'fields {sorted(fields) or "(none)"}.{hint}'
+    )
   ctor = {k: v for k, v in env_kwargs.items() if k in taken}
   return ctor, {k: v for k, v in env_kwargs.items() if k not in taken}
 
@@ -242,15 +277,19 @@ def _make_craftax(env_id: str, env_kwargs: Mapping[str, Any], name: str):
     raise packages.unknown_id_error(name, craftax_names())
   packages.import_optional(CRAFTAX_PREFIX, CRAFTAX_PACKAGE)
   from craftax import craftax_env  # pylint: disable=g-import-not-at-top
+
   env = craftax_env.make_craftax_env_from_name(env_id, auto_reset=True)
   params = env.default_params
   _, fields = split_kwargs(type(env), params, env_kwargs, name)
   return env, params.replace(**fields) if fields else params
 
 
-def make(name: str, batch_size: int,
-         env_kwargs: Mapping[str, Any] | None = None,
-         seed: int = 0) -> GymnaxEnvironment:
+def make(
+  name: str,
+  batch_size: int,
+  env_kwargs: Mapping[str, Any] | None = None,
+  seed: int = 0,
+) -> GymnaxEnvironment:
   """The environment named 'gymnax:<id>' or 'craftax:<id>', batched.
 
   Args:
@@ -270,9 +309,15 @@ def make(name: str, batch_size: int,
   prefix, _, env_id = name.partition(':')
   builders = {GYMNAX_PREFIX: _make_gymnax, CRAFTAX_PREFIX: _make_craftax}
   if prefix + ':' not in builders:
-    raise ValueError(f'{name!r} is not a gymnax or craftax name; expected '
-                     f"'{GYMNAX_PREFIX}<id>' or '{CRAFTAX_PREFIX}<id>'.")
+    raise ValueError(
+      f'{name!r} is not a gymnax or craftax name; expected '
+      f"'{GYMNAX_PREFIX}<id>' or '{CRAFTAX_PREFIX}<id>'."
+    )
   env, params = builders[prefix + ':'](env_id, dict(env_kwargs or {}), name)
   return GymnaxEnvironment(
-      env, params, batch_size, name=name,
-      byte_observations=name.endswith(MINATAR_SUFFIX))
+    env,
+    params,
+    batch_size,
+    name=name,
+    byte_observations=name.endswith(MINATAR_SUFFIX),
+  )

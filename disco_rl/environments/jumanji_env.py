@@ -52,9 +52,16 @@ from disco_rl.environments import packages
 PREFIX = 'jumanji:'
 # The package, and what `pip install` takes for it.
 PACKAGE = ('jumanji', 'disco_rl[jumanji]')
-SOKOBAN_GENERATORS = ('toy', 'simple', 'unfiltered-train', 'unfiltered-valid',
-                      'unfiltered-test', 'medium-train', 'medium-test',
-                      'hard')
+SOKOBAN_GENERATORS = (
+  'toy',
+  'simple',
+  'unfiltered-train',
+  'unfiltered-valid',
+  'unfiltered-test',
+  'medium-train',
+  'medium-test',
+  'hard',
+)
 
 
 class DownloadError(OSError, ValueError):
@@ -79,13 +86,18 @@ def action_spec_from_jumanji(spec: Any, what: str) -> specs.BoundedArray:
       continuous), naming `what`, the spec and what is expected.
   """
   num_values = getattr(spec, 'num_values', None)
-  if (num_values is None or np.ndim(num_values) != 0
-      or tuple(getattr(spec, 'shape', ())) != () or int(num_values) < 1):
+  if (
+    num_values is None
+    or np.ndim(num_values) != 0
+    or tuple(getattr(spec, 'shape', ())) != ()
+    or int(num_values) < 1
+  ):
     raise ValueError(
-        f'{what}: expected one discrete action (a Jumanji DiscreteArray), '
-        f'got {type(spec).__name__} {spec!r}. Disco103 and the actor-critic '
-        'agent choose one of n actions; several actions at once '
-        '(MultiDiscreteArray) and continuous actions are not supported.')
+      f'{what}: expected one discrete action (a Jumanji DiscreteArray), '
+      f'got {type(spec).__name__} {spec!r}. Disco103 and the actor-critic '
+      'agent choose one of n actions; several actions at once '
+      '(MultiDiscreteArray) and continuous actions are not supported.'
+    )
   return base.discrete_action_spec(int(num_values))
 
 
@@ -103,12 +115,15 @@ def observation_dict(observation: Any) -> dict[str, chex.Array]:
   leaves = jax.tree_util.tree_leaves_with_path(observation)
   if not leaves:
     raise ValueError(f'The observation holds no arrays: {observation!r}.')
-  return {('/'.join(_name(k) for k in path) or 'observation'):
-          observations.as_stored(leaf, as_bytes=False)
-          for path, leaf in leaves}
+  return {
+    ('/'.join(_name(k) for k in path) or 'observation'): observations.as_stored(
+      leaf, as_bytes=False
+    )
+    for path, leaf in leaves
+  }
 
 
-class JumanjiEnvironment(base.VmappedEnvironment):
+class JumanjiEnvironment(base.VmappedEnvironment[JumanjiState]):
   """`batch_size` instances of a Jumanji environment, auto-reset, vmapped.
 
   `reset` and `step` are pure and jittable; see the module docstring.
@@ -128,29 +143,37 @@ class JumanjiEnvironment(base.VmappedEnvironment):
       name: shown in messages (default: the class name).
     """
     from jumanji import wrappers  # pylint: disable=g-import-not-at-top
+
     self.batch_size = base.check_batch_size(batch_size)
     self.name = name or type(env).__name__
-    self._single_action_spec = action_spec_from_jumanji(env.action_spec,
-                                                        repr(self.name))
+    self._single_action_spec = action_spec_from_jumanji(
+      env.action_spec, repr(self.name)
+    )
     self.env = wrappers.AutoResetWrapper(env)
     _, timestep = jax.eval_shape(self.env.reset, jax.random.PRNGKey(0))
     self._single_observation_spec = {
-        k: specs.Array(shape=tuple(v.shape), dtype=np.dtype(v.dtype), name=k)
-        for k, v in jax.eval_shape(observation_dict,
-                                   timestep.observation).items()}
+      k: specs.Array(shape=tuple(v.shape), dtype=np.dtype(v.dtype), name=k)
+      for k, v in jax.eval_shape(observation_dict, timestep.observation).items()
+    }
 
   def _reset_one(self, key: chex.PRNGKey):
     env_state, timestep = self.env.reset(key)
-    return (JumanjiState(env_state=env_state),
-            base.restart(observation_dict(timestep.observation)))
+    return (
+      JumanjiState(env_state=env_state),
+      base.restart(observation_dict(timestep.observation)),
+    )
 
   def _step_one(self, state: JumanjiState, action: chex.Array):
     env_state, timestep = self.env.step(state.env_state, action)
     terminated, truncated = base.episode_ends(
-        timestep.last(), jnp.reshape(timestep.discount, ()))
+      timestep.last(), jnp.reshape(timestep.discount, ())
+    )
     step, info = base.transition(
-        observation_dict(timestep.observation),
-        jnp.reshape(timestep.reward, ()), terminated, truncated)
+      observation_dict(timestep.observation),
+      jnp.reshape(timestep.reward, ()),
+      terminated,
+      truncated,
+    )
     return JumanjiState(env_state=env_state), step, info
 
 
@@ -167,11 +190,14 @@ def jumanji_names() -> list[str]:
 def _sokoban_generator(value: Any) -> Any:
   """A Sokoban generator from its name (see the module docstring)."""
   from jumanji.environments.routing.sokoban import generator  # pylint: disable=g-import-not-at-top
+
   if not isinstance(value, str):
     return value  # A Generator object, from Python.
   if value not in SOKOBAN_GENERATORS:
-    raise ValueError(f'env_kwargs generator={value!r} is not a Sokoban '
-                     f'generator; expected one of {SOKOBAN_GENERATORS}.')
+    raise ValueError(
+      f'env_kwargs generator={value!r} is not a Sokoban '
+      f'generator; expected one of {SOKOBAN_GENERATORS}.'
+    )
   if value == 'toy':
     return generator.ToyGenerator()
   if value == 'simple':
@@ -181,20 +207,25 @@ def _sokoban_generator(value: Any) -> Any:
 
 def _boxoban(dataset: str) -> Any:
   from jumanji.environments.routing.sokoban import generator  # pylint: disable=g-import-not-at-top
+
   try:
     return generator.HuggingFaceDeepMindGenerator(dataset)
   except Exception as e:  # pylint: disable=broad-except
     # huggingface_hub raises its own errors (offline, not found).
     raise DownloadError(
-        f'Sokoban levels {dataset!r} could not be downloaded from '
-        f'huggingface.co/InstaDeepAI/boxoban-levels ({type(e).__name__}: '
-        f'{str(e).splitlines()[0] if str(e) else ""}); with no network, '
-        "use env_kwargs generator=toy (Jumanji's two toy levels).") from e
+      f'Sokoban levels {dataset!r} could not be downloaded from '
+      f'huggingface.co/InstaDeepAI/boxoban-levels ({type(e).__name__}: '
+      f'{str(e).splitlines()[0] if str(e) else ""}); with no network, '
+      "use env_kwargs generator=toy (Jumanji's two toy levels)."
+    ) from e
 
 
-def make(name: str, batch_size: int,
-         env_kwargs: Mapping[str, Any] | None = None,
-         seed: int = 0) -> JumanjiEnvironment:
+def make(
+  name: str,
+  batch_size: int,
+  env_kwargs: Mapping[str, Any] | None = None,
+  seed: int = 0,
+) -> JumanjiEnvironment:
   """The environment named 'jumanji:<id>', batched.
 
   Args:
@@ -217,8 +248,9 @@ def make(name: str, batch_size: int,
   base.check_batch_size(batch_size)
   prefix, _, env_id = name.partition(':')
   if prefix + ':' != PREFIX:
-    raise ValueError(f'{name!r} is not a jumanji name; expected '
-                     f"'{PREFIX}<id>'.")
+    raise ValueError(
+      f"{name!r} is not a jumanji name; expected '{PREFIX}<id>'."
+    )
   jumanji = packages.import_optional(PREFIX, PACKAGE)
   if env_id not in jumanji.registered_environments():
     raise packages.unknown_id_error(name, jumanji_names())
@@ -230,11 +262,15 @@ def make(name: str, batch_size: int,
   unknown = sorted(set(kwargs) - set(taken))
   if unknown:
     raise ValueError(
-        f'env_kwargs {unknown} are not settings of {name}: expected '
-        f'constructor arguments {sorted(taken) or "(none)"}.')
+      f'env_kwargs {unknown} are not settings of {name}: expected '
+      f'constructor arguments {sorted(taken) or "(none)"}.'
+    )
   if env_id.startswith('Sokoban'):
-    kwargs['generator'] = (_sokoban_generator(kwargs['generator'])
-                           if 'generator' in kwargs
-                           else _boxoban('unfiltered-train'))
-  return JumanjiEnvironment(jumanji.make(env_id, **kwargs), batch_size,
-                            name=name)
+    kwargs['generator'] = (
+      _sokoban_generator(kwargs['generator'])
+      if 'generator' in kwargs
+      else _boxoban('unfiltered-train')
+    )
+  return JumanjiEnvironment(
+    jumanji.make(env_id, **kwargs), batch_size, name=name
+  )

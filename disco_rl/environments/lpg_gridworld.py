@@ -107,69 +107,125 @@ class GridConfig:
     return max(self.object_types) + 1
 
 
-def _fixed(size, max_steps, object_types, rewards, p_terminate, p_respawn,
-           walls=(), tabular=True) -> GridConfig:
+def _fixed(
+  size,
+  max_steps,
+  object_types,
+  rewards,
+  p_terminate,
+  p_respawn,
+  walls=(),
+  tabular=True,
+) -> GridConfig:
   """A configuration of one layout but for its cells (the paper's)."""
   return GridConfig(
-      size=size, grid_size=(size, size), max_steps=(max_steps, max_steps),
-      object_types=tuple(object_types),
-      num_objects=(len(object_types), len(object_types)),
-      rewards=tuple(rewards), p_terminate=tuple(p_terminate),
-      p_respawn=tuple(p_respawn), walls=tuple(int(w) for w in walls),
-      tabular=tabular)
+    size=size,
+    grid_size=(size, size),
+    max_steps=(max_steps, max_steps),
+    object_types=tuple(object_types),
+    num_objects=(len(object_types), len(object_types)),
+    rewards=tuple(rewards),
+    p_terminate=tuple(p_terminate),
+    p_respawn=tuple(p_respawn),
+    walls=tuple(int(w) for w in walls),
+    tabular=tabular,
+  )
 
 
-def _drawn(sizes, max_steps, num_types, num_objects, num_walls,
-           tabular=True) -> GridConfig:
+def _drawn(
+  sizes, max_steps, num_types, num_objects, num_walls, tabular=True
+) -> GridConfig:
   """A GROOVE distribution: one object slot per type, all else drawn."""
   return GridConfig(
-      size=sizes[1], grid_size=sizes, max_steps=max_steps,
-      object_types=tuple(range(num_types)), num_objects=num_objects,
-      rewards=None, p_terminate=None, p_respawn=None,
-      num_random_walls=num_walls, tabular=tabular)
+    size=sizes[1],
+    grid_size=sizes,
+    max_steps=max_steps,
+    object_types=tuple(range(num_types)),
+    num_objects=num_objects,
+    rewards=None,
+    p_terminate=None,
+    p_respawn=None,
+    num_random_walls=num_walls,
+    tabular=tabular,
+  )
 
 
-def wall_line(size: int, row: int | None = None, column: int | None = None,
-              gaps: tuple[int, ...] = ()) -> tuple[int, ...]:
+def wall_line(
+  size: int,
+  row: int | None = None,
+  column: int | None = None,
+  gaps: tuple[int, ...] = (),
+) -> tuple[int, ...]:
   """The cells of one full row or column, but for the `gaps` (columns of a
   row, rows of a column), as indices `row * size + column`."""
-  if (row is None) == (column is None):
-    raise ValueError('wall_line takes a row or a column.')
-  if row is not None:
+  if row is not None and column is None:
     return tuple(row * size + c for c in range(size) if c not in gaps)
-  return tuple(r * size + column for r in range(size) if r not in gaps)
+  if column is not None and row is None:
+    return tuple(r * size + column for r in range(size) if r not in gaps)
+  raise ValueError('wall_line takes a row or a column.')
 
 
 CONFIGS = {
-    'dense': _fixed(11, 500, (0, 0, 1, 2), (1.0, -1.0, -1.0),
-                    (0.0, 0.5, 0.0), (0.05, 0.1, 0.5)),
-    'sparse': _fixed(13, 50, (0, 1), (1.0, -1.0), (1.0, 1.0), (0.0, 0.0)),
-    'long': _fixed(11, 1000, (0, 0, 1, 1), (1.0, -1.0), (0.0, 0.5),
-                   (0.01, 1.0)),
-    # A wall down the middle column with two gaps (GROOVE: 5 objects, the
-    # paper 7).
-    'longer': _fixed(9, 2000, (0, 0, 1, 1, 1), (1.0, -1.0), (0.1, 0.8),
-                     (0.01, 1.0), walls=wall_line(9, column=4, gaps=(1, 7))),
-    # Four rooms: a column and a row of walls, two gaps each.
-    'long_dense': _fixed(
-        11, 2000, (0, 0, 0, 0), (1.0,), (0.0,), (0.005,),
-        walls=wall_line(11, column=5, gaps=(0, 7))
-        + wall_line(11, row=4, gaps=(2, 8))),
-    'rand_dense': _fixed(11, 500, (0, 0, 1, 2), (1.0, -1.0, -1.0),
-                         (0.0, 0.5, 0.0), (0.05, 0.1, 0.5), tabular=False),
-    'rand_long': _fixed(11, 1000, (0, 0, 1, 1), (1.0, -1.0), (0.0, 0.5),
-                        (0.01, 1.0), tabular=False),
-    'rand_small': _fixed(7, 500, (0, 0, 1, 1), (1.0, -1.0), (0.0, 0.5),
-                         (0.05, 0.1), walls=(9, 25), tabular=False),
-    'rand_sparse': _fixed(7, 50, (0, 1, 1), (1.0, -1.0), (1.0, 1.0),
-                          (1.0, 1.0), tabular=False),
-    'rand_very_dense': _fixed(11, 2000, (0,), (1.0,), (0.0,), (1.0,),
-                              tabular=False),
-    'small': _drawn((4, 6), (20, 100), 3, (1, 3), 7),
-    'medium': _drawn((6, 8), (100, 250), 4, (2, 4), 10),
-    'large': _drawn((8, 10), (250, 750), 5, (2, 5), 15),
-    'all': _drawn((4, 10), (20, 750), 5, (1, 5), 15),
-    'rand_all': _drawn((4, 10), (20, 750), 5, (1, 5), 15, tabular=False),
+  'dense': _fixed(
+    11, 500, (0, 0, 1, 2), (1.0, -1.0, -1.0), (0.0, 0.5, 0.0), (0.05, 0.1, 0.5)
+  ),
+  'sparse': _fixed(13, 50, (0, 1), (1.0, -1.0), (1.0, 1.0), (0.0, 0.0)),
+  'long': _fixed(11, 1000, (0, 0, 1, 1), (1.0, -1.0), (0.0, 0.5), (0.01, 1.0)),
+  # A wall down the middle column with two gaps (GROOVE: 5 objects, the
+  # paper 7).
+  'longer': _fixed(
+    9,
+    2000,
+    (0, 0, 1, 1, 1),
+    (1.0, -1.0),
+    (0.1, 0.8),
+    (0.01, 1.0),
+    walls=wall_line(9, column=4, gaps=(1, 7)),
+  ),
+  # Four rooms: a column and a row of walls, two gaps each.
+  'long_dense': _fixed(
+    11,
+    2000,
+    (0, 0, 0, 0),
+    (1.0,),
+    (0.0,),
+    (0.005,),
+    walls=wall_line(11, column=5, gaps=(0, 7))
+    + wall_line(11, row=4, gaps=(2, 8)),
+  ),
+  'rand_dense': _fixed(
+    11,
+    500,
+    (0, 0, 1, 2),
+    (1.0, -1.0, -1.0),
+    (0.0, 0.5, 0.0),
+    (0.05, 0.1, 0.5),
+    tabular=False,
+  ),
+  'rand_long': _fixed(
+    11, 1000, (0, 0, 1, 1), (1.0, -1.0), (0.0, 0.5), (0.01, 1.0), tabular=False
+  ),
+  'rand_small': _fixed(
+    7,
+    500,
+    (0, 0, 1, 1),
+    (1.0, -1.0),
+    (0.0, 0.5),
+    (0.05, 0.1),
+    walls=(9, 25),
+    tabular=False,
+  ),
+  'rand_sparse': _fixed(
+    7, 50, (0, 1, 1), (1.0, -1.0), (1.0, 1.0), (1.0, 1.0), tabular=False
+  ),
+  'rand_very_dense': _fixed(
+    11, 2000, (0,), (1.0,), (0.0,), (1.0,), tabular=False
+  ),
+  'small': _drawn((4, 6), (20, 100), 3, (1, 3), 7),
+  'medium': _drawn((6, 8), (100, 250), 4, (2, 4), 10),
+  'large': _drawn((8, 10), (250, 750), 5, (2, 5), 15),
+  'all': _drawn((4, 10), (20, 750), 5, (1, 5), 15),
+  'rand_all': _drawn((4, 10), (20, 750), 5, (1, 5), 15, tabular=False),
 }
 
 
@@ -230,15 +286,17 @@ def _uniform_int(key: chex.PRNGKey, bounds: tuple[int, int]) -> chex.Array:
   return jax.random.randint(key, (), bounds[0], bounds[1] + 1, jnp.int32)
 
 
-def _log_uniform(key: chex.PRNGKey, bounds: tuple[float, float],
-                 shape: tuple[int, ...] = ()) -> chex.Array:
+def _log_uniform(
+  key: chex.PRNGKey, bounds: tuple[float, float], shape: tuple[int, ...] = ()
+) -> chex.Array:
   """float32 of `shape`, log-uniform in [min, max]."""
   low, high = np.log(bounds[0]), np.log(bounds[1])
   return jnp.exp(jax.random.uniform(key, shape, jnp.float32, low, high))
 
 
-def _type_values(key: chex.PRNGKey, fixed: tuple[float, ...] | None,
-                 num_types: int, draw) -> chex.Array:
+def _type_values(
+  key: chex.PRNGKey, fixed: tuple[float, ...] | None, num_types: int, draw
+) -> chex.Array:
   """[K] float32: `fixed` (padded with zeros), or `draw(key, (K,))`."""
   if fixed is None:
     return draw(key, (num_types,))
@@ -263,13 +321,15 @@ def _cell_grid(size: int) -> chex.Array:
   return jnp.asarray(np.stack([rows, columns], -1), jnp.int32)
 
 
-def _distinct_cells(key: chex.PRNGKey, free: chex.Array,
-                    count: int) -> chex.Array:
+def _distinct_cells(
+  key: chex.PRNGKey, free: chex.Array, count: int
+) -> chex.Array:
   """[count, 2] int32: distinct cells drawn uniformly among the `free`
   ones ([G, G] bool, at least `count` of them)."""
   size = free.shape[0]
-  scores = jnp.where(free.reshape(-1), jax.random.uniform(key, (size * size,)),
-                     -1.0)
+  scores = jnp.where(
+    free.reshape(-1), jax.random.uniform(key, (size * size,)), -1.0
+  )
   _, index = jax.lax.top_k(scores, count)
   return _cell_grid(size)[index]
 
@@ -283,13 +343,15 @@ def draw_layout(key: chex.PRNGKey, config: GridConfig) -> Layout:
     max_steps = jnp.int32(config.max_steps[0])
   else:
     max_steps = jnp.round(_log_uniform(keys[1], config.max_steps)).astype(
-        jnp.int32)
-  walls = np.zeros(size * size, bool)
-  walls[list(config.walls)] = True
-  walls = jnp.asarray(walls)
+      jnp.int32
+    )
+  fixed_walls = np.zeros(size * size, bool)
+  fixed_walls[list(config.walls)] = True
+  walls = jnp.asarray(fixed_walls)
   if config.num_random_walls:
-    chosen = jax.random.choice(keys[2], size * size,
-                               (config.num_random_walls,), replace=False)
+    chosen = jax.random.choice(
+      keys[2], size * size, (config.num_random_walls,), replace=False
+    )
     walls = walls.at[chosen].set(True)
   walls = walls.reshape(size, size)
   free = ~walls & in_grid(_cell_grid(size), grid_size).reshape(size, size)
@@ -297,24 +359,37 @@ def draw_layout(key: chex.PRNGKey, config: GridConfig) -> Layout:
   types_ = jnp.asarray(config.object_types, jnp.int32)
   rewards = _type_values(keys[4], config.rewards, num_types, _draw_rewards)
   p_terminate = _type_values(
-      keys[5], config.p_terminate, num_types,
-      lambda k, s: _log_uniform(k, _TERMINATE_RANGE, s))
+    keys[5],
+    config.p_terminate,
+    num_types,
+    lambda k, s: _log_uniform(k, _TERMINATE_RANGE, s),
+  )
   p_respawn = _type_values(
-      keys[6], config.p_respawn, num_types,
-      lambda k, s: _log_uniform(k, _RESPAWN_RANGE, s))
+    keys[6],
+    config.p_respawn,
+    num_types,
+    lambda k, s: _log_uniform(k, _RESPAWN_RANGE, s),
+  )
   return Layout(
-      grid_size=grid_size, max_steps=max_steps, walls=walls, start=cells[0],
-      homes=cells[1:], num_objects=_uniform_int(keys[7], config.num_objects),
-      rewards=rewards[types_], p_terminate=p_terminate[types_],
-      p_respawn=p_respawn[types_])
+    grid_size=grid_size,
+    max_steps=max_steps,
+    walls=walls,
+    start=cells[0],
+    homes=cells[1:],
+    num_objects=_uniform_int(keys[7], config.num_objects),
+    rewards=rewards[types_],
+    p_terminate=p_terminate[types_],
+    p_respawn=p_respawn[types_],
+  )
 
 
 # ----------------------------------------------------------------------------
 # Dynamics of one instance.
 
 
-def move(layout: Layout, position: chex.Array,
-         action: chex.Array) -> chex.Array:
+def move(
+  layout: Layout, position: chex.Array, action: chex.Array
+) -> chex.Array:
   """[2] the agent's next cell: one step, unless a wall or the border is
   in the way."""
   target = position + jnp.asarray(MOVES)[action]
@@ -329,36 +404,44 @@ def _in_use(layout: Layout) -> chex.Array:
   return jnp.arange(layout.homes.shape[0]) < layout.num_objects
 
 
-def free_cells(layout: Layout, position: chex.Array, objects: chex.Array,
-               present: chex.Array) -> chex.Array:
+def free_cells(
+  layout: Layout, position: chex.Array, objects: chex.Array, present: chex.Array
+) -> chex.Array:
   """[G, G] bool: cells of the grid with no wall, agent or present
   object."""
   size = layout.walls.shape[0]
   cells = _cell_grid(size)  # [G * G, 2]
   taken = jnp.concatenate([position[None], objects])  # [N + 1, 2]
   here = jnp.all(cells[:, None] == taken[None], axis=-1)  # [G * G, N + 1]
-  blocked = jnp.any(here & jnp.concatenate([jnp.ones((1,), bool), present]),
-                    axis=-1)
+  blocked = jnp.any(
+    here & jnp.concatenate([jnp.ones((1,), bool), present]), axis=-1
+  )
   free = in_grid(cells, layout.grid_size) & ~blocked
   return ~layout.walls & free.reshape(size, size)
 
 
-def new_episode(config: GridConfig, layout: Layout, key: chex.PRNGKey
-                ) -> tuple[chex.Array, chex.Array, chex.Array]:
+def new_episode(
+  config: GridConfig, layout: Layout, key: chex.PRNGKey
+) -> tuple[chex.Array, chex.Array, chex.Array]:
   """(position [2], objects [N, 2], present [N]) at an episode's start:
   the agent at its start cell, every object in use present, at its own
   cell (tabular) or at distinct random free cells."""
   present = _in_use(layout)
   if config.tabular:
     return layout.start, layout.homes, present
-  free = free_cells(layout, layout.start, layout.homes,
-                    jnp.zeros_like(present))
+  free = free_cells(layout, layout.start, layout.homes, jnp.zeros_like(present))
   return layout.start, _distinct_cells(key, free, config.num_slots), present
 
 
-def respawn(config: GridConfig, layout: Layout, key: chex.PRNGKey,
-            position: chex.Array, objects: chex.Array, present: chex.Array,
-            collected: chex.Array) -> tuple[chex.Array, chex.Array]:
+def respawn(
+  config: GridConfig,
+  layout: Layout,
+  key: chex.PRNGKey,
+  position: chex.Array,
+  objects: chex.Array,
+  present: chex.Array,
+  collected: chex.Array,
+) -> tuple[chex.Array, chex.Array]:
   """(objects [N, 2], present [N]) after a step's respawns and removals.
 
   Each object absent before the step comes back with its probability
@@ -376,22 +459,29 @@ def respawn(config: GridConfig, layout: Layout, key: chex.PRNGKey,
   return objects, present
 
 
-def collected_objects(position: chex.Array, objects: chex.Array,
-                      present: chex.Array) -> chex.Array:
+def collected_objects(
+  position: chex.Array, objects: chex.Array, present: chex.Array
+) -> chex.Array:
   """[N] bool: the present objects at the agent's cell."""
   return present & jnp.all(objects == position, axis=-1)
 
 
-def state_index(size: int, position: chex.Array,
-                present: chex.Array) -> chex.Array:
+def state_index(
+  size: int, position: chex.Array, present: chex.Array
+) -> chex.Array:
   """[] int32: the tabular state, `cell + G * G * sum_i present_i 2^i`."""
-  bits = jnp.sum(present.astype(jnp.int32)
-                 << jnp.arange(present.shape[0], dtype=jnp.int32))
+  bits = jnp.sum(
+    present.astype(jnp.int32) << jnp.arange(present.shape[0], dtype=jnp.int32)
+  )
   return position[0] * size + position[1] + size * size * bits
 
 
-def object_map(config: GridConfig, position: chex.Array, objects: chex.Array,
-               present: chex.Array) -> chex.Array:
+def object_map(
+  config: GridConfig,
+  position: chex.Array,
+  objects: chex.Array,
+  present: chex.Array,
+) -> chex.Array:
   """[G, G, K + 1] uint8: the agent (channel 0) and the present objects of
   each type k (channel k + 1)."""
   size = config.size
@@ -399,10 +489,11 @@ def object_map(config: GridConfig, position: chex.Array, objects: chex.Array,
   grid = grid.at[position[0], position[1], 0].set(1)
   channels = 1 + jnp.asarray(config.object_types, jnp.int32)
   return grid.at[objects[:, 0], objects[:, 1], channels].max(
-      present.astype(jnp.uint8))
+    present.astype(jnp.uint8)
+  )
 
 
-class LPGGridworld(base.AdapterEnvironment):
+class LPGGridworld(base.AdapterEnvironment[GridState]):
   """`batch_size` instances of an LPG gridworld (module docstring), pure JAX.
 
   Observations (`{'observation': uint8}`): 'state', the one-hot [G * G *
@@ -414,9 +505,15 @@ class LPGGridworld(base.AdapterEnvironment):
   discount 1 (`base.transition`).
   """
 
-  def __init__(self, batch_size: int, config: GridConfig,
-               layout_seed: int = 0, observation: str | None = None,
-               max_steps: int | None = None, name: str = 'lpg gridworld'):
+  def __init__(
+    self,
+    batch_size: int,
+    config: GridConfig,
+    layout_seed: int = 0,
+    observation: str | None = None,
+    max_steps: int | None = None,
+    name: str = 'lpg gridworld',
+  ):
     """Builds the environment.
 
     Args:
@@ -432,31 +529,47 @@ class LPGGridworld(base.AdapterEnvironment):
     self.batch_size = base.check_batch_size(batch_size)
     self.config = config
     self.name = name
-    if (isinstance(layout_seed, bool) or not isinstance(layout_seed, int)
-        or layout_seed < -1):
-      raise ValueError(f'{name}: layout_seed must be an integer >= 0, or -1 '
-                       f'(a layout per reset key), got {layout_seed!r}.')
+    if (
+      isinstance(layout_seed, bool)
+      or not isinstance(layout_seed, int)
+      or layout_seed < -1
+    ):
+      raise ValueError(
+        f'{name}: layout_seed must be an integer >= 0, or -1 '
+        f'(a layout per reset key), got {layout_seed!r}.'
+      )
     self.layout_seed = layout_seed
     if observation is None:
       observation = 'state' if config.tabular else 'map'
     if observation not in OBSERVATIONS:
-      raise ValueError(f'{name}: observation must be one of {OBSERVATIONS}, '
-                       f'got {observation!r}.')
+      raise ValueError(
+        f'{name}: observation must be one of {OBSERVATIONS}, '
+        f'got {observation!r}.'
+      )
     if observation == 'state' and not config.tabular:
-      raise ValueError(f"{name}: observation='state' needs objects at fixed "
-                       "cells (a tabular configuration); use 'map'.")
+      raise ValueError(
+        f"{name}: observation='state' needs objects at fixed "
+        "cells (a tabular configuration); use 'map'."
+      )
     self.observation = observation
-    if max_steps is not None and (isinstance(max_steps, bool)
-                                  or not isinstance(max_steps, int)
-                                  or max_steps < 1):
-      raise ValueError(f'{name}: max_steps must be a positive integer, got '
-                       f'{max_steps!r}.')
+    if max_steps is not None and (
+      isinstance(max_steps, bool)
+      or not isinstance(max_steps, int)
+      or max_steps < 1
+    ):
+      raise ValueError(
+        f'{name}: max_steps must be a positive integer, got {max_steps!r}.'
+      )
     self.max_steps = max_steps
     size = config.size
-    shape = ((size * size * 2 ** config.num_slots,) if observation == 'state'
-             else (size, size, config.num_types + 1))
+    shape = (
+      (size * size * 2**config.num_slots,)
+      if observation == 'state'
+      else (size, size, config.num_types + 1)
+    )
     self._single_observation_spec = {
-        'observation': specs.Array(shape, np.uint8, name='observation')}
+      'observation': specs.Array(shape, np.uint8, name='observation')
+    }
     self._single_action_spec = base.discrete_action_spec(NUM_ACTIONS)
 
   def _observe(self, position, objects, present) -> types.Specs:
@@ -465,30 +578,38 @@ class LPGGridworld(base.AdapterEnvironment):
       return {'observation': grid}
     size = self.config.size
     index = state_index(size, position, present)
-    return {'observation': jax.nn.one_hot(
-        index, size * size * 2 ** self.config.num_slots, dtype=jnp.uint8)}
+    return {
+      'observation': jax.nn.one_hot(
+        index, size * size * 2**self.config.num_slots, dtype=jnp.uint8
+      )
+    }
 
   def layout(self, rng_key: chex.PRNGKey) -> Layout:
     """The layout `reset(rng_key)` gives every instance."""
     if self.layout_seed >= 0:
       key = jax.random.PRNGKey(self.layout_seed)
     else:
-      key = jax.random.fold_in(rng_key, 0x1a7)
+      key = jax.random.fold_in(rng_key, 0x1A7)
     layout = draw_layout(key, self.config)
     if self.max_steps is not None:
-      layout = layout.replace(max_steps=jnp.int32(self.max_steps))
+      layout = dataclasses.replace(layout, max_steps=jnp.int32(self.max_steps))
     return layout
 
   def _reset_one(self, layout: Layout, key: chex.PRNGKey):
     carry, episode_key = jax.random.split(key)
-    position, objects, present = new_episode(self.config, layout,
-                                             episode_key)
-    state = GridState(layout=layout, position=position, objects=objects,
-                      present=present, time=jnp.int32(0), rng=carry)
+    position, objects, present = new_episode(self.config, layout, episode_key)
+    state = GridState(
+      layout=layout,
+      position=position,
+      objects=objects,
+      present=present,
+      time=jnp.int32(0),
+      rng=carry,
+    )
     return state, base.restart(self._observe(position, objects, present))
 
   def reset(  # pytype: disable=signature-mismatch
-      self, rng_key: chex.PRNGKey
+    self, rng_key: chex.PRNGKey
   ) -> tuple[GridState, types.EnvironmentTimestep]:
     """B new episodes in one layout (`layout(rng_key)`), instance b with
     `split(rng_key, B)[b]`: step types FIRST, rewards 0, [B]."""
@@ -502,25 +623,43 @@ class LPGGridworld(base.AdapterEnvironment):
     position = move(layout, state.position, action)
     collected = collected_objects(position, state.objects, state.present)
     reward = jnp.sum(jnp.where(collected, layout.rewards, 0.0))
-    p_end = jnp.minimum(jnp.sum(jnp.where(collected, layout.p_terminate,
-                                          0.0)), 1.0)
+    p_end = jnp.minimum(
+      jnp.sum(jnp.where(collected, layout.p_terminate, 0.0)), 1.0
+    )
     terminated = jax.random.uniform(end_key) < p_end
-    objects, present = respawn(self.config, layout, step_key, position,
-                               state.objects, state.present, collected)
+    objects, present = respawn(
+      self.config,
+      layout,
+      step_key,
+      position,
+      state.objects,
+      state.present,
+      collected,
+    )
     time = state.time + 1
     truncated = time >= layout.max_steps
     ended = terminated | truncated
     # A finished episode restarts: the LAST step shows the next one's start.
     start = new_episode(self.config, layout, episode_key)
     position, objects, present = jax.tree.map(
-        lambda new, old: jnp.where(ended, new, old), start,
-        (position, objects, present))
-    state = GridState(layout=layout, position=position, objects=objects,
-                      present=present, time=jnp.where(ended, 0, time),
-                      rng=carry)
+      lambda new, old: jnp.where(ended, new, old),
+      start,
+      (position, objects, present),
+    )
+    state = GridState(
+      layout=layout,
+      position=position,
+      objects=objects,
+      present=present,
+      time=jnp.where(ended, 0, time),
+      rng=carry,
+    )
     timestep, info = base.transition(
-        self._observe(position, objects, present), reward, terminated,
-        truncated & ~terminated)
+      self._observe(position, objects, present),
+      reward,
+      terminated,
+      truncated & ~terminated,
+    )
     return state, timestep, info
 
   def step_with_info(self, state: GridState, actions: chex.Array):

@@ -40,9 +40,10 @@ def import_optional(prefix: str, package: tuple[str, str]) -> Any:
       return importlib.import_module(module)
   except ImportError as e:
     raise MissingPackageError(
-        f"Environments named '{prefix}<id>' need the {module!r} package, "
-        f"which is not installed ({e}); install it with: pip install "
-        f"'{extra}'.") from e
+      f"Environments named '{prefix}<id>' need the {module!r} package, "
+      f'which is not installed ({e}); install it with: pip install '
+      f"'{extra}'."
+    ) from e
 
 
 @contextlib.contextmanager
@@ -75,24 +76,26 @@ def _matplotlib_magic_off():
 
 def close_matches(name: str, candidates: list[str]) -> list[str]:
   """Up to 5 candidates close to `name`, ignoring case and a 'pkg:' prefix."""
+
   def bare(n):
     return n.split(':', 1)[-1].lower()
-  by_key = {}
+
+  by_key: dict[str, str] = {}
   for candidate in candidates:
     by_key.setdefault(candidate.lower(), candidate)
     by_key.setdefault(bare(candidate), candidate)
-  found = difflib.get_close_matches(bare(name), list(by_key), n=10,
-                                    cutoff=0.5)
+  found = difflib.get_close_matches(bare(name), list(by_key), n=10, cutoff=0.5)
   return list(dict.fromkeys(by_key[k] for k in found))[:5]
 
 
-def unknown_id_error(name: str, candidates: list[str],
-                     what: str = 'environment') -> ValueError:
+def unknown_id_error(
+  name: str, candidates: list[str], what: str = 'environment'
+) -> ValueError:
   """The error for a 'pkg:<id>' name whose id `candidates` do not hold."""
   prefix = name.split(':', 1)[0] + ':'
   matches = close_matches(name, candidates)
-  hint = (f' Close matches: {", ".join(map(repr, matches))}.' if matches
-          else '')
+  hint = f' Close matches: {", ".join(map(repr, matches))}.' if matches else ''
   return ValueError(
-      f'Unknown {what} {name!r}: no {prefix}<id> of that id.{hint} '
-      f'Known ids: {", ".join(c[len(prefix):] for c in candidates)}.')
+    f'Unknown {what} {name!r}: no {prefix}<id> of that id.{hint} '
+    f'Known ids: {", ".join(c[len(prefix) :] for c in candidates)}.'
+  )

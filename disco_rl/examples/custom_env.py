@@ -35,7 +35,7 @@ class CorridorState:
   steps: chex.Array  # [B] int32 steps taken in the episode.
 
 
-class Corridor(base.Environment):
+class Corridor(base.Environment[CorridorState]):
   """Walk from the middle of a corridor to its right end (reward +1).
 
   Actions: 0 left, 1 right. Reaching either end, or `max_steps` steps, ends
@@ -50,15 +50,18 @@ class Corridor(base.Environment):
 
   def _timestep(self, state, reward, last):
     return types.EnvironmentTimestep(
-        observation=jax.nn.one_hot(state.position, self.length),
-        step_type=jnp.where(last, dm_env.StepType.LAST,
-                            dm_env.StepType.MID).astype(jnp.int32),
-        reward=reward.astype(jnp.float32))
+      observation=jax.nn.one_hot(state.position, self.length),
+      step_type=jnp.where(
+        last, dm_env.StepType.LAST, dm_env.StepType.MID
+      ).astype(jnp.int32),
+      reward=reward.astype(jnp.float32),
+    )
 
   def _start(self):
     return CorridorState(
-        position=jnp.full((self.batch_size,), self.length // 2, jnp.int32),
-        steps=jnp.zeros((self.batch_size,), jnp.int32))
+      position=jnp.full((self.batch_size,), self.length // 2, jnp.int32),
+      steps=jnp.zeros((self.batch_size,), jnp.int32),
+    )
 
   def reset(self, rng_key):
     del rng_key  # Deterministic.
@@ -72,8 +75,10 @@ class Corridor(base.Environment):
     won = position == self.length - 1
     last = won | (position == 0) | (steps >= self.max_steps)
     start = self._start()
-    state = CorridorState(position=jnp.where(last, start.position, position),
-                          steps=jnp.where(last, 0, steps))
+    state = CorridorState(
+      position=jnp.where(last, start.position, position),
+      steps=jnp.where(last, 0, steps),
+    )
     return state, self._timestep(state, won.astype(jnp.float32), last)
 
   def single_observation_spec(self):
@@ -92,12 +97,14 @@ def train(num_steps: int, output_dir=None, rule_params=None, **settings):
     rule_params: Disco103's weights (default: found by `disco_rl.weights`).
     **settings: more `EvalConfig` fields (sizes, seed, ...).
   """
-  config = disco_rl.EvalConfig(env='custom', rule='disco_103',
-                               num_steps=num_steps, **settings)
+  config = disco_rl.EvalConfig(
+    env='custom', rule='disco_103', num_steps=num_steps, **settings
+  )
   # The Trainer builds one Corridor per device, each with that device's
   # share of the environments (an Environment object works as well).
-  trainer = disco_rl.Trainer(config, output_dir, env=Corridor,
-                             rule_params=rule_params, progress=False)
+  trainer = disco_rl.Trainer(
+    config, output_dir, env=Corridor, rule_params=rule_params, progress=False
+  )
   return trainer.fit()
 
 
@@ -106,10 +113,18 @@ def main(argv=None) -> int:
   parser.add_argument('--steps', type=int, default=300)
   parser.add_argument('--out', default=None)
   args = parser.parse_args(argv)
-  summary = train(args.steps, args.out, batch_size=16, replay_ratio=4,
-                  buffer_capacity=128, rollout_len=16, dense=(64,),
-                  model_lstm_size=32, model_head_hiddens=(32,),
-                  learning_rate=1e-2)
+  summary = train(
+    args.steps,
+    args.out,
+    batch_size=16,
+    replay_ratio=4,
+    buffer_capacity=128,
+    rollout_len=16,
+    dense=(64,),
+    model_lstm_size=32,
+    model_head_hiddens=(32,),
+    learning_rate=1e-2,
+  )
   print(f'final average return: {summary["final_avg_return"]}')
   return 0
 

@@ -3,8 +3,8 @@
 """Meta-training: a population of agents over a task suite trains one rule.
 
 `make_meta_train(config) -> Job`, the eval job's shape: the setup is made
-once (`meta_setup.make_setup`, one `meta_setup.make_member` per task), then the program's pieces
-in reading order:
+once (`meta_setup.make_setup`, one `meta_setup.make_member` per task),
+then the program's pieces in reading order:
 
   init                   the rule, its optimiser, every agent
   agent_meta_gradient    one agent's rollouts and meta-gradient
@@ -30,6 +30,7 @@ on one device a run repeats the upstream's). `compiled.program` runs
 `steps_per_call` meta-steps in one jit(shard_map(scan)).
 """
 
+import dataclasses
 import functools
 
 import jax
@@ -37,31 +38,34 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from disco_rl.loops import compiled
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import divergence
-from disco_rl.loops import eval as eval_lib
-from disco_rl.loops import meta_setup
-from disco_rl.loops import mesh as mesh_lib
-from disco_rl.loops import run as run_lib
-from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl import meta_objective
 from disco_rl import metrics as metrics_lib
 from disco_rl import plots
 from disco_rl import rollout_checks
 from disco_rl import weights
+from disco_rl.loops import compiled
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import divergence
+from disco_rl.loops import eval as eval_lib
+from disco_rl.loops import mesh as mesh_lib
+from disco_rl.loops import meta_setup
+from disco_rl.loops import run as run_lib
+from disco_rl.loops import run_dir as run_dir_lib
 
 AXIS = mesh_lib.AXIS
-PLOTS = (('pos_rewards', 'positive rewards per meta-step'),
-         ('neg_rewards', 'negative rewards per meta-step'),
-         ('meta_loss', 'meta loss'),
-         ('meta_grad_norm', 'meta-gradient norm'),
-         ('meta_up_norm', 'meta-update norm'),
-         ('rewards', 'mean reward'))
+PLOTS = (
+  ('pos_rewards', 'positive rewards per meta-step'),
+  ('neg_rewards', 'negative rewards per meta-step'),
+  ('meta_loss', 'meta loss'),
+  ('meta_grad_norm', 'meta-gradient norm'),
+  ('meta_up_norm', 'meta-update norm'),
+  ('rewards', 'mean reward'),
+)
 
 
-def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
-                    devices=None) -> run_lib.Job:
+def make_meta_train(
+  config: config_lib.MetaTrainConfig, *, rule_params=None, devices=None
+) -> run_lib.Job:
   """The meta-training job of `config` (see the module's docstring).
 
   Args:
@@ -85,78 +89,120 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
     agent_keys = jax.random.split(init_rng, num_agents)
     # [D, N] keys: device 0 keeps the environments of the agents' own keys,
     # the others fold in the device index.
-    reset_keys = jnp.stack([agent_keys] + [
+    reset_keys = jnp.stack(
+      [agent_keys]
+      + [
         jax.vmap(functools.partial(jax.random.fold_in, data=d))(agent_keys)
-        for d in range(1, num_devices)])
+        for d in range(1, num_devices)
+      ]
+    )
     groups, ages = [], []
     for member, start, size in setup.groups:
-      agents = jax.vmap(member.init_state)(agent_keys[start:start + size])
+      agents = jax.vmap(member.init_state)(agent_keys[start : start + size])
       env_state, timestep = jax.vmap(jax.vmap(member.env.reset))(
-          reset_keys[:, start:start + size])
-      groups.append(agents.replace(env_state=env_state,
-                                   env_timestep=timestep))
+        reset_keys[:, start : start + size]
+      )
+      groups.append(
+        dataclasses.replace(agents, env_state=env_state, env_timestep=timestep)
+      )
       # Staggered within each group: every task has agents of every age.
       ages.append(meta_setup.initial_ages(size, config.agent_lifetime))
     return meta_setup.PopulationState(
-        update_rule_params=update_rule_params,
-        meta_opt_state=setup.meta_opt.init(update_rule_params),
-        agents=tuple(groups), ages=jnp.asarray(np.concatenate(ages)),
-        rng=loop_rng, step=jnp.zeros((), jnp.int32))
+      update_rule_params=update_rule_params,
+      meta_opt_state=setup.meta_opt.init(update_rule_params),
+      agents=tuple(groups),
+      ages=jnp.asarray(np.concatenate(ages)),
+      rng=loop_rng,
+      step=jnp.zeros((), jnp.int32),
+    )
 
   # -- The meta-step, on one device's view. --------------------------------
 
-  def agent_meta_gradient(member, update_rule_params, step, agent_state,
-                          act_rng, grad_rng):
+  def agent_meta_gradient(
+    member, update_rule_params, step, agent_state, act_rng, grad_rng
+  ):
     """One agent's rollouts and meta-gradient."""
     # Unrolled: a few rollouts, and XLA optimises across them.
     agent_state, train_rollouts = jax.lax.scan(
-        lambda s, key: member.unroll_actor(s, key, config.rollout_len),
-        agent_state, jax.random.split(act_rng, config.num_inner_steps),
-        unroll=True)
+      lambda s, key: member.unroll_actor(s, key, config.rollout_len),
+      agent_state,
+      jax.random.split(act_rng, config.num_inner_steps),
+      unroll=True,
+    )
     agent_state, valid_rollout = member.unroll_actor(
-        agent_state, act_rng, 2 * config.rollout_len)
+      agent_state, act_rng, 2 * config.rollout_len
+    )
     fault = None
     if config.debug_checks:  # [K, T, B] -> [T, K * B]: b counts over all K.
       actions, rewards, logits = (
-          jnp.swapaxes(x, 0, 1).reshape(x.shape[1], -1, *x.shape[3:])
-          for x in (train_rollouts.actions, train_rollouts.rewards,
-                    train_rollouts.logits))
-      fault = rollout_checks.find_fault(actions, rewards,
-                                        member.agent.num_actions, step,
-                                        logits_t=logits)
+        jnp.swapaxes(x, 0, 1).reshape(x.shape[1], -1, *x.shape[3:])
+        for x in (
+          train_rollouts.actions,
+          train_rollouts.rewards,
+          train_rollouts.logits,
+        )
+      )
+      fault = rollout_checks.find_fault(
+        actions, rewards, member.agent.num_actions, step, logits_t=logits
+      )
     grads, (agent_state, metrics, meta_log) = (
-        meta_objective.calculate_meta_gradient(
-            update_rule_params, agent_state, train_rollouts, valid_rollout,
-            grad_rng, member, axis_name=AXIS,
-            weights=config.meta_loss_weights(), remat=config.remat,
-            unroll=config.num_inner_steps <= config.max_unrolled_inner_steps))
+      meta_objective.calculate_meta_gradient(
+        update_rule_params,
+        agent_state,
+        train_rollouts,
+        valid_rollout,
+        grad_rng,
+        member,
+        axis_name=AXIS,
+        weights=config.meta_loss_weights(),
+        remat=config.remat,
+        unroll=config.num_inner_steps <= config.max_unrolled_inner_steps,
+      )
+    )
     rewards = train_rollouts.rewards
-    meta_log = dict(meta_log, rewards=jnp.mean(rewards),
-                    pos_rewards=jnp.sum(rewards > 0).astype(jnp.float32),
-                    neg_rewards=jnp.sum(rewards < 0).astype(jnp.float32))
-    return (grads, agent_state, jax.tree.map(jnp.mean, metrics), meta_log,
-            fault)
+    meta_log = dict(
+      meta_log,
+      rewards=jnp.mean(rewards),
+      pos_rewards=jnp.sum(rewards > 0).astype(jnp.float32),
+      neg_rewards=jnp.sum(rewards < 0).astype(jnp.float32),
+    )
+    return (
+      grads,
+      agent_state,
+      jax.tree.map(jnp.mean, metrics),
+      meta_log,
+      fault,
+    )
 
-  def group_meta_gradients(state: meta_setup.PopulationState, act_keys, grad_keys):
+  def group_meta_gradients(
+    state: meta_setup.PopulationState, act_keys, grad_keys
+  ):
     """Every group's agents, concatenated over the groups [N, ...]:
     (meta-gradients, new agents per group, metrics {k: [N]}, meta logs
     {k: [N]}, each group's mean reward, [N] rollout faults or None)."""
     outputs, agents = [], []
-    for (member, start, size), group in zip(setup.groups, state.agents):
-      one_agent = functools.partial(agent_meta_gradient, member,
-                                    state.update_rule_params, state.step)
-      per_agent = (group, act_keys[start:start + size],
-                   grad_keys[start:start + size])
+    for (member, start, size), group in zip(
+      setup.groups, state.agents, strict=True
+    ):
+      one_agent = functools.partial(
+        agent_meta_gradient, member, state.update_rule_params, state.step
+      )
+      per_agent = (
+        group,
+        act_keys[start : start + size],
+        grad_keys[start : start + size],
+      )
       if setup.population == 'vmap':
-        grads, group, metrics, meta_log, fault = jax.vmap(one_agent)(
-            *per_agent)
+        grads, group, metrics, meta_log, fault = jax.vmap(one_agent)(*per_agent)
       else:
         grads, group, metrics, meta_log, fault = jax.lax.map(
-            lambda xs, fn=one_agent: fn(*xs), per_agent)
+          lambda xs, fn=one_agent: fn(*xs), per_agent
+        )
       outputs.append((grads, metrics, meta_log, fault))
       agents.append(group)
     grads, metrics, meta_log, fault = jax.tree.map(
-        lambda *xs: jnp.concatenate(xs), *outputs)
+      lambda *xs: jnp.concatenate(xs), *outputs
+    )
     task_rewards = [jnp.mean(log['rewards']) for _, _, log, _ in outputs]
     return grads, tuple(agents), metrics, meta_log, task_rewards, fault
 
@@ -167,86 +213,120 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
     if not config.agent_lifetime:
       return agents, ages
     renew = ages >= config.agent_lifetime
-    keys = jax.vmap(lambda i: jax.random.fold_in(
-        jax.random.fold_in(rng, 0x11fe), i))(jnp.arange(ages.shape[0]))
+    keys = jax.vmap(
+      lambda i: jax.random.fold_in(jax.random.fold_in(rng, 0x11FE), i)
+    )(jnp.arange(ages.shape[0]))
     renewed = []
-    for (member, start, size), group in zip(setup.groups, agents):
-      mask = renew[start:start + size]
-      learned = dict(learner_state=group.learner_state,
-                     actor_state=group.actor_state,
-                     value_state=group.value_state)
+    for (member, start, size), group in zip(setup.groups, agents, strict=True):
+      mask = renew[start : start + size]
+      learned = dict(
+        learner_state=group.learner_state,
+        actor_state=group.actor_state,
+        value_state=group.value_state,
+      )
 
-      def renew_some(learned, member=member, mask=mask, start=start,
-                     size=size):
-        fresh = jax.vmap(member.fresh_agent)(keys[start:start + size])
+      def renew_some(learned, member=member, mask=mask, start=start, size=size):
+        fresh = jax.vmap(member.fresh_agent)(keys[start : start + size])
         return jax.tree.map(
-            lambda new, old: jnp.where(
-                mask.reshape(mask.shape + (1,) * (old.ndim - 1)), new, old),
-            fresh, learned)
+          lambda new, old: jnp.where(
+            mask.reshape(mask.shape + (1,) * (old.ndim - 1)), new, old
+          ),
+          fresh,
+          learned,
+        )
 
       learned = jax.lax.cond(jnp.any(mask), renew_some, lambda x: x, learned)
-      renewed.append(group.replace(**learned))
+      renewed.append(dataclasses.replace(group, **learned))
     return tuple(renewed), jnp.where(renew, 0, ages)
 
   def meta_step(state: meta_setup.PopulationState):
     """One meta-step: (new state, scalar logs)."""
     rng, step_rng = jax.random.split(state.rng)
     device_rng = jax.random.split(step_rng, num_devices)[
-        jax.lax.axis_index(AXIS)]
+      jax.lax.axis_index(AXIS)
+    ]
     # As upstream: per agent one key for acting (its training and
     # validation rollouts) and one for its meta-gradient.
     act_rng, grad_rng = jax.random.split(device_rng)
     grads, agents, metrics, meta_log, task_rewards, fault = (
-        group_meta_gradients(state, jax.random.split(act_rng, num_agents),
-                             jax.random.split(grad_rng, num_agents)))
+      group_meta_gradients(
+        state,
+        jax.random.split(act_rng, num_agents),
+        jax.random.split(grad_rng, num_agents),
+      )
+    )
     # The reward counts are per device: averaged like the upstream logs.
     meta_log, task_rewards = jax.lax.pmean((meta_log, task_rewards), AXIS)
-    updates, meta_opt_state = setup.meta_opt.update(grads,
-                                                   state.meta_opt_state)
+    updates, meta_opt_state = setup.meta_opt.update(grads, state.meta_opt_state)
     params = optax.apply_updates(state.update_rule_params, updates)
     agents, ages = renew_old_agents(
-        agents, state.ages + config.num_inner_steps, rng)
-    logs = jax.tree.map(jnp.mean, dict(meta_log, **{
-        f'agent_{k}': v for k, v in metrics.items()}))
+      agents, state.ages + config.num_inner_steps, rng
+    )
+    logs = jax.tree.map(
+      jnp.mean, dict(meta_log, **{f'agent_{k}': v for k, v in metrics.items()})
+    )
     logs['meta_grad_norm'] = optax.tree_utils.tree_norm(  # Of their mean.
-        jax.tree.map(lambda g: jnp.mean(g, axis=0), grads))
+      jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
+    )
     logs['meta_up_norm'] = optax.tree_utils.tree_norm(updates)
-    logs[divergence.KEY] = jax.lax.pmin(divergence.all_finite(
-        (params, [a.learner_state.params for a in agents])), AXIS)
+    logs[divergence.KEY] = jax.lax.pmin(
+      divergence.all_finite((params, [a.learner_state.params for a in agents])),
+      AXIS,
+    )
     if len(setup.tasks) > 1:
       logs.update({f'rewards_task{g}': r for g, r in enumerate(task_rewards)})
     if config.agent_lifetime:
       logs['agents_renewed'] = jnp.sum(ages == 0).astype(jnp.float32)
     if fault is not None:  # The first agent's, then the first device's.
-      fault = rollout_checks.first_of(fault.replace(
-          source=jnp.arange(num_agents, dtype=jnp.int32)))
+      fault = rollout_checks.first_of(
+        dataclasses.replace(
+          fault, source=jnp.arange(num_agents, dtype=jnp.int32)
+        )
+      )
       logs[rollout_checks.KEY] = rollout_checks.first_over_devices(
-          fault, AXIS, config.num_inner_steps * config.batch_size_per_device)
-    return meta_setup.PopulationState(update_rule_params=params,
-                           meta_opt_state=meta_opt_state, agents=agents,
-                           ages=ages, rng=rng, step=state.step + 1), logs
+        fault, AXIS, config.num_inner_steps * config.batch_size_per_device
+      )
+    return meta_setup.PopulationState(
+      update_rule_params=params,
+      meta_opt_state=meta_opt_state,
+      agents=agents,
+      ages=ages,
+      rng=rng,
+      step=state.step + 1,
+    ), logs
 
-  init_program = compiled.placed(init_population,
-                                 mesh_lib.shardings(setup.mesh, specs),
-                                 config.matmul_precision)
-  program = compiled.program(meta_step, length=config.steps_per_call,
-                             mesh=setup.mesh, state_specs=specs,
-                             precision=config.matmul_precision)
+  init_program = compiled.placed(
+    init_population,
+    mesh_lib.shardings(setup.mesh, specs),
+    config.matmul_precision,
+  )
+  program = compiled.program(
+    meta_step,
+    length=config.steps_per_call,
+    mesh=setup.mesh,
+    state_specs=specs,
+    precision=config.matmul_precision,
+  )
 
   # -- On the host. ---------------------------------------------------------
 
   def init() -> meta_setup.PopulationState:
     params = rule_params
     if params is None:
-      params = weights.starting_rule_params(rule, config.init == 'disco_103',
-                                            config.rule_seed)
-    return init_program(jax.random.PRNGKey(config.seed), mesh_lib.place(
-        params, mesh_lib.replicated(setup.mesh)))
+      params = weights.starting_rule_params(
+        rule, config.init == 'disco_103', config.rule_seed
+      )
+    return init_program(
+      jax.random.PRNGKey(config.seed),
+      mesh_lib.place(params, mesh_lib.replicated(setup.mesh)),
+    )
 
   def state_shapes() -> meta_setup.PopulationState:
-    return jax.eval_shape(init_program, jax.random.PRNGKey(config.seed),
-                          jax.eval_shape(rule.init_params,
-                                         jax.random.PRNGKey(0))[0])
+    return jax.eval_shape(
+      init_program,
+      jax.random.PRNGKey(config.seed),
+      jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))[0],
+    )
 
   def step(state: meta_setup.PopulationState, count: int):
     """`count` meta-steps; raises for the first problem: a training
@@ -255,34 +335,40 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
     state, logs = program(state, count)
     faults = logs.pop(rollout_checks.KEY, None)
     divergence.raise_if_diverged(
-        logs, ('meta_loss', 'meta_grad_norm', 'agent_total_loss'),
-        int(mesh_lib.fetch(state.step)) - count, 'meta-step',
-        "the rule's or the agents' parameters",
-        hint='Try a smaller meta_learning_rate or learning_rate '
-        '(--meta-learning-rate, --learning-rate).',
-        until=rollout_checks.first_index(faults))
-    rollout_checks.raise_if_faulty(faults,
-                                   'training rollout of agent {source}')
+      logs,
+      ('meta_loss', 'meta_grad_norm', 'agent_total_loss'),
+      int(mesh_lib.fetch(state.step)) - count,
+      'meta-step',
+      "the rule's or the agents' parameters",
+      hint='Try a smaller meta_learning_rate or learning_rate '
+      '(--meta-learning-rate, --learning-rate).',
+      until=rollout_checks.first_index(faults),
+    )
+    rollout_checks.raise_if_faulty(faults, 'training rollout of agent {source}')
     return state, logs
 
   def rows(logs, first_step: int) -> run_lib.Rows:
-    return [dict(step=first_step + i, **{k: float(v[i])
-                                         for k, v in logs.items()})
-            for i in range(len(logs['meta_loss']))]
+    return [
+      dict(step=first_step + i, **{k: float(v[i]) for k, v in logs.items()})
+      for i in range(len(logs['meta_loss']))
+    ]
 
   def summary(state, rows, timing: run_lib.Timing):
     """Positive rewards (last 100 meta-steps), speed, memory."""
     del state
     pos_rewards = [r['pos_rewards'] for r in rows] or [float('nan')]
     return dict(
-        final_pos_rewards=float(np.mean(pos_rewards[-100:])),
-        first_pos_rewards=pos_rewards[0], steps=len(rows),
-        compile_s=timing.first_call_s,
-        meta_steps_per_second=timing.steps_per_second,
-        peak_memory_mb=metrics_lib.peak_memory_mb(),
-        devices=num_devices, processes=jax.process_count(),
-        tasks=[t.spec() for t in setup.tasks],
-        agents_per_task=list(setup.group_sizes))
+      final_pos_rewards=float(np.mean(pos_rewards[-100:])),
+      first_pos_rewards=pos_rewards[0],
+      steps=len(rows),
+      compile_s=timing.first_call_s,
+      meta_steps_per_second=timing.steps_per_second,
+      peak_memory_mb=metrics_lib.peak_memory_mb(),
+      devices=num_devices,
+      processes=jax.process_count(),
+      tasks=[t.spec() for t in setup.tasks],
+      agents_per_task=list(setup.group_sizes),
+    )
 
   def outputs(state, rows, run_dir: run_dir_lib.RunDir, lead: bool):
     """A plot per logged curve, and the learned rule's parameters."""
@@ -290,28 +376,56 @@ def make_meta_train(config: config_lib.MetaTrainConfig, *, rule_params=None,
     if not lead:
       return {}
     curves = list(PLOTS) + [
-        (f'rewards_task{g}', f'mean reward on {t.spec()}')
-        for g, t in enumerate(setup.tasks) if len(setup.tasks) > 1]
-    curve_paths = {key: str(plots.plot_curve(
-        [r['step'] for r in rows], [r[key] for r in rows],
-        run_dir.file(f'{key}.png'), 'meta-step', label,
-        f'meta-training: {label}', smooth=20)) for key, label in curves}
+      (f'rewards_task{g}', f'mean reward on {t.spec()}')
+      for g, t in enumerate(setup.tasks)
+      if len(setup.tasks) > 1
+    ]
+    curve_paths = {
+      key: str(
+        plots.plot_curve(
+          [r['step'] for r in rows],
+          [r[key] for r in rows],
+          run_dir.file(f'{key}.png'),
+          'meta-step',
+          label,
+          f'meta-training: {label}',
+          smooth=20,
+        )
+      )
+      for key, label in curves
+    }
     path = run_dir.file(run_dir_lib.RULE)
     meta_objective.save_params(params, path)
     return dict(plots=curve_paths, params_npz=str(path))
 
   return run_lib.Job(
-      name='meta_train', config=config, setup=setup, init=init,
-      state_shapes=state_shapes, step=step, program=program,
-      rows=rows, summary=summary, outputs=outputs,
-      progress=lambda rows: dict(pos_rewards=f'{rows[-1]["pos_rewards"]:.1f}',
-                                 meta_loss=f'{rows[-1]["meta_loss"]:.3f}'),
-      steps_per_call=config.steps_per_call, description='meta-train')
+    name='meta_train',
+    config=config,
+    setup=setup,
+    init=init,
+    state_shapes=state_shapes,
+    step=step,
+    program=program,
+    rows=rows,
+    summary=summary,
+    outputs=outputs,
+    progress=lambda rows: dict(
+      pos_rewards=f'{rows[-1]["pos_rewards"]:.1f}',
+      meta_loss=f'{rows[-1]["meta_loss"]:.3f}',
+    ),
+    steps_per_call=config.steps_per_call,
+    description='meta-train',
+  )
 
 
-def evaluate(job: run_lib.Job, state: meta_setup.PopulationState, *, params=None,
-             env: config_lib.EvalConfig | None = None,
-             progress: bool = False) -> dict:
+def evaluate(
+  job: run_lib.Job,
+  state: meta_setup.PopulationState,
+  *,
+  params=None,
+  env: config_lib.EvalConfig | None = None,
+  progress: bool = False,
+) -> dict:
   """A fresh agent trained by a meta-training job's rule: the eval job's
   summary (nothing is written).
 
@@ -328,16 +442,24 @@ def evaluate(job: run_lib.Job, state: meta_setup.PopulationState, *, params=None
     params = rule(job, state)
   if env is None:
     env = config_lib.EvalConfig(
-        **job.setup.tasks[0].eval_settings(), num_steps=200,
-        matmul_precision=config.matmul_precision)
+      **job.setup.tasks[0].eval_settings(),
+      num_steps=200,
+      matmul_precision=config.matmul_precision,
+    )
   if not isinstance(env, config_lib.EvalConfig) or env.rule != 'disco_103':
-    raise ValueError('env must be an EvalConfig with rule disco_103 (a '
-                     f'meta-learned rule), got {env!r}.')
+    raise ValueError(
+      'env must be an EvalConfig with rule disco_103 (a '
+      f'meta-learned rule), got {env!r}.'
+    )
   eval_job = eval_lib.make_eval(env, rule_params=params)
   rows = []
-  outcome = run_lib.run(eval_job, eval_job.init(),
-                        env.num_steps + eval_job.warmup, rows,
-                        progress=progress)
+  outcome = run_lib.run(
+    eval_job,
+    eval_job.init(),
+    env.num_steps + eval_job.warmup,
+    rows,
+    progress=progress,
+  )
   return eval_job.summary(outcome.state, rows, outcome.timing)
 
 
@@ -348,8 +470,9 @@ def rule(job: run_lib.Job, state: meta_setup.PopulationState):
   return mesh_lib.fetch(state.update_rule_params)
 
 
-def read_rule(output_dir, step: int | None = None
-              ) -> tuple[dict[str, dict[str, np.ndarray]], int]:
+def read_rule(
+  output_dir, step: int | None = None
+) -> tuple[dict[str, dict[str, np.ndarray]], int]:
   """A meta-training run's rule at one of its checkpoints, read only:
   nothing in `output_dir` changes.
 
@@ -365,11 +488,16 @@ def read_rule(output_dir, step: int | None = None
       the ones it has) or none at all.
   """
   run_dir = run_dir_lib.RunDir(output_dir, read_only=True)
-  config = config_lib.MetaTrainConfig(**config_lib.upgrade_settings(
-      config_lib.MetaTrainConfig, run_dir.saved_settings('meta_train')))
+  config = config_lib.MetaTrainConfig(
+    **config_lib.upgrade_settings(
+      config_lib.MetaTrainConfig, run_dir.saved_settings('meta_train')
+    )
+  )
   if not run_dir.file(run_dir_lib.CHECKPOINTS).is_dir():
-    raise FileNotFoundError(f'No checkpoint in {run_dir.path}: the run has '
-                            f'no {run_dir_lib.CHECKPOINTS}/ directory.')
+    raise FileNotFoundError(
+      f'No checkpoint in {run_dir.path}: the run has '
+      f'no {run_dir_lib.CHECKPOINTS}/ directory.'
+    )
   job = make_meta_train(config)
   checkpoints = run_dir.checkpoints()
   try:

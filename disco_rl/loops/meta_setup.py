@@ -17,12 +17,12 @@ from jax.sharding import PartitionSpec as P
 import numpy as np
 import optax
 
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import mesh as mesh_lib
 from disco_rl import meta_objective
 from disco_rl import optimizers
-from disco_rl.networks import nets
 from disco_rl import types
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import mesh as mesh_lib
+from disco_rl.networks import nets
 
 AXIS = mesh_lib.AXIS
 
@@ -56,11 +56,20 @@ class PopulationState:
 def state_specs(num_tasks: int = 1) -> PopulationState:
   """The `PartitionSpec` of each part of a `PopulationState`."""
   group = meta_objective.MetaTrainState(
-      learner_state=P(), actor_state=P(), value_state=P(),
-      env_state=P(AXIS), env_timestep=P(AXIS))
+    learner_state=P(),
+    actor_state=P(),
+    value_state=P(),
+    env_state=P(AXIS),
+    env_timestep=P(AXIS),
+  )
   return PopulationState(
-      update_rule_params=P(), meta_opt_state=P(),
-      agents=(group,) * num_tasks, ages=P(), rng=P(), step=P())
+    update_rule_params=P(),
+    meta_opt_state=P(),
+    agents=(group,) * num_tasks,
+    ages=P(),
+    rng=P(),
+    step=P(),
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,13 +105,17 @@ class MetaSetup:
   def groups(self) -> list[tuple[meta_objective.MetaTrainAgent, int, int]]:
     """(member, first agent, agent count) of each task group."""
     starts = group_starts(self.group_sizes)
-    return [(m, int(starts[g]), self.group_sizes[g])
-            for g, m in enumerate(self.members)]
+    return [
+      (m, int(starts[g]), self.group_sizes[g])
+      for g, m in enumerate(self.members)
+    ]
 
 
-def make_member(config: config_lib.MetaTrainConfig, task: config_lib.Task,
-                axis_name: str | None = AXIS
-                ) -> meta_objective.MetaTrainAgent:
+def make_member(
+  config: config_lib.MetaTrainConfig,
+  task: config_lib.Task,
+  axis_name: str | None = AXIS,
+) -> meta_objective.MetaTrainAgent:
   """The population member of `task`: an agent of the config's settings
   with the task's network, the notebook's value function with the config's
   `value_dense`, and the task's environment (`batch_size_per_device`
@@ -115,15 +128,21 @@ def make_member(config: config_lib.MetaTrainConfig, task: config_lib.Task,
   env = task.make_env(config.batch_size_per_device)
   net = task.net or config.net
   nets.check_observation_spec(
-      net, env.single_observation_spec(),
-      f'task {task.spec()!r} (its single_observation_spec())')
+    net,
+    env.single_observation_spec(),
+    f'task {task.spec()!r} (its single_observation_spec())',
+  )
   value_fn = meta_objective.default_value_fn_config()
   return meta_objective.MetaTrainAgent(
-      batch_size_per_device=config.batch_size_per_device,
-      agent_settings=config.agent_settings('disco_103', net),
-      value_fn_config=value_fn.replace(net_args=dict(
-          value_fn.net_args, dense=tuple(config.value_dense))),
-      axis_name=axis_name, env=env)
+    batch_size_per_device=config.batch_size_per_device,
+    agent_settings=config.agent_settings('disco_103', net),
+    value_fn_config=dataclasses.replace(
+      value_fn,
+      net_args=dict(value_fn.net_args, dense=tuple(config.value_dense)),
+    ),
+    axis_name=axis_name,
+    env=env,
+  )
 
 
 def make_setup(config: config_lib.MetaTrainConfig, devices=None) -> MetaSetup:
@@ -132,21 +151,30 @@ def make_setup(config: config_lib.MetaTrainConfig, devices=None) -> MetaSetup:
   Raises:
     ValueError: a task whose observations do not fit its agents' network.
   """
-  devices = tuple(devices if devices is not None else
-                  mesh_lib.pick_devices({}, config.num_devices))
+  devices = tuple(
+    devices
+    if devices is not None
+    else mesh_lib.pick_devices({}, config.num_devices)
+  )
   members = [make_member(config, task) for task in config.suite]
   population = config.population
   if population == 'auto':
     population = 'map' if devices[0].platform == 'cpu' else 'vmap'
   return MetaSetup(
-      config=config, devices=devices, mesh=mesh_lib.make_mesh(devices),
-      tasks=config.suite,
-      group_sizes=group_sizes(config.num_agents, len(config.suite)),
-      members=tuple(members),
-      meta_opt=optimizers.meta_optimizer(
-          config.meta_grad_norm, config.meta_learning_rate,
-          config.meta_grad_clip, config.num_agents),
-      population=population)
+    config=config,
+    devices=devices,
+    mesh=mesh_lib.make_mesh(devices),
+    tasks=config.suite,
+    group_sizes=group_sizes(config.num_agents, len(config.suite)),
+    members=tuple(members),
+    meta_opt=optimizers.meta_optimizer(
+      config.meta_grad_norm,
+      config.meta_learning_rate,
+      config.meta_grad_clip,
+      config.num_agents,
+    ),
+    population=population,
+  )
 
 
 def group_sizes(num_agents: int, num_tasks: int) -> tuple[int, ...]:

@@ -32,8 +32,15 @@ from disco_rl.value_fns import value_utils
 
 META_NETWORKS = {'lstm': meta_nets.LSTM}
 AGENT_OUTPUTS = ('logits', 'y', 'z', 'aux_pi', 'q')
-HYPER_PARAMS = ('pi_cost', 'y_cost', 'z_cost', 'value_cost', 'aux_policy_cost',
-                'target_params_coeff', 'value_fn_td_lambda')
+HYPER_PARAMS = (
+  'pi_cost',
+  'y_cost',
+  'z_cost',
+  'value_cost',
+  'aux_policy_cost',
+  'target_params_coeff',
+  'value_fn_td_lambda',
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,25 +81,31 @@ class MetaNetSizes:
         value = tuple(int(v) for v in _sizes_tuple(value, field.name))
         object.__setattr__(self, field.name, value)
         if not value or min(value) < 1:
-          raise ValueError(f'MetaNetSizes.{field.name} must be one or more '
-                           f'positive sizes, got {value}.')
-      elif (isinstance(value, bool) or not isinstance(value, int)
-            or value < 1):
-        raise ValueError(f'MetaNetSizes.{field.name} must be a positive '
-                         f'integer, got {value!r}.')
+          raise ValueError(
+            f'MetaNetSizes.{field.name} must be one or more '
+            f'positive sizes, got {value}.'
+          )
+      elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+          f'MetaNetSizes.{field.name} must be a positive '
+          f'integer, got {value!r}.'
+        )
 
   def net_kwargs(self) -> dict[str, Any]:
     """The size arguments of `meta_nets.LSTM` (with its `MetaLSTM`'s)."""
     return dict(
-        prediction_size=self.prediction_size, hidden_size=self.hidden_size,
-        embedding_size=self.embedding_size,
-        policy_channels=self.policy_channels,
-        policy_target_channels=self.policy_target_channels,
-        meta_rnn_kwargs=dict(
-            policy_channels=self.meta_policy_channels,
-            embedding_size=self.meta_embedding_size,
-            pred_embedding_size=self.meta_pred_embedding_size,
-            hidden_size=self.meta_hidden_size))
+      prediction_size=self.prediction_size,
+      hidden_size=self.hidden_size,
+      embedding_size=self.embedding_size,
+      policy_channels=self.policy_channels,
+      policy_target_channels=self.policy_target_channels,
+      meta_rnn_kwargs=dict(
+        policy_channels=self.meta_policy_channels,
+        embedding_size=self.meta_embedding_size,
+        pred_embedding_size=self.meta_pred_embedding_size,
+        hidden_size=self.meta_hidden_size,
+      ),
+    )
 
 
 SIZE_FIELDS = tuple(f.name for f in dataclasses.fields(MetaNetSizes))
@@ -103,12 +116,12 @@ def _sizes_tuple(value: Any, name: str) -> tuple[Any, ...]:
     return (value,)
   if isinstance(value, Sequence) and not isinstance(value, str):
     return tuple(value)
-  raise ValueError(f'MetaNetSizes.{name} must be a sequence of positive '
-                   f'sizes, got {value!r}.')
+  raise ValueError(
+    f'MetaNetSizes.{name} must be a sequence of positive sizes, got {value!r}.'
+  )
 
 
-def as_sizes(sizes: 'MetaNetSizes | Mapping[str, Any] | None'
-             ) -> MetaNetSizes:
+def as_sizes(sizes: 'MetaNetSizes | Mapping[str, Any] | None') -> MetaNetSizes:
   """`sizes` as `MetaNetSizes`: a `MetaNetSizes`, a mapping of some of its
   fields (the others Disco103's), or None (Disco103's).
 
@@ -122,13 +135,16 @@ def as_sizes(sizes: 'MetaNetSizes | Mapping[str, Any] | None'
   sizes = dict(sizes)
   unknown = sorted(set(sizes) - set(SIZE_FIELDS))
   if unknown:
-    raise ValueError(f'Unknown meta-network size(s) {unknown}; expected some '
-                     f'of {list(SIZE_FIELDS)}.')
+    raise ValueError(
+      f'Unknown meta-network size(s) {unknown}; expected some '
+      f'of {list(SIZE_FIELDS)}.'
+    )
   return MetaNetSizes(**sizes)
 
 
-def _numbered(params: Mapping[str, Any], prefix: str,
-              layer: str) -> tuple[int, ...]:
+def _numbered(
+  params: Mapping[str, Any], prefix: str, layer: str
+) -> tuple[int, ...]:
   """Output sizes of the layers `prefix/layer`, `prefix/layer_1`, ... in
   order (their biases' lengths)."""
   pattern = re.compile(re.escape(f'{prefix}/{layer}') + r'(?:_(\d+))?$')
@@ -138,13 +154,16 @@ def _numbered(params: Mapping[str, Any], prefix: str,
     if match:
       found[int(match.group(1) or 0)] = int(leaves['b'].shape[-1])
   if not found or sorted(found) != list(range(len(found))):
-    raise ValueError(f'No layers {prefix}/{layer}, {layer}_1, ... in the '
-                     f'meta-network parameters (have {sorted(params)}).')
+    raise ValueError(
+      f'No layers {prefix}/{layer}, {layer}_1, ... in the '
+      f'meta-network parameters (have {sorted(params)}).'
+    )
   return tuple(found[i] for i in range(len(found)))
 
 
-def sizes_from_params(params: Mapping[str, Any],
-                      name: str = 'lstm') -> MetaNetSizes:
+def sizes_from_params(
+  params: Mapping[str, Any], name: str = 'lstm'
+) -> MetaNetSizes:
   """The `MetaNetSizes` of a rule's parameters (arrays or shapes).
 
   Args:
@@ -158,30 +177,37 @@ def sizes_from_params(params: Mapping[str, Any],
   meta = f'{name}/~/meta_lstm/~unroll'
   try:
     return MetaNetSizes(
-        prediction_size=int(params[f'{name}/linear_2']['b'].shape[-1]),
-        hidden_size=int(params[f'{name}/lstm/linear']['b'].shape[-1]) // 4,
-        embedding_size=_numbered(params, f'{name}/mlp/~', 'linear'),
-        policy_channels=_numbered(params, f'{name}/sequential', 'conv1_d'),
-        policy_target_channels=_numbered(params, f'{name}/sequential_1',
-                                         'conv1_d'),
-        meta_hidden_size=int(params[f'{meta}/lstm/linear']['b'].shape[-1])
-        // 4,
-        meta_embedding_size=_numbered(params, f'{meta}/mlp_2/~', 'linear'),
-        meta_pred_embedding_size=_numbered(params, f'{meta}/mlp/~', 'linear'),
-        meta_policy_channels=_numbered(params, f'{meta}/sequential',
-                                       'conv1_d'))
+      prediction_size=int(params[f'{name}/linear_2']['b'].shape[-1]),
+      hidden_size=int(params[f'{name}/lstm/linear']['b'].shape[-1]) // 4,
+      embedding_size=_numbered(params, f'{name}/mlp/~', 'linear'),
+      policy_channels=_numbered(params, f'{name}/sequential', 'conv1_d'),
+      policy_target_channels=_numbered(
+        params, f'{name}/sequential_1', 'conv1_d'
+      ),
+      meta_hidden_size=int(params[f'{meta}/lstm/linear']['b'].shape[-1]) // 4,
+      meta_embedding_size=_numbered(params, f'{meta}/mlp_2/~', 'linear'),
+      meta_pred_embedding_size=_numbered(params, f'{meta}/mlp/~', 'linear'),
+      meta_policy_channels=_numbered(params, f'{meta}/sequential', 'conv1_d'),
+    )
   except KeyError as e:
-    raise ValueError(f'Not the parameters of a Disco meta-network named '
-                     f'{name!r}: no {e} (have {sorted(params)}).') from None
+    raise ValueError(
+      f'Not the parameters of a Disco meta-network named '
+      f'{name!r}: no {e} (have {sorted(params)}).'
+    ) from None
 
 
 class DiscoUpdateRule(base.UpdateRule):
   """The discovered rule; `net` configures its meta-network."""
 
-  def __init__(self, net: Mapping[str, Any], value_discount: float,
-               max_abs_value: float, num_bins: int,
-               moving_average_decay: float = 0.99,
-               moving_average_eps: float = 1e-6) -> None:
+  def __init__(
+    self,
+    net: Mapping[str, Any],
+    value_discount: float,
+    max_abs_value: float,
+    num_bins: int,
+    moving_average_decay: float = 0.99,
+    moving_average_eps: float = 1e-6,
+  ) -> None:
     """Builds the rule.
 
     Args:
@@ -197,17 +223,21 @@ class DiscoUpdateRule(base.UpdateRule):
     net = dict(net)  # A ConfigDict or a mapping.
     net_name = net.get('name')
     if net_name not in META_NETWORKS:
-      raise ValueError(f'Unknown meta-network name {net_name!r}; expected one '
-                       f'of {sorted(META_NETWORKS)}.')
+      raise ValueError(
+        f'Unknown meta-network name {net_name!r}; expected one '
+        f'of {sorted(META_NETWORKS)}.'
+      )
     utils.check_kwargs(META_NETWORKS[net_name], net, 'disco meta-network (net)')
     self._prediction_size = net['prediction_size']
     self._value_discount = value_discount
     self._max_abs_value = max_abs_value
     self._num_bins = num_bins
     self._adv_ema = utils.MovingAverage(
-        jnp.zeros(()), decay=moving_average_decay, eps=moving_average_eps)
+      jnp.zeros(()), decay=moving_average_decay, eps=moving_average_eps
+    )
     self._td_ema = utils.MovingAverage(
-        jnp.zeros(()), decay=moving_average_decay, eps=moving_average_eps)
+      jnp.zeros(()), decay=moving_average_decay, eps=moving_average_eps
+    )
 
     def forward(inputs, axis_name):
       return META_NETWORKS[net_name](**net)(inputs, axis_name)
@@ -220,48 +250,59 @@ class DiscoUpdateRule(base.UpdateRule):
   # --------------------------------------------------------------------------
   # Parameters, specs and state.
 
-  def init_params(self,
-                  rng: chex.PRNGKey) -> tuple[types.MetaParams, chex.ArrayTree]:
-    dummy = self._get_dummy_input(include_behaviour_out=True,
-                                  include_agent_adv=True)
+  def init_params(
+    self, rng: chex.PRNGKey
+  ) -> tuple[types.MetaParams, chex.ArrayTree]:
+    dummy = self._get_dummy_input(
+      include_behaviour_out=True, include_agent_adv=True
+    )
     return self._eta_init_fn(rng, dummy, axis_name=None)
 
-  def init_meta_state(self, rng: chex.PRNGKey,
-                      params: types.AgentParams) -> types.MetaState:
-    dummy = self._get_dummy_input(include_behaviour_out=True,
-                                  include_agent_adv=True)
+  def init_meta_state(
+    self, rng: chex.PRNGKey, params: types.AgentParams
+  ) -> types.MetaState:
+    dummy = self._get_dummy_input(
+      include_behaviour_out=True, include_agent_adv=True
+    )
     _, rnn_state = self._jit_init(rng, dummy, axis_name=None)
     return dict(
-        rnn_state=rnn_state,
-        adv_ema_state=self._adv_ema.init_state(),
-        td_ema_state=self._td_ema.init_state(),
-        target_params=params,
+      rnn_state=rnn_state,
+      adv_ema_state=self._adv_ema.init_state(),
+      td_ema_state=self._td_ema.init_state(),
+      target_params=params,
     )
 
   def flat_output_spec(
-      self, single_action_spec: types.ActionSpec) -> types.Specs:
+    self, single_action_spec: types.ActionSpec
+  ) -> types.Specs:
     return dict(
-        logits=utils.get_logits_specs(single_action_spec),
-        y=types.ArraySpec((self._prediction_size,), jnp.float32),
+      logits=utils.get_logits_specs(single_action_spec),
+      y=types.ArraySpec((self._prediction_size,), jnp.float32),
     )
 
   def model_output_spec(
-      self, single_action_spec: types.ActionSpec) -> types.Specs:
+    self, single_action_spec: types.ActionSpec
+  ) -> types.Specs:
     return dict(
-        z=types.ArraySpec((self._prediction_size,), jnp.float32),
-        aux_pi=utils.get_logits_specs(single_action_spec),
-        q=types.ArraySpec((self._num_bins,), jnp.float32),
+      z=types.ArraySpec((self._prediction_size,), jnp.float32),
+      aux_pi=utils.get_logits_specs(single_action_spec),
+      q=types.ArraySpec((self._num_bins,), jnp.float32),
     )
 
   # --------------------------------------------------------------------------
   # The meta-network.
 
   def unroll_meta_net(
-      self, meta_params: types.MetaParams, params: types.AgentParams,
-      state: types.HaikuState, meta_state: types.MetaState,
-      rollout: types.UpdateRuleInputs, hyper_params: types.HyperParams,
-      unroll_policy_fn: types.AgentUnrollFn, rng: chex.PRNGKey,
-      axis_name: str | None = None,
+    self,
+    meta_params: types.MetaParams,
+    params: types.AgentParams,
+    state: types.HaikuState,
+    meta_state: types.MetaState,
+    rollout: types.UpdateRuleInputs,
+    hyper_params: types.HyperParams,
+    unroll_policy_fn: types.AgentUnrollFn,
+    rng: chex.PRNGKey,
+    axis_name: str | None = None,
   ) -> tuple[types.UpdateRuleOuts, types.MetaState]:
     """Targets pi/y/z [T, B, ...], value quantities, and the next meta state.
 
@@ -272,59 +313,84 @@ class DiscoUpdateRule(base.UpdateRule):
     base.check_update_rule_inputs(rollout, AGENT_OUTPUTS, 'disco rule')
     missing = [k for k in HYPER_PARAMS if k not in hyper_params]
     if missing:
-      raise ValueError(f'disco rule: hyper_params lacks {missing}; got '
-                       f'{sorted(hyper_params)}.')
+      raise ValueError(
+        f'disco rule: hyper_params lacks {missing}; got {sorted(hyper_params)}.'
+      )
 
     target_out, _ = unroll_policy_fn(
-        meta_state['target_params'], state, rollout.observations,
-        rollout.should_reset_mask_fwd)
+      meta_state['target_params'],
+      state,
+      rollout.observations,
+      rollout.should_reset_mask_fwd,
+    )
 
     # Retrace targets for the categorical q head only (no state-value head);
     # advantages and TD errors are normalised by the rule's moving averages.
     value_outs, adv_ema_state, td_ema_state = value_utils.get_value_outs(
-        value_net_out=None, target_value_net_out=None,
-        q_net_out=rollout.agent_out['q'], target_q_net_out=target_out['q'],
-        rollout=rollout, pi_logits=rollout.agent_out['logits'],
-        discount=self._value_discount,
-        lambda_=hyper_params['value_fn_td_lambda'],
-        nonlinear_transform=True, categorical_value=True,
-        max_abs_value=self._max_abs_value, drop_last=False,
-        adv_ema_state=meta_state['adv_ema_state'], adv_ema_fn=self._adv_ema,
-        td_ema_state=meta_state['td_ema_state'], td_ema_fn=self._td_ema,
-        axis_name=axis_name)
+      value_net_out=None,
+      target_value_net_out=None,
+      q_net_out=rollout.agent_out['q'],
+      target_q_net_out=target_out['q'],
+      rollout=rollout,
+      pi_logits=rollout.agent_out['logits'],
+      discount=self._value_discount,
+      lambda_=hyper_params['value_fn_td_lambda'],
+      nonlinear_transform=True,
+      categorical_value=True,
+      max_abs_value=self._max_abs_value,
+      drop_last=False,
+      adv_ema_state=meta_state['adv_ema_state'],
+      adv_ema_fn=self._adv_ema,
+      td_ema_state=meta_state['td_ema_state'],
+      td_ema_fn=self._td_ema,
+      axis_name=axis_name,
+    )
 
-    meta_inputs = rollout.replace(extra_from_rule=dict(
+    meta_inputs = dataclasses.replace(
+      rollout,
+      extra_from_rule=dict(
         v_scalar=value_outs.value,
-        adv=value_outs.adv, normalized_adv=value_outs.normalized_adv,
-        q=value_outs.target_q_value, qv_adv=value_outs.qv_adv,
-        normalized_qv_adv=value_outs.normalized_qv_adv, target_out=target_out))
+        adv=value_outs.adv,
+        normalized_adv=value_outs.normalized_adv,
+        q=value_outs.target_q_value,
+        qv_adv=value_outs.qv_adv,
+        normalized_qv_adv=value_outs.normalized_qv_adv,
+        target_out=target_out,
+      ),
+    )
     targets, new_rnn_state = self._eta_apply(
-        meta_params, meta_state['rnn_state'], None, meta_inputs,
-        axis_name=axis_name)
+      meta_params,
+      meta_state['rnn_state'],
+      None,
+      meta_inputs,
+      axis_name=axis_name,
+    )
     chex.assert_rank([targets['pi'], targets['y'], targets['z']], 3)
 
     meta_out = dict(
-        targets,
-        q_target=value_outs.q_target,
-        adv=value_outs.adv,
-        normalized_adv=value_outs.normalized_adv,
-        qv_adv=value_outs.qv_adv,
-        normalized_qv_adv=value_outs.normalized_qv_adv,
-        q_value=value_outs.q_value,
-        q_td=value_outs.q_td,
-        normalized_q_td=value_outs.normalized_q_td,
-        target_out=target_out,
+      targets,
+      q_target=value_outs.q_target,
+      adv=value_outs.adv,
+      normalized_adv=value_outs.normalized_adv,
+      qv_adv=value_outs.qv_adv,
+      normalized_qv_adv=value_outs.normalized_qv_adv,
+      q_value=value_outs.q_value,
+      q_td=value_outs.q_td,
+      normalized_q_td=value_outs.normalized_q_td,
+      target_out=target_out,
     )
 
     coeff = hyper_params['target_params_coeff']
     new_meta_state = dict(
-        meta_state,
-        rnn_state=new_rnn_state,
-        adv_ema_state=adv_ema_state,
-        td_ema_state=td_ema_state,
-        target_params=jax.tree.map(
-            lambda old, new: old * coeff + (1.0 - coeff) * new,
-            meta_state['target_params'], params),
+      meta_state,
+      rnn_state=new_rnn_state,
+      adv_ema_state=adv_ema_state,
+      td_ema_state=td_ema_state,
+      target_params=jax.tree.map(
+        lambda old, new: old * coeff + (1.0 - coeff) * new,
+        meta_state['target_params'],
+        params,
+      ),
     )
     return meta_out, new_meta_state
 
@@ -332,8 +398,11 @@ class DiscoUpdateRule(base.UpdateRule):
   # Losses.
 
   def agent_loss(
-      self, rollout: types.UpdateRuleInputs, meta_out: types.UpdateRuleOuts,
-      hyper_params: types.HyperParams, backprop: bool,
+    self,
+    rollout: types.UpdateRuleInputs,
+    meta_out: types.UpdateRuleOuts,
+    hyper_params: types.HyperParams,
+    backprop: bool,
   ) -> tuple[chex.Array, types.UpdateRuleLog]:
     """KL to the meta-network's targets plus the auxiliary policy loss."""
     t, b = base.check_update_rule_inputs(rollout, AGENT_OUTPUTS, 'disco rule')
@@ -354,49 +423,74 @@ class DiscoUpdateRule(base.UpdateRule):
     next_logits = rollout.agent_out['logits'][1:]
     # KL(target || output) per step for pi, y, z and the auxiliary policy.
     pi_loss, y_loss, z_loss, aux_loss = (
-        distrax.Softmax(target).kl_divergence(distrax.Softmax(out))
-        for target, out in ((pi_hat, logits_t), (y_hat, y_t), (z_hat, z_a_t),
-                            (jax.lax.stop_gradient(next_logits), aux_pi_a_t)))
+      distrax.Softmax(target).kl_divergence(distrax.Softmax(out))
+      for target, out in (
+        (pi_hat, logits_t),
+        (y_hat, y_t),
+        (z_hat, z_a_t),
+        (jax.lax.stop_gradient(next_logits), aux_pi_a_t),
+      )
+    )
     aux_loss = aux_loss * (1.0 - rollout.is_terminal)
 
     chex.assert_shape([pi_loss, y_loss, z_loss, aux_loss], (t, b))
-    loss = (hyper_params['pi_cost'] * pi_loss
-            + hyper_params['y_cost'] * y_loss
-            + hyper_params['z_cost'] * z_loss
-            + hyper_params['aux_policy_cost'] * aux_loss)
+    loss = (
+      hyper_params['pi_cost'] * pi_loss
+      + hyper_params['y_cost'] * y_loss
+      + hyper_params['z_cost'] * z_loss
+      + hyper_params['aux_policy_cost'] * aux_loss
+    )
 
-    means = dict(logits=logits_t, y=y_t, z=out_t['z'], pi_loss=pi_loss,
-                 aux_kl_loss=aux_loss, pi_hat=pi_hat, y_hat=y_hat, z_hat=z_hat)
-    entropies = dict(entropy=logits_t, y_entropy=y_t, z_entropy=z_a_t,
-                     pi_hat_entropy=pi_hat, aux_policy_entropy=aux_pi_a_t,
-                     aux_target_entropy=next_logits)
+    means = dict(
+      logits=logits_t,
+      y=y_t,
+      z=out_t['z'],
+      pi_loss=pi_loss,
+      aux_kl_loss=aux_loss,
+      pi_hat=pi_hat,
+      y_hat=y_hat,
+      z_hat=z_hat,
+    )
+    entropies = dict(
+      entropy=logits_t,
+      y_entropy=y_t,
+      z_entropy=z_a_t,
+      pi_hat_entropy=pi_hat,
+      aux_policy_entropy=aux_pi_a_t,
+      aux_target_entropy=next_logits,
+    )
     log = {k: jnp.mean(v) for k, v in means.items()}
-    log.update({k: jnp.mean(distrax.Softmax(v).entropy())
-                for k, v in entropies.items()})
+    log.update(
+      {k: jnp.mean(distrax.Softmax(v).entropy()) for k, v in entropies.items()}
+    )
     return loss, log
 
   def agent_loss_no_meta(
-      self, rollout: types.UpdateRuleInputs,
-      meta_out: types.UpdateRuleOuts | None, hyper_params: types.HyperParams,
+    self,
+    rollout: types.UpdateRuleInputs,
+    meta_out: types.UpdateRuleOuts | None,
+    hyper_params: types.HyperParams,
   ) -> tuple[chex.Array, types.UpdateRuleLog]:
     """Categorical Retrace loss on q(s_t, a_t); no meta-gradient flows here."""
     if meta_out is None:
-      raise ValueError('The disco rule needs meta_out (from unroll_meta_net) '
-                       'for its value loss, got None.')
+      raise ValueError(
+        'The disco rule needs meta_out (from unroll_meta_net) '
+        'for its value loss, got None.'
+      )
     q_a_t = utils.batch_lookup(rollout.agent_out['q'], rollout.actions)[:-1]
     q_loss = value_utils.value_loss_from_td(
-        value_net_out=q_a_t,
-        td=jax.lax.stop_gradient(meta_out['q_td']),
-        nonlinear_transform=True,
-        categorical_value=True,
-        max_abs_value=self._max_abs_value,
+      value_net_out=q_a_t,
+      td=jax.lax.stop_gradient(meta_out['q_td']),
+      nonlinear_transform=True,
+      categorical_value=True,
+      max_abs_value=self._max_abs_value,
     )
     log = dict(
-        q_target=jnp.mean(meta_out['q_target']),
-        agent_q_mean=jnp.mean(meta_out['q_value']),
-        q_loss=jnp.mean(q_loss),
-        td=jnp.mean(meta_out['q_td']),
-        normalized_td=jnp.mean(meta_out['normalized_q_td']),
+      q_target=jnp.mean(meta_out['q_target']),
+      agent_q_mean=jnp.mean(meta_out['q_value']),
+      q_loss=jnp.mean(q_loss),
+      td=jnp.mean(meta_out['q_td']),
+      normalized_td=jnp.mean(meta_out['normalized_q_td']),
     )
     return q_loss * hyper_params['value_cost'], log
 
@@ -423,34 +517,32 @@ def get_input_option() -> types.MetaNetInputOption:
   q_like = ('sign_log', 'drop_last', 'stop_grad')
   target = 'extra_from_rule/target_out'
   return types.MetaNetInputOption(
-      base=(
-          _option('agent_out/logits', *pick_a),
-          _option('behaviour_agent_out/logits', *pick_a),
-          _option('rewards', 'sign_log'),
-          _option('is_terminal', 'masks_to_discounts'),
-          _option('extra_from_rule/v_scalar', 'sign_log', 'td_pair',
-                  'stop_grad'),
-          _option('extra_from_rule/adv', 'sign_log', 'stop_grad'),
-          _option('extra_from_rule/normalized_adv', 'stop_grad'),
-          _option(f'{target}/logits', *pick_a),
-          _option('agent_out/y', *y_pair),
-          _option(f'{target}/y', *y_pair),
-          _option('agent_out/z', *z_a),
-          _option('agent_out/z', *z_avg),
-          _option('agent_out/z', *z_max),
-          _option(f'{target}/z', *z_a),
-          _option(f'{target}/z', *z_avg),
-          _option(f'{target}/z', *z_max),
-      ),
-      action_conditional=(
-          _option('agent_out/logits', *probs),
-          _option('behaviour_agent_out/logits', *probs),
-          _option(f'{target}/logits', *probs),
-          _option('agent_out/z', 'drop_last', 'softmax', 'z_net'),
-          _option(f'{target}/z', 'drop_last', 'softmax', 'z_net'),
-          _option('extra_from_rule/q', *q_like),
-          _option('extra_from_rule/qv_adv', *q_like),
-          _option('extra_from_rule/normalized_qv_adv', 'drop_last',
-                  'stop_grad'),
-      ),
+    base=(
+      _option('agent_out/logits', *pick_a),
+      _option('behaviour_agent_out/logits', *pick_a),
+      _option('rewards', 'sign_log'),
+      _option('is_terminal', 'masks_to_discounts'),
+      _option('extra_from_rule/v_scalar', 'sign_log', 'td_pair', 'stop_grad'),
+      _option('extra_from_rule/adv', 'sign_log', 'stop_grad'),
+      _option('extra_from_rule/normalized_adv', 'stop_grad'),
+      _option(f'{target}/logits', *pick_a),
+      _option('agent_out/y', *y_pair),
+      _option(f'{target}/y', *y_pair),
+      _option('agent_out/z', *z_a),
+      _option('agent_out/z', *z_avg),
+      _option('agent_out/z', *z_max),
+      _option(f'{target}/z', *z_a),
+      _option(f'{target}/z', *z_avg),
+      _option(f'{target}/z', *z_max),
+    ),
+    action_conditional=(
+      _option('agent_out/logits', *probs),
+      _option('behaviour_agent_out/logits', *probs),
+      _option(f'{target}/logits', *probs),
+      _option('agent_out/z', 'drop_last', 'softmax', 'z_net'),
+      _option(f'{target}/z', 'drop_last', 'softmax', 'z_net'),
+      _option('extra_from_rule/q', *q_like),
+      _option('extra_from_rule/qv_adv', *q_like),
+      _option('extra_from_rule/normalized_qv_adv', 'drop_last', 'stop_grad'),
+    ),
   )

@@ -16,6 +16,7 @@ Either may live in the signed-hyperbolic transformed space
 to recover values in reward units.
 """
 
+import dataclasses
 import functools
 import operator
 
@@ -41,33 +42,40 @@ _squash, _unsquash = rlax.SIGNED_HYPERBOLIC_PAIR
 
 
 def _require_max_abs_value(
-    categorical_value: bool, max_abs_value: float | None
+  categorical_value: bool, max_abs_value: float | None
 ) -> None:
   """A categorical head has no meaning without the extent of its support."""
-  if categorical_value and max_abs_value is None:
+  if categorical_value:
+    _support_bound(max_abs_value)
+
+
+def _support_bound(max_abs_value: float | None) -> float:
+  """The extent of a categorical head's support, which must be given."""
+  if max_abs_value is None:
     raise ValueError(
-        '`max_abs_value` must be given when `categorical_value=True`: it sets '
-        'the support [-max_abs_value, max_abs_value] of the value bins.'
+      '`max_abs_value` must be given when `categorical_value=True`: it sets '
+      'the support [-max_abs_value, max_abs_value] of the value bins.'
     )
+  return max_abs_value
 
 
 def _require_positive_bound(max_abs_value: float) -> None:
   if max_abs_value <= 0.0:
     raise ValueError(
-        f'`max_abs_value` must be greater than 0, got {max_abs_value}.'
+      f'`max_abs_value` must be greater than 0, got {max_abs_value}.'
     )
 
 
 def _check_leading_dims(
-    name: str, tree: chex.ArrayTree, expected: tuple[int, ...], hint: str = ''
+  name: str, tree: chex.ArrayTree, expected: tuple[int, ...], hint: str = ''
 ) -> None:
   """Raises a ValueError naming `name` unless every leaf starts `expected`."""
   for leaf in jax.tree.leaves(tree):
     shape = tuple(jnp.shape(leaf))
     if shape[: len(expected)] != tuple(expected):
       raise ValueError(
-          f'`{name}` should have leading dimensions {tuple(expected)}, but '
-          f'has shape {shape}.{" " + hint if hint else ""}'
+        f'`{name}` should have leading dimensions {tuple(expected)}, but '
+        f'has shape {shape}.{" " + hint if hint else ""}'
       )
 
 
@@ -90,26 +98,26 @@ def _with_zero_first_step(x_t: chex.Array) -> chex.Array:
 
 
 def _behaviour_of(
-    rollout: types.ActorRollout | types.UpdateRuleInputs,
+  rollout: types.ActorRollout | types.UpdateRuleInputs,
 ) -> tuple[chex.Array, chex.ArrayTree, str]:
   """Returns (env discounts, behaviour logits, how the discounts are named)."""
   if isinstance(rollout, types.ActorRollout):
     return rollout.discounts, rollout.logits, 'rollout.discounts'
   if not isinstance(rollout, types.UpdateRuleInputs):
     raise TypeError(
-        '`rollout` must be an ActorRollout or UpdateRuleInputs, got '
-        f'{type(rollout).__name__}.'
+      '`rollout` must be an ActorRollout or UpdateRuleInputs, got '
+      f'{type(rollout).__name__}.'
     )
   if rollout.behaviour_agent_out is None:
     raise ValueError(
-        '`rollout.behaviour_agent_out` is None; its "logits" are needed for '
-        'the importance weights.'
+      '`rollout.behaviour_agent_out` is None; its "logits" are needed for '
+      'the importance weights.'
     )
   not_done = 1.0 - rollout.is_terminal
   return (
-      not_done,
-      rollout.behaviour_agent_out['logits'],
-      '1 - rollout.is_terminal',
+    not_done,
+    rollout.behaviour_agent_out['logits'],
+    '1 - rollout.is_terminal',
   )
 
 
@@ -118,22 +126,27 @@ def _behaviour_of(
 
 
 def get_value_outs(
-    # Network heads (online, then target).
-    value_net_out: chex.Array | None, q_net_out: chex.ArrayTree | None,
-    target_value_net_out: chex.Array | None,
-    target_q_net_out: chex.ArrayTree | None,
-    # Trajectory and the policy being evaluated.
-    rollout: types.ActorRollout | types.UpdateRuleInputs, pi_logits: chex.Array,
-    # Estimator settings.
-    discount: jax.typing.ArrayLike,
-    lambda_: jax.typing.ArrayLike = DEFAULT_TD_LAMBDA,
-    nonlinear_transform: bool = False, categorical_value: bool = False,
-    max_abs_value: float | None = None, drop_last: bool = True,
-    # Moving-average normalisation.
-    adv_ema_state: types.EmaState | chex.ArrayTree | None = None,
-    adv_ema_fn: utils.MovingAverage | None = None,
-    td_ema_state: types.EmaState | chex.ArrayTree | None = None,
-    td_ema_fn: utils.MovingAverage | None = None, axis_name: str | None = None,
+  # Network heads (online, then target).
+  value_net_out: chex.Array | None,
+  q_net_out: chex.ArrayTree | None,
+  target_value_net_out: chex.Array | None,
+  target_q_net_out: chex.ArrayTree | None,
+  # Trajectory and the policy being evaluated.
+  rollout: types.ActorRollout | types.UpdateRuleInputs,
+  pi_logits: chex.Array,
+  # Estimator settings.
+  discount: jax.typing.ArrayLike,
+  lambda_: jax.typing.ArrayLike = DEFAULT_TD_LAMBDA,
+  nonlinear_transform: bool = False,
+  categorical_value: bool = False,
+  max_abs_value: float | None = None,
+  drop_last: bool = True,
+  # Moving-average normalisation.
+  adv_ema_state: types.EmaState | chex.ArrayTree | None = None,
+  adv_ema_fn: utils.MovingAverage | None = None,
+  td_ema_state: types.EmaState | chex.ArrayTree | None = None,
+  td_ema_fn: utils.MovingAverage | None = None,
+  axis_name: str | None = None,
 ) -> tuple[types.ValueOuts, types.EmaState | None, types.EmaState | None]:
   """Computes value targets and advantages, and advances their EMA statistics.
 
@@ -176,29 +189,29 @@ def get_value_outs(
     normalised fields are zeros.
   """
   for arg_name, ema_state in (
-      ('adv_ema_state', adv_ema_state),
-      ('td_ema_state', td_ema_state),
+    ('adv_ema_state', adv_ema_state),
+    ('td_ema_state', td_ema_state),
   ):
     if ema_state is not None and not isinstance(ema_state, types.EmaState):
       raise TypeError(
-          f'`{arg_name}` must be a types.EmaState or None, got '
-          f'{type(ema_state).__name__}.'
+        f'`{arg_name}` must be a types.EmaState or None, got '
+        f'{type(ema_state).__name__}.'
       )
   if value_net_out is None and q_net_out is None:
     raise ValueError(
-        'Either `value_net_out` or `q_net_out` must be given; both are None.'
+      'Either `value_net_out` or `q_net_out` must be given; both are None.'
     )
   _require_max_abs_value(categorical_value, max_abs_value)
   if categorical_value:
-    _require_positive_bound(max_abs_value)
+    _require_positive_bound(_support_bound(max_abs_value))
   uses_targets = (
-      target_value_net_out is not None or target_q_net_out is not None
+    target_value_net_out is not None or target_q_net_out is not None
   )
   if uses_targets and q_net_out is not None and target_q_net_out is None:
     raise ValueError(
-        '`target_q_net_out` is None while `q_net_out` and '
-        '`target_value_net_out` are given; pass target Q outputs too (or no '
-        'target outputs at all).'
+      '`target_q_net_out` is None while `q_net_out` and '
+      '`target_value_net_out` are given; pass target Q outputs too (or no '
+      'target outputs at all).'
     )
 
   if value_net_out is not None:
@@ -220,18 +233,18 @@ def get_value_outs(
   else:
     per_transition = (num_steps - 1, batch_size)
     hint = (
-        f'(drop_last=False: one entry per transition, i.e. T-1={num_steps - 1} '
-        f'for values with T={num_steps} steps.)'
+      f'(drop_last=False: one entry per transition, i.e. T-1={num_steps - 1} '
+      f'for values with T={num_steps} steps.)'
     )
   _check_leading_dims('rollout.rewards', rewards, per_transition, hint)
   _check_leading_dims(discounts_name, env_discounts, per_transition, hint)
 
   to_scalars = functools.partial(
-      extract_scalar_values_from_net_out,
-      pi_logits=pi_logits,
-      categorical_value=categorical_value,
-      max_abs_value=max_abs_value,
-      nonlinear_transform=nonlinear_transform,
+    extract_scalar_values_from_net_out,
+    pi_logits=pi_logits,
+    categorical_value=categorical_value,
+    max_abs_value=max_abs_value,
+    nonlinear_transform=nonlinear_transform,
   )
   v_online, q_online = to_scalars(value_net_out, q_net_out)
   if uses_targets:
@@ -245,31 +258,45 @@ def get_value_outs(
   # The final action (and both policies there) has no transition after it.
   actions_t = _all_but_last_step(actions)
   rho_t = importance_weight(
-      _all_but_last_step(pi_logits), _all_but_last_step(mu_logits), actions_t
+    _all_but_last_step(pi_logits), _all_but_last_step(mu_logits), actions_t
   )
 
   if q_online is None:
     value_outs = estimate_values(
-        rewards, actions_t, env_discounts, rho_t, v_online, v_boot,
-        discount, lambda_,
+      rewards,
+      actions_t,
+      env_discounts,
+      rho_t,
+      v_online,
+      v_boot,
+      discount,
+      lambda_,
     )
   else:
     value_outs = estimate_q_values(
-        rewards, actions_t, env_discounts, rho_t, v_online, v_boot,
-        q_online, q_boot, discount, lambda_,
+      rewards,
+      actions_t,
+      env_discounts,
+      rho_t,
+      v_online,
+      v_boot,
+      q_online,
+      q_boot,
+      discount,
+      lambda_,
     )
 
   # Advantage normalisation (mean and scale).
   if adv_ema_state is not None and adv_ema_fn is not None:
     new_adv_ema_state = adv_ema_fn.update_state(
-        value_outs.adv, adv_ema_state, axis_name
+      value_outs.adv, adv_ema_state, axis_name
     )
     scale_adv = functools.partial(adv_ema_fn.normalize, state=new_adv_ema_state)
     normalized_adv = scale_adv(value_outs.adv)
     # Mapping over the action structure stops at its leaves, so each action
     # component's advantages are normalised as one block.
     normalized_qv_adv = jax.tree.map(
-        lambda _, block: scale_adv(block), rollout.actions, value_outs.qv_adv
+      lambda _, block: scale_adv(block), rollout.actions, value_outs.qv_adv
     )
   else:
     new_adv_ema_state = None
@@ -280,10 +307,10 @@ def get_value_outs(
   if td_ema_state is not None and td_ema_fn is not None:
     td_source = value_outs.td if q_net_out is None else value_outs.q_td
     new_td_ema_state = td_ema_fn.update_state(
-        td_source, td_ema_state, axis_name
+      td_source, td_ema_state, axis_name
     )
     scaled_td = td_ema_fn.normalize(
-        td_source, new_td_ema_state, subtract_mean=False
+      td_source, new_td_ema_state, subtract_mean=False
     )
     if q_net_out is None:
       normalized_td = scaled_td
@@ -296,11 +323,12 @@ def get_value_outs(
     normalized_td = jax.tree.map(jnp.zeros_like, value_outs.td)
     normalized_q_td = jax.tree.map(jnp.zeros_like, value_outs.q_td)
 
-  value_outs = value_outs.replace(
-      normalized_adv=normalized_adv,
-      normalized_qv_adv=normalized_qv_adv,
-      normalized_td=normalized_td,
-      normalized_q_td=normalized_q_td,
+  value_outs = dataclasses.replace(
+    value_outs,
+    normalized_adv=normalized_adv,
+    normalized_qv_adv=normalized_qv_adv,
+    normalized_td=normalized_td,
+    normalized_q_td=normalized_q_td,
   )
   return value_outs, new_adv_ema_state, new_td_ema_state
 
@@ -310,23 +338,28 @@ def get_value_outs(
 
 
 def _check_transition_arrays(
-    values: chex.Array, **per_transition: chex.Array
+  values: chex.Array, **per_transition: chex.Array
 ) -> None:
   """Every per-transition array must be [T, B] for values of shape [T+1, B]."""
   expected = (values.shape[0] - 1,) + tuple(values.shape[1:])
   for arg_name, arr in per_transition.items():
     if tuple(jnp.shape(arr)) != expected:
       raise ValueError(
-          f'`{arg_name}` should have shape {expected} (one entry per '
-          f'transition for values of shape {tuple(values.shape)}), but has '
-          f'shape {tuple(jnp.shape(arr))}.'
+        f'`{arg_name}` should have shape {expected} (one entry per '
+        f'transition for values of shape {tuple(values.shape)}), but has '
+        f'shape {tuple(jnp.shape(arr))}.'
       )
 
 
 def estimate_values(
-    rewards: chex.Array, actions: chex.ArrayTree, env_discounts: chex.Array,
-    rho: chex.Array, values: chex.Array, target_values: chex.Array,
-    discount: float = DEFAULT_DISCOUNT, lambda_: float = DEFAULT_TD_LAMBDA,
+  rewards: chex.Array,
+  actions: chex.ArrayTree,
+  env_discounts: chex.Array,
+  rho: chex.Array,
+  values: chex.Array,
+  target_values: chex.Array,
+  discount: jax.typing.ArrayLike = DEFAULT_DISCOUNT,
+  lambda_: jax.typing.ArrayLike = DEFAULT_TD_LAMBDA,
 ) -> types.ValueOuts:
   """V-trace value targets and policy-gradient advantages.
 
@@ -350,10 +383,11 @@ def estimate_values(
   chex.assert_rank([values, target_values], 2)
   chex.assert_equal_shape([values, target_values])
   _check_transition_arrays(
-      values, rewards=rewards, env_discounts=env_discounts, rho=rho
+    values, rewards=rewards, env_discounts=env_discounts, rho=rho
   )
-  vtrace_over_batch = _over_batch(functools.partial(
-      rlax.vtrace_td_error_and_advantage, lambda_=lambda_))
+  vtrace_over_batch = _over_batch(
+    functools.partial(rlax.vtrace_td_error_and_advantage, lambda_=lambda_)
+  )
   discount_t = env_discounts * discount
   v_tm1, v_t = target_values[:-1], target_values[1:]
   vtrace_out = vtrace_over_batch(v_tm1, v_t, rewards, discount_t, rho)
@@ -362,25 +396,31 @@ def estimate_values(
   no_q = jax.tree.map(jnp.zeros_like, actions)
   no_q_target = jax.tree.map(lambda _: jnp.zeros_like(value_target), actions)
   return types.ValueOuts(
-      value=values,
-      target_value=target_values,
-      rho=rho,
-      adv=vtrace_out.pg_advantage,
-      value_target=value_target,
-      td=value_target - values[:-1],
-      qv_adv=jax.tree.map(jnp.zeros_like, actions),
-      q_value=no_q,
-      target_q_value=no_q,
-      q_target=no_q_target,
-      q_td=jax.tree.map(lambda _: jnp.zeros_like(value_target), actions),
+    value=values,
+    target_value=target_values,
+    rho=rho,
+    adv=vtrace_out.pg_advantage,
+    value_target=value_target,
+    td=value_target - values[:-1],
+    qv_adv=jax.tree.map(jnp.zeros_like, actions),
+    q_value=no_q,
+    target_q_value=no_q,
+    q_target=no_q_target,
+    q_td=jax.tree.map(lambda _: jnp.zeros_like(value_target), actions),
   )
 
 
 def estimate_q_values(
-    rewards: chex.Array, actions: chex.ArrayTree, env_discounts: chex.Array,
-    rho: chex.Array, values: chex.Array, target_values: chex.Array,
-    q_values: chex.ArrayTree, target_q_values: chex.ArrayTree,
-    discount: float = DEFAULT_DISCOUNT, lambda_: float = DEFAULT_TD_LAMBDA,
+  rewards: chex.Array,
+  actions: chex.ArrayTree,
+  env_discounts: chex.Array,
+  rho: chex.Array,
+  values: chex.Array,
+  target_values: chex.Array,
+  q_values: chex.ArrayTree,
+  target_q_values: chex.ArrayTree,
+  discount: jax.typing.ArrayLike = DEFAULT_DISCOUNT,
+  lambda_: jax.typing.ArrayLike = DEFAULT_TD_LAMBDA,
 ) -> types.ValueOuts:
   """Retrace targets for Q, and the state-value targets they imply.
 
@@ -410,7 +450,7 @@ def estimate_q_values(
   chex.assert_rank(values, 2)
   chex.assert_rank(jax.tree.leaves(q_values), 3)
   _check_transition_arrays(
-      values, rewards=rewards, env_discounts=env_discounts, rho=rho
+    values, rewards=rewards, env_discounts=env_discounts, rho=rho
   )
   chex.assert_equal_shape_prefix([values, _first_leaf(q_values)], 2)
 
@@ -428,15 +468,18 @@ def estimate_q_values(
   # a zero-reward, zero-discount step in front aligns it with ours and is
   # discarded afterwards. It also shifts `trace_t` so that step t's return
   # uses the trace and Q-value of step t+1, as Retrace requires.
-  retrace_over_batch = _over_batch(functools.partial(
-      rlax.general_off_policy_returns_from_q_and_v, stop_target_gradients=True))
+  retrace_over_batch = _over_batch(
+    functools.partial(
+      rlax.general_off_policy_returns_from_q_and_v, stop_target_gradients=True
+    )
+  )
   padded_rewards = _with_zero_first_step(rewards)
   padded_discounts = _with_zero_first_step(discount_t)
   q_target = jax.tree.map(
-      lambda q_a: retrace_over_batch(
-          q_a, target_values, padded_rewards, padded_discounts, trace_t
-      )[1:],
-      target_q_a_t,
+    lambda q_a: retrace_over_batch(
+      q_a, target_values, padded_rewards, padded_discounts, trace_t
+    )[1:],
+    target_q_a_t,
   )
   chex.assert_trees_all_equal_shapes(q_a_t, q_target)
 
@@ -444,18 +487,19 @@ def estimate_q_values(
   adv = _first_leaf(q_target) - v_tm1
   value_target = v_tm1 + clipped_rho_t * adv
   return types.ValueOuts(
-      value=values,
-      target_value=target_values,
-      rho=rho,
-      adv=adv,
-      value_target=value_target,
-      td=value_target - values[:-1],
-      qv_adv=jax.tree.map(lambda q: q - target_values[..., None],
-                          target_q_values),
-      q_value=q_values,
-      target_q_value=target_q_values,
-      q_target=q_target,
-      q_td=jax.tree.map(operator.sub, q_target, q_a_t),
+    value=values,
+    target_value=target_values,
+    rho=rho,
+    adv=adv,
+    value_target=value_target,
+    td=value_target - values[:-1],
+    qv_adv=jax.tree.map(
+      lambda q: q - target_values[..., None], target_q_values
+    ),
+    q_value=q_values,
+    target_q_value=target_q_values,
+    q_target=q_target,
+    q_td=jax.tree.map(operator.sub, q_target, q_a_t),
   )
 
 
@@ -464,8 +508,10 @@ def estimate_q_values(
 
 
 def get_values_from_net_outs(
-    x: chex.Array, categorical_value: bool, max_abs_value: float | None,
-    nonlinear_transform: bool,
+  x: chex.Array,
+  categorical_value: bool,
+  max_abs_value: float | None,
+  nonlinear_transform: bool,
 ) -> chex.Array:
   """Reads scalar values off a value head.
 
@@ -480,26 +526,29 @@ def get_values_from_net_outs(
   """
   if jnp.ndim(x) != 3:
     raise ValueError(
-        'Value head output should be [T, B, 1 or num_bins], got shape '
-        f'{tuple(jnp.shape(x))}.'
+      'Value head output should be [T, B, 1 or num_bins], got shape '
+      f'{tuple(jnp.shape(x))}.'
     )
   _require_max_abs_value(categorical_value, max_abs_value)
   if categorical_value:
-    v = value_logits_to_scalar(x, max_abs_value)
+    v = value_logits_to_scalar(x, _support_bound(max_abs_value))
   else:
     if x.shape[-1] != 1:
       raise ValueError(
-          'A scalar value head (categorical_value=False) should end in an '
-          f'axis of size 1, got shape {tuple(x.shape)}.'
+        'A scalar value head (categorical_value=False) should end in an '
+        f'axis of size 1, got shape {tuple(x.shape)}.'
       )
     v = jnp.squeeze(x, axis=2)
   return _unsquash(v) if nonlinear_transform else v
 
 
 def extract_scalar_values_from_net_out(
-    value_net_out: chex.Array, q_net_out: chex.ArrayTree | None,
-    pi_logits: chex.ArrayTree, categorical_value: bool,
-    max_abs_value: float | None, nonlinear_transform: bool,
+  value_net_out: chex.Array,
+  q_net_out: chex.ArrayTree | None,
+  pi_logits: chex.ArrayTree,
+  categorical_value: bool,
+  max_abs_value: float | None,
+  nonlinear_transform: bool,
 ) -> tuple[chex.Array, chex.ArrayTree | None]:
   """Scalar state and action values from the heads.
 
@@ -518,10 +567,10 @@ def extract_scalar_values_from_net_out(
   if value_net_out is None and q_net_out is None:
     raise ValueError('`value_net_out` and `q_net_out` are both None.')
   read_values = functools.partial(
-      get_values_from_net_outs,
-      categorical_value=categorical_value,
-      max_abs_value=max_abs_value,
-      nonlinear_transform=nonlinear_transform,
+    get_values_from_net_outs,
+    categorical_value=categorical_value,
+    max_abs_value=max_abs_value,
+    nonlinear_transform=nonlinear_transform,
   )
 
   if q_net_out is None:
@@ -536,14 +585,15 @@ def extract_scalar_values_from_net_out(
   else:
     pi_probs = jax.tree.map(jax.nn.softmax, pi_logits)
     values = jax.tree.map(
-        lambda p, q: jnp.sum(p * q, axis=2), pi_probs, q_values
+      lambda p, q: jnp.sum(p * q, axis=2), pi_probs, q_values
     )
   return values, q_values
 
 
 def importance_weight(
-    pi_logits: chex.ArrayTree, mu_logits: chex.ArrayTree,
-    actions: chex.ArrayTree,
+  pi_logits: chex.ArrayTree,
+  mu_logits: chex.ArrayTree,
+  actions: chex.ArrayTree,
 ) -> chex.Array:
   """rho = pi(a|s) / mu(a|s), joint over action components, no gradient.
 
@@ -558,9 +608,9 @@ def importance_weight(
 
   def joint_log_prob(logits_tree):
     per_component = jax.tree.map(
-        lambda logits, a: distrax.Softmax(logits).log_prob(a),
-        logits_tree,
-        actions,
+      lambda logits, a: distrax.Softmax(logits).log_prob(a),
+      logits_tree,
+      actions,
     )
     return functools.reduce(operator.add, jax.tree.leaves(per_component))
 
@@ -573,7 +623,7 @@ def importance_weight(
 
 
 def value_logits_to_scalar(
-    value_logits: chex.Array, max_abs_value: float
+  value_logits: chex.Array, max_abs_value: float
 ) -> chex.Array:
   """Expected value of softmax(logits) over N evenly spaced bins.
 
@@ -586,15 +636,15 @@ def value_logits_to_scalar(
   """
   _require_positive_bound(max_abs_value)
   return rlax.transform_from_2hot(
-      jax.nn.softmax(value_logits),
-      min_value=-max_abs_value,
-      max_value=max_abs_value,
-      num_bins=value_logits.shape[-1],
+    jax.nn.softmax(value_logits),
+    min_value=-max_abs_value,
+    max_value=max_abs_value,
+    num_bins=value_logits.shape[-1],
   )
 
 
 def scalar_to_categorical_value(
-    num_bins: int, value: chex.Array, max_abs_value: float
+  num_bins: int, value: chex.Array, max_abs_value: float
 ) -> chex.Array:
   """Two-hot encoding of `value` over N evenly spaced bins.
 
@@ -608,10 +658,10 @@ def scalar_to_categorical_value(
   """
   _require_positive_bound(max_abs_value)
   return rlax.transform_to_2hot(
-      value,
-      min_value=-max_abs_value,
-      max_value=max_abs_value,
-      num_bins=num_bins,
+    value,
+    min_value=-max_abs_value,
+    max_value=max_abs_value,
+    num_bins=num_bins,
   )
 
 
@@ -620,9 +670,11 @@ def scalar_to_categorical_value(
 
 
 def value_loss_from_target(
-    value_net_out: chex.Array, value_target: chex.Array,
-    nonlinear_transform: bool = False, categorical_value: bool = False,
-    max_abs_value: float | None = None,
+  value_net_out: chex.Array,
+  value_target: chex.Array,
+  nonlinear_transform: bool = False,
+  categorical_value: bool = False,
+  max_abs_value: float | None = None,
 ) -> chex.Array:
   """Per-step loss pulling a value head towards `value_target`.
 
@@ -646,16 +698,18 @@ def value_loss_from_target(
     prediction = jnp.squeeze(value_net_out, axis=-1)
     return 0.5 * jnp.square(prediction - head_target)
   target_probs = scalar_to_categorical_value(
-      value_net_out.shape[-1], head_target, max_abs_value
+    value_net_out.shape[-1], head_target, _support_bound(max_abs_value)
   )
   chex.assert_equal_shape([value_net_out, target_probs])
   return optax.losses.softmax_cross_entropy(value_net_out, target_probs)
 
 
 def value_loss_from_td(
-    value_net_out: chex.Array, td: chex.Array,
-    nonlinear_transform: bool = False, categorical_value: bool = False,
-    max_abs_value: float | None = None,
+  value_net_out: chex.Array,
+  td: chex.Array,
+  nonlinear_transform: bool = False,
+  categorical_value: bool = False,
+  max_abs_value: float | None = None,
 ) -> chex.Array:
   """Per-step value loss towards stop_gradient(v + td).
 
@@ -674,22 +728,22 @@ def value_loss_from_td(
   """
   _require_max_abs_value(categorical_value, max_abs_value)
   v_t = get_values_from_net_outs(
-      value_net_out,
-      categorical_value=categorical_value,
-      max_abs_value=max_abs_value,
-      nonlinear_transform=nonlinear_transform,
+    value_net_out,
+    categorical_value=categorical_value,
+    max_abs_value=max_abs_value,
+    nonlinear_transform=nonlinear_transform,
   )
   if jnp.shape(td) != v_t.shape:
     raise ValueError(
-        f'`td` should have shape {v_t.shape} to match `value_net_out` of '
-        f'shape {tuple(value_net_out.shape)}, but has shape '
-        f'{tuple(jnp.shape(td))}.'
+      f'`td` should have shape {v_t.shape} to match `value_net_out` of '
+      f'shape {tuple(value_net_out.shape)}, but has shape '
+      f'{tuple(jnp.shape(td))}.'
     )
   target_t = jax.lax.stop_gradient(v_t + td)
   return value_loss_from_target(
-      value_net_out,
-      target_t,
-      nonlinear_transform=nonlinear_transform,
-      categorical_value=categorical_value,
-      max_abs_value=max_abs_value,
+    value_net_out,
+    target_t,
+    nonlinear_transform=nonlinear_transform,
+    categorical_value=categorical_value,
+    max_abs_value=max_abs_value,
   )

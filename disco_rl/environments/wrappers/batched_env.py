@@ -2,8 +2,8 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Runs a batch of host (numpy) single-stream environments one after another."""
 
-import copy
 from collections.abc import Callable
+import copy
 
 import chex
 import jax
@@ -26,7 +26,7 @@ class UnusedEnvState:
   """Placeholder state: the wrapped host environments keep their own state."""
 
 
-class BatchedSingleStreamEnvironment(base.Environment):
+class BatchedSingleStreamEnvironment(base.Environment[UnusedEnvState]):
   """A batched `Environment` made of `batch_size` single-stream ones.
 
   The instances are stepped sequentially on the host. When the settings hold a
@@ -39,10 +39,10 @@ class BatchedSingleStreamEnvironment(base.Environment):
   on_host = True
 
   def __init__(
-      self,
-      env_class: Callable[..., base.Environment],
-      batch_size: int,
-      env_settings: config_dict.ConfigDict,
+    self,
+    env_class: Callable[..., base.Environment],
+    batch_size: int,
+    env_settings: config_dict.ConfigDict,
   ) -> None:
     """Builds the instances and resets them.
 
@@ -77,12 +77,13 @@ class BatchedSingleStreamEnvironment(base.Environment):
 
   def _stacked(self) -> types.EnvironmentTimestep:
     stacked = jax.tree.map(
-        lambda *xs: np.stack(xs).reshape(self._shape_prefix + np.shape(xs[0])),
-        *self._timesteps)
+      lambda *xs: np.stack(xs).reshape(self._shape_prefix + np.shape(xs[0])),
+      *self._timesteps,
+    )
     return utils.cast_to_single_precision(stacked, host_data=True)
 
   def step(
-      self, state: UnusedEnvState | None, actions: chex.ArrayTree
+    self, state: UnusedEnvState | None, actions: chex.ArrayTree
   ) -> tuple[UnusedEnvState, types.EnvironmentTimestep]:
     """Steps every instance with its slice of `actions` ([B, ...])."""
     del state
@@ -90,16 +91,17 @@ class BatchedSingleStreamEnvironment(base.Environment):
     # Same flattening as the reference: [B, ...] -> [B, *shape[2:]], which is
     # a no-op for the usual [B] actions.
     actions = jax.tree.map(
-        lambda a: np.asarray(a).reshape((self._num_envs,) + np.shape(a)[2:]),
-        actions)
+      lambda a: np.asarray(a).reshape((self._num_envs,) + np.shape(a)[2:]),
+      actions,
+    )
     self._timesteps = [
-        env.step(None, jax.tree.map(lambda a, i=i: a[i], actions))[1]
-        for i, env in enumerate(self._envs)
+      env.step(None, jax.tree.map(lambda a, i=i: a[i], actions))[1]
+      for i, env in enumerate(self._envs)
     ]
     return UnusedEnvState(), self._stacked()
 
   def reset(
-      self, rng_key: chex.PRNGKey
+    self, rng_key: chex.PRNGKey
   ) -> tuple[UnusedEnvState, types.EnvironmentTimestep]:
     """Restarts every instance; `rng_key` is ignored (they seed themselves)."""
     del rng_key

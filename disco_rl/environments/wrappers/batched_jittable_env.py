@@ -9,8 +9,8 @@ inside `step`: the terminal step reports `LAST` and the final reward, but its
 observation and the returned state already belong to the next episode.
 """
 
-import inspect
 from collections.abc import Callable
+import inspect
 from typing import Any
 
 import chex
@@ -35,15 +35,15 @@ class EnvState:
 
 
 def _make_timestep(
-    observation: chex.Array, reward: chex.Array, is_terminal: chex.Array
+  observation: chex.Array, reward: chex.Array, is_terminal: chex.Array
 ) -> types.EnvironmentTimestep:
   step_type = jnp.where(
-      is_terminal, jnp.int32(dm_env.StepType.LAST),
-      jnp.int32(dm_env.StepType.MID))
+    is_terminal, jnp.int32(dm_env.StepType.LAST), jnp.int32(dm_env.StepType.MID)
+  )
   return types.EnvironmentTimestep(
-      observation=observation.astype(jnp.float32),
-      step_type=step_type,
-      reward=jnp.asarray(reward).astype(jnp.float32),
+    observation=observation.astype(jnp.float32),
+    step_type=step_type,
+    reward=jnp.asarray(reward).astype(jnp.float32),
   )
 
 
@@ -53,13 +53,14 @@ def _accepted_settings(env_class: Callable[..., Any]) -> set[str] | None:
   if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
     return None
   return {
-      p.name for p in params
-      if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                    inspect.Parameter.KEYWORD_ONLY)
+    p.name
+    for p in params
+    if p.kind
+    in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
   }
 
 
-class BatchedJittableEnvironment(base.Environment):
+class BatchedJittableEnvironment(base.Environment[EnvState]):
   """`batch_size` copies of a jittable environment, vectorised with vmap.
 
   `reset` and `step` are pure functions of their inputs and can be wrapped in
@@ -67,10 +68,10 @@ class BatchedJittableEnvironment(base.Environment):
   """
 
   def __init__(
-      self,
-      env_class: Callable[..., Any],
-      batch_size: int,
-      env_settings: config_dict.ConfigDict,
+    self,
+    env_class: Callable[..., Any],
+    batch_size: int,
+    env_settings: config_dict.ConfigDict,
   ):
     """Builds the single-stream env and derives the specs.
 
@@ -89,31 +90,34 @@ class BatchedJittableEnvironment(base.Environment):
     self._env = env_class(**env_settings.to_dict())
 
     self._single_action_spec = specs.BoundedArray(
-        shape=(), dtype=np.int32, minimum=0,
-        maximum=self._env.num_actions - 1)
+      shape=(), dtype=np.int32, minimum=0, maximum=self._env.num_actions - 1
+    )
     # Render one state abstractly to learn the observation's shape and dtype.
     example = jax.eval_shape(
-        lambda key: self._env.render(self._env.initial_state(key)),
-        jax.random.key(0))
+      lambda key: self._env.render(self._env.initial_state(key)),
+      jax.random.key(0),
+    )
     self._single_observation_spec = {
-        'observation': specs.Array(shape=example.shape, dtype=example.dtype),
+      'observation': specs.Array(shape=example.shape, dtype=example.dtype),
     }
 
     self._vmapped_step = jax.vmap(self._step_one)
     self._vmapped_reset = jax.vmap(self._reset_one)
 
   def _reset_one(
-      self, rng_key: chex.PRNGKey
+    self, rng_key: chex.PRNGKey
   ) -> tuple[EnvState, types.EnvironmentTimestep]:
     carry_rng, episode_rng = jax.random.split(rng_key)
     state = self._env.initial_state(episode_rng)
     timestep = _make_timestep(
-        self._env.render(state), self._env.reward(state),
-        self._env.is_terminal(state))
+      self._env.render(state),
+      self._env.reward(state),
+      self._env.is_terminal(state),
+    )
     return EnvState(state=state, rng=carry_rng), timestep
 
   def _step_one(
-      self, env_state: EnvState, action: chex.Array
+    self, env_state: EnvState, action: chex.Array
   ) -> tuple[EnvState, types.EnvironmentTimestep]:
     carry_rng, step_rng = jax.random.split(env_state.rng)
     moved = self._env.step(step_rng, env_state.state, action)
@@ -127,13 +131,13 @@ class BatchedJittableEnvironment(base.Environment):
     return EnvState(state=following, rng=carry_rng), timestep
 
   def step(  # pytype: disable=signature-mismatch
-      self, state: EnvState, actions: chex.Array
+    self, state: EnvState, actions: chex.Array
   ) -> tuple[EnvState, types.EnvironmentTimestep]:
     """Steps every instance; `state` and `actions` lead with the batch axis."""
     return self._vmapped_step(state, actions)
 
   def reset(  # pytype: disable=signature-mismatch
-      self, rng_key: chex.PRNGKey
+    self, rng_key: chex.PRNGKey
   ) -> tuple[EnvState, types.EnvironmentTimestep]:
     """Starts `batch_size` episodes from keys split off `rng_key`."""
     return self._vmapped_reset(jax.random.split(rng_key, self.batch_size))

@@ -19,9 +19,9 @@ def _as_env_timestep(ts: dm_env.TimeStep) -> types.EnvironmentTimestep:
   # A dm_env `restart` carries reward None; report it as zero.
   reward = 0.0 if ts.reward is None else ts.reward
   return types.EnvironmentTimestep(
-      observation=ts.observation,
-      step_type=np.array(ts.step_type, dtype=np.int32),
-      reward=np.array(reward),
+    observation=ts.observation,
+    step_type=np.array(ts.step_type, dtype=np.int32),
+    reward=np.array(reward),
   )
 
 
@@ -29,7 +29,7 @@ class UnusedEnvState:
   """Placeholder state: a stateful host environment keeps its own state."""
 
 
-class SingleStreamEnv(base.Environment):
+class SingleStreamEnv(base.Environment[UnusedEnvState]):
   """A single, self-resetting stream of a `dm_env.Environment`."""
 
   def __init__(self, env: dm_env.Environment):
@@ -37,7 +37,7 @@ class SingleStreamEnv(base.Environment):
     self._env = env  # Stateful: episodes advance inside it.
 
   def step(
-      self, state: UnusedEnvState | None, action: chex.Numeric
+    self, state: UnusedEnvState | None, action: chex.Numeric
   ) -> tuple[UnusedEnvState, types.EnvironmentTimestep]:
     """Steps once; an episode's last step also starts the next episode."""
     del state
@@ -49,13 +49,13 @@ class SingleStreamEnv(base.Environment):
     # step type and reward.
     restarted = _as_env_timestep(self._env.step(action))
     return UnusedEnvState(), types.EnvironmentTimestep(
-        observation=restarted.observation,
-        step_type=timestep.step_type,
-        reward=timestep.reward,
+      observation=restarted.observation,
+      step_type=timestep.step_type,
+      reward=timestep.reward,
     )
 
   def reset(
-      self, rng_key: chex.PRNGKey
+    self, rng_key: chex.PRNGKey
   ) -> tuple[UnusedEnvState, types.EnvironmentTimestep]:
     """Restarts the episode; `rng_key` is ignored (the env seeds itself)."""
     del rng_key
