@@ -1,6 +1,7 @@
 # Entry points for users and CI. Everything runs in a local virtualenv.
 #
 #   make test        set up (if needed) and run the test suite
+#   make docs        the documentation site (mkdocs, strict) into site/
 #   make eval        set up (if needed) and run the evaluation job
 #   make test-slow   long-running tests (learning curves, benchmarks)
 #   make coverage    the default suite with line coverage of disco_rl
@@ -60,6 +61,19 @@ $(STAMP): pyproject.toml
 setup:
 	rm -f $(STAMP)
 	$(MAKE) --no-print-directory $(STAMP)
+
+# The documentation site (mkdocs.yml): the pages and the API reference from
+# the docstrings, built strict (any warning fails) into site/. The docs
+# extra is installed once, beside the package's own install.
+DOCS_STAMP := $(VENV)/.disco_rl-docs-installed
+
+$(DOCS_STAMP): $(STAMP)
+	$(VPY) -m pip install $(PIP_FLAGS) -e '.[docs]'
+	touch $@
+
+.PHONY: docs
+docs: $(DOCS_STAMP)
+	$(VENV)/bin/mkdocs build --strict
 
 test: $(STAMP)
 	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)

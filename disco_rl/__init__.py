@@ -2,7 +2,29 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """DiscoRL: the Disco103 meta-learned RL update rule in JAX/Haiku."""
 
-__version__ = '0.1.0'
+
+def _version() -> str:
+  """The installed package's version, from its metadata (pyproject.toml's
+  `version` is the one place it is written). A source tree that was never
+  installed has no metadata: then pyproject.toml's, read beside the
+  package, or '0+unknown'."""
+  import importlib.metadata  # pylint: disable=g-import-not-at-top
+  import pathlib  # pylint: disable=g-import-not-at-top
+  import re  # pylint: disable=g-import-not-at-top
+
+  try:
+    return importlib.metadata.version('disco_rl')
+  except importlib.metadata.PackageNotFoundError:
+    root = pathlib.Path(__file__).resolve().parent.parent
+    if (root / 'pyproject.toml').is_file():
+      text = (root / 'pyproject.toml').read_text()
+      found = re.search(r'^version = "([^"]+)"', text, re.M)
+      if found:
+        return found.group(1)
+    return '0+unknown'
+
+
+__version__ = _version()
 
 # The common case, importable from the package (loaded on first use):
 #   from disco_rl import Trainer, EvalConfig

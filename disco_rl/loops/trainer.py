@@ -67,10 +67,11 @@ class Trainer:
         written); `resume` continues its run (settings as saved but for
         `num_steps`), `overwrite` replaces it.
       rule_params: the rule's meta-parameters (default: see the makers).
-      checkpoint_every, keep_checkpoints: save every this many steps (whole
-        calls; None: 10 times per run; 0: at the end and on signals),
-        keeping this many.
-      progress, log_every: a progress bar; a line every `log_every` steps.
+      checkpoint_every: save every this many steps (whole calls; None: 10
+        times per run; 0: at the end and on signals).
+      keep_checkpoints: the checkpoints kept.
+      progress: a progress bar.
+      log_every: a line every `log_every` steps.
       devices: the devices (default: the config's choice).
       env: eval job only: the Environment of `EvalConfig(env='custom')`, or
         a function of `batch_size` that builds it (again on resume).

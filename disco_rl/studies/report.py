@@ -751,8 +751,8 @@ def write_report(results: pd.DataFrame, curves: pd.DataFrame, out_dir, *,
   """Writes the report of one stage to `out_dir` (made if absent).
 
   Args:
-    results, curves, baseline_rule, stage, title, reps, curve_reps, seed:
-      as `summarise`.
+    results: as `summarise`, and so are `curves`, `baseline_rule`,
+      `stage`, `title`, `reps`, `curve_reps` and `seed`.
     out_dir: the folder.
 
   Returns:
