@@ -102,7 +102,9 @@ def _replay_pmap_case(case, agent, env, devices, learner_step, unroll,
     rng_learn = golden_cases.as_key(case.arrays[f'{prefix}|rng_learn'])
     learner_state, _, logs = learner_step(rng_learn, recorded, learner_state,
                                           actor_state, rule_params, False)
-    case.check(learner_state, f'{prefix}|learner_state')
+    # Parameters whose Adam updates are set by rounding may be off within
+    # Adam's bound (golden_cases.CheckedCase.compare_learner_state).
+    case.check_learner_state(learner_state, prefix, replicas=len(devices))
     case.check(golden_cases.without_meta_out(logs), f'{prefix}|logs')
     acting_params = jax.tree.map(
         jnp.asarray, case.subtree(f'{prefix}|learner_state')['params'])

@@ -5,12 +5,16 @@ jittable Catch and three learner steps, for the disco and actor-critic rules,
 against each golden reference (golden_cases.REFERENCES)."""
 
 import functools
+import inspect
+import re
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import golden_cases
+from disco_rl import optimizers
 
 pytestmark = pytest.mark.golden
 
@@ -88,7 +92,9 @@ def test_learner_steps_on_recorded_rollouts(learner, case):
   for prefix, state in states.items():
     if rule_name in _ALIASED_META_STATE:
       state = state.replace(meta_state=learner_state.meta_state)
-    case.check(state, f'{prefix}|learner_state')
+    # Parameters whose Adam updates are set by rounding may be off within
+    # Adam's bound (golden_cases.CheckedCase.compare_learner_state).
+    case.check_learner_state(state, prefix)
 
 
 def test_rollouts_regenerate_from_recorded_rngs(learner, case):
@@ -117,3 +123,109 @@ def _jitted_unroll(agent, env):
   """One compiled unroll per agent, shared by both references."""
   return jax.jit(functools.partial(golden_cases.unroll_actor, agent, env),
                  static_argnums=5)
+
+
+def test_adam_constants_are_the_agent_optimizers():
+  """golden_cases' Adam constants (the Adam-rounding rule's) are the agent
+  optimizer's."""
+  defaults = {k: p.default for k, p in inspect.signature(
+      optimizers.scale_by_adam_sg_denom).parameters.items()}
+  assert defaults == dict(b1=golden_cases.ADAM_B1, b2=golden_cases.ADAM_B2,
+                          eps=golden_cases.ADAM_EPS)
+
+
+# learner_disco_pmap2's parameter whose step-0 Adam update is set by rounding
+# on a 2-core AMD EPYC (CheckedCase.compare_learner_state): recorded
+# sqrt(v) 1.4e-8, 4.3e-4 off there.
+_LEAF = 'mlp/mlp_2/~/linear_0'
+_ELEMENT = (slice(None), 30, 13)  # Both device copies.
+
+
+def _shift(leaf, index, by):
+  leaf[index] = leaf[index] + by
+
+
+def _roll(state):
+  w = state['params']['mlp/linear']['w']
+  w[:] = np.roll(w, 1, axis=1)
+
+
+def _many_rounding_elements(case, fraction=0.02):
+  """Shifts `fraction` of a leaf's elements whose updates are set by
+  rounding by half a learning rate: each within Adam's bound, too many
+  together past 1%."""
+  key = 'mlp/mlp/~/linear_1'
+  nu = case.arrays[f'step|0|learner_state|opt_state|0|nu|{key}|w'][0]
+  # One update so far: v = nu / (1 - b2).
+  rounding = np.flatnonzero(np.sqrt(nu / (1 - golden_cases.ADAM_B2))
+                            <= golden_cases.ROUNDING_RMS_GRAD)
+  many = rounding[:int(fraction * nu.size)]
+
+  def change(state):
+    w = state['params'][key]['w']
+    for copy in w:
+      copy.reshape(-1)[many] += 5e-3
+  return change
+
+
+def _a_large_gradient_element(case):
+  """The element of _LEAF with the largest recorded step-0 second moment."""
+  nu = case.arrays[f'step|0|learner_state|opt_state|0|nu|{_LEAF}|w'][0]
+  return (slice(None), *np.unravel_index(np.argmax(nu), nu.shape))
+
+
+@pytest.mark.parametrize('change, at, expected', [
+    # A 1e-3 error on an element with a real gradient.
+    (lambda s, c: _shift(s['params'][_LEAF]['w'], _a_large_gradient_element(c),
+                         1e-3), 'step|0',
+     rf'value step\|0\|learner_state\|params\|{_LEAF}\|w: 2 of 2048 off'),
+    # An element set by rounding, past Adam's bound (2 lr clip = 0.02).
+    (lambda s, c: _shift(s['params'][_LEAF]['w'], _ELEMENT, 0.025), 'step|0',
+     r'set by rounding past the bound 0.02 \(2 \* lr \* clip \* 1 '
+     r'updates\), max abs err 0.025'),
+    # Not a number where the update is set by rounding.
+    (lambda s, c: _shift(s['params'][_LEAF]['w'], _ELEMENT, np.nan), 'step|0',
+     r'value .*linear_0\|w: 2 of 2048 off \(2 not finite\)'),
+    # 2% of a leaf's rounding elements, each within the bound.
+    (lambda s, c: _many_rounding_elements(c)(s), 'step|0',
+     r'adam rounding .*mlp/mlp/~/linear_1\|w: 768 of 38400 elements off '
+     r'.* more than the 384 \(1%\) allowed'),
+    # A leaf shuffled.
+    (lambda s, c: _roll(s), 'step|1',
+     r'value step\|1\|learner_state\|params\|mlp/linear\|w: \d+ of 4096'),
+    # The previous step's state.
+    (None, 'step|1', r'value step\|1\|learner_state\|opt_state\|0\|count: '
+     r'not equal'),
+], ids=['wrong_parameter', 'rounding_element_past_bound', 'rounding_nan',
+        'too_many_rounding_elements', 'shuffled_leaf', 'wrong_step'])
+def test_adam_rounding_allowance_still_catches_a_wrong_state(
+    golden, golden_dir, change, at, expected):
+  """compare_learner_state passes the recorded states and the measured
+  rounding difference, and still catches a wrong parameter, a shuffled leaf,
+  a wrong step, or more than its fraction of rounding elements off."""
+  case = golden_cases.load_case(golden, golden_dir, golden_cases.CURRENT_JAX,
+                                'learner_disco_pmap2')
+
+  def recorded(at):
+    return jax.tree.map(np.copy, case.subtree(f'{at}|learner_state'))
+
+  for step in ('init', 'step|0', 'step|1'):
+    assert not case.compare_learner_state(recorded(step), step, replicas=2)
+  # The difference measured on a 2-core AMD EPYC passes, as it does not the
+  # plain check.
+  measured = recorded('step|0')
+  _shift(measured['params'][_LEAF]['w'], _ELEMENT, -4.3e-4)
+  assert not case.compare_learner_state(measured, 'step|0', replicas=2)
+  assert case.compare(measured, 'step|0|learner_state')
+  # As does 1% of a leaf's rounding elements, each within the bound.
+  within = recorded('step|0')
+  _many_rounding_elements(case, 0.01)(within)
+  assert not case.compare_learner_state(within, 'step|0', replicas=2)
+
+  if change is None:  # The wrong step: step 0's state as step 1's.
+    state = recorded('step|0')
+  else:
+    state = recorded(at)
+    change(state, case)
+  problems = case.compare_learner_state(state, at, replicas=2)
+  assert any(re.search(expected, p) for p in problems), problems
