@@ -34,6 +34,8 @@ from unittest import mock
 
 import pytest
 
+from disco_rl import environments
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The front page, then the documentation pages in sorted order.
 PAGES = [ROOT / 'README.md'] + sorted(
@@ -116,8 +118,8 @@ SUBSTITUTIONS = {
       'model_head_hiddens=(8,),',
     ),
   ),
-  # The corridor: 3 learner steps at tests/test_custom_env.py's sizes (the
-  # same program, compiled once in a `make test`).
+  # The corridor: 3 learner steps at tests/test_custom_env.py's sizes (its
+  # program, which the session's compilation cache then holds).
   'docs/environments.md:1': (
     ('num_steps=300,', 'num_steps=3, buffer_capacity=8, steps_per_call=2,'),
     (
@@ -151,17 +153,15 @@ AFTER = {
     "assert summary['steps'] == 3 and summary['interrupted'] is None\n"
   ),
   # 'toy:<id>' now builds the Toy environment: the reward is the action.
+  # (The test unregisters the families a block registers.)
   'docs/environments.md:3': (
     'import jax\n'
     'import numpy as np\n'
     'from disco_rl import environments\n'
-    'try:\n'
-    "  env = environments.get_environment('toy:a', 2, {'length': 2})\n"
-    '  state, _ = env.reset(jax.random.PRNGKey(0))\n'
-    '  _, timestep = env.step(state, np.array([1, 0], np.int32))\n'
-    '  np.testing.assert_array_equal(timestep.reward, [1.0, 0.0])\n'
-    'finally:\n'
-    "  environments.unregister('toy:')\n"
+    "env = environments.get_environment('toy:a', 2, {'length': 2})\n"
+    'state, _ = env.reset(jax.random.PRNGKey(0))\n'
+    '_, timestep = env.step(state, np.array([1, 0], np.int32))\n'
+    'np.testing.assert_array_equal(timestep.reward, [1.0, 0.0])\n'
   ),
 }
 
@@ -226,7 +226,13 @@ def test_python_block_runs(block, tmp_path, monkeypatch, disco_103_path):
   read, found by `disco_rl.weights` through $DISCO_RL_WEIGHTS)."""
   del disco_103_path  # Skips the test (or fails it in CI) without them.
   monkeypatch.chdir(tmp_path)
-  run_block(block)
+  registered = {family.name for family in environments.families()}
+  try:
+    run_block(block)
+  finally:  # The environment families the block registered.
+    for family in environments.families():
+      if family.name not in registered:
+        environments.unregister(family.name)
 
 
 def test_python_blocks_not_run_say_why():
