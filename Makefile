@@ -1,6 +1,8 @@
 # Entry points for users and CI. Everything runs in a local virtualenv.
 #
 #   make test        set up (if needed) and run the test suite
+#   make lint        ruff: lint and format check (make format rewrites)
+#   make typecheck   mypy: the types of disco_rl (settings: pyproject.toml)
 #   make docs        the documentation site (mkdocs, strict) into site/
 #   make eval        set up (if needed) and run the evaluation job
 #   make test-slow   long-running tests (learning curves, benchmarks)
@@ -49,7 +51,7 @@ else
 TEST_ENV := -u XLA_FLAGS
 endif
 
-.PHONY: setup test test-slow coverage eval meta-train weights bench-eval bench-meta-train bench-loops bench-seeds bench-minatar bench-meta-window bench-meta-suite bench-envs test-py312 gpu-wheels gpu-bundle
+.PHONY: setup lint format test test-slow coverage eval meta-train weights bench-eval bench-meta-train bench-loops bench-seeds bench-minatar bench-meta-window bench-meta-suite bench-envs test-py312 gpu-wheels gpu-bundle
 
 # The optional extras (environments: craftax, jumanji, atari; live curves:
 # tensorboard, wandb) too: their tests run in CI.
@@ -61,6 +63,23 @@ $(STAMP): pyproject.toml
 setup:
 	rm -f $(STAMP)
 	$(MAKE) --no-print-directory $(STAMP)
+
+# Lint and format (the rules: pyproject.toml's [tool.ruff]).
+LINTED := disco_rl tests scripts
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix $(LINTED)
+	$(VENV)/bin/ruff format $(LINTED)
+
+# Types: mypy over the package (its settings and files: pyproject.toml's
+# [tool.mypy]; the test extra installs it).
+.PHONY: typecheck
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
 
 # The documentation site (mkdocs.yml): the pages and the API reference from
 # the docstrings, built strict (any warning fails) into site/. The docs

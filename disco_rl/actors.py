@@ -19,16 +19,20 @@ ActorStepFn = Callable[..., tuple[types.ActorTimestep, types.HaikuState]]
 
 
 def unroll_jittable_actor(
-    params: types.AgentParams,
-    actor_state: types.HaikuState,
-    timestep: types.EnvironmentTimestep,
-    env_state: chex.ArrayTree,
-    rng: chex.PRNGKey,
-    env: base_env.Environment,
-    rollout_len: int,
-    actor_step_fn: ActorStepFn,
-) -> tuple[types.ActorRollout, types.HaikuState, types.EnvironmentTimestep,
-           chex.ArrayTree]:
+  params: types.AgentParams,
+  actor_state: types.HaikuState,
+  timestep: types.EnvironmentTimestep,
+  env_state: chex.ArrayTree,
+  rng: chex.PRNGKey,
+  env: base_env.Environment,
+  rollout_len: int,
+  actor_step_fn: ActorStepFn,
+) -> tuple[
+  types.ActorRollout,
+  types.HaikuState,
+  types.EnvironmentTimestep,
+  chex.ArrayTree,
+]:
   """Acts for `rollout_len` steps in a jittable environment with `lax.scan`.
 
   Step t uses the t-th key of `jax.random.split(rng, rollout_len)`.
@@ -50,21 +54,27 @@ def unroll_jittable_actor(
 
   def one_step(carry, step_rng):
     env_state, timestep, actor_state = carry
-    recorded, actor_state = actor_step_fn(params, step_rng, timestep,
-                                          actor_state)
+    recorded, actor_state = actor_step_fn(
+      params, step_rng, timestep, actor_state
+    )
     env_state, timestep = env.step(env_state, recorded.actions)
     return (env_state, timestep, actor_state), recorded
 
   (env_state, timestep, actor_state), recorded = jax.lax.scan(
-      one_step, (env_state, timestep, actor_state),
-      jax.random.split(rng, rollout_len))
-  return (types.ActorRollout.from_timestep(recorded), actor_state, timestep,
-          env_state)
+    one_step,
+    (env_state, timestep, actor_state),
+    jax.random.split(rng, rollout_len),
+  )
+  return (
+    types.ActorRollout.from_timestep(recorded),
+    actor_state,
+    timestep,
+    env_state,
+  )
 
 
 def accumulate_rewards(
-    acc_rewards: chex.Array, rewards_and_discounts: tuple[chex.Array,
-                                                          chex.Array]
+  acc_rewards: chex.Array, rewards_and_discounts: tuple[chex.Array, chex.Array]
 ) -> tuple[chex.Array, chex.Array]:
   """Running undiscounted episode returns along a [T, B] rollout.
 
@@ -88,17 +98,23 @@ def accumulate_rewards(
   return jax.lax.scan(step, acc_rewards, (rewards, discounts))
 
 
-def episode_returns(returns: chex.Array, discounts: chex.Array
-                    ) -> tuple[chex.Array, chex.Array]:
+def episode_returns(
+  returns: chex.Array, discounts: chex.Array
+) -> tuple[chex.Array, chex.Array]:
   """(Sum of returns of episodes that ended, number of those episodes)."""
   ended = 1.0 - jnp.asarray(discounts, jnp.float32)
   return jnp.sum(returns * ended), jnp.sum(ended)
 
 
-def evaluate_policy(agent: agent_lib.Agent, params: types.AgentParams,
-                    env: base_env.Environment, rng: chex.PRNGKey,
-                    num_rollouts: int, rollout_len: int,
-                    matmul_precision: str = 'default') -> dict[str, float]:
+def evaluate_policy(
+  agent: agent_lib.Agent,
+  params: types.AgentParams,
+  env: base_env.Environment,
+  rng: chex.PRNGKey,
+  num_rollouts: int,
+  rollout_len: int,
+  matmul_precision: str = 'default',
+) -> dict[str, float]:
   """Average return of a policy acting (sampling, no learning) in `env`.
 
   Args:
@@ -114,10 +130,13 @@ def evaluate_policy(agent: agent_lib.Agent, params: types.AgentParams,
     {'avg_return': mean return of the episodes that ended (NaN if none),
      'episodes': how many ended}.
   """
-  if (not isinstance(env, base_env.Environment)
-      or isinstance(env, batched_env.BatchedSingleStreamEnvironment)):
-    raise TypeError('env must be a jittable disco_rl Environment (e.g. '
-                    f"get_environment('jittable_catch', ...)), got {env!r}.")
+  if not isinstance(env, base_env.Environment) or isinstance(
+    env, batched_env.BatchedSingleStreamEnvironment
+  ):
+    raise TypeError(
+      'env must be a jittable disco_rl Environment (e.g. '
+      f"get_environment('jittable_catch', ...)), got {env!r}."
+    )
   if num_rollouts < 1:
     raise ValueError(f'num_rollouts must be >= 1, got {num_rollouts}.')
 
@@ -127,21 +146,37 @@ def evaluate_policy(agent: agent_lib.Agent, params: types.AgentParams,
       actor_state, timestep, env_state, acc, rng = carry
       rng, key = jax.random.split(rng)
       rollout, actor_state, timestep, env_state = unroll_jittable_actor(
-          params, actor_state, timestep, env_state, key, env, rollout_len,
-          agent.actor_step)
-      acc, returns = accumulate_rewards(acc, (rollout.rewards,
-                                              rollout.discounts))
-      return ((actor_state, timestep, env_state, acc, rng),
-              episode_returns(returns, rollout.discounts))
+        params,
+        actor_state,
+        timestep,
+        env_state,
+        key,
+        env,
+        rollout_len,
+        agent.actor_step,
+      )
+      acc, returns = accumulate_rewards(
+        acc, (rollout.rewards, rollout.discounts)
+      )
+      return (
+        (actor_state, timestep, env_state, acc, rng),
+        episode_returns(returns, rollout.discounts),
+      )
 
     reset_rng, rng = jax.random.split(rng)
     env_state, timestep = env.reset(reset_rng)
-    carry = (agent.initial_actor_state(rng), timestep, env_state,
-             jnp.zeros(timestep.reward.shape, jnp.float32), rng)
+    carry = (
+      agent.initial_actor_state(rng),
+      timestep,
+      env_state,
+      jnp.zeros(timestep.reward.shape, jnp.float32),
+      rng,
+    )
     return jax.lax.scan(one_rollout, carry, length=num_rollouts)[1]
 
   with jax.default_matmul_precision(matmul_precision):
     totals, episodes = act(jax.device_get(params), rng)
   total, episodes = float(np.sum(totals)), float(np.sum(episodes))
-  return dict(avg_return=total / episodes if episodes else float('nan'),
-              episodes=episodes)
+  return dict(
+    avg_return=total / episodes if episodes else float('nan'), episodes=episodes
+  )

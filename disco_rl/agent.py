@@ -18,8 +18,8 @@ import distrax
 import dm_env
 import haiku as hk
 import jax
-import jax.numpy as jnp
 from jax.experimental import checkify
+import jax.numpy as jnp
 from ml_collections import config_dict
 import numpy as np
 import optax
@@ -36,13 +36,19 @@ from disco_rl.update_rules import policy_gradient
 from disco_rl.update_rules import ppo
 
 UPDATE_RULES = {
-    'disco': disco.DiscoUpdateRule,
-    'actor_critic': actor_critic.ActorCritic,
-    'policy_gradient': policy_gradient.PolicyGradientUpdate,
-    'ppo': ppo.PPO,
+  'disco': disco.DiscoUpdateRule,
+  'actor_critic': actor_critic.ActorCritic,
+  'policy_gradient': policy_gradient.PolicyGradientUpdate,
+  'ppo': ppo.PPO,
 }
-SETTINGS_KEYS = ('hyper_params', 'update_rule_name', 'update_rule',
-                 'learning_rate', 'max_abs_update', 'net_settings')
+SETTINGS_KEYS = (
+  'hyper_params',
+  'update_rule_name',
+  'update_rule',
+  'learning_rate',
+  'max_abs_update',
+  'net_settings',
+)
 # Network constructor arguments the agent fills in itself.
 _NET_ARGS_FROM_AGENT = ('out_spec', 'action_spec', 'model_out_spec')
 
@@ -71,44 +77,68 @@ def _check_settings(settings: config_dict.ConfigDict) -> None:
   utils.check_keys(settings.keys(), SETTINGS_KEYS, 'agent_settings')
   missing = [k for k in SETTINGS_KEYS if k not in settings]
   if missing:
-    raise ValueError(f'agent_settings lacks {missing}; see '
-                     'agent.get_settings_disco() for a complete example.')
+    raise ValueError(
+      f'agent_settings lacks {missing}; see '
+      'agent.get_settings_disco() for a complete example.'
+    )
   name = settings.update_rule_name
   if name not in UPDATE_RULES:
-    raise ValueError(f'Unknown update_rule_name {name!r}; expected one of '
-                     f'{sorted(UPDATE_RULES)}.')
-  utils.check_kwargs(UPDATE_RULES[name], settings.update_rule,
-                     f'agent_settings.update_rule ({name})')
-  utils.check_keys(settings.net_settings.keys(),
-                   ('name', 'net_args', 'precision'),
-                   'agent_settings.net_settings')
+    raise ValueError(
+      f'Unknown update_rule_name {name!r}; expected one of '
+      f'{sorted(UPDATE_RULES)}.'
+    )
+  utils.check_kwargs(
+    UPDATE_RULES[name],
+    settings.update_rule,
+    f'agent_settings.update_rule ({name})',
+  )
+  utils.check_keys(
+    settings.net_settings.keys(),
+    ('name', 'net_args', 'precision'),
+    'agent_settings.net_settings',
+  )
   precision = settings.net_settings.get('precision', 'float32')
   if precision not in nets.PRECISIONS:
-    raise ValueError(f'Unknown agent_settings.net_settings.precision '
-                     f'{precision!r}; expected one of {nets.PRECISIONS}.')
+    raise ValueError(
+      f'Unknown agent_settings.net_settings.precision '
+      f'{precision!r}; expected one of {nets.PRECISIONS}.'
+    )
   net_name = settings.net_settings.name
   if net_name not in nets.NETWORKS:
-    raise ValueError(f'Unknown network name {net_name!r} in '
-                     'agent_settings.net_settings.name; expected one of '
-                     f'{sorted(nets.NETWORKS)}.')
-  utils.check_kwargs(nets.NETWORKS[net_name], settings.net_settings.net_args,
-                     f'agent_settings.net_settings.net_args ({net_name})')
-  given = [k for k in settings.net_settings.net_args
-           if k in _NET_ARGS_FROM_AGENT]
+    raise ValueError(
+      f'Unknown network name {net_name!r} in '
+      'agent_settings.net_settings.name; expected one of '
+      f'{sorted(nets.NETWORKS)}.'
+    )
+  utils.check_kwargs(
+    nets.NETWORKS[net_name],
+    settings.net_settings.net_args,
+    f'agent_settings.net_settings.net_args ({net_name})',
+  )
+  given = [
+    k for k in settings.net_settings.net_args if k in _NET_ARGS_FROM_AGENT
+  ]
   if given:
-    raise ValueError(f'agent_settings.net_settings.net_args must not set '
-                     f'{given}: the agent derives them from the update rule.')
+    raise ValueError(
+      f'agent_settings.net_settings.net_args must not set '
+      f'{given}: the agent derives them from the update rule.'
+    )
 
 
 def _check_action_spec(spec: Any) -> None:
   shape = getattr(spec, 'shape', None)
   dtype = getattr(spec, 'dtype', None)
-  if (shape is None or tuple(shape) != () or dtype != np.int32
-      or not hasattr(spec, 'maximum')):
+  if (
+    shape is None
+    or tuple(shape) != ()
+    or dtype != np.int32
+    or not hasattr(spec, 'maximum')
+  ):
     raise ValueError(
-        'single_action_spec must be a scalar int32 dm_env BoundedArray '
-        '(discrete actions), got shape '
-        f'{shape} dtype {dtype} ({type(spec).__name__}).')
+      'single_action_spec must be a scalar int32 dm_env BoundedArray '
+      '(discrete actions), got shape '
+      f'{shape} dtype {dtype} ({type(spec).__name__}).'
+    )
 
 
 def check_rollout(rollout: types.ActorRollout, what: str = 'rollout') -> None:
@@ -119,33 +149,40 @@ def check_rollout(rollout: types.ActorRollout, what: str = 'rollout') -> None:
       of `rollout.rewards`.
   """
   if not isinstance(rollout, types.ActorTimestep):
-    raise TypeError(f'{what} must be a types.ActorRollout, got '
-                    f'{type(rollout).__name__}.')
+    raise TypeError(
+      f'{what} must be a types.ActorRollout, got {type(rollout).__name__}.'
+    )
   reward_shape = tuple(jnp.shape(rollout.rewards))
   if len(reward_shape) != 2:
-    raise ValueError(f'{what}.rewards must be [T, B], got shape '
-                     f'{reward_shape}.')
+    raise ValueError(
+      f'{what}.rewards must be [T, B], got shape {reward_shape}.'
+    )
   fields = ('observations', 'actions', 'discounts', 'agent_outs', 'logits')
   for field in fields:
     paths = jax.tree_util.tree_leaves_with_path(getattr(rollout, field))
     for path, leaf in paths:
       if tuple(jnp.shape(leaf)[:2]) != reward_shape:
         raise ValueError(
-            f'{what}.{field}{jax.tree_util.keystr(path)} has shape '
-            f'{jnp.shape(leaf)}; its leading [T, B] axes must match '
-            f'{what}.rewards {reward_shape}.')
+          f'{what}.{field}{jax.tree_util.keystr(path)} has shape '
+          f'{jnp.shape(leaf)}; its leading [T, B] axes must match '
+          f'{what}.rewards {reward_shape}.'
+        )
   if reward_shape[0] < 2:
-    raise ValueError(f'{what} needs at least 2 time steps to learn from, got '
-                     f'T={reward_shape[0]}.')
+    raise ValueError(
+      f'{what} needs at least 2 time steps to learn from, got '
+      f'T={reward_shape[0]}.'
+    )
 
 
 def _spec_shapes(spec) -> Any:
-  return jax.tree.map(lambda s: tuple(s.shape), spec,
-                      is_leaf=lambda x: hasattr(x, 'shape'))
+  return jax.tree.map(
+    lambda s: tuple(s.shape), spec, is_leaf=lambda x: hasattr(x, 'shape')
+  )
 
 
-def check_observations(observations, spec, lead: tuple[str, ...],
-                       what: str) -> None:
+def check_observations(
+  observations, spec, lead: tuple[str, ...], what: str
+) -> None:
   """Checks observations against the single-observation spec.
 
   Args:
@@ -158,27 +195,34 @@ def check_observations(observations, spec, lead: tuple[str, ...],
     ValueError: naming the argument, the expected and the received shape.
   """
   # Leaves in order: a bare array stands for a one-entry spec (as upstream).
-  flat_expected = jax.tree.leaves(_spec_shapes(spec),
-                                  is_leaf=lambda x: isinstance(x, tuple))
+  flat_expected = jax.tree.leaves(
+    _spec_shapes(spec), is_leaf=lambda x: isinstance(x, tuple)
+  )
   leaves = jax.tree.leaves(observations)
   if len(leaves) != len(flat_expected):
-    raise ValueError(f'{what} must hold {len(flat_expected)} array(s), one '
-                     f'per entry of the observation spec, got {len(leaves)}.')
+    raise ValueError(
+      f'{what} must hold {len(flat_expected)} array(s), one '
+      f'per entry of the observation spec, got {len(leaves)}.'
+    )
   for (path, leaf), shape in zip(
-      jax.tree_util.tree_leaves_with_path(observations), flat_expected):
+    jax.tree_util.tree_leaves_with_path(observations),
+    flat_expected,
+    strict=True,
+  ):
     got = tuple(jnp.shape(leaf))
-    if len(got) != len(lead) + len(shape) or got[len(lead):] != shape:
+    if len(got) != len(lead) + len(shape) or got[len(lead) :] != shape:
       axes = ', '.join(lead)
       raise ValueError(
-          f'{what}{jax.tree_util.keystr(path)} must have shape [{axes}, '
-          f'*{shape}] (the observation spec {shape} after the {axes} axes), '
-          f'got {got}.')
+        f'{what}{jax.tree_util.keystr(path)} must have shape [{axes}, '
+        f'*{shape}] (the observation spec {shape} after the {axes} axes), '
+        f'got {got}.'
+      )
 
 
 _DTYPE_KINDS = {
-    'float': ((jnp.floating,), 'a floating dtype'),
-    'discount': ((jnp.floating, jnp.bool_), 'a floating (or bool) dtype'),
-    'int': ((jnp.integer,), 'an integer dtype (discrete actions)'),
+  'float': ((jnp.floating,), 'a floating dtype'),
+  'discount': ((jnp.floating, jnp.bool_), 'a floating (or bool) dtype'),
+  'int': ((jnp.integer,), 'an integer dtype (discrete actions)'),
 }
 
 
@@ -189,9 +233,12 @@ def _check_dtype(value, kind: str, what: str) -> None:
     raise ValueError(f'{what} must have {expected}, got {dtype}.')
 
 
-def check_rollout_values(rollout: types.ActorRollout, num_actions: int,
-                         what: str = 'rollout',
-                         step: chex.Array | None = None) -> None:
+def check_rollout_values(
+  rollout: types.ActorRollout,
+  num_actions: int,
+  what: str = 'rollout',
+  step: chex.Array | None = None,
+) -> None:
   """Actions in [0, num_actions) and finite rewards, as `checkify` checks.
 
   The first bad entry is `rollout_checks.find_fault`'s (as in the loops);
@@ -203,17 +250,28 @@ def check_rollout_values(rollout: types.ActorRollout, num_actions: int,
   suffix = '' if step is None else ' (loop step {step})'
   extra = {} if step is None else dict(step=step)
   fault = rollout_checks.find_fault(
-      jnp.asarray(rollout.actions), jnp.asarray(rollout.rewards), num_actions,
-      step=0 if step is None else step)
+    jnp.asarray(rollout.actions),
+    jnp.asarray(rollout.rewards),
+    num_actions,
+    step=0 if step is None else step,
+  )
   checkify.check(
-      fault.kind != rollout_checks.BAD_ACTION,
-      f'{what}.actions[t={{t}}, b={{b}}] = {{value}} is outside '
-      f'[0, {num_actions}){suffix}', t=fault.t, b=fault.b,
-      value=fault.value.astype(jnp.int32), **extra)
+    fault.kind != rollout_checks.BAD_ACTION,
+    f'{what}.actions[t={{t}}, b={{b}}] = {{value}} is outside '
+    f'[0, {num_actions}){suffix}',
+    t=fault.t,
+    b=fault.b,
+    value=fault.value.astype(jnp.int32),
+    **extra,
+  )
   checkify.check(
-      fault.kind != rollout_checks.BAD_REWARD,
-      f'{what}.rewards[t={{t}}, b={{b}}] = {{value}} is not '
-      f'finite{suffix}', t=fault.t, b=fault.b, value=fault.value, **extra)
+    fault.kind != rollout_checks.BAD_REWARD,
+    f'{what}.rewards[t={{t}}, b={{b}}] = {{value}} is not finite{suffix}',
+    t=fault.t,
+    b=fault.b,
+    value=fault.value,
+    **extra,
+  )
 
 
 class Agent:
@@ -226,10 +284,15 @@ class Agent:
 
   update_rule: update_rules_base.UpdateRule
 
-  def __init__(self, *, single_observation_spec: types.Specs,
-               single_action_spec: types.ActionSpec,
-               agent_settings: config_dict.ConfigDict,
-               batch_axis_name: str | None, debug_checks: bool = False):
+  def __init__(
+    self,
+    *,
+    single_observation_spec: types.Specs,
+    single_action_spec: types.ActionSpec,
+    agent_settings: config_dict.ConfigDict,
+    batch_axis_name: str | None,
+    debug_checks: bool = False,
+  ):
     """Builds the agent.
 
     Args:
@@ -257,22 +320,28 @@ class Agent:
 
     rule_cls = UPDATE_RULES[settings.update_rule_name]
     self.update_rule = rule_cls(**settings.update_rule)
-    logging.info('Update rule %s: %r', settings.update_rule_name,
-                 settings.update_rule)
+    logging.info(
+      'Update rule %s: %r', settings.update_rule_name, settings.update_rule
+    )
 
-    self._network = nets.with_observation_scales(nets.with_precision(
+    self._network = nets.with_observation_scales(
+      nets.with_precision(
         nets.get_network(
-            name=settings.net_settings.name,
-            action_spec=single_action_spec,
-            out_spec=self.update_rule.flat_output_spec(single_action_spec),
-            model_out_spec=self.update_rule.model_output_spec(
-                single_action_spec),
-            **_to_plain(settings.net_settings.net_args),
-        ), settings.net_settings.get('precision', 'float32')),
-        single_observation_spec)
+          name=settings.net_settings.name,
+          action_spec=single_action_spec,
+          out_spec=self.update_rule.flat_output_spec(single_action_spec),
+          model_out_spec=self.update_rule.model_output_spec(single_action_spec),
+          **_to_plain(settings.net_settings.net_args),
+        ),
+        settings.net_settings.get('precision', 'float32'),
+      ),
+      single_observation_spec,
+    )
+    self._max_abs_update = settings.max_abs_update
     self._optimizer = optimizers.agent_optimizer(
-        learning_rate=settings.learning_rate,
-        max_abs_update=settings.max_abs_update)
+      learning_rate=settings.learning_rate,
+      max_abs_update=settings.max_abs_update,
+    )
 
   @property
   def network(self) -> types.PolicyNetwork:
@@ -287,8 +356,9 @@ class Agent:
     return _to_plain(self.settings.hyper_params)
 
   def _dummy_inputs(self) -> tuple[chex.ArrayTree, chex.Array]:
-    observations = utils.zeros_like_spec(self.single_observation_spec,
-                                         prepend_shape=(1,))
+    observations = utils.zeros_like_spec(
+      self.single_observation_spec, prepend_shape=(1,)
+    )
     return observations, jnp.zeros((1,), dtype=bool)
 
   # --------------------------------------------------------------------------
@@ -304,18 +374,20 @@ class Agent:
     params_rng, rule_rng = jax.random.split(rng_key)
     params, _ = self._network.init(params_rng, *self._dummy_inputs())
     return LearnerState(
-        params=params,
-        opt_state=self._optimizer.init(params),
-        meta_state=self.update_rule.init_meta_state(rng=rule_rng,
-                                                    params=params),
+      params=params,
+      opt_state=self._optimizer.init(params),
+      meta_state=self.update_rule.init_meta_state(rng=rule_rng, params=params),
     )
 
   # --------------------------------------------------------------------------
   # Acting.
 
   def actor_step(
-      self, actor_params: hk.Params, rng: chex.PRNGKey,
-      timestep: types.EnvironmentTimestep, actor_state: hk.State,
+    self,
+    actor_params: hk.Params,
+    rng: chex.PRNGKey,
+    timestep: types.EnvironmentTimestep,
+    actor_state: hk.State,
   ) -> tuple[types.ActorTimestep, hk.State]:
     """Samples actions [B] for a batch of timesteps.
 
@@ -323,72 +395,99 @@ class Agent:
       The `ActorTimestep` to record (with the state *before* this step) and
       the network state after it.
     """
-    check_observations(timestep.observation, self.single_observation_spec,
-                       ('B',), 'timestep.observation')
+    check_observations(
+      timestep.observation,
+      self.single_observation_spec,
+      ('B',),
+      'timestep.observation',
+    )
     should_reset = timestep.step_type == dm_env.StepType.LAST
     agent_outs, next_actor_state = self._network.one_step(
-        actor_params, actor_state, timestep.observation, should_reset)
+      actor_params, actor_state, timestep.observation, should_reset
+    )
     actions = distrax.Softmax(logits=agent_outs['logits']).sample(seed=rng)
     recorded = types.ActorTimestep(
-        observations=timestep.observation, actions=actions,
-        rewards=timestep.reward, discounts=jnp.logical_not(should_reset),
-        agent_outs=agent_outs, logits=agent_outs['logits'],
-        states=actor_state)
+      observations=timestep.observation,
+      actions=actions,
+      rewards=timestep.reward,
+      discounts=jnp.logical_not(should_reset),
+      agent_outs=agent_outs,
+      logits=agent_outs['logits'],
+      states=actor_state,
+    )
     return recorded, next_actor_state
 
   def unroll_net(
-      self, agent_net_params: hk.Params, agent_net_state: hk.State,
-      rollout: types.ActorRollout) -> tuple[types.AgentOuts, hk.State]:
+    self,
+    agent_net_params: hk.Params,
+    agent_net_state: hk.State,
+    rollout: types.ActorRollout,
+  ) -> tuple[types.AgentOuts, hk.State]:
     """The network's outputs [T, B, ...] along a rollout.
 
     The recurrent state resets where the actor's did: at timesteps whose
     discount is 0 (their observation already starts the next episode).
     """
     should_reset = jnp.asarray(rollout.discounts) == 0
-    return self._network.unroll(agent_net_params, agent_net_state,
-                                rollout.observations, should_reset)
+    return self._network.unroll(
+      agent_net_params, agent_net_state, rollout.observations, should_reset
+    )
 
   # --------------------------------------------------------------------------
   # Learning.
 
-  def _update_rule_inputs(self, rollout: types.ActorRollout,
-                          agent_out: types.AgentOuts) -> types.UpdateRuleInputs:
+  def _update_rule_inputs(
+    self, rollout: types.ActorRollout, agent_out: types.AgentOuts
+  ) -> types.UpdateRuleInputs:
     """Aligns a [T, B] actor rollout to the rule's [T-1] transitions."""
     return types.UpdateRuleInputs(
-        observations=rollout.observations,  # [T, B, ...]
-        actions=rollout.actions,  # [T, B]
-        rewards=rollout.rewards[1:],  # [T-1, B]
-        is_terminal=rollout.discounts[1:] == 0,  # [T-1, B]
-        behaviour_agent_out=rollout.agent_outs,  # [T, B, ...]
-        agent_out=agent_out,  # [T, B, ...]
-        value_out=None,
+      observations=rollout.observations,  # [T, B, ...]
+      actions=rollout.actions,  # [T, B]
+      rewards=rollout.rewards[1:],  # [T-1, B]
+      is_terminal=rollout.discounts[1:] == 0,  # [T-1, B]
+      behaviour_agent_out=rollout.agent_outs,  # [T, B, ...]
+      agent_out=agent_out,  # [T, B, ...]
+      value_out=None,
     )
 
   def _loss(
-      self, agent_net_params: hk.Params, agent_net_state: hk.State,
-      meta_state: types.MetaState, rollout: types.ActorRollout,
-      meta_out: types.UpdateRuleOuts, is_meta_training: bool,
+    self,
+    agent_net_params: hk.Params,
+    agent_net_state: hk.State,
+    meta_state: types.MetaState,
+    rollout: types.ActorRollout,
+    meta_out: types.UpdateRuleOuts,
+    is_meta_training: bool,
   ) -> tuple[chex.Array, tuple[types.MetaState, hk.State, types.LogDict]]:
     """The rule's loss, averaged over non-terminal steps."""
     agent_out, new_agent_net_state = self.unroll_net(
-        agent_net_params, agent_net_state, rollout)
+      agent_net_params, agent_net_state, rollout
+    )
     inputs = self._update_rule_inputs(rollout, agent_out)
     hyper_params = self._hyper_params()
     loss_meta, log_meta = self.update_rule.agent_loss(
-        inputs, meta_out, hyper_params, backprop=is_meta_training)
+      inputs, meta_out, hyper_params, backprop=is_meta_training
+    )
     loss_no_meta, log_no_meta = self.update_rule.agent_loss_no_meta(
-        inputs, meta_out, hyper_params)
+      inputs, meta_out, hyper_params
+    )
     mask = rollout.discounts[:-1] > 0  # [T-1, B]
     per_step = loss_meta + loss_no_meta
     total_loss = jnp.sum(per_step * mask) / (jnp.sum(mask) + 1e-8)
-    logs = dict(total_loss=total_loss,
-                **jax.tree.map(jnp.mean, {**log_no_meta, **log_meta}))
+    logs = dict(
+      total_loss=total_loss,
+      **jax.tree.map(jnp.mean, {**log_no_meta, **log_meta}),
+    )
     return total_loss, (meta_state, new_agent_net_state, logs)
 
   def _check_rollout_inputs(self, rollout: types.ActorRollout) -> None:
     """Shapes and dtypes at the call; values too with `debug_checks`."""
-    check_observations(rollout.observations, self.single_observation_spec,
-                       ('T', 'B'), 'rollout.observations')
+    check_observations(
+      rollout.observations,
+      self.single_observation_spec,
+      ('T', 'B'),
+      'rollout.observations',
+    )
     _check_dtype(rollout.rewards, 'float', 'rollout.rewards')
     _check_dtype(rollout.discounts, 'discount', 'rollout.discounts')
     _check_dtype(rollout.actions, 'int', 'rollout.actions')
@@ -396,9 +495,14 @@ class Agent:
       check_rollout_values(rollout, self.num_actions)
 
   def learner_step(
-      self, rng: chex.PRNGKey, rollout: types.ActorRollout,
-      learner_state: LearnerState, agent_net_state: hk.State,
-      update_rule_params: types.MetaParams, is_meta_training: bool,
+    self,
+    rng: chex.PRNGKey,
+    rollout: types.ActorRollout,
+    learner_state: LearnerState,
+    agent_net_state: hk.State,
+    update_rule_params: types.MetaParams,
+    is_meta_training: bool,
+    learning_rate: chex.Numeric | None = None,
   ) -> tuple[LearnerState, hk.State, types.LogDict]:
     """One update of the agent on a rollout.
 
@@ -410,6 +514,9 @@ class Agent:
       update_rule_params: the rule's meta-parameters (e.g. Disco103).
       is_meta_training: keep the gradient path from the loss to the rule's
         outputs, so the step can be differentiated w.r.t. the meta-params.
+      learning_rate: [] the step's learning rate, a traced value (e.g. one
+        per run of a batched sweep); None: the settings' `learning_rate`.
+        The optimiser's state is the same either way.
 
     Returns:
       (new learner state, network state after the rollout, logs). Logs hold
@@ -417,33 +524,49 @@ class Agent:
     """
     check_rollout(rollout)
     self._check_rollout_inputs(rollout)
-    agent_out, _ = self.unroll_net(learner_state.params, agent_net_state,
-                                   rollout)
+    agent_out, _ = self.unroll_net(
+      learner_state.params, agent_net_state, rollout
+    )
     meta_out, new_meta_state = self.update_rule.unroll_meta_net(
-        meta_params=update_rule_params, params=learner_state.params,
-        state=agent_net_state, meta_state=learner_state.meta_state,
-        rollout=self._update_rule_inputs(rollout, agent_out),
-        hyper_params=self._hyper_params(),
-        unroll_policy_fn=self._network.unroll, rng=rng,
-        axis_name=self._batch_axis_name)
+      meta_params=update_rule_params,
+      params=learner_state.params,
+      state=agent_net_state,
+      meta_state=learner_state.meta_state,
+      rollout=self._update_rule_inputs(rollout, agent_out),
+      hyper_params=self._hyper_params(),
+      unroll_policy_fn=self._network.unroll,
+      rng=rng,
+      axis_name=self._batch_axis_name,
+    )
 
     # Gradient w.r.t. the agent parameters only (the first argument).
     loss_grad = jax.grad(self._loss, has_aux=True)
     grads, (_, last_agent_net_state, logs) = loss_grad(
-        learner_state.params, agent_net_state=agent_net_state,
-        meta_state=learner_state.meta_state, rollout=rollout,
-        meta_out=meta_out, is_meta_training=is_meta_training)
+      learner_state.params,
+      agent_net_state=agent_net_state,
+      meta_state=learner_state.meta_state,
+      rollout=rollout,
+      meta_out=meta_out,
+      is_meta_training=is_meta_training,
+    )
     if self._batch_axis_name is not None:
       grads = jax.lax.pmean(grads, axis_name=self._batch_axis_name)
-    updates, new_opt_state = self._optimizer.update(
-        grads, learner_state.opt_state, learner_state.params)
+    optimizer = self._optimizer
+    if learning_rate is not None:
+      optimizer = optimizers.agent_optimizer(
+        learning_rate, self._max_abs_update
+      )
+    updates, new_opt_state = optimizer.update(
+      grads, learner_state.opt_state, learner_state.params
+    )
     new_params = optax.apply_updates(learner_state.params, updates)
 
     logs['global_gradient_norm'] = optax.tree_utils.tree_norm(grads)
     logs['global_update_norm'] = optax.tree_utils.tree_norm(updates)
     logs['meta_out'] = meta_out
     new_learner_state = LearnerState(
-        params=new_params, opt_state=new_opt_state, meta_state=new_meta_state)
+      params=new_params, opt_state=new_opt_state, meta_state=new_meta_state
+    )
     return new_learner_state, last_agent_net_state, logs
 
 
@@ -452,7 +575,7 @@ class Agent:
 
 
 def get_settings_disco(
-    rule_sizes: disco.MetaNetSizes | Mapping[str, Any] | None = None
+  rule_sizes: disco.MetaNetSizes | Mapping[str, Any] | None = None,
 ) -> config_dict.ConfigDict:
   """Settings of an agent trained by Disco103 (the paper's configuration).
 
@@ -463,43 +586,79 @@ def get_settings_disco(
       (e.g. one to meta-train at LPG's size).
   """
   meta_net = dict(
-      name='lstm', **disco.as_sizes(rule_sizes).net_kwargs(),
-      # Initialisation scales of the meta-network's output layers.
-      output_stddev=0.3, aux_stddev=0.3, policy_target_stddev=0.3,
-      state_stddev=1.0, input_option=disco.get_input_option())
+    name='lstm',
+    **disco.as_sizes(rule_sizes).net_kwargs(),
+    # Initialisation scales of the meta-network's output layers.
+    output_stddev=0.3,
+    aux_stddev=0.3,
+    policy_target_stddev=0.3,
+    state_stddev=1.0,
+    input_option=disco.get_input_option(),
+  )
   agent_net = dict(
-      dense=(512, 512), model_arch_name='lstm', head_w_init_std=1e-2,
-      model_kwargs=dict(head_mlp_hiddens=(128,), lstm_size=128))
-  return config_dict.ConfigDict(dict(
+    dense=(512, 512),
+    model_arch_name='lstm',
+    head_w_init_std=1e-2,
+    model_kwargs=dict(head_mlp_hiddens=(128,), lstm_size=128),
+  )
+  return config_dict.ConfigDict(
+    dict(
       update_rule_name='disco',
       hyper_params=dict(
-          pi_cost=1.0, y_cost=1.0, z_cost=1.0, value_cost=0.2,
-          aux_policy_cost=1.0, target_params_coeff=0.9,
-          value_fn_td_lambda=0.95, discount_factor=0.997),
-      update_rule=dict(net=config_dict.ConfigDict(meta_net),
-                       value_discount=0.997, num_bins=601,
-                       max_abs_value=300.0),
-      learning_rate=3e-4, max_abs_update=1.0,
+        pi_cost=1.0,
+        y_cost=1.0,
+        z_cost=1.0,
+        value_cost=0.2,
+        aux_policy_cost=1.0,
+        target_params_coeff=0.9,
+        value_fn_td_lambda=0.95,
+        discount_factor=0.997,
+      ),
+      update_rule=dict(
+        net=config_dict.ConfigDict(meta_net),
+        value_discount=0.997,
+        num_bins=601,
+        max_abs_value=300.0,
+      ),
+      learning_rate=3e-4,
+      max_abs_update=1.0,
       net_settings=dict(name='mlp', net_args=agent_net),
-  ))
+    )
+  )
 
 
 def get_settings_actor_critic() -> config_dict.ConfigDict:
   """Settings of the V-trace actor-critic baseline agent."""
-  rule = dict(categorical_value=True, num_bins=601, max_abs_value=300.0,
-              nonlinear_value_transform=True, normalize_adv=False,
-              normalize_td=False)
+  rule = dict(
+    categorical_value=True,
+    num_bins=601,
+    max_abs_value=300.0,
+    nonlinear_value_transform=True,
+    normalize_adv=False,
+    normalize_td=False,
+  )
   agent_net = dict(
-      dense=(64, 32, 32), model_arch_name='lstm', head_w_init_std=1e-2,
-      model_kwargs=dict(head_mlp_hiddens=(64,), lstm_size=64))
-  return config_dict.ConfigDict(dict(
+    dense=(64, 32, 32),
+    model_arch_name='lstm',
+    head_w_init_std=1e-2,
+    model_kwargs=dict(head_mlp_hiddens=(64,), lstm_size=64),
+  )
+  return config_dict.ConfigDict(
+    dict(
       update_rule_name='actor_critic',
-      hyper_params=dict(discount_factor=0.997, vtrace_lambda=0.95,
-                        entropy_cost=0.2, pg_cost=1.0, value_cost=0.5),
+      hyper_params=dict(
+        discount_factor=0.997,
+        vtrace_lambda=0.95,
+        entropy_cost=0.2,
+        pg_cost=1.0,
+        value_cost=0.5,
+      ),
       update_rule=config_dict.ConfigDict(rule),
-      learning_rate=5e-4, max_abs_update=1.0,
+      learning_rate=5e-4,
+      max_abs_update=1.0,
       net_settings=dict(name='mlp', net_args=agent_net),
-  ))
+    )
+  )
 
 
 def get_settings_ppo() -> config_dict.ConfigDict:
@@ -510,33 +669,45 @@ def get_settings_ppo() -> config_dict.ConfigDict:
   it, `make_settings`); the network: the actor-critic's.
   """
   agent_net = dict(
-      dense=(64, 32, 32), model_arch_name='lstm', head_w_init_std=1e-2,
-      model_kwargs=dict(head_mlp_hiddens=(64,), lstm_size=64))
-  return config_dict.ConfigDict(dict(
+    dense=(64, 32, 32),
+    model_arch_name='lstm',
+    head_w_init_std=1e-2,
+    model_kwargs=dict(head_mlp_hiddens=(64,), lstm_size=64),
+  )
+  return config_dict.ConfigDict(
+    dict(
       update_rule_name='ppo',
       hyper_params=dict(ppo.DEFAULT_HYPER_PARAMS),
       update_rule=config_dict.ConfigDict(dict(normalize_adv=True)),
-      learning_rate=5e-4, max_abs_update=1.0,
+      learning_rate=5e-4,
+      max_abs_update=1.0,
       net_settings=dict(name='mlp', net_args=agent_net),
-  ))
+    )
+  )
 
 
 # The rules a job names, and the settings function of each.
-RULES = {'disco_103': get_settings_disco,
-         'actor_critic': get_settings_actor_critic,
-         'ppo': get_settings_ppo}
+RULES = {
+  'disco_103': get_settings_disco,
+  'actor_critic': get_settings_actor_critic,
+  'ppo': get_settings_ppo,
+}
 # The constructor settings each network's torso takes, by network name.
-TORSO_FIELDS = {'mlp': (), 'conv': ('conv_channels', 'conv_kernel'),
-                'resnet': ('resnet_channels', 'resnet_blocks'),
-                'tabular': ()}
+TORSO_FIELDS = {
+  'mlp': (),
+  'conv': ('conv_channels', 'conv_kernel'),
+  'resnet': ('resnet_channels', 'resnet_blocks'),
+  'tabular': (),
+}
 # The rules whose meta-network's sizes a job may choose (`rule_sizes`), and
 # the names of those sizes (`disco.MetaNetSizes`' fields).
 SIZED_RULES = ('disco_103',)
 RULE_SIZE_FIELDS = disco.SIZE_FIELDS
 
 
-def check_rule_sizes(sizes: Mapping[str, Any], what: str = 'rule_sizes'
-                     ) -> None:
+def check_rule_sizes(
+  sizes: Mapping[str, Any], what: str = 'rule_sizes'
+) -> None:
   """Raises ValueError, naming `what`, unless `sizes` are meta-network
   sizes (`disco.MetaNetSizes` fields and valid values)."""
   try:
@@ -545,11 +716,17 @@ def check_rule_sizes(sizes: Mapping[str, Any], what: str = 'rule_sizes'
     raise ValueError(f'{what}: {e}') from None
 
 
-def make_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
-                  model_head_hiddens, precision: str = 'float32',
-                  net: str = 'mlp', rule_sizes: disco.MetaNetSizes
-                  | Mapping[str, Any] | None = None,
-                  **torso) -> config_dict.ConfigDict:
+def make_settings(
+  rule: str,
+  learning_rate: float,
+  dense,
+  model_lstm_size: int,
+  model_head_hiddens,
+  precision: str = 'float32',
+  net: str = 'mlp',
+  rule_sizes: disco.MetaNetSizes | Mapping[str, Any] | None = None,
+  **torso,
+) -> config_dict.ConfigDict:
   """The settings of a job's agent: the rule's, with the job's network.
 
   The one place where a job's fields become an agent (the eval job's and
@@ -575,27 +752,36 @@ def make_settings(rule: str, learning_rate: float, dense, model_lstm_size: int,
       sizes for a rule without a meta-network.
   """
   if rule not in RULES:
-    raise ValueError(f'Unknown rule {rule!r}; expected one of '
-                     f'{tuple(RULES)}.')
+    raise ValueError(f'Unknown rule {rule!r}; expected one of {tuple(RULES)}.')
   if rule_sizes and rule not in SIZED_RULES:
-    raise ValueError(f'rule_sizes are the sizes of a meta-network: rule '
-                     f'{rule!r} has none (rules with one: {SIZED_RULES}).')
+    raise ValueError(
+      f'rule_sizes are the sizes of a meta-network: rule '
+      f'{rule!r} has none (rules with one: {SIZED_RULES}).'
+    )
   if net not in TORSO_FIELDS:
-    raise ValueError(f'Unknown net {net!r}; expected one of '
-                     f'{tuple(TORSO_FIELDS)}.')
+    raise ValueError(
+      f'Unknown net {net!r}; expected one of {tuple(TORSO_FIELDS)}.'
+    )
   extra = sorted(set(torso) - set(TORSO_FIELDS[net]))
   if extra:
-    raise ValueError(f'net={net!r} takes the torso settings '
-                     f'{list(TORSO_FIELDS[net])}, got also {extra}.')
-  settings = (RULES[rule](rule_sizes) if rule in SIZED_RULES
-              else RULES[rule]())
+    raise ValueError(
+      f'net={net!r} takes the torso settings '
+      f'{list(TORSO_FIELDS[net])}, got also {extra}.'
+    )
+  settings = RULES[rule](rule_sizes) if rule in SIZED_RULES else RULES[rule]()
   settings.net_settings.name = net
   settings.net_settings.net_args = dict(
-      dense=tuple(dense), model_arch_name='lstm', head_w_init_std=1e-2,
-      model_kwargs=dict(head_mlp_hiddens=tuple(model_head_hiddens),
-                        lstm_size=model_lstm_size),
-      **{k: tuple(v) if isinstance(v, (list, tuple)) else v
-         for k, v in torso.items()})
+    dense=tuple(dense),
+    model_arch_name='lstm',
+    head_w_init_std=1e-2,
+    model_kwargs=dict(
+      head_mlp_hiddens=tuple(model_head_hiddens), lstm_size=model_lstm_size
+    ),
+    **{
+      k: tuple(v) if isinstance(v, (list, tuple)) else v
+      for k, v in torso.items()
+    },
+  )
   if precision != 'float32':
     settings.net_settings.precision = precision
   settings.learning_rate = learning_rate

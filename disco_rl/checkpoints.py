@@ -20,6 +20,7 @@ import jax
 
 def _orbax():
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+
   return ocp
 
 
@@ -51,9 +52,11 @@ class Checkpointer:
     ocp = _orbax()
     self.directory = pathlib.Path(directory).absolute()
     self._manager = ocp.CheckpointManager(
-        self.directory,
-        options=ocp.CheckpointManagerOptions(
-            max_to_keep=keep, create=True, enable_async_checkpointing=False))
+      self.directory,
+      options=ocp.CheckpointManagerOptions(
+        max_to_keep=keep, create=True, enable_async_checkpointing=False
+      ),
+    )
 
   def steps(self) -> list[int]:
     """The steps of the complete checkpoints, oldest first."""
@@ -62,6 +65,23 @@ class Checkpointer:
   def latest_step(self) -> int | None:
     steps = self.steps()
     return steps[-1] if steps else None
+
+  def resolve_step(self, step: int | None = None) -> int:
+    """`step`, the step of a checkpoint here; None: the latest's.
+
+    Raises:
+      FileNotFoundError: if there is no such checkpoint (or none at all).
+    """
+    if step is None:
+      latest = self.latest_step()
+      if latest is None:
+        raise FileNotFoundError(f'No checkpoint in {self.directory}.')
+      return latest
+    if step not in self._manager.all_steps():
+      raise FileNotFoundError(
+        f'No checkpoint {step} in {self.directory}; it has {self.steps()}.'
+      )
+    return step
 
   def save(self, step: int, state, extra: dict[str, Any]) -> None:
     """Writes `state` and `extra` (JSON-able) as checkpoint `step`.
@@ -72,9 +92,15 @@ class Checkpointer:
     ocp = _orbax()
     if step in self._manager.all_steps():
       self._manager.delete(step)
-    self._manager.save(step, args=ocp.args.Composite(**{
-        _STATE: ocp.args.StandardSave(state),
-        _EXTRA: ocp.args.JsonSave(extra)}))
+    self._manager.save(
+      step,
+      args=ocp.args.Composite(
+        **{
+          _STATE: ocp.args.StandardSave(state),
+          _EXTRA: ocp.args.JsonSave(extra),
+        }
+      ),
+    )
     self._manager.wait_until_finished()
 
   def restore(self, target, step: int | None = None):
@@ -91,36 +117,43 @@ class Checkpointer:
         `target` (another version of the package or other settings).
     """
     ocp = _orbax()
-    if step is None:
-      step = self.latest_step()
-      if step is None:
-        raise FileNotFoundError(f'No checkpoint in {self.directory}.')
-    elif step not in self._manager.all_steps():
-      raise FileNotFoundError(
-          f'No checkpoint {step} in {self.directory}; it has {self.steps()}.')
+    step = self.resolve_step(step)
     self._check_shapes(step, target)
-    restored = self._manager.restore(step, args=ocp.args.Composite(**{
-        _STATE: ocp.args.StandardRestore(target),
-        _EXTRA: ocp.args.JsonRestore()}))
+    restored = self._manager.restore(
+      step,
+      args=ocp.args.Composite(
+        **{
+          _STATE: ocp.args.StandardRestore(target),
+          _EXTRA: ocp.args.JsonRestore(),
+        }
+      ),
+    )
     return restored[_STATE], restored[_EXTRA]
 
   def _check_shapes(self, step: int, target) -> None:
     """Raises ValueError, naming the first part, if checkpoint `step` holds
     arrays of other shapes than `target` (checked before orbax reads any)."""
-    saved = _shapes_by_path(_orbax().StandardCheckpointHandler().metadata(
-        self.directory / str(step) / _STATE))
+    saved = _shapes_by_path(
+      _orbax()
+      .StandardCheckpointHandler()
+      .metadata(self.directory / str(step) / _STATE)
+    )
     wanted = _shapes_by_path(target)
-    differ = [f'its {"/".join(path)} has shape {saved[path]}, this run\'s '
-              f'{shape}' for path, shape in wanted.items()
-              if path in saved and saved[path] != shape]
+    differ = [
+      f"its {'/'.join(path)} has shape {saved[path]}, this run's {shape}"
+      for path, shape in wanted.items()
+      if path in saved and saved[path] != shape
+    ]
     differ += [f'it has no {"/".join(p)}' for p in wanted if p not in saved]
-    differ += [f'this run has no {"/".join(p)}' for p in saved
-               if p not in wanted]
+    differ += [
+      f'this run has no {"/".join(p)}' for p in saved if p not in wanted
+    ]
     if differ:
       raise ValueError(
-          f'Checkpoint {step} in {self.directory} cannot be resumed by this '
-          f'run: {differ[0]}. It was written by another version of disco_rl '
-          'or with other settings; start a new run.')
+        f'Checkpoint {step} in {self.directory} cannot be resumed by this '
+        f'run: {differ[0]}. It was written by another version of disco_rl '
+        'or with other settings; start a new run.'
+      )
 
   def close(self) -> None:
     self._manager.close()
@@ -128,12 +161,18 @@ class Checkpointer:
 
 def _shapes_by_path(tree) -> dict[tuple[str, ...], tuple[int, ...]]:
   """{(key, ...): shape} of every leaf with a shape (arrays, metadata)."""
+
   def name(key) -> str:
     for attr in ('key', 'name', 'idx'):
       if hasattr(key, attr):
         return str(getattr(key, attr))
     return str(key)
+
   leaves = jax.tree_util.tree_leaves_with_path(
-      tree, is_leaf=lambda x: hasattr(x, 'shape'))
-  return {tuple(name(k) for k in path): tuple(leaf.shape)
-          for path, leaf in leaves if hasattr(leaf, 'shape')}
+    tree, is_leaf=lambda x: hasattr(x, 'shape')
+  )
+  return {
+    tuple(name(k) for k in path): tuple(leaf.shape)
+    for path, leaf in leaves
+    if hasattr(leaf, 'shape')
+  }

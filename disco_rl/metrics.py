@@ -17,6 +17,7 @@ import resource
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 
 def resident_memory_mb() -> float:
@@ -49,12 +50,12 @@ class MetricsWriter:
       with open(self.path, newline='') as f:
         fieldnames = next(csv.reader(f), None)
     self._file = open(self.path, 'a' if fieldnames else 'w', newline='')
-    self._writer = None if fieldnames is None else self._dict_writer(
-        fieldnames)
+    self._writer = None if fieldnames is None else self._dict_writer(fieldnames)
 
   def _dict_writer(self, fieldnames):
-    return csv.DictWriter(self._file, fieldnames=list(fieldnames),
-                          extrasaction='ignore', restval='')
+    return csv.DictWriter(
+      self._file, fieldnames=list(fieldnames), extrasaction='ignore', restval=''
+    )
 
   def write(self, row: dict[str, float]) -> None:
     self.write_rows([row])
@@ -78,9 +79,10 @@ class MetricsWriter:
     self.close()
 
 
-def read_table(path) -> 'pandas.DataFrame':
+def read_table(path) -> pd.DataFrame:
   """A metrics CSV as a pandas DataFrame (empty cells are NaN)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
+
   try:
     return pd.read_csv(path)
   except pd.errors.EmptyDataError:
@@ -107,8 +109,9 @@ def read_rows(path, count: int, cut: bool = False) -> list[dict[str, float]]:
   table = read_table(path) if path.is_file() else None
   have = 0 if table is None else len(table)
   if have < count:
-    raise ValueError(f'{path} has {have} metrics rows; the checkpoint needs '
-                     f'{count}.')
+    raise ValueError(
+      f'{path} has {have} metrics rows; the checkpoint needs {count}.'
+    )
   if table is None:
     return []
   table = table.iloc[:count]
@@ -127,8 +130,10 @@ def read_rows(path, count: int, cut: bool = False) -> list[dict[str, float]]:
 # Live curves: the same rows, as they come, for TensorBoard and W&B.
 
 LOGGERS = ('tensorboard', 'wandb')
-_EXTRAS = {'tensorboard': ('tensorboardX', 'disco_rl[tensorboard]'),
-           'wandb': ('wandb', 'disco_rl[wandb]')}
+_EXTRAS = {
+  'tensorboard': ('tensorboardX', 'disco_rl[tensorboard]'),
+  'wandb': ('wandb', 'disco_rl[wandb]'),
+}
 
 
 class MissingLoggerError(ImportError, ValueError):
@@ -142,14 +147,15 @@ def _import(logger: str):
     return importlib.import_module(package)
   except ImportError as e:
     raise MissingLoggerError(
-        f'--log {logger} needs the {package!r} package, which is not '
-        f"installed ({e}); install it with: pip install '{extra}'.") from e
+      f'--log {logger} needs the {package!r} package, which is not '
+      f"installed ({e}); install it with: pip install '{extra}'."
+    ) from e
 
 
 def _curves(rows) -> dict[int, dict[str, float]]:
   """{step: {curve: value}}: every number of the rows but the step; a run
   of several seeds gives a curve per seed ('avg_return/seed_3')."""
-  steps = collections.defaultdict(dict)
+  steps: dict[int, dict[str, float]] = collections.defaultdict(dict)
   for row in rows:
     suffix = f'/seed_{int(row["seed"])}' if 'seed' in row else ''
     for key, value in row.items():
@@ -183,10 +189,13 @@ class WandbWriter:
     wandb = _import('wandb')
     pathlib.Path(directory).mkdir(parents=True, exist_ok=True)
     self._run = wandb.init(
-        dir=str(directory), name=name, config=config,
-        project=os.environ.get('WANDB_PROJECT', 'disco_rl'),
-        mode=os.environ.get('WANDB_MODE', 'offline'),
-        settings=wandb.Settings(silent=True, console='off'))
+      dir=str(directory),
+      name=name,
+      config=config,
+      project=os.environ.get('WANDB_PROJECT', 'disco_rl'),
+      mode=os.environ.get('WANDB_MODE', 'offline'),
+      settings=wandb.Settings(silent=True, console='off'),
+    )
 
   def write_rows(self, rows) -> None:
     for step, curves in _curves(rows).items():
@@ -206,23 +215,25 @@ def check_loggers(loggers) -> tuple[str, ...]:
   loggers = tuple(loggers)
   for logger in loggers:
     if logger not in LOGGERS:
-      raise ValueError(f'Unknown logger {logger!r}; expected one of '
-                       f'{LOGGERS}.')
+      raise ValueError(f'Unknown logger {logger!r}; expected one of {LOGGERS}.')
     _import(logger)
   return loggers
 
 
-def open_writers(csv_path, loggers, directory: pathlib.Path, name: str,
-                 config: dict[str, Any]) -> list[Any]:
+def open_writers(
+  csv_path, loggers, directory: pathlib.Path, name: str, config: dict[str, Any]
+) -> list[Any]:
   """The writers of a run's rows: the metrics CSV (continued if it exists)
   and a live writer per logger (`make_writer`); each has `write_rows` and
   `close`."""
   return [MetricsWriter(csv_path, append=True)] + [
-      make_writer(logger, directory, name, config) for logger in loggers]
+    make_writer(logger, directory, name, config) for logger in loggers
+  ]
 
 
-def make_writer(logger: str, directory: pathlib.Path, name: str,
-                config: dict[str, Any]):
+def make_writer(
+  logger: str, directory: pathlib.Path, name: str, config: dict[str, Any]
+):
   """The live writer `logger` ('tensorboard' or 'wandb') of a run whose
   files are in `directory`.
 

@@ -24,8 +24,9 @@ import optax
 from optax import tree_utils as otu
 
 
-def scale_by_adam_sg_denom(b1: float = 0.9, b2: float = 0.999,
-                           eps: float = 1e-8) -> optax.GradientTransformation:
+def scale_by_adam_sg_denom(
+  b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8
+) -> optax.GradientTransformation:
   """Adam's rescaling, with no meta-gradient through the denominator.
 
   The same numbers as `optax.scale_by_adam` (same state, same moment and
@@ -48,27 +49,31 @@ def scale_by_adam_sg_denom(b1: float = 0.9, b2: float = 0.999,
     mu = otu.tree_update_moment(updates, state.mu, b1, 1)
     nu = otu.tree_update_moment_per_elem_norm(updates, state.nu, b2, 2)
     denominator = jax.tree.map(
-        lambda v: jnp.sqrt(v) + eps,
-        jax.lax.stop_gradient(otu.tree_bias_correction(nu, b2, count)))
+      lambda v: jnp.sqrt(v) + eps,
+      jax.lax.stop_gradient(otu.tree_bias_correction(nu, b2, count)),
+    )
     scaled = otu.tree_div(otu.tree_bias_correction(mu, b1, count), denominator)
     return scaled, optax.ScaleByAdamState(count=count, mu=mu, nu=nu)
 
   return optax.GradientTransformation(
-      optax.scale_by_adam(b1, b2, eps).init, update_fn)
-
-
-def agent_optimizer(learning_rate: float,
-                    max_abs_update: float) -> optax.GradientTransformation:
-  """Adam (no denominator meta-gradient), element-wise update clip, descent."""
-  return optax.chain(
-      scale_by_adam_sg_denom(),
-      optax.clip(max_delta=max_abs_update),
-      optax.scale(-learning_rate),
+    optax.scale_by_adam(b1, b2, eps).init, update_fn
   )
 
 
-def per_agent(inner: optax.GradientTransformation,
-              num_agents: int) -> optax.GradientTransformation:
+def agent_optimizer(
+  learning_rate: float, max_abs_update: float
+) -> optax.GradientTransformation:
+  """Adam (no denominator meta-gradient), element-wise update clip, descent."""
+  return optax.chain(
+    scale_by_adam_sg_denom(),
+    optax.clip(max_delta=max_abs_update),
+    optax.scale(-learning_rate),
+  )
+
+
+def per_agent(
+  inner: optax.GradientTransformation, num_agents: int
+) -> optax.GradientTransformation:
   """`inner` applied to each agent's slice [i, ...] of [N, ...] updates.
 
   Each agent has its own `inner` state (a leading [N] axis); the updates
@@ -97,12 +102,14 @@ def mean_over_agents() -> optax.GradientTransformation:
     del params
     return jax.tree.map(lambda u: jnp.mean(u, axis=0), updates), state
 
-  return optax.GradientTransformation(lambda params: optax.EmptyState(),
-                                      update_fn)
+  return optax.GradientTransformation(
+    lambda params: optax.EmptyState(), update_fn
+  )
 
 
-def meta_optimizer(meta_grad_norm: str, learning_rate: float, clip_norm: float,
-         num_agents: int) -> optax.GradientTransformation:
+def meta_optimizer(
+  meta_grad_norm: str, learning_rate: float, clip_norm: float, num_agents: int
+) -> optax.GradientTransformation:
   """The rule's optimiser for `MetaTrainConfig.meta_grad_norm`.
 
   Args:
@@ -115,14 +122,20 @@ def meta_optimizer(meta_grad_norm: str, learning_rate: float, clip_norm: float,
       (0: no clipping).
     num_agents: the population size N (the meta-gradients are [N, ...]).
   """
-  clip = (optax.clip_by_global_norm(clip_norm) if clip_norm > 0
-          else optax.identity())
+  clip = (
+    optax.clip_by_global_norm(clip_norm) if clip_norm > 0 else optax.identity()
+  )
   if meta_grad_norm == 'average':
-    return optax.chain(per_agent(clip, num_agents), mean_over_agents(),
-                       optax.adam(learning_rate))
+    return optax.chain(
+      per_agent(clip, num_agents), mean_over_agents(), optax.adam(learning_rate)
+    )
   if meta_grad_norm == 'per_agent_adam':
     return optax.chain(
-        per_agent(optax.chain(clip, optax.scale_by_adam()), num_agents),
-        mean_over_agents(), optax.scale(-learning_rate))
-  raise ValueError(f"Unknown meta_grad_norm {meta_grad_norm!r}; expected "
-                   "'average' or 'per_agent_adam'.")
+      per_agent(optax.chain(clip, optax.scale_by_adam()), num_agents),
+      mean_over_agents(),
+      optax.scale(-learning_rate),
+    )
+  raise ValueError(
+    f'Unknown meta_grad_norm {meta_grad_norm!r}; expected '
+    "'average' or 'per_agent_adam'."
+  )

@@ -21,8 +21,12 @@ import os
 import signal
 import sys
 import threading
+from types import FrameType
+from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# A signal's handler as `signal.signal` returns it.
+_Handler = Callable[[int, FrameType | None], Any] | int | None
 
 
 class StopOnSignal:
@@ -53,8 +57,9 @@ class StopOnSignal:
     self.signal_name: str | None = None
     self.second_signal: str | None = None
     self._on_second_signal = on_second_signal
-    self._previous = {}
-    self._outer: 'StopOnSignal | None' = None
+    # signal -> its handler before `__enter__`.
+    self._previous: dict[int, _Handler] = {}
+    self._outer: StopOnSignal | None = None
     self._wakeup: tuple[int, int] | None = None  # (previous fd, write end)
 
   def _note(self, signum: int):
@@ -62,8 +67,10 @@ class StopOnSignal:
     name = signal.Signals(signum).name
     if self.signal_name is None:
       self.signal_name = name
-      print(f'\n{name}: stopping at the next safe point (again to stop now).',
-            flush=True)
+      print(
+        f'\n{name}: stopping at the next safe point (again to stop now).',
+        flush=True,
+      )
       return
     self.second_signal = name
     if self._on_second_signal is None:
@@ -100,8 +107,9 @@ class StopOnSignal:
         os.set_blocking(write_fd, False)
         previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         self._wakeup = (previous, write_fd)
-        threading.Thread(target=self._watch, args=(read_fd,), daemon=True,
-                         name='StopOnSignal').start()
+        threading.Thread(
+          target=self._watch, args=(read_fd,), daemon=True, name='StopOnSignal'
+        ).start()
       StopOnSignal._active = self
     return self
 
@@ -128,10 +136,26 @@ def received() -> str | None:
   return None if active is None else active.signal_name
 
 
+def name_received() -> str:
+  """`received()` for code that has seen it true (a rule stays active, and
+  its first signal set, until its `with` block ends).
+
+  Raises:
+    RuntimeError: no signal was received (the caller's mistake).
+  """
+  name = received()
+  if name is None:
+    raise RuntimeError('No signal was received.')
+  return name
+
+
 def exit_at_once(name: str) -> int:
   """A command-line job's second signal: one error line; 128 + its number."""
-  print(f'error: stopped at once by a second {name}; the run keeps its last '
-        'checkpoint (continue it with --resume)', file=sys.stderr)
+  print(
+    f'error: stopped at once by a second {name}; the run keeps its last '
+    'checkpoint (continue it with --resume)',
+    file=sys.stderr,
+  )
   return 128 + signal.Signals[name].value
 
 

@@ -16,7 +16,6 @@ from dm_env import specs
 import haiku as hk
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 # ----------------------------------------------------------------------------
 # Aliases.
@@ -44,17 +43,19 @@ MetaParamsEMA = dict[float, MetaParams]
 
 # (params, state, observations, should_reset) -> (agent outputs, new state)
 AgentStepFn = Callable[
-    [AgentParams, HaikuState, chex.ArrayTree, 'chex.Array | None'],
-    tuple[AgentOuts, HaikuState],
+  [AgentParams, HaikuState, chex.ArrayTree, 'chex.Array | None'],
+  tuple[AgentOuts, HaikuState],
 ]
 AgentUnrollFn = AgentStepFn
 SampleActionFn = Callable[
-    [chex.PRNGKey, MetaParams, AgentOuts],
-    tuple[chex.ArrayTree, chex.ArrayTree, chex.ArrayTree],
+  [chex.PRNGKey, MetaParams, AgentOuts],
+  tuple[chex.ArrayTree, chex.ArrayTree, chex.ArrayTree],
 ]
 # (rng, observations, should_reset) -> (params, state)
-AgentInitFn = Callable[[chex.PRNGKey, chex.ArrayTree, 'chex.Array | None'],
-                       tuple[AgentParams, HaikuState]]
+AgentInitFn = Callable[
+  [chex.PRNGKey, chex.ArrayTree, 'chex.Array | None'],
+  tuple[AgentParams, HaikuState],
+]
 
 
 # ----------------------------------------------------------------------------
@@ -172,7 +173,9 @@ class EnvironmentTimestep:
   """A (batched) environment transition: observation [B, ...], step_type [B]
   (`dm_env.StepType` values) and reward [B]."""
 
-  observation: Mapping[str, chex.ArrayTree]
+  # A tree whose leaves are those of the environment's observation spec,
+  # batched (the package's environments: {'observation': [B, ...]}).
+  observation: chex.ArrayTree
   step_type: chex.Array
   reward: chex.Array
 
@@ -210,15 +213,20 @@ class ActorTimestep:
   def to_env_timestep(self) -> EnvironmentTimestep:
     """Recovers the environment's view (observation, step type, reward)."""
     return EnvironmentTimestep(
-        observation=self.observations,
-        step_type=_step_type_from_discounts(self.discounts),
-        reward=self.rewards,
+      observation=self.observations,
+      step_type=_step_type_from_discounts(self.discounts),
+      reward=self.rewards,
     )
 
 
 _TIMESTEP_FIELDS = (
-    'observations', 'actions', 'rewards', 'discounts', 'agent_outs', 'states',
-    'logits',
+  'observations',
+  'actions',
+  'rewards',
+  'discounts',
+  'agent_outs',
+  'states',
+  'logits',
 )
 
 

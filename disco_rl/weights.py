@@ -19,6 +19,7 @@ import functools
 import os
 import pathlib
 import sys
+from typing import Any
 import zipfile
 
 import chex
@@ -31,9 +32,12 @@ from disco_rl import agent
 from disco_rl.update_rules import disco
 
 DISCO_103_SHA256 = (
-    'dac840a15b81e8805326363458c33979626172618f620d9e6e170315388530aa')
-DISCO_103_URL = ('https://raw.githubusercontent.com/google-deepmind/disco_rl/'
-                 'main/disco_rl/update_rules/weights/disco_103.npz')
+  'dac840a15b81e8805326363458c33979626172618f620d9e6e170315388530aa'
+)
+DISCO_103_URL = (
+  'https://raw.githubusercontent.com/google-deepmind/disco_rl/'
+  'main/disco_rl/update_rules/weights/disco_103.npz'
+)
 FILENAME = 'disco_103.npz'
 ENV_WEIGHTS = 'DISCO_RL_WEIGHTS'  # path of a weights file to use
 ENV_CACHE_DIR = 'DISCO_RL_CACHE_DIR'  # directory replacing the user cache
@@ -68,8 +72,10 @@ def cache_dir() -> pathlib.Path:
 
 
 def _places() -> dict[str, pathlib.Path]:
-  return {'source checkout': _checkout_weights_dir() / FILENAME,
-          'user cache': cache_dir() / FILENAME}
+  return {
+    'source checkout': _checkout_weights_dir() / FILENAME,
+    'user cache': cache_dir() / FILENAME,
+  }
 
 
 def find_disco_103() -> pathlib.Path | None:
@@ -79,7 +85,8 @@ def find_disco_103() -> pathlib.Path | None:
     path = pathlib.Path(os.environ[ENV_WEIGHTS]).expanduser()
     if not path.is_file():
       raise FileNotFoundError(
-          f'{ENV_WEIGHTS} is set to {str(path)!r}, which is not a file.')
+        f'{ENV_WEIGHTS} is set to {str(path)!r}, which is not a file.'
+      )
     return path
   return next((p for p in _places().values() if p.is_file()), None)
 
@@ -88,8 +95,9 @@ def sha256_of(path: str | os.PathLike[str]) -> str:
   return pooch.file_hash(str(path), alg='sha256')
 
 
-def fetch_disco_103(dest: str | os.PathLike[str] | None = None, *,
-                    url: str | None = None) -> pathlib.Path:
+def fetch_disco_103(
+  dest: str | os.PathLike[str] | None = None, *, url: str | None = None
+) -> pathlib.Path:
   """Downloads the weights to `dest` (file or existing directory; default: the
   cache) unless it holds them already; keeps them only if the sha256 is right.
 
@@ -101,60 +109,80 @@ def fetch_disco_103(dest: str | os.PathLike[str] | None = None, *,
   dest = dest / FILENAME if dest.is_dir() else dest
   url = url or os.environ.get(ENV_URL) or DISCO_103_URL
   try:
-    return pathlib.Path(pooch.retrieve(
-        url, known_hash=f'sha256:{DISCO_103_SHA256}', fname=dest.name,
-        path=dest.parent, progressbar=False))
+    return pathlib.Path(
+      pooch.retrieve(
+        url,
+        known_hash=f'sha256:{DISCO_103_SHA256}',
+        fname=dest.name,
+        path=dest.parent,
+        progressbar=False,
+      )
+    )
   except ValueError as e:  # pooch: the hash differs; the file is deleted.
     raise ChecksumError(f'sha256 mismatch for {url}: {e}') from e
   except OSError as e:  # requests' errors are OSErrors.
     raise DownloadError(
-        f'Downloading {url} failed ({e}). Without network access, download '
-        f'that URL on a machine that has it, copy the file to {dest} (or set '
-        f'{ENV_WEIGHTS} to its path) and check it with `python -m '
-        f'disco_rl.weights --verify {dest}` (sha256 {DISCO_103_SHA256}).'
+      f'Downloading {url} failed ({e}). Without network access, download '
+      f'that URL on a machine that has it, copy the file to {dest} (or set '
+      f'{ENV_WEIGHTS} to its path) and check it with `python -m '
+      f'disco_rl.weights --verify {dest}` (sha256 {DISCO_103_SHA256}).'
     ) from e
 
 
 def flatten_params(params: Params) -> dict[str, np.ndarray]:
   """{'MODULE': {'w': x}} -> {'MODULE/w': x}, the layout of disco_103.npz."""
   if not isinstance(params, Mapping) or not all(
-      isinstance(v, Mapping) for v in params.values()):
-    raise TypeError('params must map module names to dicts of arrays, got '
-                    f'{type(params).__name__}.')
-  return {f'{module}/{name}': value for module, leaves in params.items()
-          for name, value in leaves.items()}
+    isinstance(v, Mapping) for v in params.values()
+  ):
+    raise TypeError(
+      'params must map module names to dicts of arrays, got '
+      f'{type(params).__name__}.'
+    )
+  return {
+    f'{module}/{name}': value
+    for module, leaves in params.items()
+    for name, value in leaves.items()
+  }
 
 
 def unflatten_params(flat, source: str = 'params') -> Params:
   """{'MODULE/w': x} -> {'MODULE': {'w': x}}, splitting at the last '/'."""
-  params = {}
+  params: Params = {}
   for key in sorted(flat):
     module, _, leaf = key.rpartition('/')
     if not module or leaf not in ('w', 'b'):
       raise ValueError(
-          f'{source}: key {key!r} is not of the form MODULE/w or MODULE/b.')
+        f'{source}: key {key!r} is not of the form MODULE/w or MODULE/b.'
+      )
     params.setdefault(module, {})[leaf] = flat[key]
   return params
 
 
-def save_params(params: Params, path) -> None:
+def save_params(params: Params, path: str | os.PathLike[str]) -> None:
   """Writes meta-parameters in the disco_103.npz layout."""
-  np.savez(path, **{k: np.asarray(v)
-                    for k, v in flatten_params(params).items()})
+  # Values typed Any: mypy matches `**arrays` against savez's keyword
+  # `allow_pickle: bool` too.
+  arrays: dict[str, Any] = {
+    k: np.asarray(v) for k, v in flatten_params(params).items()
+  }
+  np.savez(path, **arrays)
 
 
 def _read_npz(path: pathlib.Path) -> dict[str, np.ndarray]:
   try:
     data = np.load(path, allow_pickle=False)
     if isinstance(data, np.ndarray):
-      raise ValueError('it holds a single .npy array, not an archive of named '
-                       'arrays')
+      raise ValueError(
+        'it holds a single .npy array, not an archive of named arrays'
+      )
     with data:  # Reading every member surfaces truncation and CRC errors.
       return {key: data[key] for key in data.files}
   except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
-    raise ValueError(f'{path} is not a valid npz file ({e}); it may be '
-                     'truncated or corrupt. Re-download it with `python -m '
-                     'disco_rl.weights`.') from e
+    raise ValueError(
+      f'{path} is not a valid npz file ({e}); it may be '
+      'truncated or corrupt. Re-download it with `python -m '
+      'disco_rl.weights`.'
+    ) from e
 
 
 @functools.lru_cache(maxsize=1)
@@ -175,26 +203,34 @@ def validate_params(params, expected=None) -> None:
     TypeError: `params` is not a two-level mapping.
   """
   got = flatten_params(params)
-  want = flatten_params(expected_disco_103_shapes() if expected is None
-                        else expected)
+  want = flatten_params(
+    expected_disco_103_shapes() if expected is None else expected
+  )
   for name in sorted(got.keys() ^ want.keys()):
     if name in want:
-      raise ArchitectureError(f'missing parameter {name!r} (expected shape '
-                              f'{tuple(want[name].shape)}).')
-    raise ArchitectureError(f'unexpected parameter {name!r} with shape '
-                            f'{tuple(np.shape(got[name]))}.')
+      raise ArchitectureError(
+        f'missing parameter {name!r} (expected shape '
+        f'{tuple(want[name].shape)}).'
+      )
+    raise ArchitectureError(
+      f'unexpected parameter {name!r} with shape {tuple(np.shape(got[name]))}.'
+    )
   try:
     chex.assert_trees_all_equal_shapes_and_dtypes(got, want)
   except AssertionError as e:  # "... Trees 0 and 1 differ in leaves 'X': ..."
     detail = str(e).split(' failed:', 1)[-1].strip().rstrip('.')
     raise ArchitectureError(
-        detail.replace('Trees 0 and 1 differ in leaves', 'parameter') +
-        ' (given != expected).') from None
+      detail.replace('Trees 0 and 1 differ in leaves', 'parameter')
+      + ' (given != expected).'
+    ) from None
 
 
-def load_disco_103(path: str | os.PathLike[str] | None = None, *,
-                   download: bool = True,
-                   check_architecture: bool = True) -> Params:
+def load_disco_103(
+  path: str | os.PathLike[str] | None = None,
+  *,
+  download: bool = True,
+  check_architecture: bool = True,
+) -> Params:
   """The Disco103 meta-parameters (21 modules, 754,778 float32 parameters).
 
   Args:
@@ -216,30 +252,34 @@ def load_disco_103(path: str | os.PathLike[str] | None = None, *,
   path = path or find_disco_103()
   if path is None:
     looked = [f'${ENV_WEIGHTS}: not set'] + [
-        f'{what}: {place}' for what, place in _places().items()]
+      f'{what}: {place}' for what, place in _places().items()
+    ]
     try:
       if not download:
         raise DownloadError('disabled (download=False)')
       path = fetch_disco_103()
     except DownloadError as e:
       raise FileNotFoundError(
-          f'Could not find the Disco103 weights ({FILENAME}). Looked in:\n'
-          + ''.join(f'  - {line}\n' for line in looked) +
-          f'  - download: {e}\nTo get the file, run `python -m '
-          'disco_rl.weights` (downloads it into the cache and verifies it), '
-          f'or set {ENV_WEIGHTS}=/path/to/{FILENAME}.') from e
+        f'Could not find the Disco103 weights ({FILENAME}). Looked in:\n'
+        + ''.join(f'  - {line}\n' for line in looked)
+        + f'  - download: {e}\nTo get the file, run `python -m '
+        'disco_rl.weights` (downloads it into the cache and verifies it), '
+        f'or set {ENV_WEIGHTS}=/path/to/{FILENAME}.'
+      ) from e
   params = unflatten_params(_read_npz(path), str(path))
   if check_architecture:
     try:
       validate_params(params)
     except ArchitectureError as e:
       raise ArchitectureError(
-          f'{path} does not match the Disco103 meta-network: {e}') from None
+        f'{path} does not match the Disco103 meta-network: {e}'
+      ) from None
   return params
 
 
-def starting_rule_params(update_rule, load_disco_103_weights: bool,
-                         seed: int = 0):
+def starting_rule_params(
+  update_rule, load_disco_103_weights: bool, seed: int = 0
+):
   """The parameters a run starts its rule from (the one place that decides).
 
   Args:
@@ -263,14 +303,22 @@ def starting_rule_params(update_rule, load_disco_103_weights: bool,
 def main(argv: list[str] | None = None) -> int:
   """`python -m disco_rl.weights`; returns the exit code."""
   parser = argparse.ArgumentParser(
-      prog='python -m disco_rl.weights',
-      description='Download the Disco103 weights into the cache (or --dest) '
-      'and verify their sha256 and parameter shapes.')
+    prog='python -m disco_rl.weights',
+    description='Download the Disco103 weights into the cache (or --dest) '
+    'and verify their sha256 and parameter shapes.',
+  )
   group = parser.add_mutually_exclusive_group()
-  group.add_argument('--dest', type=pathlib.Path, help='file or directory to '
-                     f'write (default: {cache_dir() / FILENAME})')
-  group.add_argument('--verify', type=pathlib.Path, metavar='PATH',
-                     help='only check an existing file (sha256, architecture)')
+  group.add_argument(
+    '--dest',
+    type=pathlib.Path,
+    help=f'file or directory to write (default: {cache_dir() / FILENAME})',
+  )
+  group.add_argument(
+    '--verify',
+    type=pathlib.Path,
+    metavar='PATH',
+    help='only check an existing file (sha256, architecture)',
+  )
   args = parser.parse_args(argv)
   try:
     path = args.verify or fetch_disco_103(args.dest)
@@ -278,8 +326,10 @@ def main(argv: list[str] | None = None) -> int:
       raise FileNotFoundError(f'no such file: {str(path)!r}')
     digest = sha256_of(path)
     if digest != DISCO_103_SHA256:
-      raise ChecksumError(f'sha256 mismatch for {path}: expected '
-                          f'{DISCO_103_SHA256}, got {digest}.')
+      raise ChecksumError(
+        f'sha256 mismatch for {path}: expected '
+        f'{DISCO_103_SHA256}, got {digest}.'
+      )
     load_disco_103(path)
   except (OSError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)

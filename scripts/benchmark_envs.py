@@ -36,24 +36,43 @@ import time
 import comparison  # scripts/comparison.py, beside this script
 
 FAMILIES = {
-    'Atari (envpool, host loop)': dict(env='envpool:Breakout-v5',
-                                       net='resnet'),
-    'Sokoban (Jumanji, toy levels)': dict(
-        env='jumanji:Sokoban-v0', env_kwargs=dict(generator='toy'),
-        net='resnet'),
-    'Craftax-Classic pixels': dict(env='craftax:Craftax-Classic-Pixels-v1',
-                                   net='resnet'),
-    'MinAtar Breakout (reference)': dict(env='gymnax:Breakout-MinAtar',
-                                         net='conv', conv_channels=(16,)),
+  'Atari (envpool, host loop)': dict(env='envpool:Breakout-v5', net='resnet'),
+  'Sokoban (Jumanji, toy levels)': dict(
+    env='jumanji:Sokoban-v0', env_kwargs=dict(generator='toy'), net='resnet'
+  ),
+  'Craftax-Classic pixels': dict(
+    env='craftax:Craftax-Classic-Pixels-v1', net='resnet'
+  ),
+  'MinAtar Breakout (reference)': dict(
+    env='gymnax:Breakout-MinAtar', net='conv', conv_channels=(16,)
+  ),
 }
-SETTINGS = dict(batch_size=4, replay_ratio=2, buffer_capacity=32,
-                rollout_len=29, dense=(256,), model_lstm_size=128,
-                model_head_hiddens=(128,), resnet_channels=(16, 32, 32),
-                resnet_blocks=2, learning_rate=1e-3, debug_checks=False)
-TINY = dict(SETTINGS, batch_size=4, replay_ratio=2, buffer_capacity=8,
-            rollout_len=4, dense=(8,), model_lstm_size=4,
-            model_head_hiddens=(4,), resnet_channels=(4,), resnet_blocks=1)
-ACTING_SCRIPT = textwrap.dedent('''
+SETTINGS = dict(
+  batch_size=4,
+  replay_ratio=2,
+  buffer_capacity=32,
+  rollout_len=29,
+  dense=(256,),
+  model_lstm_size=128,
+  model_head_hiddens=(128,),
+  resnet_channels=(16, 32, 32),
+  resnet_blocks=2,
+  learning_rate=1e-3,
+  debug_checks=False,
+)
+TINY = dict(
+  SETTINGS,
+  batch_size=4,
+  replay_ratio=2,
+  buffer_capacity=8,
+  rollout_len=4,
+  dense=(8,),
+  model_lstm_size=4,
+  model_head_hiddens=(4,),
+  resnet_channels=(4,),
+  resnet_blocks=1,
+)
+ACTING_SCRIPT = textwrap.dedent("""
     import json, sys, time
     import numpy as np
     import envpool
@@ -86,44 +105,65 @@ ACTING_SCRIPT = textwrap.dedent('''
       seconds = time.perf_counter() - start
     print(json.dumps(dict(env_steps_per_second=steps * num_envs / seconds)),
           flush=True)
-''')
+""")
 
 
 def train(family: str, settings: dict, steps: int, out: pathlib.Path):
   """Trains one family; its speed and sizes."""
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
-  config = config_lib.EvalConfig(num_steps=steps, steps_per_call=1,
-                                 **settings, **FAMILIES[family])
+
+  config = config_lib.EvalConfig(
+    num_steps=steps, steps_per_call=1, **settings, **FAMILIES[family]
+  )
   run_dir = out / family.split(' ')[0].lower()
-  summary = trainer.Trainer(config, run_dir, overwrite=True,
-                            progress=False).fit()
+  summary = trainer.Trainer(
+    config, run_dir, overwrite=True, progress=False
+  ).fit()
   if summary.get('interrupted') or not summary.get('completed', True):
     raise comparison.Interrupted(
-        f'{family} stopped ({summary.get("interrupted")}).')
+      f'{family} stopped ({summary.get("interrupted")}).'
+    )
   rate = summary['steps_per_second']
-  return dict(family=family, env=config.env, net=config.net,
-              learner_steps_per_second=rate,
-              env_steps_per_second=rate * config.num_envs
-              * config.rollout_len,
-              compile_and_first_step_s=summary['compile_and_first_step_s'],
-              replay_bytes_per_trajectory=summary[
-                  'replay_bytes_per_trajectory'])
+  return dict(
+    family=family,
+    env=config.env,
+    net=config.net,
+    learner_steps_per_second=rate,
+    env_steps_per_second=rate * config.num_envs * config.rollout_len,
+    compile_and_first_step_s=summary['compile_and_first_step_s'],
+    replay_bytes_per_trajectory=summary['replay_bytes_per_trajectory'],
+  )
 
 
 def acting(mode: str, num_envs: int, steps: int) -> dict:
   """Atari acting alone, `mode` 'host' or 'xla', in a child process."""
   from disco_rl.environments import envpool_env  # pylint: disable=g-import-not-at-top
+
   child = subprocess.run(
-      [sys.executable, '-c', ACTING_SCRIPT, mode, str(num_envs), str(steps),
-       json.dumps(envpool_env.ATARI_DEFAULTS)],
-      capture_output=True, text=True, timeout=600, check=False)
-  lines = [l for l in child.stdout.splitlines() if l.startswith('{')]
+    [
+      sys.executable,
+      '-c',
+      ACTING_SCRIPT,
+      mode,
+      str(num_envs),
+      str(steps),
+      json.dumps(envpool_env.ATARI_DEFAULTS),
+    ],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
+  lines = [ln for ln in child.stdout.splitlines() if ln.startswith('{')]
   result = dict(mode=mode, num_envs=num_envs, returncode=child.returncode)
   if lines:
     result.update(json.loads(lines[-1]))
-  notes = [l for l in child.stderr.splitlines() + child.stdout.splitlines()
-           if l.strip() and not l.startswith('{')]
+  notes = [
+    ln
+    for ln in child.stderr.splitlines() + child.stdout.splitlines()
+    if ln.strip() and not ln.startswith('{')
+  ]
   if notes:
     result['output'] = ' | '.join(notes[-3:])[:300]
   return result
@@ -132,12 +172,18 @@ def acting(mode: str, num_envs: int, steps: int) -> dict:
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument('--out', required=True, help='output directory')
-  parser.add_argument('--steps', type=int, default=None,
-                      help='learner steps per family (default 6; --tiny 3)')
-  parser.add_argument('--families', nargs='+', default=list(FAMILIES),
-                      choices=list(FAMILIES))
-  parser.add_argument('--tiny', action='store_true',
-                      help='tiny sizes: a smoke run')
+  parser.add_argument(
+    '--steps',
+    type=int,
+    default=None,
+    help='learner steps per family (default 6; --tiny 3)',
+  )
+  parser.add_argument(
+    '--families', nargs='+', default=list(FAMILIES), choices=list(FAMILIES)
+  )
+  parser.add_argument(
+    '--tiny', action='store_true', help='tiny sizes: a smoke run'
+  )
   args = parser.parse_args(argv)
   steps = args.steps or (3 if args.tiny else 6)
   if steps < 2:
@@ -155,40 +201,69 @@ def main(argv=None) -> int:
       print(f'stopped: {e}', file=sys.stderr)
       return 130
     rows.append(row)
-    print(f'{family}: {row["learner_steps_per_second"]:.2f} learner steps/s,'
-          f' {row["env_steps_per_second"]:.0f} env steps/s, compile '
-          f'{row["compile_and_first_step_s"]:.0f} s ({time.time() - start:.0f}'
-          ' s)', flush=True)
+    print(
+      f'{family}: {row["learner_steps_per_second"]:.2f} learner steps/s,'
+      f' {row["env_steps_per_second"]:.0f} env steps/s, compile '
+      f'{row["compile_and_first_step_s"]:.0f} s ({time.time() - start:.0f}'
+      ' s)',
+      flush=True,
+    )
   act_steps = 20 if args.tiny else 500
   acts = [acting(mode, 8, act_steps) for mode in ('host', 'xla')]
   for a in acts:
-    print(f'Atari acting ({a["mode"]}, {a["num_envs"]} envs): '
-          f'{a.get("env_steps_per_second", float("nan")):.0f} env steps/s, '
-          f'exit {a["returncode"]}'
-          + (f' ({a["output"]})' if 'output' in a else ''), flush=True)
+    print(
+      f'Atari acting ({a["mode"]}, {a["num_envs"]} envs): '
+      f'{a.get("env_steps_per_second", float("nan")):.0f} env steps/s, '
+      f'exit {a["returncode"]}'
+      + (f' ({a["output"]})' if 'output' in a else ''),
+      flush=True,
+    )
   command = 'python scripts/benchmark_envs.py ' + ' '.join(
-      argv if argv is not None else sys.argv[1:])
-  (out / 'results.json').write_text(json.dumps(
-      dict(command=command, steps=steps, settings=settings, training=rows,
-           acting=acts), indent=1, default=list) + '\n')
-  lines = [f'`{command}`: {steps} learner steps per family, batch '
-           f'{settings["batch_size"]}, {settings["batch_size"] // settings["replay_ratio"]}'
-           f' environments, rollouts of {settings["rollout_len"]}.', '',
-           '| family | env | net | learner steps/s | env steps/s | compile '
-           '(s) | replay bytes / trajectory |', '|---|---|---|---|---|---|---|']
+    argv if argv is not None else sys.argv[1:]
+  )
+  (out / 'results.json').write_text(
+    json.dumps(
+      dict(
+        command=command,
+        steps=steps,
+        settings=settings,
+        training=rows,
+        acting=acts,
+      ),
+      indent=1,
+      default=list,
+    )
+    + '\n'
+  )
+  lines = [
+    f'`{command}`: {steps} learner steps per family, batch '
+    f'{settings["batch_size"]}, '
+    f'{settings["batch_size"] // settings["replay_ratio"]}'
+    f' environments, rollouts of {settings["rollout_len"]}.',
+    '',
+    '| family | env | net | learner steps/s | env steps/s | compile '
+    '(s) | replay bytes / trajectory |',
+    '|---|---|---|---|---|---|---|',
+  ]
   for r in rows:
     lines.append(
-        f'| {r["family"]} | `{r["env"]}` | {r["net"]} | '
-        f'{r["learner_steps_per_second"]:.2f} | '
-        f'{r["env_steps_per_second"]:.0f} | '
-        f'{r["compile_and_first_step_s"]:.0f} | '
-        f'{r["replay_bytes_per_trajectory"]:,} |')
-  lines += ['', '| Atari acting alone | envs | env steps/s | exit status |',
-            '|---|---|---|---|']
+      f'| {r["family"]} | `{r["env"]}` | {r["net"]} | '
+      f'{r["learner_steps_per_second"]:.2f} | '
+      f'{r["env_steps_per_second"]:.0f} | '
+      f'{r["compile_and_first_step_s"]:.0f} | '
+      f'{r["replay_bytes_per_trajectory"]:,} |'
+    )
+  lines += [
+    '',
+    '| Atari acting alone | envs | env steps/s | exit status |',
+    '|---|---|---|---|',
+  ]
   for a in acts:
-    lines.append(f'| {a["mode"]} | {a["num_envs"]} | '
-                 f'{a.get("env_steps_per_second", float("nan")):.0f} | '
-                 f'{a["returncode"]} |')
+    lines.append(
+      f'| {a["mode"]} | {a["num_envs"]} | '
+      f'{a.get("env_steps_per_second", float("nan")):.0f} | '
+      f'{a["returncode"]} |'
+    )
   (out / 'results.md').write_text('\n'.join(lines) + '\n')
   print('\n'.join(lines))
   return 0

@@ -54,25 +54,37 @@ import numpy as np
 import optax
 
 from disco_rl import actors
+from disco_rl import meta_objective
+from disco_rl import metrics as metrics_lib
+from disco_rl import replay
+from disco_rl import weights
 from disco_rl.loops import compiled
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import eval_setup
 from disco_rl.loops import mesh as mesh_lib
 from disco_rl.loops import meta as meta_lib
-from disco_rl import replay
 from disco_rl.loops import run as run_lib
-from disco_rl import meta_objective
-from disco_rl import metrics as metrics_lib
-from disco_rl import weights
 
 AXIS = mesh_lib.AXIS
 # --tiny: settings that only check the script runs.
-TINY_EVAL = dict(batch_size=4, replay_ratio=2, buffer_capacity=8,
-                 rollout_len=5, dense=(16,), model_lstm_size=8,
-                 model_head_hiddens=(8,))
-TINY_META = dict(batch_size_per_device=2, rollout_len=3, dense=(16,),
-                 model_lstm_size=8, model_head_hiddens=(8,), value_dense=(8,))
+TINY_EVAL = dict(
+  batch_size=4,
+  replay_ratio=2,
+  buffer_capacity=8,
+  rollout_len=5,
+  dense=(16,),
+  model_lstm_size=8,
+  model_head_hiddens=(8,),
+)
+TINY_META = dict(
+  batch_size_per_device=2,
+  rollout_len=3,
+  dense=(16,),
+  model_lstm_size=8,
+  model_head_hiddens=(8,),
+  value_dense=(8,),
+)
 
 
 def _block(tree):
@@ -120,18 +132,22 @@ def _one_run(state: eval_setup.EvalState) -> eval_setup.EvalState:
   first = lambda tree: jax.tree.map(lambda x: x[0], tree)
   per_device = lambda tree: jax.tree.map(lambda x: x[:, 0], tree)
   return state.replace(
-      learner_state=first(state.learner_state), rng=first(state.rng),
-      actor_state=per_device(state.actor_state),
-      env_state=per_device(state.env_state),
-      timestep=per_device(state.timestep),
-      acc_rewards=per_device(state.acc_rewards),
-      replay=per_device(state.replay), rule_params=None,
-      step=jnp.copy(state.step))
+    learner_state=first(state.learner_state),
+    rng=first(state.rng),
+    actor_state=per_device(state.actor_state),
+    env_state=per_device(state.env_state),
+    timestep=per_device(state.timestep),
+    acc_rewards=per_device(state.acc_rewards),
+    replay=per_device(state.replay),
+    rule_params=None,
+    step=jnp.copy(state.step),
+  )
 
 
 def _replicate(tree, num):
-  return jax.tree.map(lambda x: jnp.broadcast_to(x, (num,) + jnp.shape(x)),
-                      tree)
+  return jax.tree.map(
+    lambda x: jnp.broadcast_to(x, (num,) + jnp.shape(x)), tree
+  )
 
 
 # ----------------------------------------------------------------------------
@@ -144,41 +160,60 @@ class StepPerCallEval:
   def __init__(self, job: run_lib.Job):
     self.job = job
     self.num = len(job.setup.devices)
-    self.program = jax.pmap(self._iteration, axis_name=AXIS,
-                            devices=job.setup.devices)
+    self.program = jax.pmap(
+      self._iteration, axis_name=AXIS, devices=job.setup.devices
+    )
 
   def init(self):
     state = _one_run(self.job.init())
     host = jax.device_get(state)
     # Replicated parts get a device axis, as pmap wants.
-    return host.replace(learner_state=_replicate(host.learner_state,
-                                                 self.num),
-                        rng=jax.random.split(host.rng, self.num),
-                        step=np.zeros((self.num,), np.int32))
+    return host.replace(
+      learner_state=_replicate(host.learner_state, self.num),
+      rng=jax.random.split(host.rng, self.num),
+      step=np.zeros((self.num,), np.int32),
+    )
 
   def _iteration(self, state, rule_params):
     setup = self.job.setup
     rng, act_key, learn_key = jax.random.split(state.rng, 3)
     rollout, actor_state, timestep, env_state = actors.unroll_jittable_actor(
-        state.learner_state.params, state.actor_state, state.timestep,
-        state.env_state, act_key, setup.env, setup.config.rollout_len,
-        setup.agent.actor_step)
+      state.learner_state.params,
+      state.actor_state,
+      state.timestep,
+      state.env_state,
+      act_key,
+      setup.env,
+      setup.config.rollout_len,
+      setup.agent.actor_step,
+    )
     acc, returns = actors.accumulate_rewards(
-        state.acc_rewards, (rollout.rewards, rollout.discounts))
+      state.acc_rewards, (rollout.rewards, rollout.discounts)
+    )
     total, episodes = actors.episode_returns(returns, rollout.discounts)
-    buffer = replay.add(state.replay, replay.keep_outputs(
-        rollout, setup.config.behaviour_outputs))
+    buffer = replay.add(
+      state.replay, replay.keep_outputs(rollout, setup.config.behaviour_outputs)
+    )
     sample_key, step_key = jax.random.split(learn_key)
     batch = replay.sample(buffer, sample_key, setup.batch_per_device)
     learner_state, _, logs = setup.agent.learner_step(
-        step_key, batch, state.learner_state, actor_state, rule_params, False)
-    state = state.replace(learner_state=learner_state,
-                          actor_state=actor_state, timestep=timestep,
-                          env_state=env_state, acc_rewards=acc,
-                          replay=buffer, rng=rng, step=state.step + 1)
-    stats = dict(return_sum=jax.lax.psum(total, AXIS),
-                 episodes=jax.lax.psum(episodes, AXIS),
-                 **{k: logs[k] for k in setup.log_keys})
+      step_key, batch, state.learner_state, actor_state, rule_params, False
+    )
+    state = state.replace(
+      learner_state=learner_state,
+      actor_state=actor_state,
+      timestep=timestep,
+      env_state=env_state,
+      acc_rewards=acc,
+      replay=buffer,
+      rng=rng,
+      step=state.step + 1,
+    )
+    stats = dict(
+      return_sum=jax.lax.psum(total, AXIS),
+      episodes=jax.lax.psum(episodes, AXIS),
+      **{k: logs[k] for k in setup.log_keys},
+    )
     return state, stats
 
   def run(self, state, rule_params, count):
@@ -211,22 +246,33 @@ def learner_program(job: run_lib.Job, length: int) -> compiled.Program:
     learner_state, rng = carry
     rng, key = jax.random.split(rng)
     sample_key, step_key = jax.random.split(
-        jax.random.fold_in(key, jax.lax.axis_index(AXIS)))
+      jax.random.fold_in(key, jax.lax.axis_index(AXIS))
+    )
     batch = replay.sample(buffer, sample_key, setup.batch_per_device)
     learner_state, _, logs = setup.agent.learner_step(
-        step_key, batch, learner_state, actor_state, rule_params, False)
+      step_key, batch, learner_state, actor_state, rule_params, False
+    )
     return (learner_state, rng), jax.lax.pmean(
-        {k: logs[k] for k in setup.log_keys}, AXIS)
+      {k: logs[k] for k in setup.log_keys}, AXIS
+    )
 
   return compiled.program(
-      learn, length=length, mesh=setup.mesh, state_specs=P(),
-      operand_specs=(P(AXIS), P(AXIS), P()), output_specs=P(),
-      precision=config.matmul_precision)
+    learn,
+    length=length,
+    mesh=setup.mesh,
+    state_specs=P(),
+    operand_specs=(P(AXIS), P(AXIS), P()),
+    output_specs=P(),
+    precision=config.matmul_precision,
+  )
 
 
 def bench_eval(args) -> dict:
-  config = config_lib.EvalConfig(steps_per_call=args.eval_steps_per_call,
-                                 num_devices=1, **TINY_EVAL if args.tiny else {})
+  config = config_lib.EvalConfig(
+    steps_per_call=args.eval_steps_per_call,
+    num_devices=1,
+    **TINY_EVAL if args.tiny else {},
+  )
   rule_params = weights.load_disco_103()
   per_call = config.steps_per_call
   results = {}
@@ -239,8 +285,9 @@ def bench_eval(args) -> dict:
   fused_state = _block(fused_state)
   results['fused']['peak_rss_mb'] = metrics_lib.peak_memory_mb()
 
-  bf16 = eval_lib.make_eval(dataclasses.replace(config, precision='bfloat16'),
-                            rule_params=rule_params)
+  bf16 = eval_lib.make_eval(
+    dataclasses.replace(config, precision='bfloat16'), rule_params=rule_params
+  )
   bf16_state = bf16.init()
   results['fused_bfloat16'] = {}
   bf16_state, _ = bf16.step(bf16_state, per_call)
@@ -249,26 +296,30 @@ def bench_eval(args) -> dict:
 
   stepper = StepPerCallEval(fused)
   step_state = stepper.init()
-  step_params = _replicate(jax.tree.map(jnp.asarray, rule_params),
-                           stepper.num)
+  step_params = _replicate(jax.tree.map(jnp.asarray, rule_params), stepper.num)
   results['step_per_call'] = {}
-  step_state = _block(stepper.run(step_state, step_params,
-                                  config.replay_ratio + 1))
+  step_state = _block(
+    stepper.run(step_state, step_params, config.replay_ratio + 1)
+  )
   results['step_per_call']['peak_rss_mb'] = metrics_lib.peak_memory_mb()
 
   # The learner step alone, on the (filled) fused buffer of the first run:
   # one call per step, and steps_per_call steps in one call.
   alone = _one_run(fused_state)
   mesh = fused.setup.mesh
-  operands = (alone.replay, alone.actor_state,
-              mesh_lib.place(rule_params, mesh_lib.replicated(mesh)))
+  operands = (
+    alone.replay,
+    alone.actor_state,
+    mesh_lib.place(rule_params, mesh_lib.replicated(mesh)),
+  )
   learner_only = learner_program(fused, 1)
   learner_scanned = learner_program(fused, per_call)
   key = jax.random.PRNGKey(1)
   # Each program donates its carry: a copy of its own, placed as the
   # programs' outputs are (an input placed otherwise would compile again).
-  carry = lambda: mesh_lib.place(jax.device_get((alone.learner_state, key)),
-                                 mesh_lib.replicated(mesh))
+  carry = lambda: mesh_lib.place(
+    jax.device_get((alone.learner_state, key)), mesh_lib.replicated(mesh)
+  )
   results['learner_alone'] = {}
   alone_carry, _ = learner_only(carry(), 1, *operands)
   _block(alone_carry)
@@ -276,8 +327,16 @@ def bench_eval(args) -> dict:
   scanned_carry, _ = learner_scanned(carry(), per_call, *operands)
   _block(scanned_carry)
 
-  times = {name: [] for name in ('fused', 'step_per_call', 'learner_alone',
-                                  'learner_scanned', 'fused_bfloat16')}
+  times = {
+    name: []
+    for name in (
+      'fused',
+      'step_per_call',
+      'learner_alone',
+      'learner_scanned',
+      'fused_bfloat16',
+    )
+  }
   for r in range(args.rounds):
     t = time.perf_counter()
     fused_state, _ = fused.step(fused_state, per_call)
@@ -295,29 +354,39 @@ def bench_eval(args) -> dict:
     t = time.perf_counter()
     scanned_carry, _ = learner_scanned(scanned_carry, per_call, *operands)
     times['learner_scanned'].append((time.perf_counter() - t) / per_call)
-    print(f'  eval round {r + 1}/{args.rounds}: ' + ', '.join(
-        f'{k} {1e3 * v[-1]:.0f} ms/step' for k, v in times.items()),
-        flush=True)
+    print(
+      f'  eval round {r + 1}/{args.rounds}: '
+      + ', '.join(f'{k} {1e3 * v[-1]:.0f} ms/step' for k, v in times.items()),
+      flush=True,
+    )
   for name, values in times.items():
     results[name]['ms_per_step'] = 1e3 * float(np.median(values))
     results[name]['steps_per_s'] = 1.0 / float(np.median(values))
-  _compile_times({
+  _compile_times(
+    {
       'fused': (fused.program, (fused_state,)),
       'step_per_call': (stepper.program, (step_state, step_params)),
       'learner_alone': (learner_only, (alone_carry, *operands)),
       'learner_scanned': (learner_scanned, (scanned_carry, *operands)),
       'fused_bfloat16': (bf16, (bf16_state,)),
-  }, results, args.compile_rounds)
+    },
+    results,
+    args.compile_rounds,
+  )
   results['fused_overhead_over_learner'] = (
-      results['fused']['ms_per_step'] / results['learner_alone']['ms_per_step']
-      - 1.0)
+    results['fused']['ms_per_step'] / results['learner_alone']['ms_per_step']
+    - 1.0
+  )
   results['fused_overhead_over_scanned_learner'] = (
-      results['fused']['ms_per_step']
-      / results['learner_scanned']['ms_per_step'] - 1.0)
-  results['fused_speedup'] = (results['step_per_call']['ms_per_step']
-                              / results['fused']['ms_per_step'])
-  results['bfloat16_speedup'] = (results['fused']['ms_per_step']
-                                 / results['fused_bfloat16']['ms_per_step'])
+    results['fused']['ms_per_step'] / results['learner_scanned']['ms_per_step']
+    - 1.0
+  )
+  results['fused_speedup'] = (
+    results['step_per_call']['ms_per_step'] / results['fused']['ms_per_step']
+  )
+  results['bfloat16_speedup'] = (
+    results['fused']['ms_per_step'] / results['fused_bfloat16']['ms_per_step']
+  )
   return results
 
 
@@ -328,19 +397,23 @@ def bench_eval(args) -> dict:
 def _reward_logs(rewards) -> dict:
   """Mean reward and counts of positive and negative rewards, [] each (the
   fused job's)."""
-  return dict(rewards=jnp.mean(rewards),
-              pos_rewards=jnp.sum(rewards > 0).astype(jnp.float32),
-              neg_rewards=jnp.sum(rewards < 0).astype(jnp.float32))
+  return dict(
+    rewards=jnp.mean(rewards),
+    pos_rewards=jnp.sum(rewards > 0).astype(jnp.float32),
+    neg_rewards=jnp.sum(rewards < 0).astype(jnp.float32),
+  )
 
 
 def _step_logs(meta_log, metrics, grads, updates) -> dict:
   """A meta-step's scalar logs, the fused job's metrics.csv columns: the
   agents' meta logs and mean inner-update metrics ('agent_<name>'), the
   norm of the agents' mean meta-gradient and of the rule's update."""
-  logs = jax.tree.map(jnp.mean, dict(meta_log, **{
-      f'agent_{k}': v for k, v in metrics.items()}))
+  logs = jax.tree.map(
+    jnp.mean, dict(meta_log, **{f'agent_{k}': v for k, v in metrics.items()})
+  )
   logs['meta_grad_norm'] = optax.tree_utils.tree_norm(
-      jax.tree.map(lambda g: jnp.mean(g, axis=0), grads))
+    jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
+  )
   logs['meta_up_norm'] = optax.tree_utils.tree_norm(updates)
   return logs
 
@@ -356,33 +429,45 @@ class StepPerCallMeta:
   def __init__(self, job: run_lib.Job):
     self.job = job
     self.num = job.setup.num_devices
-    self.program = jax.pmap(self._meta_step, axis_name=AXIS,
-                            devices=job.setup.devices)
+    self.program = jax.pmap(
+      self._meta_step, axis_name=AXIS, devices=job.setup.devices
+    )
 
   def init(self):
     state = jax.device_get(self.job.init())
     per_device = lambda x: x[0]
-    group, = state.agents  # One task: Catch; its agents [N, ...].
+    (group,) = state.agents  # One task: Catch; its agents [N, ...].
     agents = group.replace(
-        env_state=jax.tree.map(per_device, group.env_state),
-        env_timestep=jax.tree.map(per_device, group.env_timestep))
+      env_state=jax.tree.map(per_device, group.env_state),
+      env_timestep=jax.tree.map(per_device, group.env_timestep),
+    )
     return _replicate(state.replace(agents=agents), self.num)
 
   def _agent(self, params, agent_state, act_rng, grad_rng):
     cfg, member = self.job.setup.config, self.job.setup.members[0]
     rollouts = []
     for key in jax.random.split(act_rng, cfg.num_inner_steps):
-      agent_state, rollout = member.unroll_actor(agent_state, key,
-                                                 cfg.rollout_len)
+      agent_state, rollout = member.unroll_actor(
+        agent_state, key, cfg.rollout_len
+      )
       rollouts.append(rollout)
     train = jax.tree.map(lambda *xs: jnp.stack(xs), *rollouts)
-    agent_state, valid = member.unroll_actor(agent_state, act_rng,
-                                             2 * cfg.rollout_len)
+    agent_state, valid = member.unroll_actor(
+      agent_state, act_rng, 2 * cfg.rollout_len
+    )
     # The inner updates in a loop (lax.scan), as the previous loop had them.
     grads, (agent_state, metrics, meta_log) = (
-        meta_objective.calculate_meta_gradient(
-            params, agent_state, train, valid, grad_rng, member,
-            axis_name=AXIS, unroll=1))
+      meta_objective.calculate_meta_gradient(
+        params,
+        agent_state,
+        train,
+        valid,
+        grad_rng,
+        member,
+        axis_name=AXIS,
+        unroll=1,
+      )
+    )
     # The logs the previous loop wrote to metrics.csv (the fused job's).
     meta_log = dict(meta_log, **_reward_logs(train.rewards))
     return grads, agent_state, jax.tree.map(jnp.mean, metrics), meta_log
@@ -392,19 +477,26 @@ class StepPerCallMeta:
     rng, step_rng = jax.random.split(state.rng)
     act_rng, grad_rng = jax.random.split(step_rng)
     grads, agents, metrics, meta_log = jax.vmap(
-        self._agent, in_axes=(None, 0, 0, 0))(
-            state.update_rule_params, state.agents,
-            jax.random.split(act_rng, n), jax.random.split(grad_rng, n))
+      self._agent, in_axes=(None, 0, 0, 0)
+    )(
+      state.update_rule_params,
+      state.agents,
+      jax.random.split(act_rng, n),
+      jax.random.split(grad_rng, n),
+    )
     meta_log = jax.lax.pmean(meta_log, AXIS)
     # The optimiser takes the agents' meta-gradients [N, ...] and averages.
     updates, opt_state = self.job.setup.meta_opt.update(
-        grads, state.meta_opt_state)
+      grads, state.meta_opt_state
+    )
     logs = _step_logs(meta_log, metrics, grads, updates)
     return state.replace(
-        update_rule_params=optax.apply_updates(state.update_rule_params,
-                                               updates),
-        meta_opt_state=opt_state, agents=agents, rng=rng,
-        step=state.step + 1), logs
+      update_rule_params=optax.apply_updates(state.update_rule_params, updates),
+      meta_opt_state=opt_state,
+      agents=agents,
+      rng=rng,
+      step=state.step + 1,
+    ), logs
 
   def run(self, state, count):
     for _ in range(count):
@@ -414,11 +506,13 @@ class StepPerCallMeta:
 
 
 def bench_meta(args) -> dict:
-  config = config_lib.MetaTrainConfig(num_devices=1,
-                                      **TINY_META if args.tiny else {})
+  config = config_lib.MetaTrainConfig(
+    num_devices=1, **TINY_META if args.tiny else {}
+  )
   if args.meta_steps_per_call:
-    config = dataclasses.replace(config,
-                                 steps_per_call=args.meta_steps_per_call)
+    config = dataclasses.replace(
+      config, steps_per_call=args.meta_steps_per_call
+    )
   results = {}
   job = meta_lib.make_meta_train(config)
   state = job.init()  # Its key: PRNGKey(config.seed).
@@ -443,16 +537,25 @@ def bench_meta(args) -> dict:
     t = time.perf_counter()
     step_state = _block(stepper.run(step_state, count))
     times['step_per_call'].append((time.perf_counter() - t) / count)
-    print(f'  meta round {r + 1}/{args.rounds}: ' + ', '.join(
-        f'{k} {v[-1]:.2f} s/meta-step' for k, v in times.items()), flush=True)
+    print(
+      f'  meta round {r + 1}/{args.rounds}: '
+      + ', '.join(f'{k} {v[-1]:.2f} s/meta-step' for k, v in times.items()),
+      flush=True,
+    )
   for name, values in times.items():
     results[name]['s_per_step'] = float(np.median(values))
     results[name]['steps_per_s'] = 1.0 / float(np.median(values))
-  _compile_times({'fused': (job.program, (state,)),
-                  'step_per_call': (stepper.program, (step_state,))},
-                 results, args.compile_rounds)
-  results['fused_speedup'] = (results['step_per_call']['s_per_step']
-                              / results['fused']['s_per_step'])
+  _compile_times(
+    {
+      'fused': (job.program, (state,)),
+      'step_per_call': (stepper.program, (step_state,)),
+    },
+    results,
+    args.compile_rounds,
+  )
+  results['fused_speedup'] = (
+    results['step_per_call']['s_per_step'] / results['fused']['s_per_step']
+  )
   return results
 
 
@@ -464,9 +567,11 @@ def _table(title, rows, results, unit):
     r = results[name]
     per = r.get('ms_per_step', r.get('s_per_step'))
     rss = r.get('peak_rss_mb')
-    print(f'| {name} | {r["steps_per_s"]:.3f} | {per:.3g} | '
-          f'{r["compile_s"]:.0f} s | '
-          f'{"-" if rss is None else f"{rss / 1024:.2f} GB"} |')
+    print(
+      f'| {name} | {r["steps_per_s"]:.3f} | {per:.3g} | '
+      f'{r["compile_s"]:.0f} s | '
+      f'{"-" if rss is None else f"{rss / 1024:.2f} GB"} |'
+    )
 
 
 def main() -> int:
@@ -474,15 +579,30 @@ def main() -> int:
   parser.add_argument('--only', choices=('eval', 'meta'), default=None)
   parser.add_argument('--rounds', type=int, default=2)
   parser.add_argument('--eval-steps-per-call', type=int, default=50)
-  parser.add_argument('--meta-steps', type=int, default=20,
-                      help='meta-steps per timed round and variant')
-  parser.add_argument('--meta-steps-per-call', type=int, default=None,
-                      help='default: the job\'s (MetaTrainConfig)')
-  parser.add_argument('--compile-rounds', type=int, default=2,
-                      help='compilations per program (the fastest is kept)')
+  parser.add_argument(
+    '--meta-steps',
+    type=int,
+    default=20,
+    help='meta-steps per timed round and variant',
+  )
+  parser.add_argument(
+    '--meta-steps-per-call',
+    type=int,
+    default=None,
+    help="default: the job's (MetaTrainConfig)",
+  )
+  parser.add_argument(
+    '--compile-rounds',
+    type=int,
+    default=2,
+    help='compilations per program (the fastest is kept)',
+  )
   parser.add_argument('--out', default='runs/bench_loops')
-  parser.add_argument('--tiny', action='store_true',
-                      help='tiny networks and batches: checks the script')
+  parser.add_argument(
+    '--tiny',
+    action='store_true',
+    help='tiny networks and batches: checks the script',
+  )
   args = parser.parse_args()
   out = pathlib.Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
@@ -490,23 +610,36 @@ def main() -> int:
   summary = {}
   if args.only in (None, 'eval'):
     summary['eval'] = bench_eval(args)
-    _table('eval (Disco103, Catch 8x8, 64 x 29, MLP 512x512)',
-           ('step_per_call', 'fused', 'learner_alone', 'learner_scanned',
-            'fused_bfloat16'),
-           summary['eval'],
-           'ms/step')
-    print(f'fused vs step-per-call: {summary["eval"]["fused_speedup"]:.2f}x; '
-          'fused overhead over the learner step alone: '
-          f'{100 * summary["eval"]["fused_overhead_over_learner"]:.1f}% (one '
-          'call per step), '
-          f'{100 * summary["eval"]["fused_overhead_over_scanned_learner"]:.1f}'
-          '% (scanned); '
-          'bfloat16 agent network vs float32: '
-          f'{summary["eval"]["bfloat16_speedup"]:.2f}x')
+    _table(
+      'eval (Disco103, Catch 8x8, 64 x 29, MLP 512x512)',
+      (
+        'step_per_call',
+        'fused',
+        'learner_alone',
+        'learner_scanned',
+        'fused_bfloat16',
+      ),
+      summary['eval'],
+      'ms/step',
+    )
+    print(
+      f'fused vs step-per-call: {summary["eval"]["fused_speedup"]:.2f}x; '
+      'fused overhead over the learner step alone: '
+      f'{100 * summary["eval"]["fused_overhead_over_learner"]:.1f}% (one '
+      'call per step), '
+      f'{100 * summary["eval"]["fused_overhead_over_scanned_learner"]:.1f}'
+      '% (scanned); '
+      'bfloat16 agent network vs float32: '
+      f'{summary["eval"]["bfloat16_speedup"]:.2f}x'
+    )
   if args.only in (None, 'meta'):
     summary['meta'] = bench_meta(args)
-    _table('meta-train (the upstream notebook settings)',
-           ('step_per_call', 'fused'), summary['meta'], 's/meta-step')
+    _table(
+      'meta-train (the upstream notebook settings)',
+      ('step_per_call', 'fused'),
+      summary['meta'],
+      's/meta-step',
+    )
     print(f'fused vs step-per-call: {summary["meta"]["fused_speedup"]:.2f}x')
   (out / 'summary.json').write_text(json.dumps(summary, indent=2))
   print(f'\nsummary: {out / "summary.json"}')

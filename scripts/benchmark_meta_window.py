@@ -24,7 +24,7 @@ import sys
 
 from disco_rl.loops import config as config_lib
 
-_CHILD = '''
+_CHILD = """
 import json, resource, sys, time
 import jax
 from disco_rl.loops import config as config_lib, meta
@@ -47,33 +47,55 @@ elapsed = time.perf_counter() - start
 print('RESULT ' + json.dumps(dict(
     compile_s=compile_s, meta_steps_per_s=steps / elapsed,
     peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
-'''
+"""
 
 
 def measure(settings: dict) -> dict:
-  proc = subprocess.run([sys.executable, '-c', _CHILD, json.dumps(settings)],
-                        capture_output=True, text=True, check=False)
-  lines = [l for l in proc.stdout.splitlines() if l.startswith('RESULT ')]
+  proc = subprocess.run(
+    [sys.executable, '-c', _CHILD, json.dumps(settings)],
+    capture_output=True,
+    text=True,
+    check=False,
+  )
+  lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('RESULT ')]
   if proc.returncode or not lines:
     raise SystemExit(f'{settings} failed:\n{proc.stderr[-3000:]}')
-  return json.loads(lines[-1][len('RESULT '):])
+  return json.loads(lines[-1][len('RESULT ') :])
 
 
 def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument('--windows', type=int, nargs='+', default=[2, 5, 20])
-  parser.add_argument('--steps', type=int, default=6,
-                      help='meta-steps per run (the first one compiles)')
-  parser.add_argument('--tiny', action='store_true',
-                      help='tiny networks and batches (a smoke run)')
+  parser.add_argument(
+    '--steps',
+    type=int,
+    default=6,
+    help='meta-steps per run (the first one compiles)',
+  )
+  parser.add_argument(
+    '--tiny',
+    action='store_true',
+    help='tiny networks and batches (a smoke run)',
+  )
   args = parser.parse_args()
   # Seed 0: every run starts from PRNGKey(0).
-  base = dict(num_steps=args.steps, steps_per_call=max(1, args.steps - 1),
-              num_devices=1, debug_checks=False, seed=0)
+  base = dict(
+    num_steps=args.steps,
+    steps_per_call=max(1, args.steps - 1),
+    num_devices=1,
+    debug_checks=False,
+    seed=0,
+  )
   if args.tiny:
-    base.update(num_agents=2, batch_size_per_device=4, rollout_len=4,
-                dense=(16,), model_lstm_size=8, model_head_hiddens=(8,),
-                value_dense=(8,))
+    base.update(
+      num_agents=2,
+      batch_size_per_device=4,
+      rollout_len=4,
+      dense=(16,),
+      model_lstm_size=8,
+      model_head_hiddens=(8,),
+      value_dense=(8,),
+    )
   rows = []
   for window in args.windows:
     for remat in (False, True):
@@ -82,22 +104,30 @@ def main() -> int:
       config = config_lib.MetaTrainConfig(**settings)
       unrolled = config.num_inner_steps <= config.max_unrolled_inner_steps
       rows.append(dict(K=window, remat=remat, unrolled=unrolled, **result))
-      print(f'K={window:3d} remat={remat!s:5} unrolled={unrolled!s:5}: '
-            f'{result["meta_steps_per_s"]:.3f} meta-steps/s, '
-            f'{result["meta_steps_per_s"] * window:.2f} agent updates/s, '
-            f'compile {result["compile_s"]:.0f}s, peak '
-            f'{result["peak_mb"]:.0f} MB', flush=True)
-  reference = next(r for r in rows if r['K'] == min(args.windows)
-                   and not r['remat'])
-  print('\n| K | inner updates | remat | meta-steps/s | agent updates/s | '
-        'compile (s) | peak MB | memory vs K=%d |' % reference['K'])
+      print(
+        f'K={window:3d} remat={remat!s:5} unrolled={unrolled!s:5}: '
+        f'{result["meta_steps_per_s"]:.3f} meta-steps/s, '
+        f'{result["meta_steps_per_s"] * window:.2f} agent updates/s, '
+        f'compile {result["compile_s"]:.0f}s, peak '
+        f'{result["peak_mb"]:.0f} MB',
+        flush=True,
+      )
+  reference = next(
+    r for r in rows if r['K'] == min(args.windows) and not r['remat']
+  )
+  print(
+    '\n| K | inner updates | remat | meta-steps/s | agent updates/s | '
+    f'compile (s) | peak MB | memory vs K={reference["K"]} |'
+  )
   print('|---|---|---|---|---|---|---|---|')
   for r in rows:
-    print(f'| {r["K"]} | {"unrolled" if r["unrolled"] else "loop"} | '
-          f'{"yes" if r["remat"] else "no"} | '
-          f'{r["meta_steps_per_s"]:.3f} | '
-          f'{r["meta_steps_per_s"] * r["K"]:.2f} | {r["compile_s"]:.0f} | '
-          f'{r["peak_mb"]:.0f} | {r["peak_mb"] / reference["peak_mb"]:.2f}x |')
+    print(
+      f'| {r["K"]} | {"unrolled" if r["unrolled"] else "loop"} | '
+      f'{"yes" if r["remat"] else "no"} | '
+      f'{r["meta_steps_per_s"]:.3f} | '
+      f'{r["meta_steps_per_s"] * r["K"]:.2f} | {r["compile_s"]:.0f} | '
+      f'{r["peak_mb"]:.0f} | {r["peak_mb"] / reference["peak_mb"]:.2f}x |'
+    )
   return 0
 
 

@@ -42,16 +42,22 @@ from disco_rl.update_rules import disco
 
 # Named rule sizes (fields of `disco.MetaNetSizes`; the rest Disco103's).
 SIZES = {
-    'disco_103': {},
-    # LPG's 8 categories (GROOVE: LSTM 256 over 16-wide embeddings, which
-    # Disco103's backward LSTM already is).
-    'lpg': dict(prediction_size=8),
-    'small': dict(prediction_size=8, hidden_size=64, meta_hidden_size=32),
-    'tiny': dict(prediction_size=8, hidden_size=16, embedding_size=(8, 1),
-                 policy_channels=(8, 2), policy_target_channels=(8,),
-                 meta_hidden_size=8, meta_embedding_size=(8,),
-                 meta_pred_embedding_size=(8, 1),
-                 meta_policy_channels=(8, 2)),
+  'disco_103': {},
+  # LPG's 8 categories (GROOVE: LSTM 256 over 16-wide embeddings, which
+  # Disco103's backward LSTM already is).
+  'lpg': dict(prediction_size=8),
+  'small': dict(prediction_size=8, hidden_size=64, meta_hidden_size=32),
+  'tiny': dict(
+    prediction_size=8,
+    hidden_size=16,
+    embedding_size=(8, 1),
+    policy_channels=(8, 2),
+    policy_target_channels=(8,),
+    meta_hidden_size=8,
+    meta_embedding_size=(8,),
+    meta_pred_embedding_size=(8, 1),
+    meta_policy_channels=(8, 2),
+  ),
 }
 # The gridworld suite's task: GROOVE's 'all' distribution, a layout per
 # agent, tabular agents.
@@ -68,9 +74,16 @@ class SizedConfig(config_lib.MetaTrainConfig):
 
   def agent_settings(self, rule, net=None, precision='float32'):
     settings = agent_lib.make_settings(
-        rule, self.learning_rate, self.dense, self.model_lstm_size,
-        self.model_head_hiddens, precision, net=net or self.net,
-        rule_sizes=dict(self.rule_sizes), **self.torso(net))
+      rule,
+      self.learning_rate,
+      self.dense,
+      self.model_lstm_size,
+      self.model_head_hiddens,
+      precision,
+      net=net or self.net,
+      rule_sizes=dict(self.rule_sizes),
+      **self.torso(net),
+    )
     settings.update_rule.num_bins = self.num_bins
     return settings
 
@@ -82,8 +95,10 @@ def parse_size(text: str) -> tuple[str, dict[str, Any]]:
     return text, dict(SIZES[text])
   name, sep, rest = text.partition(':')
   if not sep:
-    raise SystemExit(f'Unknown size {text!r}; expected one of {list(SIZES)} '
-                     'or NAME:key=value,...')
+    raise SystemExit(
+      f'Unknown size {text!r}; expected one of {list(SIZES)} '
+      'or NAME:key=value,...'
+    )
   sizes = {}
   for item in rest.split(','):
     key, _, value = item.partition('=')
@@ -96,7 +111,8 @@ def parse_size(text: str) -> tuple[str, dict[str, Any]]:
 def parameter_count(sizes: dict[str, Any]) -> int:
   """The meta-network's parameters at `sizes` (traced, not built)."""
   rule = disco.DiscoUpdateRule(
-      **agent_lib.get_settings_disco(sizes).update_rule)
+    **agent_lib.get_settings_disco(sizes).update_rule
+  )
   params = jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))[0]
   return int(sum(np.prod(x.shape) for x in jax.tree.leaves(params)))
 
@@ -106,8 +122,9 @@ def child(settings: dict[str, Any]) -> dict[str, float]:
   rest. Returns compile_s, s_per_step, peak_mb."""
   settings = dict(settings)
   settings['rule_sizes'] = tuple(
-      (k, tuple(v) if isinstance(v, list) else v)
-      for k, v in settings['rule_sizes'].items())
+    (k, tuple(v) if isinstance(v, list) else v)
+    for k, v in settings['rule_sizes'].items()
+  )
   settings['tasks'] = tuple(settings['tasks'])
   for key in ('dense', 'model_head_hiddens', 'value_dense'):
     settings[key] = tuple(settings[key])
@@ -126,39 +143,53 @@ def child(settings: dict[str, Any]) -> dict[str, float]:
     done += count
   jax.block_until_ready(state)
   elapsed = time.perf_counter() - start
-  return dict(compile_s=compile_s, s_per_step=elapsed / max(steps, 1),
-              peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-              / 1024)
+  return dict(
+    compile_s=compile_s,
+    s_per_step=elapsed / max(steps, 1),
+    peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+  )
 
 
 def measure(settings: dict[str, Any]) -> dict[str, float]:
   proc = subprocess.run(
-      [sys.executable, __file__, '--child', json.dumps(settings)],
-      capture_output=True, text=True, check=False)
-  lines = [l for l in proc.stdout.splitlines() if l.startswith('RESULT ')]
+    [sys.executable, __file__, '--child', json.dumps(settings)],
+    capture_output=True,
+    text=True,
+    check=False,
+  )
+  lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('RESULT ')]
   if proc.returncode or not lines:
     raise SystemExit(f'{settings} failed:\n{proc.stderr[-3000:]}')
-  return json.loads(lines[-1][len('RESULT '):])
+  return json.loads(lines[-1][len('RESULT ') :])
 
 
-def print_tables(rows: list[dict[str, Any]], agents: list[int],
-                 target_steps: int) -> None:
+def print_tables(
+  rows: list[dict[str, Any]], agents: list[int], target_steps: int
+) -> None:
   """One row per size, one column per agent count, for each measure."""
   sizes = list(dict.fromkeys(r['size'] for r in rows))
   cell = {(r['size'], r['agents']): r for r in rows}
   head = ' | '.join(f'{n} agents' for n in agents)
   rule = '|'.join(['---'] * (len(agents) + 2))
   for title, fmt in (
-      ('seconds per meta-step (after compiling)',
-       lambda r: f'{r["s_per_step"]:.3f}'),
-      ('compile seconds (the first meta-step)',
-       lambda r: f'{r["compile_s"]:.0f}'),
-      (f'hours for {target_steps:,} meta-steps',
-       lambda r: f'{r["s_per_step"] * target_steps / 3600:.1f}')):
+    (
+      'seconds per meta-step (after compiling)',
+      lambda r: f'{r["s_per_step"]:.3f}',
+    ),
+    (
+      'compile seconds (the first meta-step)',
+      lambda r: f'{r["compile_s"]:.0f}',
+    ),
+    (
+      f'hours for {target_steps:,} meta-steps',
+      lambda r: f'{r["s_per_step"] * target_steps / 3600:.1f}',
+    ),
+  ):
     print(f'\n{title}\n\n| size | rule parameters | {head} |\n|{rule}|')
     for size in sizes:
-      values = [fmt(cell[size, n]) if (size, n) in cell else '-'
-                for n in agents]
+      values = [
+        fmt(cell[size, n]) if (size, n) in cell else '-' for n in agents
+      ]
       params = next(r['params'] for r in rows if r['size'] == size)
       print(f'| {size} | {params:,} | ' + ' | '.join(values) + ' |')
 
@@ -166,25 +197,43 @@ def print_tables(rows: list[dict[str, Any]], agents: list[int],
 def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument('--child', help=argparse.SUPPRESS)
-  parser.add_argument('--sizes', nargs='+',
-                      default=['disco_103', 'lpg', 'small', 'tiny'])
+  parser.add_argument(
+    '--sizes', nargs='+', default=['disco_103', 'lpg', 'small', 'tiny']
+  )
   parser.add_argument('--agents', type=int, nargs='+', default=[8, 32, 128])
   parser.add_argument('--task', default=TASK)
-  parser.add_argument('--steps', type=int, default=6,
-                      help='meta-steps per run (the first one compiles)')
-  parser.add_argument('--envs', type=int, default=64,
-                      help='environments per agent (GROOVE: 64)')
+  parser.add_argument(
+    '--steps',
+    type=int,
+    default=6,
+    help='meta-steps per run (the first one compiles)',
+  )
+  parser.add_argument(
+    '--envs', type=int, default=64, help='environments per agent (GROOVE: 64)'
+  )
   parser.add_argument('--rollout-len', type=int, default=20)
-  parser.add_argument('--inner-steps', type=int, default=5,
-                      help='agent updates per meta-step (GROOVE: K=5)')
-  parser.add_argument('--num-bins', type=int, default=601,
-                      help="bins of the agents' categorical q (Disco103: 601)")
-  parser.add_argument('--population', default='auto',
-                      choices=('auto', 'map', 'vmap'))
+  parser.add_argument(
+    '--inner-steps',
+    type=int,
+    default=5,
+    help='agent updates per meta-step (GROOVE: K=5)',
+  )
+  parser.add_argument(
+    '--num-bins',
+    type=int,
+    default=601,
+    help="bins of the agents' categorical q (Disco103: 601)",
+  )
+  parser.add_argument(
+    '--population', default='auto', choices=('auto', 'map', 'vmap')
+  )
   parser.add_argument('--target-steps', type=int, default=20000)
   parser.add_argument('--json', help='also write the rows to this file')
-  parser.add_argument('--tiny', action='store_true',
-                      help='one run: the tiny size, 2 agents, tiny batches')
+  parser.add_argument(
+    '--tiny',
+    action='store_true',
+    help='one run: the tiny size, 2 agents, tiny batches',
+  )
   args = parser.parse_args()
   if args.child:
     print('RESULT ' + json.dumps(child(json.loads(args.child))))
@@ -192,14 +241,26 @@ def main() -> int:
   if args.tiny:
     args.sizes, args.agents, args.steps = ['tiny'], [2], 3
     args.envs, args.rollout_len, args.inner_steps = 4, 4, 2
-  base = dict(num_steps=args.steps, steps_per_call=max(1, args.steps - 1),
-              num_devices=1, debug_checks=False, seed=0, init='random',
-              tasks=[args.task], batch_size_per_device=args.envs,
-              rollout_len=args.rollout_len, num_inner_steps=args.inner_steps,
-              population=args.population, num_bins=args.num_bins,
-              # Tiny agents: the tabular net reads the observation itself.
-              net='tabular', dense=(8,), model_lstm_size=8,
-              model_head_hiddens=(8,), value_dense=(16,))
+  base = dict(
+    num_steps=args.steps,
+    steps_per_call=max(1, args.steps - 1),
+    num_devices=1,
+    debug_checks=False,
+    seed=0,
+    init='random',
+    tasks=[args.task],
+    batch_size_per_device=args.envs,
+    rollout_len=args.rollout_len,
+    num_inner_steps=args.inner_steps,
+    population=args.population,
+    num_bins=args.num_bins,
+    # Tiny agents: the tabular net reads the observation itself.
+    net='tabular',
+    dense=(8,),
+    model_lstm_size=8,
+    model_head_hiddens=(8,),
+    value_dense=(16,),
+  )
   rows = []
   for text in args.sizes:
     name, sizes = parse_size(text)
@@ -207,16 +268,21 @@ def main() -> int:
     for agents in args.agents:
       settings = dict(base, num_agents=agents, rule_sizes=sizes)
       result = measure(settings)
-      rows.append(dict(size=name, sizes=sizes, params=params, agents=agents,
-                       **result))
-      print(f'{name:>10} ({params:,} parameters), {agents} agents: '
-            f'{result["s_per_step"]:.3f} s/meta-step, compile '
-            f'{result["compile_s"]:.0f} s, peak {result["peak_mb"]:.0f} MB',
-            flush=True)
-  print(f'\ntask {args.task}; {args.envs} environments x {args.rollout_len} '
-        f'steps per agent update, {args.inner_steps} updates per meta-step, '
-        f'{args.num_bins} value bins, population {args.population}, '
-        f'{args.steps} meta-steps per run')
+      rows.append(
+        dict(size=name, sizes=sizes, params=params, agents=agents, **result)
+      )
+      print(
+        f'{name:>10} ({params:,} parameters), {agents} agents: '
+        f'{result["s_per_step"]:.3f} s/meta-step, compile '
+        f'{result["compile_s"]:.0f} s, peak {result["peak_mb"]:.0f} MB',
+        flush=True,
+      )
+  print(
+    f'\ntask {args.task}; {args.envs} environments x {args.rollout_len} '
+    f'steps per agent update, {args.inner_steps} updates per meta-step, '
+    f'{args.num_bins} value bins, population {args.population}, '
+    f'{args.steps} meta-steps per run'
+  )
   print_tables(rows, args.agents, args.target_steps)
   if args.json:
     with open(args.json, 'w') as f:

@@ -5,7 +5,8 @@
 `scripts/benchmark_meta_suite.py` wrote (its committed per-seed final
 returns), with no training:
 
-  python scripts/compare_rules.py docs/results/meta_suite_cpu/stage2/results.csv \
+  python scripts/compare_rules.py \
+      docs/results/meta_suite_cpu/stage2/results.csv \
       --out docs/results/meta_suite_cpu/stage2/comparison.md
 
 Per setting and environment, each rule's mean final return over its seeds
@@ -22,10 +23,9 @@ import ast
 import pathlib
 import sys
 
-import numpy as np
-
 import benchmark_meta_suite  # scripts/benchmark_meta_suite.py, beside this
 import comparison  # scripts/comparison.py, beside this
+import numpy as np
 
 
 def read_rows(path) -> list[dict]:
@@ -33,12 +33,18 @@ def read_rows(path) -> list[dict]:
   learning rate (None where the runs did not choose one per rule) and the
   per-seed final returns (a list)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
+
   table = pd.read_csv(path)
-  return [dict(setting=row.get('setting', 'eval'), env=row['env'],
-               rule=row['rule'], learning_rate=row.get('learning_rate'),
-               finals=[float(v) for v in ast.literal_eval(
-                   row['final_returns'])])
-          for row in table.to_dict('records')]
+  return [
+    dict(
+      setting=row.get('setting', 'eval'),
+      env=row['env'],
+      rule=row['rule'],
+      learning_rate=row.get('learning_rate'),
+      finals=[float(v) for v in ast.literal_eval(row['final_returns'])],
+    )
+    for row in table.to_dict('records')
+  ]
 
 
 def standings(finals: dict[str, list[float]]) -> dict[str, str]:
@@ -64,33 +70,42 @@ def table(rows: list[dict]) -> list[str]:
   rules = list(dict.fromkeys(r['rule'] for r in rows))
   groups, rates = {}, {}
   for row in rows:
-    groups.setdefault((row['setting'], row['env']), {})[row['rule']] = (
-        row['finals'])
+    groups.setdefault((row['setting'], row['env']), {})[row['rule']] = row[
+      'finals'
+    ]
     rate = row.get('learning_rate')
     if rate is not None and np.isfinite(rate):
       rates[row['setting'], row['env'], row['rule']] = rate
   names = [benchmark_meta_suite.RULE_LABELS[r] for r in rules]
-  lines = ['| setting | held-out environment | ' + ' | '.join(names) + ' |',
-           '|---|---|' + '---|' * len(rules)]
+  lines = [
+    '| setting | held-out environment | ' + ' | '.join(names) + ' |',
+    '|---|---|' + '---|' * len(rules),
+  ]
   for (setting, env), finals in groups.items():
     where = standings(finals)
-    cells = [_cell(finals[r], where[r], rates.get((setting, env, r)))
-             if r in finals else '-' for r in rules]
+    cells = [
+      _cell(finals[r], where[r], rates.get((setting, env, r)))
+      if r in finals
+      else '-'
+      for r in rules
+    ]
     lines.append(f'| {setting} | {env} | ' + ' | '.join(cells) + ' |')
   return lines
 
 
 def _cell(values: list[float], standing: str, rate=None) -> str:
-  text = (f'{comparison.mean_range(values)}, {standing}'
-          + ('' if rate is None else f', lr {rate:g}'))
+  text = f'{comparison.mean_range(values)}, {standing}' + (
+    '' if rate is None else f', lr {rate:g}'
+  )
   return f'**{text}**' if standing == 'ahead' else text
 
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument('results', help="benchmark_meta_suite's results.csv")
-  parser.add_argument('--out', default=None,
-                      help='also write the table to this markdown file')
+  parser.add_argument(
+    '--out', default=None, help='also write the table to this markdown file'
+  )
   args = parser.parse_args(argv)
   try:
     rows = read_rows(args.results)
@@ -99,13 +114,16 @@ def main(argv=None) -> int:
     return 2
   seeds = sorted({len(r['finals']) for r in rows})
   lines = [
-      f'Final return (mean return of the episodes that ended in the last '
-      f'10% of environment steps): mean over {"/".join(map(str, seeds))} '
-      'seeds and their range (min to max); ahead = lowest seed above every '
-      "other rule's highest, level = range overlapping that of the rule "
-      'with the highest mean, behind = neither. From '
-      f'`{args.results}` by `python scripts/compare_rules.py`.', '',
-      *table(rows), '']
+    f'Final return (mean return of the episodes that ended in the last '
+    f'10% of environment steps): mean over {"/".join(map(str, seeds))} '
+    'seeds and their range (min to max); ahead = lowest seed above every '
+    "other rule's highest, level = range overlapping that of the rule "
+    'with the highest mean, behind = neither. From '
+    f'`{args.results}` by `python scripts/compare_rules.py`.',
+    '',
+    *table(rows),
+    '',
+  ]
   text = '\n'.join(lines)
   if args.out:
     pathlib.Path(args.out).write_text(text)

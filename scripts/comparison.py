@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from disco_rl.loops import run_dir as run_files
-from disco_rl.loops import trainer
 from disco_rl import metrics as metrics_lib
 from disco_rl import plots
+from disco_rl.loops import run_dir as run_files
+from disco_rl.loops import trainer
 
 
 class Interrupted(Exception):
@@ -34,8 +34,9 @@ class Interrupted(Exception):
   status 130, one `stopped:` line); the same command resumes the run."""
 
 
-def run_or_resume(config, path: pathlib.Path, overwrite: bool = False,
-                  **trainer_args) -> dict[str, Any]:
+def run_or_resume(
+  config, path: pathlib.Path, overwrite: bool = False, **trainer_args
+) -> dict[str, Any]:
   """Trains one eval run (unless it is done) and returns its summary.
 
   A run that finished is read back; one that was interrupted (it has a
@@ -54,12 +55,17 @@ def run_or_resume(config, path: pathlib.Path, overwrite: bool = False,
     if not summary.get('interrupted') and summary['steps'] == config.num_steps:
       return summary
   checkpoints = path / run_files.CHECKPOINTS
-  resume = (not overwrite and (path / run_files.SETTINGS).is_file()
-            and checkpoints.is_dir() and any(checkpoints.iterdir()))
+  resume = (
+    not overwrite
+    and (path / run_files.SETTINGS).is_file()
+    and checkpoints.is_dir()
+    and any(checkpoints.iterdir())
+  )
   trainer_args.setdefault('progress', False)
   trainer_args.setdefault('log_every', max(1, config.num_steps // 10))
-  run = trainer.Trainer(config, path, resume=resume, overwrite=not resume,
-                        **trainer_args)
+  run = trainer.Trainer(
+    config, path, resume=resume, overwrite=not resume, **trainer_args
+  )
   summary = run.fit()
   run.close()
   return summary
@@ -69,13 +75,17 @@ def add_run_flags(parser, out: str) -> None:
   """--seeds, --out and --overwrite of a benchmark that compares rules."""
   parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
   parser.add_argument('--out', default=out)
-  parser.add_argument('--overwrite', action='store_true',
-                      help='run again the runs already done in --out')
+  parser.add_argument(
+    '--overwrite',
+    action='store_true',
+    help='run again the runs already done in --out',
+  )
 
 
 def mean_ci(values) -> tuple[float, float]:
   """(mean, half-width of the 95% t interval); NaN values are dropped."""
   from scipy import stats  # pylint: disable=g-import-not-at-top
+
   x = np.asarray(values, float)
   x = x[np.isfinite(x)]
   if not len(x):
@@ -90,8 +100,7 @@ def mean_range(values) -> str:
   """'mean (min to max)' of per-seed values, 3 decimals: the spread that
   few seeds can support (a t interval over 3 can run past the returns
   possible)."""
-  return (f'{np.mean(values):.3f} ({min(values):.3f} to '
-          f'{max(values):.3f})')
+  return f'{np.mean(values):.3f} ({min(values):.3f} to {max(values):.3f})'
 
 
 def read_seed_curves(path) -> dict[int, dict[str, np.ndarray]]:
@@ -100,13 +109,16 @@ def read_seed_curves(path) -> dict[int, dict[str, np.ndarray]]:
   parallel, or one)."""
   metrics = metrics_lib.read_metrics(pathlib.Path(path) / 'metrics.csv')
   seeds = metrics['seed'].astype(int)
-  return {int(s): {k: np.asarray(metrics[k][seeds == s], float)
-                   for k in ('step', 'env_steps', 'avg_return', 'episodes')}
-          for s in np.unique(seeds)}
+  return {
+    int(s): {
+      k: np.asarray(metrics[k][seeds == s], float)
+      for k in ('step', 'env_steps', 'avg_return', 'episodes')
+    }
+    for s in np.unique(seeds)
+  }
 
 
-def final_return(curve: dict[str, np.ndarray], fraction: float = 0.1
-                 ) -> float:
+def final_return(curve: dict[str, np.ndarray], fraction: float = 0.1) -> float:
   """Mean return of the episodes ending in the last `fraction` of steps.
 
   Each row's `avg_return` is weighted by its `episodes` (NaN: none ended).
@@ -115,17 +127,18 @@ def final_return(curve: dict[str, np.ndarray], fraction: float = 0.1
   last = (steps > steps[-1] * (1 - fraction)) & (curve['episodes'] > 0)
   if not last.any():
     return float('nan')
-  return float(np.average(curve['avg_return'][last],
-                          weights=curve['episodes'][last]))
+  return float(
+    np.average(curve['avg_return'][last], weights=curve['episodes'][last])
+  )
 
 
-def random_play_returns(env, steps: int = 5000, seed: int = 0
-                        ) -> np.ndarray:
+def random_play_returns(env, steps: int = 5000, seed: int = 0) -> np.ndarray:
   """Returns of the episodes that uniform random play ends in `steps` steps
   of `env`, a batched jittable environment (`disco_rl.environments`), every
   instance's, in order of their ends: [episodes]."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+
   num_envs = env.batch_size
   num_actions = int(env.single_action_spec().maximum) + 1
 
@@ -142,7 +155,8 @@ def random_play_returns(env, steps: int = 5000, seed: int = 0
       return (state, jnp.where(last, 0.0, acc)), (acc, last)
 
     _, (acc, last) = jax.lax.scan(
-        step, (state, jnp.zeros(num_envs)), jax.random.split(key, steps))
+      step, (state, jnp.zeros(num_envs)), jax.random.split(key, steps)
+    )
     return acc, last
 
   acc, last = jax.device_get(play(jax.random.PRNGKey(seed)))
@@ -160,8 +174,7 @@ def random_return(env, steps: int = 5000, seed: int = 0) -> float:
 CURVE_POINTS = 120  # Points per seed of a committed curves.csv.
 
 
-def compact_curves(metrics: dict[str, np.ndarray],
-                   bin_size: int) -> list[dict]:
+def compact_curves(metrics: dict[str, np.ndarray], bin_size: int) -> list[dict]:
   """Per seed (in seed order), the metrics of every `bin_size` iterations:
   the iteration and environment steps at the bin's end, the learner
   updates so far, the episodes that ended in it, their mean return (NaN if
@@ -174,45 +187,60 @@ def compact_curves(metrics: dict[str, np.ndarray],
     episodes = metrics['episodes'][seed_rows]
     returns = np.nan_to_num(metrics['avg_return'][seed_rows]) * episodes
     updates = np.cumsum(metrics['learned'][seed_rows])
-    entropy = np.where(metrics['learned'][seed_rows] > 0,
-                       metrics['entropy'][seed_rows], np.nan)
+    entropy = np.where(
+      metrics['learned'][seed_rows] > 0, metrics['entropy'][seed_rows], np.nan
+    )
     for start in range(0, len(step), bin_size):
       part = slice(start, start + bin_size)
       count = episodes[part].sum()
       learned = np.isfinite(entropy[part])
-      rows.append(dict(
-          seed=int(seed), step=int(step[part][-1]),
+      rows.append(
+        dict(
+          seed=int(seed),
+          step=int(step[part][-1]),
           env_steps=int(env_steps[part][-1]),
-          updates=int(updates[part][-1]), episodes=float(count),
+          updates=int(updates[part][-1]),
+          episodes=float(count),
           avg_return=float(returns[part].sum() / count) if count else math.nan,
-          entropy=(float(entropy[part][learned].mean()) if learned.any()
-                   else math.nan)))
+          entropy=(
+            float(entropy[part][learned].mean()) if learned.any() else math.nan
+          ),
+        )
+      )
   return rows
 
 
 def read_curves(results: pathlib.Path) -> dict[int, dict[str, np.ndarray]]:
   """{seed: {column: [points]}} of a run's curves.csv (`compact_curves`)."""
   table = metrics_lib.read_metrics(results / 'curves.csv')
-  return {int(s): {k: v[table['seed'] == s] for k, v in table.items()}
-          for s in np.unique(table['seed'])}
+  return {
+    int(s): {k: v[table['seed'] == s] for k, v in table.items()}
+    for s in np.unique(table['seed'])
+  }
 
 
-def draw_band(ax, x, runs, label: str, alpha: float = 0.25,
-              colour: str | None = None) -> None:
+def draw_band(
+  ax, x, runs, label: str, alpha: float = 0.25, colour: str | None = None
+) -> None:
   """Draws on `ax` the mean over runs of [R, N] curves (NaN points
   skipped) and its 95% percentile-bootstrap band, in `colour` (default:
   matplotlib's next)."""
   import warnings  # pylint: disable=g-import-not-at-top
+
   runs = np.asarray(runs, float)
   low, high = plots.bootstrap_band(runs)
   with warnings.catch_warnings():
     warnings.simplefilter('ignore', RuntimeWarning)  # All-NaN points.
-    line, = ax.plot(x, np.nanmean(runs, axis=0), label=label, color=colour)
+    (line,) = ax.plot(x, np.nanmean(runs, axis=0), label=label, color=colour)
   ax.fill_between(x, low, high, alpha=alpha, color=line.get_color())
 
 
-def draw_rules(ax, curves: dict[str, list[dict]], x: str = 'env_steps',
-               random: float | None = None) -> None:
+def draw_rules(
+  ax,
+  curves: dict[str, list[dict]],
+  x: str = 'env_steps',
+  random: float | None = None,
+) -> None:
   """Draws on `ax`, per rule, the mean return over seeds (each seed's curve
   smoothed over 1/50 of its length) and its 95% percentile-bootstrap band
   (unlike a t interval over few seeds, it stays within the returns seen).
@@ -230,16 +258,26 @@ def draw_rules(ax, curves: dict[str, list[dict]], x: str = 'env_steps',
   for rule, runs in curves.items():
     length = min(len(c[x]) for c in runs)
     window = max(1, length // 50)
-    ys = np.stack([plots.smoothed(c['avg_return'][:length], window)
-                   for c in runs])
-    draw_band(ax, runs[0][x][:length], ys,
-              f'{plots.RULE_NAMES[rule]} ({len(runs)} seeds)',
-              colour=plots.rule_colour(rule))
+    ys = np.stack(
+      [plots.smoothed(c['avg_return'][:length], window) for c in runs]
+    )
+    draw_band(
+      ax,
+      runs[0][x][:length],
+      ys,
+      f'{plots.RULE_NAMES[rule]} ({len(runs)} seeds)',
+      colour=plots.rule_colour(rule),
+    )
 
 
-def plot_rules(path, title: str, curves: dict[str, list[dict]],
-               x: str = 'env_steps', xlabel: str = 'environment steps',
-               random: float | None = None) -> pathlib.Path:
+def plot_rules(
+  path,
+  title: str,
+  curves: dict[str, list[dict]],
+  x: str = 'env_steps',
+  xlabel: str = 'environment steps',
+  random: float | None = None,
+) -> pathlib.Path:
   """Per rule, the mean return over seeds and its 95% bootstrap band (a PNG).
 
   Args:
@@ -252,15 +290,19 @@ def plot_rules(path, title: str, curves: dict[str, list[dict]],
   """
   fig, ax = plots.new_figure()
   draw_rules(ax, curves, x, random)
-  return plots.save_figure(fig, ax, path, xlabel, 'average episode return',
-                           title, dpi=120)
+  return plots.save_figure(
+    fig, ax, path, xlabel, 'average episode return', title, dpi=120
+  )
 
 
-def plot_rules_grid(path, title: str,
-                    panels: dict[tuple[str, str], dict[str, list[dict]]],
-                    x: str = 'env_steps', xlabel: str = 'environment steps',
-                    randoms: dict[str, float] | None = None
-                    ) -> pathlib.Path:
+def plot_rules_grid(
+  path,
+  title: str,
+  panels: dict[tuple[str, str], dict[str, list[dict]]],
+  x: str = 'env_steps',
+  xlabel: str = 'environment steps',
+  randoms: dict[str, float] | None = None,
+) -> pathlib.Path:
   """`plot_rules` of several settings and environments in one PNG: a row
   per setting, a column per environment, one legend.
 
@@ -276,15 +318,21 @@ def plot_rules_grid(path, title: str,
   """
   randoms = randoms or {}
   import matplotlib  # pylint: disable=g-import-not-at-top
+
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
   if not panels:
     raise ValueError('panels must hold at least one (row, column) pair.')
   rows = list(dict.fromkeys(r for r, _ in panels))
   columns = list(dict.fromkeys(c for _, c in panels))
-  fig, axes = plt.subplots(len(rows), len(columns), squeeze=False,
-                           figsize=(4.2 * len(columns), 3.2 * len(rows) + 0.8))
+  fig, axes = plt.subplots(
+    len(rows),
+    len(columns),
+    squeeze=False,
+    figsize=(4.2 * len(columns), 3.2 * len(rows) + 0.8),
+  )
   for i, row in enumerate(rows):
     for j, column in enumerate(columns):
       ax = axes[i, j]
@@ -301,7 +349,7 @@ def plot_rules_grid(path, title: str,
       ax.xaxis.set_major_formatter(ticker.EngFormatter())  # 50k, 1M
   legend = {}  # Every rule of any panel, in order of appearance.
   for ax in axes.flat:
-    for handle, label in zip(*ax.get_legend_handles_labels()):
+    for handle, label in zip(*ax.get_legend_handles_labels(), strict=False):
       legend.setdefault(label, handle)
   handles, labels = list(legend.values()), list(legend)
   ncol = len(labels) if len(columns) > 1 else 1

@@ -74,12 +74,12 @@ class Section:
 
 
 SECTIONS = (
-    Section('device', 'Device and versions', 30, 120),
-    Section('golden', 'Golden tests at two matmul precisions', 130, 300),
-    Section('eval', 'Fused eval loop (Disco103, Catch 8x8)', 110, 240),
-    Section('minatar', 'MinAtar Breakout: acting and training', 60, 240),
-    Section('meta', 'Meta-training', 140, 400),
-    Section('seeds', 'Seeds in parallel', 60, 120),
+  Section('device', 'Device and versions', 30, 120),
+  Section('golden', 'Golden tests at two matmul precisions', 130, 300),
+  Section('eval', 'Fused eval loop (Disco103, Catch 8x8)', 110, 240),
+  Section('minatar', 'MinAtar Breakout: acting and training', 60, 240),
+  Section('meta', 'Meta-training', 140, 400),
+  Section('seeds', 'Seeds in parallel', 60, 120),
 )
 TOTAL_BUDGET_S = 470  # Under 8 minutes on one H100.
 TINY_TOTAL_BUDGET_S = 1200
@@ -89,10 +89,23 @@ MIN_SECTION_S = 15
 # (50x the upstream's CPU loop).
 EVAL_TARGET_STEPS_PER_S = 125
 # The packages whose versions are reported.
-PACKAGES = ('jax', 'jaxlib', 'jax-cuda13-plugin', 'jax-cuda12-plugin',
-            'dm-haiku', 'rlax', 'distrax', 'optax', 'chex', 'flax', 'gymnax',
-            'orbax-checkpoint', 'numpy', 'tfp-nightly',
-            'tensorflow-probability')
+PACKAGES = (
+  'jax',
+  'jaxlib',
+  'jax-cuda13-plugin',
+  'jax-cuda12-plugin',
+  'dm-haiku',
+  'rlax',
+  'distrax',
+  'optax',
+  'chex',
+  'flax',
+  'gymnax',
+  'orbax-checkpoint',
+  'numpy',
+  'tfp-nightly',
+  'tensorflow-probability',
+)
 
 
 # ----------------------------------------------------------------------------
@@ -108,7 +121,7 @@ def one_line(text: str, limit: int = 300) -> str:
   """`text` on one line (whitespace runs as one space), at most `limit`
   characters."""
   text = ' '.join(str(text).split())
-  return text if len(text) <= limit else text[:limit - 3] + '...'
+  return text if len(text) <= limit else text[: limit - 3] + '...'
 
 
 def failure_reason(error: BaseException) -> str:
@@ -162,7 +175,9 @@ class Recorder:
 def memory() -> dict[str, float]:
   """Peak device memory of this process so far (MB), else peak RSS."""
   import jax  # pylint: disable=g-import-not-at-top
+
   from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+
   stats = jax.local_devices()[0].memory_stats() or {}
   if 'peak_bytes_in_use' in stats:
     return dict(peak_device_mb=round(stats['peak_bytes_in_use'] / 2**20, 1))
@@ -190,27 +205,37 @@ def timed_calls(call, state, min_s: float, max_calls: int):
 def section_device(rec: Recorder, args) -> None:
   del args
   import importlib.metadata as metadata  # pylint: disable=g-import-not-at-top
+
   import jax  # pylint: disable=g-import-not-at-top
+
   versions = {}
   for name in PACKAGES:
     with contextlib.suppress(metadata.PackageNotFoundError):
       versions[name] = metadata.version(name)
   device = jax.devices()[0]
-  rec.info(python=platform.python_version(), versions=versions,
-           backend=jax.default_backend(),
-           device_kind=device.device_kind, device_count=jax.device_count(),
-           default_matmul_precision=str(
-               jax.config.jax_default_matmul_precision))
+  rec.info(
+    python=platform.python_version(),
+    versions=versions,
+    backend=jax.default_backend(),
+    device_kind=device.device_kind,
+    device_count=jax.device_count(),
+    default_matmul_precision=str(jax.config.jax_default_matmul_precision),
+  )
   print(jax.print_environment_info(return_string=True), flush=True)
   for d in jax.devices():
     rec.row(device=str(d), kind=d.device_kind, platform=d.platform)
 
 
-GOLDEN_FILES = ('tests/test_golden_rules.py', 'tests/test_golden_agent.py',
-                'tests/test_golden_meta.py')
+GOLDEN_FILES = (
+  'tests/test_golden_rules.py',
+  'tests/test_golden_agent.py',
+  'tests/test_golden_meta.py',
+)
 # At tiny sizes: two quick cases, enough to run the machinery.
-GOLDEN_TINY = ('tests/test_golden_rules.py::test_policy_gradient_rule',
-               'tests/test_golden_rules.py::test_disco_init_params_and_state')
+GOLDEN_TINY = (
+  'tests/test_golden_rules.py::test_policy_gradient_rule',
+  'tests/test_golden_rules.py::test_disco_init_params_and_state',
+)
 GOLDEN_PRECISIONS = ('default', 'highest')
 
 
@@ -224,10 +249,15 @@ def _pytest_counts(xml_path: pathlib.Path) -> dict[str, int]:
     return dict(passed=0, failed=0, errors=0, skipped=0)
   suite = ElementTree.parse(xml_path).getroot()
   suite = suite if suite.tag == 'testsuite' else suite.find('testsuite')
-  tests, failed, errors, skipped = (int(suite.get(k, 0)) for k in (
-      'tests', 'failures', 'errors', 'skipped'))
-  return dict(passed=tests - failed - errors - skipped, failed=failed,
-              errors=errors, skipped=skipped)
+  tests, failed, errors, skipped = (
+    int(suite.get(k, 0)) for k in ('tests', 'failures', 'errors', 'skipped')
+  )
+  return dict(
+    passed=tests - failed - errors - skipped,
+    failed=failed,
+    errors=errors,
+    skipped=skipped,
+  )
 
 
 def _pytest_skip_reason(xml_path: pathlib.Path) -> str | None:
@@ -247,14 +277,20 @@ def golden_summary(lines: list[dict]) -> list[dict]:
   for (case, reference), keys in sorted(groups.items()):
     failing = [k['key'] for k in keys if not k['passed']]
     worst = lambda name, keys=keys: max(
-        (k[name] for k in keys if name in k), default=0.0)
-    rows.append(dict(
-        case=case, reference=reference, keys=len(keys),
+      (k[name] for k in keys if name in k), default=0.0
+    )
+    rows.append(
+      dict(
+        case=case,
+        reference=reference,
+        keys=len(keys),
         keys_passed=len(keys) - len(failing),
         worst_tol_ratio=worst('tol_ratio'),
         worst_leaf_rel_err=worst('leaf_rel_err'),
         worst_max_abs_err=worst('max_abs_err'),
-        failing_keys=failing[:8]))
+        failing_keys=failing[:8],
+      )
+    )
   return rows
 
 
@@ -277,17 +313,37 @@ def section_golden(rec: Recorder, args) -> None:
   work = pathlib.Path(tempfile.mkdtemp(prefix='golden_'))
   procs = {}
   for precision in GOLDEN_PRECISIONS:
-    env = dict(os.environ, JAX_DEFAULT_MATMUL_PRECISION=precision,
-               DISCO_RL_GOLDEN_REPORT=str(work / f'{precision}.jsonl'),
-               # Both processes share the device.
-               XLA_PYTHON_CLIENT_PREALLOCATE='false')
+    env = dict(
+      os.environ,
+      JAX_DEFAULT_MATMUL_PRECISION=precision,
+      DISCO_RL_GOLDEN_REPORT=str(work / f'{precision}.jsonl'),
+      # Both processes share the device.
+      XLA_PYTHON_CLIENT_PREALLOCATE='false',
+    )
     # The comparisons run at XLA's usual optimisation.
     env.pop('JAX_DISABLE_MOST_OPTIMIZATIONS', None)
     log = open(work / f'{precision}.log', 'w')  # pylint: disable=consider-using-with
-    procs[precision] = (subprocess.Popen(
-        [*PYTEST, '-q', '-p', 'no:cacheprovider', '-p', 'no:xdist',
-         '--junitxml', str(work / f'{precision}.xml'), *select, *tests],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT), log)
+    procs[precision] = (
+      subprocess.Popen(
+        [
+          *PYTEST,
+          '-q',
+          '-p',
+          'no:cacheprovider',
+          '-p',
+          'no:xdist',
+          '--junitxml',
+          str(work / f'{precision}.xml'),
+          *select,
+          *tests,
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+      ),
+      log,
+    )
   start = time.perf_counter()
   exits, logs = {}, {}
   for precision, (proc, log) in procs.items():
@@ -295,31 +351,44 @@ def section_golden(rec: Recorder, args) -> None:
     log.close()
     exits[precision] = proc.returncode
     logs[precision] = (work / f'{precision}.log').read_text()
-    print(f'--- pytest at matmul precision {precision!r} (exit '
-          f'{proc.returncode}):', flush=True)
+    print(
+      f'--- pytest at matmul precision {precision!r} (exit {proc.returncode}):',
+      flush=True,
+    )
     print(logs[precision][-3000:], flush=True)
-  rec.info(pytest_wall_s=round(time.perf_counter() - start, 1),
-           tests=tests, select=select,
-           pytest_exit={p: exits[p] for p in GOLDEN_PRECISIONS})
+  rec.info(
+    pytest_wall_s=round(time.perf_counter() - start, 1),
+    tests=tests,
+    select=select,
+    pytest_exit={p: exits[p] for p in GOLDEN_PRECISIONS},
+  )
   compared, nothing = {}, []
   for precision in GOLDEN_PRECISIONS:
     report = work / f'{precision}.jsonl'
-    lines = ([json.loads(x) for x in report.read_text().splitlines()]
-             if report.is_file() else [])
+    lines = (
+      [json.loads(x) for x in report.read_text().splitlines()]
+      if report.is_file()
+      else []
+    )
     with open(out / 'golden_keys.jsonl', 'a') as f:
       for line in lines:
         f.write(json.dumps(dict(line, precision=precision)) + '\n')
     counts = _pytest_counts(work / f'{precision}.xml')
     rec.info(**{f'pytest_{precision}': counts})
     if not lines:
-      rec.row(precision=precision, case='(no comparison recorded)',
-              with_memory=False, **counts)
+      rec.row(
+        precision=precision,
+        case='(no comparison recorded)',
+        with_memory=False,
+        **counts,
+      )
       if not exits[precision]:  # A failed process is reported below.
         skip = _pytest_skip_reason(work / f'{precision}.xml')
-        nothing.append(f'no case compared at matmul precision '
-                       f'{precision!r} ({counts["passed"]} passed, '
-                       f'{counts["skipped"]} skipped'
-                       + (f': {skip}' if skip else '') + ')')
+        nothing.append(
+          f'no case compared at matmul precision '
+          f'{precision!r} ({counts["passed"]} passed, '
+          f'{counts["skipped"]} skipped' + (f': {skip}' if skip else '') + ')'
+        )
     summary = golden_summary(lines)
     compared[precision] = len(summary)
     for row in summary:
@@ -334,21 +403,30 @@ def section_golden(rec: Recorder, args) -> None:
       why = (exits[precision], reason_from_log(logs[precision]))
       failed.setdefault(why, []).append(repr(precision))
   problems = [
-      f'pytest at matmul precision{"s" * (len(names) > 1)} '
-      f'{" and ".join(names)} exited {code}: {why}'
-      for (code, why), names in failed.items()] + nothing
+    f'pytest at matmul precision{"s" * (len(names) > 1)} '
+    f'{" and ".join(names)} exited {code}: {why}'
+    for (code, why), names in failed.items()
+  ] + nothing
   if problems:
     raise SectionFailed('; '.join(problems))
 
 
 def _eval_config(args, **overrides):
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+
   settings = dict(steps_per_call=50)
   if args.tiny:
-    settings.update(env_kwargs=dict(rows=5, columns=5), dense=(16,),
-                    model_lstm_size=8,
-                    model_head_hiddens=(8,), batch_size=8, replay_ratio=2,
-                    buffer_capacity=32, rollout_len=4, steps_per_call=5)
+    settings.update(
+      env_kwargs=dict(rows=5, columns=5),
+      dense=(16,),
+      model_lstm_size=8,
+      model_head_hiddens=(8,),
+      batch_size=8,
+      replay_ratio=2,
+      buffer_capacity=32,
+      rollout_len=4,
+      steps_per_call=5,
+    )
   settings.update(overrides)
   return config_lib.EvalConfig(**settings)
 
@@ -356,6 +434,7 @@ def _eval_config(args, **overrides):
 def measure_eval_loop(rec: Recorder, args, label: str, config, **extra):
   """Learner and environment steps/s of the fused loop for `config`."""
   from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
+
   job = eval_lib.make_eval(config)
   state = job.init()
   per_call = config.steps_per_call
@@ -366,44 +445,72 @@ def measure_eval_loop(rec: Recorder, args, label: str, config, **extra):
   # Until every iteration of a call takes a learner step.
   for _ in range(-(-job.warmup // per_call)):
     state = run(state)
-  state, calls, seconds = timed_calls(run, state, args.min_time_s,
-                                      args.max_calls)
+  state, calls, seconds = timed_calls(
+    run, state, args.min_time_s, args.max_calls
+  )
   steps_per_s = calls * per_call / seconds
   seeds = config.num_seeds
   if seeds > 1:  # Per run; and of all the runs together.
-    extra.update(seeds=seeds, all_runs_learner_steps_per_s=round(
-        steps_per_s * seeds, 2))
-  rec.row(run=label, batch=config.batch_size, envs=config.num_envs,
-          rollout_len=config.rollout_len,
-          matmul_precision=config.matmul_precision,
-          first_call_s=round(first_call_s, 2),
-          learner_steps_per_s=round(steps_per_s, 2),
-          env_steps_per_s=round(
-              steps_per_s * config.num_envs * config.rollout_len, 1),
-          timed_steps=calls * per_call, **extra)
+    extra.update(
+      seeds=seeds, all_runs_learner_steps_per_s=round(steps_per_s * seeds, 2)
+    )
+  rec.row(
+    run=label,
+    batch=config.batch_size,
+    envs=config.num_envs,
+    rollout_len=config.rollout_len,
+    matmul_precision=config.matmul_precision,
+    first_call_s=round(first_call_s, 2),
+    learner_steps_per_s=round(steps_per_s, 2),
+    env_steps_per_s=round(
+      steps_per_s * config.num_envs * config.rollout_len, 1
+    ),
+    timed_steps=calls * per_call,
+    **extra,
+  )
   return steps_per_s
 
 
 def section_eval(rec: Recorder, args) -> None:
   target = None if args.tiny else EVAL_TARGET_STEPS_PER_S
-  speed = measure_eval_loop(rec, args, 'defaults', _eval_config(args),
-                            target=target)
+  speed = measure_eval_loop(
+    rec, args, 'defaults', _eval_config(args), target=target
+  )
   rec.info(meets_target=None if target is None else speed >= target)
   # Tiny: the defaults' program at another batch size adds nothing to run.
   batches = () if args.tiny else (256, 1024)
   for batch in batches:
-    measure_eval_loop(rec, args, f'batch {batch}', _eval_config(
-        args, batch_size=batch, buffer_capacity=16 * batch))
-  measure_eval_loop(rec, args, 'defaults, highest', _eval_config(
-      args, matmul_precision='highest'))
+    measure_eval_loop(
+      rec,
+      args,
+      f'batch {batch}',
+      _eval_config(args, batch_size=batch, buffer_capacity=16 * batch),
+    )
+  measure_eval_loop(
+    rec,
+    args,
+    'defaults, highest',
+    _eval_config(args, matmul_precision='highest'),
+  )
 
 
 # MinAtar's reference network (benchmark_minatar's settings).
-MINATAR_NET = dict(net='conv', conv_channels=(16,), conv_kernel=3,
-                   dense=(128,), model_lstm_size=128, model_head_hiddens=(128,))
-MINATAR_TINY_NET = dict(net='conv', conv_channels=(4,), conv_kernel=3,
-                        dense=(16,), model_lstm_size=8,
-                        model_head_hiddens=(8,))
+MINATAR_NET = dict(
+  net='conv',
+  conv_channels=(16,),
+  conv_kernel=3,
+  dense=(128,),
+  model_lstm_size=128,
+  model_head_hiddens=(128,),
+)
+MINATAR_TINY_NET = dict(
+  net='conv',
+  conv_channels=(4,),
+  conv_kernel=3,
+  dense=(16,),
+  model_lstm_size=8,
+  model_head_hiddens=(8,),
+)
 MINATAR_ENV = 'gymnax:Breakout-MinAtar'
 
 
@@ -411,20 +518,31 @@ def measure_acting(rec: Recorder, args, num_envs: int) -> None:
   """Environment steps/s of Disco103's agent acting alone (no learning)."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+
   from disco_rl import actors  # pylint: disable=g-import-not-at-top
   from disco_rl import agent as agent_lib  # pylint: disable=g-import-not-at-top
   from disco_rl import environments  # pylint: disable=g-import-not-at-top
+
   net = MINATAR_TINY_NET if args.tiny else MINATAR_NET
-  env = environments.get_environment(MINATAR_ENV, batch_size=num_envs,
-                                     env_settings={})
+  env = environments.get_environment(
+    MINATAR_ENV, batch_size=num_envs, env_settings={}
+  )
   settings = agent_lib.make_settings(
-      'disco_103', 1e-3, net['dense'], net['model_lstm_size'],
-      net['model_head_hiddens'], net=net['net'],
-      conv_channels=net['conv_channels'], conv_kernel=net['conv_kernel'])
+    'disco_103',
+    1e-3,
+    net['dense'],
+    net['model_lstm_size'],
+    net['model_head_hiddens'],
+    net=net['net'],
+    conv_channels=net['conv_channels'],
+    conv_kernel=net['conv_kernel'],
+  )
   agent = agent_lib.Agent(
-      single_observation_spec=env.single_observation_spec(),
-      single_action_spec=env.single_action_spec(), agent_settings=settings,
-      batch_axis_name=None)
+    single_observation_spec=env.single_observation_spec(),
+    single_action_spec=env.single_action_spec(),
+    agent_settings=settings,
+    batch_axis_name=None,
+  )
   rollout_len, rollouts = (4, 2) if args.tiny else (29, 10)
   key = jax.random.PRNGKey(0)
   params = agent.initial_learner_state(key).params
@@ -436,9 +554,17 @@ def measure_acting(rec: Recorder, args, num_envs: int) -> None:
     def one(carry, rng):
       actor_state, timestep, env_state = carry
       rollout, actor_state, timestep, env_state = actors.unroll_jittable_actor(
-          params, actor_state, timestep, env_state, rng, env, rollout_len,
-          agent.actor_step)
+        params,
+        actor_state,
+        timestep,
+        env_state,
+        rng,
+        env,
+        rollout_len,
+        agent.actor_step,
+      )
       return (actor_state, timestep, env_state), jnp.sum(rollout.rewards)
+
     return jax.lax.scan(one, carry, jax.random.split(rng, rollouts))
 
   def call(state):
@@ -451,33 +577,55 @@ def measure_acting(rec: Recorder, args, num_envs: int) -> None:
   start = time.perf_counter()
   state = call((carry, key))
   first_call_s = time.perf_counter() - start
-  state, calls, seconds = timed_calls(call, state, args.min_time_s,
-                                      args.max_calls)
-  rec.row(run=f'acting, {num_envs} envs', envs=num_envs,
-          rollout_len=rollout_len, first_call_s=round(first_call_s, 2),
-          env_steps_per_s=round(
-              calls * rollouts * rollout_len * num_envs / seconds, 1))
+  state, calls, seconds = timed_calls(
+    call, state, args.min_time_s, args.max_calls
+  )
+  rec.row(
+    run=f'acting, {num_envs} envs',
+    envs=num_envs,
+    rollout_len=rollout_len,
+    first_call_s=round(first_call_s, 2),
+    env_steps_per_s=round(
+      calls * rollouts * rollout_len * num_envs / seconds, 1
+    ),
+  )
 
 
 def section_minatar(rec: Recorder, args) -> None:
-  for num_envs in ((8,) if args.tiny else (1024, 4096)):
+  for num_envs in (8,) if args.tiny else (1024, 4096):
     measure_acting(rec, args, num_envs)
   # The MinAtar benchmark's training loop (scripts/benchmark_minatar.py):
   # 2 environments, 16-trajectory batches, replay ratio 8, buffer 256.
   net = MINATAR_TINY_NET if args.tiny else MINATAR_NET
-  sizes = (dict(batch_size=8, replay_ratio=2, buffer_capacity=16,
-                rollout_len=4, steps_per_call=5) if args.tiny else
-           dict(batch_size=16, replay_ratio=8, buffer_capacity=256,
-                rollout_len=29, steps_per_call=50))
+  sizes = (
+    dict(
+      batch_size=8,
+      replay_ratio=2,
+      buffer_capacity=16,
+      rollout_len=4,
+      steps_per_call=5,
+    )
+    if args.tiny
+    else dict(
+      batch_size=16,
+      replay_ratio=8,
+      buffer_capacity=256,
+      rollout_len=29,
+      steps_per_call=50,
+    )
+  )
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
-  config = config_lib.EvalConfig(env=MINATAR_ENV, learning_rate=3e-3,
-                                 debug_checks=False, **net, **sizes)
+
+  config = config_lib.EvalConfig(
+    env=MINATAR_ENV, learning_rate=3e-3, debug_checks=False, **net, **sizes
+  )
   measure_eval_loop(rec, args, 'training loop', config)
 
 
 def measure_meta(rec: Recorder, args, label: str, config) -> None:
   """Meta-steps/s of the fused meta-training loop for `config`."""
   from disco_rl.loops import meta as meta_lib  # pylint: disable=g-import-not-at-top
+
   job = meta_lib.make_meta_train(config)
   state = job.init()  # Its key: PRNGKey(config.seed).
   per_call = config.steps_per_call
@@ -485,24 +633,36 @@ def measure_meta(rec: Recorder, args, label: str, config) -> None:
   start = time.perf_counter()
   state = run(state)
   first_call_s = time.perf_counter() - start
-  state, calls, seconds = timed_calls(run, state, args.min_time_s,
-                                      args.max_calls)
-  rec.row(run=label, agents=config.num_agents,
-          batch_per_agent=config.batch_size_per_device,
-          rollout_len=config.rollout_len,
-          inner_steps=config.num_inner_steps,
-          matmul_precision=config.matmul_precision,
-          population=job.setup.population,
-          first_call_s=round(first_call_s, 2),
-          meta_steps_per_s=round(calls * per_call / seconds, 3),
-          timed_meta_steps=calls * per_call)
+  state, calls, seconds = timed_calls(
+    run, state, args.min_time_s, args.max_calls
+  )
+  rec.row(
+    run=label,
+    agents=config.num_agents,
+    batch_per_agent=config.batch_size_per_device,
+    rollout_len=config.rollout_len,
+    inner_steps=config.num_inner_steps,
+    matmul_precision=config.matmul_precision,
+    population=job.setup.population,
+    first_call_s=round(first_call_s, 2),
+    meta_steps_per_s=round(calls * per_call / seconds, 3),
+    timed_meta_steps=calls * per_call,
+  )
 
 
 def section_meta(rec: Recorder, args) -> None:
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
-  tiny = dict(num_agents=2, batch_size_per_device=2, rollout_len=4,
-              dense=(8,), model_lstm_size=8, model_head_hiddens=(8,),
-              value_dense=(8,), steps_per_call=2)
+
+  tiny = dict(
+    num_agents=2,
+    batch_size_per_device=2,
+    rollout_len=4,
+    dense=(8,),
+    model_lstm_size=8,
+    model_head_hiddens=(8,),
+    value_dense=(8,),
+    steps_per_call=2,
+  )
   if not args.tiny:  # At tiny sizes the paper's recipe alone: its code
     # path holds the notebook's (looped and unrolled updates differ only in
     # a setting), and each meta compile costs half a minute on a CPU.
@@ -510,11 +670,16 @@ def section_meta(rec: Recorder, args) -> None:
     measure_meta(rec, args, 'notebook settings', notebook)
   # The paper's meta-optimisation on a population of 2 (its window of 20
   # updates, a loop with remat; 3 updates at tiny sizes, looped too).
-  small = dict(tiny, num_inner_steps=3, max_unrolled_inner_steps=0,
-               agent_lifetime=6) if args.tiny else dict(steps_per_call=2)
+  small = (
+    dict(tiny, num_inner_steps=3, max_unrolled_inner_steps=0, agent_lifetime=6)
+    if args.tiny
+    else dict(steps_per_call=2)
+  )
   from disco_rl.examples import meta_train as command  # pylint: disable=g-import-not-at-top
-  paper = config_lib.MetaTrainConfig(**{**command.PRESETS['paper'], **small,
-                                        'num_agents': 2})
+
+  paper = config_lib.MetaTrainConfig(
+    **{**command.PRESETS['paper'], **small, 'num_agents': 2}
+  )
   measure_meta(rec, args, 'paper preset, 2 agents', paper)
 
 
@@ -522,13 +687,22 @@ def section_seeds(rec: Recorder, args) -> None:
   """The eval loop's defaults with 1, 8 and 32 runs in one program: steps/s
   of each run and of all together (tiny: 1 and 2 runs)."""
   for seeds in (1, 2) if args.tiny else (1, 8, 32):
-    measure_eval_loop(rec, args, f'{seeds} seed' + 's' * (seeds > 1),
-                      _eval_config(args, num_seeds=seeds))
+    measure_eval_loop(
+      rec,
+      args,
+      f'{seeds} seed' + 's' * (seeds > 1),
+      _eval_config(args, num_seeds=seeds),
+    )
 
 
-SECTION_FNS = dict(device=section_device, golden=section_golden,
-                   eval=section_eval, minatar=section_minatar,
-                   meta=section_meta, seeds=section_seeds)
+SECTION_FNS = dict(
+  device=section_device,
+  golden=section_golden,
+  eval=section_eval,
+  minatar=section_minatar,
+  meta=section_meta,
+  seeds=section_seeds,
+)
 
 
 def run_section(args) -> int:
@@ -548,8 +722,10 @@ def run_section(args) -> int:
   except Exception as e:  # pylint: disable=broad-exception-caught
     traceback.print_exc()
     rec.info(failure=failure_reason(e))
-    print(f'section {args.section} failed: {rec.result["info"]["failure"]}',
-          flush=True)
+    print(
+      f'section {args.section} failed: {rec.result["info"]["failure"]}',
+      flush=True,
+    )
     return 1
   return 0
 
@@ -565,9 +741,23 @@ def install_wheels(bundle: pathlib.Path) -> str | None:
     return None
   site = tempfile.mkdtemp(prefix='disco_rl_site_')
   subprocess.run(
-      [sys.executable, '-m', 'pip', 'install', '-q', '--no-index',
-       '--no-deps', '--no-compile', '--no-cache-dir',
-       '--disable-pip-version-check', '--target', site, *wheels], check=True)
+    [
+      sys.executable,
+      '-m',
+      'pip',
+      'install',
+      '-q',
+      '--no-index',
+      '--no-deps',
+      '--no-compile',
+      '--no-cache-dir',
+      '--disable-pip-version-check',
+      '--target',
+      site,
+      *wheels,
+    ],
+    check=True,
+  )
   print(f'installed {len(wheels)} wheels into {site}', flush=True)
   return site
 
@@ -601,17 +791,25 @@ def markdown(results: dict) -> str:
   lines = ['# GPU check', '']
   device = results['sections'].get('device', {}).get('info', {})
   if device:
-    lines += [f"{device.get('device_kind')} x {device.get('device_count')} "
-              f"({device.get('backend')}), Python {device.get('python')}; "
-              + ', '.join(f'{k} {v}' for k, v in
-                          device.get('versions', {}).items()), '']
-  lines += [f"Mode: {results['mode']}; total {results['wall_s']:.0f} s.", '']
-  for name, section in results['sections'].items():
-    lines += [f"## {section['title']}", '',
-              f"{section['status']} in {section['wall_s']:.0f} s "
-              f"(budget {section['budget_s']:.0f} s)"]
-    info = {k: v for k, v in section.get('info', {}).items()
-            if k not in ('versions', 'started')}
+    lines += [
+      f'{device.get("device_kind")} x {device.get("device_count")} '
+      f'({device.get("backend")}), Python {device.get("python")}; '
+      + ', '.join(f'{k} {v}' for k, v in device.get('versions', {}).items()),
+      '',
+    ]
+  lines += [f'Mode: {results["mode"]}; total {results["wall_s"]:.0f} s.', '']
+  for section in results['sections'].values():
+    lines += [
+      f'## {section["title"]}',
+      '',
+      f'{section["status"]} in {section["wall_s"]:.0f} s '
+      f'(budget {section["budget_s"]:.0f} s)',
+    ]
+    info = {
+      k: v
+      for k, v in section.get('info', {}).items()
+      if k not in ('versions', 'started')
+    }
     if info:
       lines += [''] + [f'- {k}: {_cell(v)}' for k, v in info.items()]
     if section.get('error'):
@@ -619,17 +817,22 @@ def markdown(results: dict) -> str:
     rows = section.get('rows', [])
     if rows:
       columns = list(dict.fromkeys(k for r in rows for k in r))
-      lines += ['', '| ' + ' | '.join(columns) + ' |',
-                '|' + '---|' * len(columns)]
-      lines += ['| ' + ' | '.join(_cell(r.get(c)) for c in columns) + ' |'
-                for r in rows]
+      lines += [
+        '',
+        '| ' + ' | '.join(columns) + ' |',
+        '|' + '---|' * len(columns),
+      ]
+      lines += [
+        '| ' + ' | '.join(_cell(r.get(c)) for c in columns) + ' |' for r in rows
+      ]
     lines.append('')
   return '\n'.join(lines)
 
 
 def write_results(out: pathlib.Path, results: dict) -> None:
-  (out / 'results.json').write_text(json.dumps(results, indent=1,
-                                               default=float))
+  (out / 'results.json').write_text(
+    json.dumps(results, indent=1, default=float)
+  )
   (out / 'results.md').write_text(markdown(results))
 
 
@@ -640,8 +843,9 @@ def run_all(args) -> int:
     if (out / name).exists():
       raise SystemExit(f'error: {out / name} exists: choose an empty --out')
   start = time.perf_counter()
-  total = args.budget_s or (TINY_TOTAL_BUDGET_S if args.tiny
-                            else TOTAL_BUDGET_S)
+  total = args.budget_s or (
+    TINY_TOTAL_BUDGET_S if args.tiny else TOTAL_BUDGET_S
+  )
   deadline = start + total
   site = None
   if args.bundle:
@@ -650,12 +854,17 @@ def run_all(args) -> int:
   chosen = args.sections or [s.name for s in SECTIONS]
   unknown = sorted(set(chosen) - set(SECTION_FNS))
   if unknown:
-    raise SystemExit(f'error: unknown sections {unknown}; expected some of '
-                     f'{list(SECTION_FNS)}')
-  results = dict(mode=('cpu' if args.cpu else 'accelerator')
-                 + (', tiny' if args.tiny else ''),
-                 command=' '.join(sys.argv), total_budget_s=total,
-                 sections={}, wall_s=0.0)
+    raise SystemExit(
+      f'error: unknown sections {unknown}; expected some of {list(SECTION_FNS)}'
+    )
+  results = dict(
+    mode=('cpu' if args.cpu else 'accelerator')
+    + (', tiny' if args.tiny else ''),
+    command=' '.join(sys.argv),
+    total_budget_s=total,
+    sections={},
+    wall_s=0.0,
+  )
   work = pathlib.Path(tempfile.mkdtemp(prefix='gpu_check_'))
   failed = False
   for section in SECTIONS:
@@ -663,8 +872,13 @@ def run_all(args) -> int:
       continue
     budget = section.tiny_budget_s if args.tiny else section.budget_s
     budget = min(budget, deadline - time.perf_counter())
-    record = dict(title=section.title, budget_s=max(budget, 0.0), rows=[],
-                  info={}, wall_s=0.0)
+    record = dict(
+      title=section.title,
+      budget_s=max(budget, 0.0),
+      rows=[],
+      info={},
+      wall_s=0.0,
+    )
     results['sections'][section.name] = record
     if budget < MIN_SECTION_S:
       record['status'] = 'skipped: the total budget is spent'
@@ -672,24 +886,40 @@ def run_all(args) -> int:
       write_results(out, results)
       continue
     result_file = work / f'{section.name}.json'
-    command = [sys.executable, str(pathlib.Path(__file__).resolve()),
-               '--section', section.name, '--result', str(result_file),
-               '--out', str(out), '--min-time-s', str(args.min_time_s),
-               '--max-calls', str(args.max_calls)]
+    command = [
+      sys.executable,
+      str(pathlib.Path(__file__).resolve()),
+      '--section',
+      section.name,
+      '--result',
+      str(result_file),
+      '--out',
+      str(out),
+      '--min-time-s',
+      str(args.min_time_s),
+      '--max-calls',
+      str(args.max_calls),
+    ]
     command += ['--tiny'] if args.tiny else []
     section_vars = dict(env)
     if args.fast_compile and section.name not in ('device', 'golden'):
       section_vars['JAX_DISABLE_MOST_OPTIMIZATIONS'] = 'true'
-    print(f'== {section.name}: {section.title} (budget {budget:.0f} s)',
-          flush=True)
+    print(
+      f'== {section.name}: {section.title} (budget {budget:.0f} s)', flush=True
+    )
     section_start = time.perf_counter()
     with open(out / 'log.txt', 'a') as log:
       log.write(f'\n== {section.name}: {section.title}\n')
       log.flush()
       log_start = (out / 'log.txt').stat().st_size
-      proc = subprocess.Popen(command, cwd=REPO, env=section_vars, stdout=log,
-                              stderr=subprocess.STDOUT,
-                              start_new_session=True)
+      proc = subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=section_vars,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+      )
       try:
         proc.wait(timeout=budget)
         timed_out = False
@@ -707,8 +937,9 @@ def run_all(args) -> int:
       with open(out / 'log.txt', 'rb') as log:
         log.seek(log_start)
         section_log = log.read().decode(errors='replace')
-      status = (f'failed (exit {proc.returncode}): '
-                + (failure or reason_from_log(section_log)))
+      status = f'failed (exit {proc.returncode}): ' + (
+        failure or reason_from_log(section_log)
+      )
     elif 'skipped' in record['info']:
       status = 'skipped: ' + record['info'].pop('skipped')
     elif not record['rows']:
@@ -732,36 +963,65 @@ def run_all(args) -> int:
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(
-      description=__doc__.split('\n')[0],
-      formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument('--out', required=True,
-                      help='folder for results.json, results.md, '
-                      'golden_keys.jsonl and log.txt (must not hold them)')
-  parser.add_argument('--bundle', default=None, metavar='DIR',
-                      help='what `make gpu-bundle` prepared: DIR/wheels '
-                      '(installed into a temporary site), DIR/golden, '
-                      'DIR/weights/disco_103.npz')
-  parser.add_argument('--cpu', action='store_true',
-                      help='run on the CPU (JAX_PLATFORMS=cpu)')
-  parser.add_argument('--tiny', action='store_true',
-                      help='tiny sizes: every section in a few minutes on '
-                      'a CPU')
-  parser.add_argument('--fast-compile', action='store_true',
-                      help="XLA's expensive optimisations off in the timed "
-                      'sections (shorter compiles, slower programs; for the '
-                      'tiny CPU test, whose numbers mean nothing)')
-  parser.add_argument('--sections', nargs='*', default=None,
-                      help='only these sections (default: all): ' +
-                      ' '.join(s.name for s in SECTIONS))
-  parser.add_argument('--budget-s', type=float, default=None,
-                      help=f'total time budget (default: {TOTAL_BUDGET_S}; '
-                      f'--tiny {TINY_TOTAL_BUDGET_S})')
-  parser.add_argument('--min-time-s', type=float, default=None,
-                      help='time each measurement for at least this long '
-                      '(default: 3; --tiny 0)')
-  parser.add_argument('--max-calls', type=int, default=None,
-                      help='at most this many timed calls per measurement '
-                      '(default: 40; --tiny 2)')
+    description=__doc__.split('\n')[0],
+    formatter_class=argparse.RawDescriptionHelpFormatter,
+  )
+  parser.add_argument(
+    '--out',
+    required=True,
+    help='folder for results.json, results.md, '
+    'golden_keys.jsonl and log.txt (must not hold them)',
+  )
+  parser.add_argument(
+    '--bundle',
+    default=None,
+    metavar='DIR',
+    help='what `make gpu-bundle` prepared: DIR/wheels '
+    '(installed into a temporary site), DIR/golden, '
+    'DIR/weights/disco_103.npz',
+  )
+  parser.add_argument(
+    '--cpu', action='store_true', help='run on the CPU (JAX_PLATFORMS=cpu)'
+  )
+  parser.add_argument(
+    '--tiny',
+    action='store_true',
+    help='tiny sizes: every section in a few minutes on a CPU',
+  )
+  parser.add_argument(
+    '--fast-compile',
+    action='store_true',
+    help="XLA's expensive optimisations off in the timed "
+    'sections (shorter compiles, slower programs; for the '
+    'tiny CPU test, whose numbers mean nothing)',
+  )
+  parser.add_argument(
+    '--sections',
+    nargs='*',
+    default=None,
+    help='only these sections (default: all): '
+    + ' '.join(s.name for s in SECTIONS),
+  )
+  parser.add_argument(
+    '--budget-s',
+    type=float,
+    default=None,
+    help=f'total time budget (default: {TOTAL_BUDGET_S}; '
+    f'--tiny {TINY_TOTAL_BUDGET_S})',
+  )
+  parser.add_argument(
+    '--min-time-s',
+    type=float,
+    default=None,
+    help='time each measurement for at least this long (default: 3; --tiny 0)',
+  )
+  parser.add_argument(
+    '--max-calls',
+    type=int,
+    default=None,
+    help='at most this many timed calls per measurement '
+    '(default: 40; --tiny 2)',
+  )
   parser.add_argument('--section', help=argparse.SUPPRESS)
   parser.add_argument('--result', help=argparse.SUPPRESS)
   args = parser.parse_args(argv)

@@ -52,14 +52,15 @@ from disco_rl import meta_objective
 from disco_rl import weights
 from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import meta as meta_lib
 from disco_rl.loops import meta_setup
 
 REGULARISERS = tuple(
-    f.name for f in dataclasses.fields(meta_objective.MetaLossWeights))
+  f.name for f in dataclasses.fields(meta_objective.MetaLossWeights)
+)
 PARTS = ('pg',) + REGULARISERS
 NO_REGULARISERS = meta_objective.MetaLossWeights(
-    **dict.fromkeys(REGULARISERS, 0.0))
+  **dict.fromkeys(REGULARISERS, 0.0)
+)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -71,20 +72,31 @@ def make_meta_step(member, config):
   """(rule params, agent state, rng) -> (agent state, {part: [P] gradient},
   logs): one meta-step's rollouts and its gradient's parts (`PARTS`)."""
 
-  def grad_with(loss_weights, params, state, train_rollouts, valid_rollout,
-                rng):
+  def grad_with(
+    loss_weights, params, state, train_rollouts, valid_rollout, rng
+  ):
     return meta_objective.calculate_meta_gradient(
-        params, state, train_rollouts, valid_rollout, rng, member,
-        weights=loss_weights, unroll=True)
+      params,
+      state,
+      train_rollouts,
+      valid_rollout,
+      rng,
+      member,
+      weights=loss_weights,
+      unroll=True,
+    )
 
   @jax.jit
   def meta_step(params, state, rng):
     act_rng, grad_rng = jax.random.split(rng)
     state, train_rollouts = jax.lax.scan(
-        lambda s, key: member.unroll_actor(s, key, config.rollout_len),
-        state, jax.random.split(act_rng, config.num_inner_steps))
-    state, valid_rollout = member.unroll_actor(state, act_rng,
-                                               2 * config.rollout_len)
+      lambda s, key: member.unroll_actor(s, key, config.rollout_len),
+      state,
+      jax.random.split(act_rng, config.num_inner_steps),
+    )
+    state, valid_rollout = member.unroll_actor(
+      state, act_rng, 2 * config.rollout_len
+    )
     args = (params, state, train_rollouts, valid_rollout, grad_rng)
     g_pg, (state, _, meta_log) = grad_with(NO_REGULARISERS, *args)
     pg = ravel_pytree(g_pg)[0]
@@ -94,18 +106,22 @@ def make_meta_step(member, config):
     weights_on = config.meta_loss_weights()
     for name in REGULARISERS:
       alone = dataclasses.replace(
-          NO_REGULARISERS, **{name: getattr(weights_on, name)})
+        NO_REGULARISERS, **{name: getattr(weights_on, name)}
+      )
       parts[name] = ravel_pytree(grad_with(alone, *args)[0])[0] - pg
-    logs = dict(rewards=jnp.mean(train_rollouts.rewards),
-                entropy=meta_log['entropy'],
-                pg_loss=meta_log['pg_loss'])
+    logs = dict(
+      rewards=jnp.mean(train_rollouts.rewards),
+      entropy=meta_log['entropy'],
+      pg_loss=meta_log['pg_loss'],
+    )
     return state, parts, logs
 
   return meta_step
 
 
-def summarise(sums: dict, norm_sums: dict, steps: int,
-              rows: list[dict] | None = None) -> dict:
+def summarise(
+  sums: dict, norm_sums: dict, steps: int, rows: list[dict] | None = None
+) -> dict:
   """Per part: the norm of its mean over the meta-steps, the mean of its
   norms, their ratio, and the cosine of its mean with the whole's mean;
   with the steps' `rows`, also the medians over the steps of the part's
@@ -114,57 +130,79 @@ def summarise(sums: dict, norm_sums: dict, steps: int,
   out = {'whole': dict(norm_of_mean=float(np.linalg.norm(total) / steps))}
   for part in PARTS:
     out[part] = dict(
-        norm_of_mean=float(np.linalg.norm(sums[part]) / steps),
-        mean_norm=norm_sums[part] / steps,
-        consistency=float(np.linalg.norm(sums[part]) / norm_sums[part])
-        if norm_sums[part] > 0 else float('nan'),
-        cosine_with_whole=cosine(sums[part], total))
+      norm_of_mean=float(np.linalg.norm(sums[part]) / steps),
+      mean_norm=norm_sums[part] / steps,
+      consistency=float(np.linalg.norm(sums[part]) / norm_sums[part])
+      if norm_sums[part] > 0
+      else float('nan'),
+      cosine_with_whole=cosine(sums[part], total),
+    )
     if rows:
       out[part].update(
-          median_norm=float(np.median([r[f'{part}_norm'] for r in rows])),
-          median_step_cosine=float(np.median(
-              [r[f'{part}_cosine'] for r in rows])))
+        median_norm=float(np.median([r[f'{part}_norm'] for r in rows])),
+        median_step_cosine=float(
+          np.median([r[f'{part}_cosine'] for r in rows])
+        ),
+      )
   return out
 
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(
-      description=__doc__.split('\n\n')[0],
-      formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument('--task', required=True,
-                      help="one task spec, e.g. gymnax:Acrobot-v1")
-  parser.add_argument('--rule', default='random',
-                      help="'random' (a fresh meta-network, --rule-seed), "
-                      "'disco_103', or an npz of a rule")
+    description=__doc__.split('\n\n')[0],
+    formatter_class=argparse.RawDescriptionHelpFormatter,
+  )
+  parser.add_argument(
+    '--task', required=True, help='one task spec, e.g. gymnax:Acrobot-v1'
+  )
+  parser.add_argument(
+    '--rule',
+    default='random',
+    help="'random' (a fresh meta-network, --rule-seed), "
+    "'disco_103', or an npz of a rule",
+  )
   parser.add_argument('--rule-seed', type=int, default=1)
   parser.add_argument('--steps', type=int, default=70)
   parser.add_argument(
-      '--skip', type=int, default=10,
-      help='first meta-steps run but not summarised (a fresh agent\'s first '
-      'updates give one-off gradients hundreds of times the later ones)')
+    '--skip',
+    type=int,
+    default=10,
+    help="first meta-steps run but not summarised (a fresh agent's first "
+    'updates give one-off gradients hundreds of times the later ones)',
+  )
   parser.add_argument('--seed', type=int, default=0)
   parser.add_argument(
-      '--set', nargs='+', default=[], metavar='NAME=VALUE',
-      type=lambda a: flags.field_value(config_lib.MetaTrainConfig, a),
-      help='MetaTrainConfig fields (the agent settings), e.g. dense=64,64')
-  parser.add_argument('--out', default=None, metavar='CSV',
-                      help='per meta-step norms (and a .json summary beside)')
+    '--set',
+    nargs='+',
+    default=[],
+    metavar='NAME=VALUE',
+    type=lambda a: flags.field_value(config_lib.MetaTrainConfig, a),
+    help='MetaTrainConfig fields (the agent settings), e.g. dense=64,64',
+  )
+  parser.add_argument(
+    '--out',
+    default=None,
+    metavar='CSV',
+    help='per meta-step norms (and a .json summary beside)',
+  )
   args = parser.parse_args(argv)
   if args.steps < 1:
     parser.error(f'--steps: expected at least 1, got {args.steps}')
   if not 0 <= args.skip < args.steps:
-    parser.error(f'--skip: expected 0 <= skip < --steps={args.steps}, got '
-                 f'{args.skip}')
+    parser.error(
+      f'--skip: expected 0 <= skip < --steps={args.steps}, got {args.skip}'
+    )
   try:
-    config = config_lib.MetaTrainConfig(**{**dict(args.set),
-                                           'tasks': (args.task,),
-                                           'num_agents': 1})
+    config = config_lib.MetaTrainConfig(
+      **{**dict(args.set), 'tasks': (args.task,), 'num_agents': 1}
+    )
     (task,) = config.suite
     member = meta_setup.make_member(config, task, axis_name=None)
     rule = member.agent.update_rule
     if args.rule in ('random', 'disco_103'):
-      params = weights.starting_rule_params(rule, args.rule == 'disco_103',
-                                            args.rule_seed)
+      params = weights.starting_rule_params(
+        rule, args.rule == 'disco_103', args.rule_seed
+      )
     else:
       params = weights.load_disco_103(args.rule, download=False)
   except (ValueError, TypeError, OSError) as e:
@@ -184,8 +222,11 @@ def main(argv=None) -> int:
       sums = {p: np.zeros_like(v) for p, v in parts.items()}
       norm_sums = dict.fromkeys(PARTS, 0.0)
     whole = sum(parts.values())
-    row = dict(step=k, **{k_: float(v) for k_, v in logs.items()},
-               whole_norm=float(np.linalg.norm(whole)))
+    row = dict(
+      step=k,
+      **{k_: float(v) for k_, v in logs.items()},
+      whole_norm=float(np.linalg.norm(whole)),
+    )
     for p in PARTS:
       row[f'{p}_norm'] = float(np.linalg.norm(parts[p]))
       row[f'{p}_cosine'] = cosine(parts[p], whole)
@@ -194,16 +235,25 @@ def main(argv=None) -> int:
         norm_sums[p] += row[f'{p}_norm']
     rows.append(row)
     if k == 0 or (k + 1) % 10 == 0:
-      print(f'step {k + 1}/{args.steps} reward {row["rewards"]:.4f} '
-            f'entropy {row["entropy"]:.4f} | norms: ' + ' '.join(
-                f'{p} {row[p + "_norm"]:.2e}' for p in PARTS)
-            + f' | {time.time() - start:.0f}s', flush=True)
-  kept = rows[args.skip:]
-  summary = dict(task=args.task, rule=args.rule, steps=args.steps,
-                 skip=args.skip, seed=args.seed, settings=dict(args.set),
-                 parts=summarise(sums, norm_sums, len(kept), kept),
-                 mean_reward=float(np.mean([r['rewards'] for r in kept])),
-                 last_entropy=rows[-1]['entropy'])
+      print(
+        f'step {k + 1}/{args.steps} reward {row["rewards"]:.4f} '
+        f'entropy {row["entropy"]:.4f} | norms: '
+        + ' '.join(f'{p} {row[p + "_norm"]:.2e}' for p in PARTS)
+        + f' | {time.time() - start:.0f}s',
+        flush=True,
+      )
+  kept = rows[args.skip :]
+  summary = dict(
+    task=args.task,
+    rule=args.rule,
+    steps=args.steps,
+    skip=args.skip,
+    seed=args.seed,
+    settings=dict(args.set),
+    parts=summarise(sums, norm_sums, len(kept), kept),
+    mean_reward=float(np.mean([r['rewards'] for r in kept])),
+    last_entropy=rows[-1]['entropy'],
+  )
   print(json.dumps(summary['parts'], indent=1))
   if args.out:
     out = pathlib.Path(args.out)

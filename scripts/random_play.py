@@ -21,22 +21,30 @@ import argparse
 import pathlib
 import sys
 
+import comparison  # scripts/comparison.py, beside this script
 import numpy as np
 
-import comparison  # scripts/comparison.py, beside this script
 from disco_rl.loops import config as config_lib
 
 TASKS = (
-    # The stage-2 suite (docs/studies/meta_suite.md) and its held-out tasks.
-    'catch[rows=5,columns=5]', 'catch[rows=7,columns=5]',
-    'gymnax:CartPole-v1', 'catch[rows=8,columns=8]', 'gymnax:Catch-bsuite',
-    'gymnax:Acrobot-v1',
-    # Sparse or delayed reward, exploration, other families.
-    'gymnax:MountainCar-v0', 'gymnax:DeepSea-bsuite[size=8]',
-    'gymnax:DeepSea-bsuite[size=12]', 'gymnax:UmbrellaChain-bsuite',
-    'gymnax:MemoryChain-bsuite', 'gymnax:DiscountingChain-bsuite',
-    'gymnax:FourRooms-misc', 'gymnax:Breakout-MinAtar',
-    'gymnax:Asterix-MinAtar')
+  # The stage-2 suite (docs/studies/meta_suite.md) and its held-out tasks.
+  'catch[rows=5,columns=5]',
+  'catch[rows=7,columns=5]',
+  'gymnax:CartPole-v1',
+  'catch[rows=8,columns=8]',
+  'gymnax:Catch-bsuite',
+  'gymnax:Acrobot-v1',
+  # Sparse or delayed reward, exploration, other families.
+  'gymnax:MountainCar-v0',
+  'gymnax:DeepSea-bsuite[size=8]',
+  'gymnax:DeepSea-bsuite[size=12]',
+  'gymnax:UmbrellaChain-bsuite',
+  'gymnax:MemoryChain-bsuite',
+  'gymnax:DiscountingChain-bsuite',
+  'gymnax:FourRooms-misc',
+  'gymnax:Breakout-MinAtar',
+  'gymnax:Asterix-MinAtar',
+)
 NUM_ENVS = 32
 
 
@@ -44,27 +52,46 @@ def spread(returns: np.ndarray) -> dict[str, float]:
   """Episodes, mean, std, min, max of `returns` [N], the share of them
   that differ from the most common return and the share at the maximum."""
   if not returns.size:
-    return dict(episodes=0, mean=np.nan, std=np.nan, min=np.nan, max=np.nan,
-                differ=np.nan, at_max=np.nan)
+    return dict(
+      episodes=0,
+      mean=np.nan,
+      std=np.nan,
+      min=np.nan,
+      max=np.nan,
+      differ=np.nan,
+      at_max=np.nan,
+    )
   values, counts = np.unique(returns, return_counts=True)
   mode = values[np.argmax(counts)]
-  return dict(episodes=int(returns.size), mean=float(returns.mean()),
-              std=float(returns.std()), min=float(returns.min()),
-              max=float(returns.max()),
-              differ=float(np.mean(returns != mode)),
-              at_max=float(np.mean(returns == returns.max())))
+  return dict(
+    episodes=int(returns.size),
+    mean=float(returns.mean()),
+    std=float(returns.std()),
+    min=float(returns.min()),
+    max=float(returns.max()),
+    differ=float(np.mean(returns != mode)),
+    at_max=float(np.mean(returns == returns.max())),
+  )
 
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('tasks', nargs='*', default=list(TASKS),
-                      help='tasks, as MetaTrainConfig.tasks writes them')
-  parser.add_argument('--steps', type=int, default=5000,
-                      help='steps of each of the 32 instances (default: '
-                      '5000)')
+  parser.add_argument(
+    'tasks',
+    nargs='*',
+    default=list(TASKS),
+    help='tasks, as MetaTrainConfig.tasks writes them',
+  )
+  parser.add_argument(
+    '--steps',
+    type=int,
+    default=5000,
+    help='steps of each of the 32 instances (default: 5000)',
+  )
   parser.add_argument('--seed', type=int, default=0)
-  parser.add_argument('--out', default=None,
-                      help='also write the table to this markdown file')
+  parser.add_argument(
+    '--out', default=None, help='also write the table to this markdown file'
+  )
   args = parser.parse_args(argv)
   if args.steps < 1:
     parser.error(f'--steps must be >= 1, got {args.steps}')
@@ -74,20 +101,25 @@ def main(argv=None) -> int:
     parser.error(str(e))
   command = 'python scripts/random_play.py ' + ' '.join(argv or sys.argv[1:])
   lines = [
-      f'Uniform random play, {NUM_ENVS} instances x {args.steps} steps '
-      f'(seed {args.seed}): the episodes it ended and their returns; '
-      '"differ": the share of episodes whose return is not the most common '
-      'one; "at max": the share whose return is the highest seen. By '
-      f'`{command.strip()}`.', '',
-      '| task | episodes | mean | std | min | max | differ | at max |',
-      '|---|---|---|---|---|---|---|---|']
+    f'Uniform random play, {NUM_ENVS} instances x {args.steps} steps '
+    f'(seed {args.seed}): the episodes it ended and their returns; '
+    '"differ": the share of episodes whose return is not the most common '
+    'one; "at max": the share whose return is the highest seen. By '
+    f'`{command.strip()}`.',
+    '',
+    '| task | episodes | mean | std | min | max | differ | at max |',
+    '|---|---|---|---|---|---|---|---|',
+  ]
   for task in tasks:
-    returns = comparison.random_play_returns(task.make_env(NUM_ENVS),
-                                             args.steps, args.seed)
+    returns = comparison.random_play_returns(
+      task.make_env(NUM_ENVS), args.steps, args.seed
+    )
     s = spread(returns)
-    lines.append(f'| {task.spec()} | {s["episodes"]} | {s["mean"]:.3f} | '
-                 f'{s["std"]:.3f} | {s["min"]:.3f} | {s["max"]:.3f} | '
-                 f'{s["differ"]:.3f} | {s["at_max"]:.4f} |')
+    lines.append(
+      f'| {task.spec()} | {s["episodes"]} | {s["mean"]:.3f} | '
+      f'{s["std"]:.3f} | {s["min"]:.3f} | {s["max"]:.3f} | '
+      f'{s["differ"]:.3f} | {s["at_max"]:.4f} |'
+    )
     print(lines[-1], flush=True)
   text = '\n'.join(lines) + '\n'
   if args.out:

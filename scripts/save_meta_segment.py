@@ -25,6 +25,7 @@ import subprocess
 import sys
 
 import benchmark_meta_suite  # scripts/, beside this script
+
 from disco_rl.loops import run_dir as run_files
 
 RULE = 'update_rule_params.npz'
@@ -32,8 +33,17 @@ SUMMARY = 'summary.json'
 METRICS = 'metrics.csv'
 # Meta-curves worth keeping: rewards (all, per task), the agents' entropy
 # and policy loss, the meta-gradient and update, renewals, time.
-COLUMNS = ('step', 'pos_rewards', 'rewards', 'entropy', 'agent_pi_loss',
-           'meta_grad_norm', 'meta_up_norm', 'agents_renewed', 'time_s')
+COLUMNS = (
+  'step',
+  'pos_rewards',
+  'rewards',
+  'entropy',
+  'agent_pi_loss',
+  'meta_grad_norm',
+  'meta_up_norm',
+  'agents_renewed',
+  'time_s',
+)
 
 
 def git_ignores(path: pathlib.Path) -> bool:
@@ -42,8 +52,12 @@ def git_ignores(path: pathlib.Path) -> bool:
   while not folder.is_dir():  # the destination may not exist yet
     folder = folder.parent
   try:
-    proc = subprocess.run(['git', 'check-ignore', '-q', str(path.resolve())],
-                          cwd=folder, capture_output=True, check=False)
+    proc = subprocess.run(
+      ['git', 'check-ignore', '-q', str(path.resolve())],
+      cwd=folder,
+      capture_output=True,
+      check=False,
+    )
   except FileNotFoundError:  # no git
     return False
   return proc.returncode == 0  # 1: not ignored; 128: not a repository
@@ -59,36 +73,43 @@ def save_segment(run: pathlib.Path, dest: pathlib.Path) -> list[str]:
       (it would never be committed: lost with the machine).
   """
   import pandas as pd  # pylint: disable=g-import-not-at-top
+
   for name in (RULE, SUMMARY, METRICS, run_files.SETTINGS):
     if not (run / name).is_file():
-      raise FileNotFoundError(f'{run / name}: missing (has the segment '
-                              'ended?)')
+      raise FileNotFoundError(f'{run / name}: missing (has the segment ended?)')
   if git_ignores(dest / RULE):
     raise PermissionError(
-        f'{dest / RULE}: git ignores it (see `git check-ignore -v`), so it '
-        'would never be committed; un-ignore it in .gitignore first')
+      f'{dest / RULE}: git ignores it (see `git check-ignore -v`), so it '
+      'would never be committed; un-ignore it in .gitignore first'
+    )
   rule = (run / RULE).read_bytes()
   if (dest / RULE).is_file() and (dest / RULE).read_bytes() != rule:
-    raise FileExistsError(f'{dest / RULE} holds another rule; give a new '
-                          'destination')
+    raise FileExistsError(
+      f'{dest / RULE} holds another rule; give a new destination'
+    )
   dest.mkdir(parents=True, exist_ok=True)
   (dest / RULE).write_bytes(rule)
   for name in (SUMMARY, run_files.SETTINGS):
     shutil.copyfile(run / name, dest / name)
   metrics = pd.read_csv(run / METRICS)
-  keep = [c for c in metrics.columns
-          if c in COLUMNS or c.startswith('rewards_task')]
+  keep = [
+    c for c in metrics.columns if c in COLUMNS or c.startswith('rewards_task')
+  ]
   metrics[keep].to_csv(dest / METRICS, index=False, float_format='%.6g')
   return [RULE, SUMMARY, run_files.SETTINGS, METRICS]
 
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('run', type=pathlib.Path,
-                      help="a meta-training segment's run directory")
-  parser.add_argument('dest', type=pathlib.Path,
-                      help='where its small files go (one directory per '
-                      'segment, named in order: seg1, seg2, ...)')
+  parser.add_argument(
+    'run', type=pathlib.Path, help="a meta-training segment's run directory"
+  )
+  parser.add_argument(
+    'dest',
+    type=pathlib.Path,
+    help='where its small files go (one directory per '
+    'segment, named in order: seg1, seg2, ...)',
+  )
   args = parser.parse_args(argv)
   try:
     written = save_segment(args.run, args.dest)
@@ -96,14 +117,26 @@ def main(argv=None) -> int:
     print(f'error: {e}', file=sys.stderr)
     return 2
   summary = json.loads((args.dest / SUMMARY).read_text())
-  print(f'{args.dest}: {", ".join(written)} ({summary["steps"]} meta-steps'
-        + (f', interrupted: {summary["interrupted"]}'
-           if summary.get('interrupted') else '') + ')')
-  segments = sorted((d for d in args.dest.parent.iterdir()
-                     if (d / RULE).is_file() and (d / METRICS).is_file()),
-                    key=lambda d: (len(d.name), d.name))  # seg2 < seg10.
+  print(
+    f'{args.dest}: {", ".join(written)} ({summary["steps"]} meta-steps'
+    + (
+      f', interrupted: {summary["interrupted"]}'
+      if summary.get('interrupted')
+      else ''
+    )
+    + ')'
+  )
+  segments = sorted(
+    (
+      d
+      for d in args.dest.parent.iterdir()
+      if (d / RULE).is_file() and (d / METRICS).is_file()
+    ),
+    key=lambda d: (len(d.name), d.name),
+  )  # seg2 < seg10.
   png = benchmark_meta_suite.plot_meta_tasks(
-      args.dest.parent / 'meta_tasks.png', [(d.name, d) for d in segments])
+    args.dest.parent / 'meta_tasks.png', [(d.name, d) for d in segments]
+  )
   print(f'plot: {png}')
   return 0
 

@@ -48,32 +48,45 @@ import sys
 import time
 import warnings
 
+import comparison  # scripts/comparison.py, beside this script
 import numpy as np
 
-import comparison  # scripts/comparison.py, beside this script
 from disco_rl import plots
 
-BASE = dict(env='jittable_catch', env_kwargs=dict(rows=8, columns=8),
-            rule='disco_103',
-            steps_per_call=50, debug_checks=False)
+BASE = dict(
+  env='jittable_catch',
+  env_kwargs=dict(rows=8, columns=8),
+  rule='disco_103',
+  steps_per_call=50,
+  debug_checks=False,
+)
 # In the order they run: the warm ones right after base, whose final state
 # they start from (kept in memory only).
 CONDITIONS = {
-    'base': {},
-    'warm_rule': {},
-    'warm_rnn': {},
-    'lr_3e-3': dict(learning_rate=3e-3),
-    'lr_3e-2': dict(learning_rate=3e-2),
-    'batch_16': dict(batch_size=16, replay_ratio=8, buffer_capacity=256),
+  'base': {},
+  'warm_rule': {},
+  'warm_rnn': {},
+  'lr_3e-3': dict(learning_rate=3e-3),
+  'lr_3e-2': dict(learning_rate=3e-2),
+  'batch_16': dict(batch_size=16, replay_ratio=8, buffer_capacity=256),
 }
 # What a warm condition carries over from the base agents' meta_state.
-WARM_KEYS = {'warm_rule': ('rnn_state', 'adv_ema_state', 'td_ema_state'),
-             'warm_rnn': ('rnn_state',)}
+WARM_KEYS = {
+  'warm_rule': ('rnn_state', 'adv_ema_state', 'td_ema_state'),
+  'warm_rnn': ('rnn_state',),
+}
 UPDATES = 1000
 SEEDS = (0, 1, 2)
-TINY = dict(dense=(16,), model_lstm_size=8, model_head_hiddens=(8,),
-            batch_size=4, replay_ratio=2, buffer_capacity=16, rollout_len=8,
-            steps_per_call=10)
+TINY = dict(
+  dense=(16,),
+  model_lstm_size=8,
+  model_head_hiddens=(8,),
+  batch_size=4,
+  replay_ratio=2,
+  buffer_capacity=16,
+  rollout_len=8,
+  steps_per_call=10,
+)
 TINY_UPDATES = 30
 START_FRACTION, END_FRACTION = 0.05, 0.1
 WINDOW = 25  # Iterations the moving means span.
@@ -83,12 +96,18 @@ UNIFORM_FRACTION = 0.9  # Of ln(actions): the policy has left uniform.
 def moving_mean(values: np.ndarray, window: int) -> np.ndarray:
   """The trailing `window`-point mean, NaNs skipped (NaN if all are)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
-  return pd.Series(np.asarray(values, float)).rolling(
-      window, min_periods=1).mean().to_numpy()
+
+  return (
+    pd.Series(np.asarray(values, float))
+    .rolling(window, min_periods=1)
+    .mean()
+    .to_numpy()
+  )
 
 
-def plateau_length(updates: np.ndarray, returns: np.ndarray,
-                   window: int) -> tuple[float, float, float]:
+def plateau_length(
+  updates: np.ndarray, returns: np.ndarray, window: int
+) -> tuple[float, float, float]:
   """(updates until the return is half way from start to end, start, end).
 
   Args:
@@ -115,8 +134,9 @@ def plateau_length(updates: np.ndarray, returns: np.ndarray,
   return float(updates[reached[0]]), float(start), float(end)
 
 
-def leaves_uniform(updates: np.ndarray, entropy: np.ndarray,
-                   num_actions: int, window: int) -> float:
+def leaves_uniform(
+  updates: np.ndarray, entropy: np.ndarray, num_actions: int, window: int
+) -> float:
   """The first update from which the entropy's moving mean stays below
   `UNIFORM_FRACTION` of ln(num_actions) to the end (NaN: it ends above).
 
@@ -135,23 +155,27 @@ def leaves_uniform(updates: np.ndarray, entropy: np.ndarray,
 
 def make_config(condition: str, updates: int, tiny: bool, seeds=SEEDS):
   from disco_rl import EvalConfig  # pylint: disable=g-import-not-at-top
+
   settings = dict(BASE)
   settings.update(TINY if tiny else {})
   settings.update(CONDITIONS[condition])
-  return EvalConfig(**settings, seed=seeds[0], num_seeds=len(seeds),
-                    num_steps=updates)
+  return EvalConfig(
+    **settings, seed=seeds[0], num_seeds=len(seeds), num_steps=updates
+  )
 
 
 def train(config, warm_meta_state=None):
   """Runs `config`'s eval job (iterations until `num_steps` updates);
   (per-iteration metrics as metrics.csv columns, the final state)."""
   from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
+
   job = eval_lib.make_eval(config)
   state = job.init()
   if warm_meta_state is not None:
     meta = dict(state.learner_state.meta_state, **warm_meta_state)
     state = state.replace(
-        learner_state=state.learner_state.replace(meta_state=meta))
+      learner_state=state.learner_state.replace(meta_state=meta)
+    )
   iterations = config.num_steps + job.warmup
   rows, done = [], 0
   while done < iterations:
@@ -168,14 +192,18 @@ def is_done(args, condition: str, updates: int) -> bool:
   """Whether --results holds the condition's run of `updates` (and it is
   not to be overwritten)."""
   done = pathlib.Path(args.results) / condition / 'summary.json'
-  return (not args.overwrite and done.is_file()
-          and json.loads(done.read_text())['updates'] == updates)
+  return (
+    not args.overwrite
+    and done.is_file()
+    and json.loads(done.read_text())['updates'] == updates
+  )
 
 
 def run_condition(args, condition: str, updates: int, base_meta=None):
   """Trains one condition unless its summary is in --results; (summary,
   the final meta_state of its agents or None if read back)."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
+
   results = pathlib.Path(args.results) / condition
   done = results / 'summary.json'
   if is_done(args, condition, updates):
@@ -188,23 +216,37 @@ def run_condition(args, condition: str, updates: int, base_meta=None):
   print(f'{condition}: training', flush=True)
   metrics, state, num_actions = train(config, warm)
   results.mkdir(parents=True, exist_ok=True)
-  pd.DataFrame(comparison.compact_curves(
-      metrics, max(1, updates // comparison.CURVE_POINTS))).to_csv(
-          results / 'curves.csv', index=False, float_format='%.6g')
-  summary = dict(condition=condition, settings=CONDITIONS[condition],
-                 carried=list(WARM_KEYS.get(condition, ())), updates=updates,
-                 num_actions=num_actions, seeds=config.num_seeds,
-                 wall_s=round(time.time() - start, 1))
+  pd.DataFrame(
+    comparison.compact_curves(
+      metrics, max(1, updates // comparison.CURVE_POINTS)
+    )
+  ).to_csv(results / 'curves.csv', index=False, float_format='%.6g')
+  summary = dict(
+    condition=condition,
+    settings=CONDITIONS[condition],
+    carried=list(WARM_KEYS.get(condition, ())),
+    updates=updates,
+    num_actions=num_actions,
+    seeds=config.num_seeds,
+    wall_s=round(time.time() - start, 1),
+  )
   done.write_text(json.dumps(summary, indent=1) + '\n')
   # On the host: the job donates its state's buffers to the next call.
   import jax  # pylint: disable=g-import-not-at-top
-  meta = jax.device_get({k: v for k, v in state.learner_state.meta_state
-                         .items() if k != 'target_params'})
+
+  meta = jax.device_get(
+    {
+      k: v
+      for k, v in state.learner_state.meta_state.items()
+      if k != 'target_params'
+    }
+  )
   return summary, meta
 
 
-def measure_run(updates, returns, entropy, num_actions: int,
-                window: int) -> dict:
+def measure_run(
+  updates, returns, entropy, num_actions: int, window: int
+) -> dict:
   """One run's plateau, start and end returns, and where its policy leaves
   uniform.
 
@@ -219,22 +261,32 @@ def measure_run(updates, returns, entropy, num_actions: int,
   return dict(plateau=length, start=begin, end=end, leaves_uniform=leave)
 
 
-def measure_rows(setting: str, path: pathlib.Path,
-                 num_actions: int) -> list[dict]:
+def measure_rows(
+  setting: str, path: pathlib.Path, num_actions: int
+) -> list[dict]:
   """Per seed, `measure_run` of a run's committed curves (points of several
   iterations each: the moving means span about `WINDOW` iterations)."""
   rows = []
   for seed, c in comparison.read_curves(path).items():
-    per_point = max(1.0, float(np.median(np.diff(c['step'])))
-                    if len(c['step']) > 1 else 1.0)
+    per_point = max(
+      1.0, float(np.median(np.diff(c['step']))) if len(c['step']) > 1 else 1.0
+    )
     window = max(1, round(WINDOW / per_point))
-    rows.append(dict(setting=setting, seed=seed, **measure_run(
-        c['updates'], c['avg_return'], c['entropy'], num_actions, window)))
+    rows.append(
+      dict(
+        setting=setting,
+        seed=seed,
+        **measure_run(
+          c['updates'], c['avg_return'], c['entropy'], num_actions, window
+        ),
+      )
+    )
   return rows
 
 
-def minatar_runs(results: pathlib.Path) -> list[tuple[str, str, float,
-                                                       pathlib.Path]]:
+def minatar_runs(
+  results: pathlib.Path,
+) -> list[tuple[str, str, float, pathlib.Path]]:
   """Disco103's committed MinAtar runs: (game, 'table' or 'sweep', learning
   rate, run directory), sorted by path."""
   runs = []
@@ -250,15 +302,21 @@ def minatar_rows(results: pathlib.Path) -> list[dict]:
   """Plateau rows of Disco103's committed MinAtar runs."""
   rows = []
   for game, study, rate, path in minatar_runs(results):
-    rows += measure_rows(f'MinAtar {game}, lr {rate:g} ({study})', path,
-                         _minatar_actions(game))
+    rows += measure_rows(
+      f'MinAtar {game}, lr {rate:g} ({study})', path, _minatar_actions(game)
+    )
   return rows
 
 
 def _minatar_actions(game: str) -> int:
   # gymnax's MinAtar action sets (the minimal ones).
-  return {'Asterix': 5, 'Breakout': 3, 'Freeway': 3, 'Seaquest': 6,
-          'SpaceInvaders': 4}[game]
+  return {
+    'Asterix': 5,
+    'Breakout': 3,
+    'Freeway': 3,
+    'Seaquest': 6,
+    'SpaceInvaders': 4,
+  }[game]
 
 
 def _stacked(path: pathlib.Path, keys) -> tuple[np.ndarray, list]:
@@ -273,15 +331,17 @@ def _stacked(path: pathlib.Path, keys) -> tuple[np.ndarray, list]:
 def _subplots(rows: int, columns: int, size):
   """(figure, [rows, columns] axes) drawn off-screen (Agg), shared x."""
   import matplotlib  # pylint: disable=g-import-not-at-top
+
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  return plt.subplots(rows, columns, figsize=size, sharex=True,
-                      squeeze=False)
+
+  return plt.subplots(rows, columns, figsize=size, sharex=True, squeeze=False)
 
 
 def _save(fig, path: pathlib.Path, title: str, dpi: int) -> pathlib.Path:
   """`fig` with its title saved as PNG to `path`, and closed."""
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
   fig.suptitle(title)
   fig.tight_layout()
   fig.savefig(path, dpi=dpi)
@@ -296,10 +356,11 @@ def plot(results: pathlib.Path, conditions) -> pathlib.Path:
   axes = axes[:, 0]
   for i, condition in enumerate(conditions):
     x, ys = _stacked(results / condition, ('avg_return', 'entropy'))
-    for ax, y in zip(axes, ys):
+    for ax, y in zip(axes, ys, strict=False):
       # Conditions of one rule: colours no rule has (`plots.RULE_COLOURS`).
-      comparison.draw_band(ax, x, y, condition, alpha=0.2,
-                           colour=plots.other_colour(i))
+      comparison.draw_band(
+        ax, x, y, condition, alpha=0.2, colour=plots.other_colour(i)
+      )
   axes[0].set_ylabel('episode return')
   axes[1].set_ylabel('policy entropy')
   axes[1].axhline(math.log(3), color='gray', linestyle=':', label='ln 3')
@@ -307,13 +368,17 @@ def plot(results: pathlib.Path, conditions) -> pathlib.Path:
   for ax in axes:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-  return _save(fig, results / 'plateau.png',
-               'Disco103 on Catch 8x8: mean over seeds, 95% bootstrap band',
-               dpi=100)
+  return _save(
+    fig,
+    results / 'plateau.png',
+    'Disco103 on Catch 8x8: mean over seeds, 95% bootstrap band',
+    dpi=100,
+  )
 
 
-def plot_minatar(results: pathlib.Path, minatar: pathlib.Path
-                 ) -> pathlib.Path | None:
+def plot_minatar(
+  results: pathlib.Path, minatar: pathlib.Path
+) -> pathlib.Path | None:
   """plateau_minatar.png: Disco103's committed MinAtar runs, one column per
   game: return (top) and entropy over ln(actions) (bottom, 1 = uniform)
   against updates, mean over seeds with a 95% bootstrap band, one line per
@@ -321,6 +386,7 @@ def plot_minatar(results: pathlib.Path, minatar: pathlib.Path
   episode ended (most of Freeway's: its episodes last 2,500 steps) shows the
   seed's last return."""
   import pandas as pd  # pylint: disable=g-import-not-at-top
+
   runs = minatar_runs(minatar)
   games = sorted({game for game, *_ in runs})
   if not games:
@@ -329,58 +395,80 @@ def plot_minatar(results: pathlib.Path, minatar: pathlib.Path
   colours = {}  # Per learning rate and study, the same in every column.
   for game, study, rate, path in runs:
     column = games.index(game)
-    colour = colours.setdefault((study, rate),
-                                plots.other_colour(len(colours)))
+    colour = colours.setdefault((study, rate), plots.other_colour(len(colours)))
     x, (returns, entropy) = _stacked(path, ('avg_return', 'entropy'))
     returns = pd.DataFrame(returns.T).ffill().to_numpy().T
     label = f'lr {rate:g} ({study}, {returns.shape[0]} seeds)'
-    comparison.draw_band(axes[0, column], x, returns, label, alpha=0.2,
-                         colour=colour)
     comparison.draw_band(
-        axes[1, column], x, entropy / math.log(_minatar_actions(game)), label,
-        alpha=0.2, colour=colour)
+      axes[0, column], x, returns, label, alpha=0.2, colour=colour
+    )
+    comparison.draw_band(
+      axes[1, column],
+      x,
+      entropy / math.log(_minatar_actions(game)),
+      label,
+      alpha=0.2,
+      colour=colour,
+    )
   for column, game in enumerate(games):
     axes[0, column].set_title(game)
-    axes[1, column].axhline(UNIFORM_FRACTION, color='gray', linestyle=':',
-                            label=f'{UNIFORM_FRACTION:g} (leaves uniform)')
+    axes[1, column].axhline(
+      UNIFORM_FRACTION,
+      color='gray',
+      linestyle=':',
+      label=f'{UNIFORM_FRACTION:g} (leaves uniform)',
+    )
     axes[1, column].set_xlabel('learner updates')
     for ax in axes[:, column]:
       ax.grid(alpha=0.3)
       ax.legend(fontsize=7)
   axes[0, 0].set_ylabel('episode return')
   axes[1, 0].set_ylabel('policy entropy / ln(actions)')
-  return _save(fig, results / 'plateau_minatar.png',
-               'Disco103 on MinAtar: mean over seeds, 95% bootstrap band',
-               dpi=90)
+  return _save(
+    fig,
+    results / 'plateau_minatar.png',
+    'Disco103 on MinAtar: mean over seeds, 95% bootstrap band',
+    dpi=90,
+  )
 
 
-def write_tables(results: pathlib.Path, summaries, minatar: pathlib.Path,
-                 command: str) -> None:
+def write_tables(
+  results: pathlib.Path, summaries, minatar: pathlib.Path, command: str
+) -> None:
   import pandas as pd  # pylint: disable=g-import-not-at-top
+
   rows = []
   for s in summaries:
-    rows += measure_rows(f'Catch 8x8, {s["condition"]}',
-                         results / s['condition'], s.get('num_actions', 3))
+    rows += measure_rows(
+      f'Catch 8x8, {s["condition"]}',
+      results / s['condition'],
+      s.get('num_actions', 3),
+    )
   rows += minatar_rows(minatar)
   table = pd.DataFrame(rows)
   table.to_csv(results / 'plateau.csv', index=False, float_format='%.4g')
-  lines = ['Updates until the return is half way from its start to its end '
-           '(plateau), and until the policy entropy falls below 90% of '
-           'ln(actions) (leaves uniform); per run, mean over seeds (n/a: '
-           'the return did not rise, or the policy never left uniform for '
-           'good: the plateau outlasted the run).', '',
-           '| setting | seeds | plateau (mean) | per seed | leaves uniform '
-           '(mean) | return start -> end |', '|---|---|---|---|---|---|']
+  lines = [
+    'Updates until the return is half way from its start to its end '
+    '(plateau), and until the policy entropy falls below 90% of '
+    'ln(actions) (leaves uniform); per run, mean over seeds (n/a: '
+    'the return did not rise, or the policy never left uniform for '
+    'good: the plateau outlasted the run).',
+    '',
+    '| setting | seeds | plateau (mean) | per seed | leaves uniform '
+    '(mean) | return start -> end |',
+    '|---|---|---|---|---|---|',
+  ]
   fmt = lambda v: 'n/a' if not np.isfinite(v) else f'{v:.0f}'
   for setting, group in table.groupby('setting', sort=False):
     plateau = group['plateau'].to_numpy(float)
     uniform = group['leaves_uniform'].to_numpy(float)
     lines.append(
-        f'| {setting} | {len(group)} | '
-        f'{fmt(np.nanmean(plateau)) if np.isfinite(plateau).any() else "n/a"}'
-        f' | {", ".join(fmt(v) for v in plateau)} | '
-        f'{fmt(np.nanmean(uniform)) if np.isfinite(uniform).any() else "n/a"}'
-        f' | {group["start"].mean():.2f} -> {group["end"].mean():.2f} |')
+      f'| {setting} | {len(group)} | '
+      f'{fmt(np.nanmean(plateau)) if np.isfinite(plateau).any() else "n/a"}'
+      f' | {", ".join(fmt(v) for v in plateau)} | '
+      f'{fmt(np.nanmean(uniform)) if np.isfinite(uniform).any() else "n/a"}'
+      f' | {group["start"].mean():.2f} -> {group["end"].mean():.2f} |'
+    )
   lines += ['', f'Command: `{command}`', '']
   (results / 'plateau.md').write_text('\n'.join(lines))
   print('\n'.join(lines), flush=True)
@@ -388,12 +476,19 @@ def write_tables(results: pathlib.Path, summaries, minatar: pathlib.Path,
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--conditions', nargs='+', default=list(CONDITIONS),
-                      choices=list(CONDITIONS))
+  parser.add_argument(
+    '--conditions',
+    nargs='+',
+    default=list(CONDITIONS),
+    choices=list(CONDITIONS),
+  )
   parser.add_argument('--updates', type=int, default=None)
   parser.add_argument('--results', default='docs/results/plateau')
-  parser.add_argument('--minatar-results', default='docs/results/minatar',
-                      help="the MinAtar benchmark's results (read only)")
+  parser.add_argument(
+    '--minatar-results',
+    default='docs/results/minatar',
+    help="the MinAtar benchmark's results (read only)",
+  )
   parser.add_argument('--overwrite', action='store_true')
   parser.add_argument('--tiny', action='store_true')
   argv = sys.argv[1:] if argv is None else list(argv)
@@ -406,20 +501,29 @@ def main(argv=None) -> int:
     results.mkdir(parents=True, exist_ok=True)
     summaries, base_meta = [], None
     for condition in [c for c in CONDITIONS if c in args.conditions]:
-      if (condition in WARM_KEYS and base_meta is None
-          and not is_done(args, condition, updates)):
+      if (
+        condition in WARM_KEYS
+        and base_meta is None
+        and not is_done(args, condition, updates)
+      ):
         # The base agents' final rule state: train base again if it was read
         # back (its state is not kept).
         _, base_meta = run_condition(
-            argparse.Namespace(**dict(vars(args), overwrite=True)), 'base',
-            updates)
+          argparse.Namespace(**dict(vars(args), overwrite=True)),
+          'base',
+          updates,
+        )
       summary, meta = run_condition(args, condition, updates, base_meta)
       if condition == 'base' and meta is not None:
         base_meta = meta
       summaries.append(summary)
-    write_tables(results, summaries, pathlib.Path(args.minatar_results),
-                 'python scripts/study_plateau.py '
-                 + ' '.join(shlex.quote(a) for a in argv))
+    write_tables(
+      results,
+      summaries,
+      pathlib.Path(args.minatar_results),
+      'python scripts/study_plateau.py '
+      + ' '.join(shlex.quote(a) for a in argv),
+    )
     print(f'plot: {plot(results, [s["condition"] for s in summaries])}')
     minatar_png = plot_minatar(results, pathlib.Path(args.minatar_results))
     if minatar_png is not None:

@@ -44,9 +44,13 @@ WINDOW = 100
 STEPS = 1000
 SEEDS = (7, 8, 9)
 VARIANTS = {
-    'base': [],
-    'noreg': ['--meta-prediction-entropy-cost', '0',
-              '--meta-target-mean-cost', '0'],
+  'base': [],
+  'noreg': [
+    '--meta-prediction-entropy-cost',
+    '0',
+    '--meta-target-mean-cost',
+    '0',
+  ],
 }
 # The seed-7 base run made before this study (stage 3b's settings, the
 # command below with --seed 7), kept as its own file.
@@ -75,14 +79,36 @@ def command(seed: int, variant: str, run: pathlib.Path) -> list[str]:
   base = [sys.executable, '-m', 'disco_rl.examples.meta_train', '--no-progress']
   if (run / 'run.json').is_file():
     return base + ['--resume', str(run)]
-  return base + [
-      '--tasks', TASK, '--num-agents', '1', '--seed', str(seed),
-      '--init', 'random', '--steps', str(STEPS), '--steps-per-call', '10',
-      '--no-debug-checks', '--out', str(run)] + VARIANTS[variant]
+  return (
+    base
+    + [
+      '--tasks',
+      TASK,
+      '--num-agents',
+      '1',
+      '--seed',
+      str(seed),
+      '--init',
+      'random',
+      '--steps',
+      str(STEPS),
+      '--steps-per-call',
+      '10',
+      '--no-debug-checks',
+      '--out',
+      str(run),
+    ]
+    + VARIANTS[variant]
+  )
 
 
-def run_one(seed: int, variant: str, out: pathlib.Path, dest: pathlib.Path,
-            stop: signals.StopOnSignal) -> None:
+def run_one(
+  seed: int,
+  variant: str,
+  out: pathlib.Path,
+  dest: pathlib.Path,
+  stop: signals.StopOnSignal,
+) -> None:
   """Runs (or resumes) one run until its crossing or its end; keeps its curve.
 
   Raises:
@@ -93,8 +119,10 @@ def run_one(seed: int, variant: str, out: pathlib.Path, dest: pathlib.Path,
     raise KeyboardInterrupt
   run = out / f'{variant}_seed{seed}'
   metrics = run / 'metrics.csv'
-  print(f'{variant} seed {seed}: {" ".join(command(seed, variant, run))}',
-        flush=True)
+  print(
+    f'{variant} seed {seed}: {" ".join(command(seed, variant, run))}',
+    flush=True,
+  )
   proc = subprocess.Popen(command(seed, variant, run))
   try:
     waited = 0
@@ -116,20 +144,25 @@ def run_one(seed: int, variant: str, out: pathlib.Path, dest: pathlib.Path,
     raise
   rows = read_metrics(metrics)
   if rows is None:
-    raise RuntimeError(f'{run} wrote no metrics (exit status '
-                       f'{proc.returncode})')
+    raise RuntimeError(
+      f'{run} wrote no metrics (exit status {proc.returncode})'
+    )
   done = crossing(rows['rewards']) is not None or len(rows) >= STEPS
   if not done:
-    raise RuntimeError(f'{run} stopped at meta-step {len(rows)} before its '
-                       f'crossing or meta-step {STEPS} (exit status '
-                       f'{proc.returncode}); run again to resume')
+    raise RuntimeError(
+      f'{run} stopped at meta-step {len(rows)} before its '
+      f'crossing or meta-step {STEPS} (exit status '
+      f'{proc.returncode}); run again to resume'
+    )
   rows[[c for c in COLUMNS if c in rows]].to_csv(
-      dest / f'{variant}_seed{seed}.csv', index=False)
+    dest / f'{variant}_seed{seed}.csv', index=False
+  )
 
 
 def curve(dest: pathlib.Path, variant: str, seed: int) -> pd.DataFrame | None:
-  path = pathlib.Path(COMMITTED.get((variant, seed),
-                                    dest / f'{variant}_seed{seed}.csv'))
+  path = pathlib.Path(
+    COMMITTED.get((variant, seed), dest / f'{variant}_seed{seed}.csv')
+  )
   return pd.read_csv(path) if path.is_file() else None
 
 
@@ -147,29 +180,49 @@ def report(dest: pathlib.Path) -> None:
       row[variant] = STEPS if t is None else int(d['step'][t])
       row[f'{variant}_steps_run'] = len(d)
     rows.append(row)
-  complete = all(r['base'] is not None and r['noreg'] is not None
-                 for r in rows)
+  complete = all(r['base'] is not None and r['noreg'] is not None for r in rows)
   supported = complete and all(r['noreg'] < r['base'] for r in rows)
-  (dest / 'crossings.json').write_text(json.dumps(
-      dict(task=TASK, threshold=THRESHOLD, window=WINDOW, steps=STEPS,
-           rows=rows, complete=complete,
-           regularisers_delay_start=supported if complete else None),
-      indent=1) + '\n')
+  (dest / 'crossings.json').write_text(
+    json.dumps(
+      dict(
+        task=TASK,
+        threshold=THRESHOLD,
+        window=WINDOW,
+        steps=STEPS,
+        rows=rows,
+        complete=complete,
+        regularisers_delay_start=supported if complete else None,
+      ),
+      indent=1,
+    )
+    + '\n'
+  )
   lines = [
-      f'First meta-step whose {WINDOW}-step mean reward per step exceeds '
-      f'{THRESHOLD} ({STEPS:,} if none), a lone {TASK} agent from random '
-      'parameters (stage 3b settings).', '',
-      '| seed | with the regularisers (upstream weights) | prediction '
-      'entropy and target mean off | earlier without? |',
-      '|---|---|---|---|']
+    f'First meta-step whose {WINDOW}-step mean reward per step exceeds '
+    f'{THRESHOLD} ({STEPS:,} if none), a lone {TASK} agent from random '
+    'parameters (stage 3b settings).',
+    '',
+    '| seed | with the regularisers (upstream weights) | prediction '
+    'entropy and target mean off | earlier without? |',
+    '|---|---|---|---|',
+  ]
   for r in rows:
     cells = [('not run' if r[v] is None else f'{r[v]:,}') for v in VARIANTS]
-    earlier = ('' if None in (r['base'], r['noreg'])
-               else 'yes' if r['noreg'] < r['base'] else 'no')
+    earlier = (
+      ''
+      if None in (r['base'], r['noreg'])
+      else 'yes'
+      if r['noreg'] < r['base']
+      else 'no'
+    )
     lines.append(f'| {r["seed"]} | {cells[0]} | {cells[1]} | {earlier} |')
-  verdict = ('incomplete' if not complete else
-             'supported (every seed earlier without)' if supported else
-             'not supported (not every seed earlier without)')
+  verdict = (
+    'incomplete'
+    if not complete
+    else 'supported (every seed earlier without)'
+    if supported
+    else 'not supported (not every seed earlier without)'
+  )
   lines += ['', f'Reading fixed before the runs: {verdict}.']
   (dest / 'crossings.md').write_text('\n'.join(lines) + '\n')
   print('\n'.join(lines))
@@ -179,19 +232,27 @@ def report(dest: pathlib.Path) -> None:
 def draw(dest: pathlib.Path) -> None:
   """crossings.png: each run's 100-step mean reward per step."""
   import matplotlib  # pylint: disable=g-import-not-at-top
+
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
   fig, ax = plt.subplots(figsize=(7, 4))
   styles = {'base': '-', 'noreg': '--'}
-  labels = {'base': 'with the regularisers',
-            'noreg': 'prediction entropy, target mean off'}
+  labels = {
+    'base': 'with the regularisers',
+    'noreg': 'prediction entropy, target mean off',
+  }
   for i, seed in enumerate(SEEDS):  # Seeds are not rules: other colours.
     for variant in VARIANTS:
       d = curve(dest, variant, seed)
       if d is not None:
-        ax.plot(d['step'], d['rewards'].rolling(WINDOW).mean(),
-                styles[variant], color=plots.other_colour(i),
-                label=f'seed {seed}, {labels[variant]}')
+        ax.plot(
+          d['step'],
+          d['rewards'].rolling(WINDOW).mean(),
+          styles[variant],
+          color=plots.other_colour(i),
+          label=f'seed {seed}, {labels[variant]}',
+        )
   ax.axhline(THRESHOLD, color='grey', lw=0.8, ls=':', label='threshold')
   plots.random_play_line(ax, -0.15, 'random play (about)')
   ax.set_xlabel('meta-step (a run stops at its crossing)')
@@ -205,15 +266,24 @@ def draw(dest: pathlib.Path) -> None:
 
 def main() -> int:
   parser = argparse.ArgumentParser(
-      description=__doc__.split('\n', 1)[0],
-      formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument('--out', default='runs/regularisers',
-                      help='run directories (default: %(default)s)')
+    description=__doc__.split('\n', 1)[0],
+    formatter_class=argparse.RawDescriptionHelpFormatter,
+  )
   parser.add_argument(
-      '--results', default='docs/results/meta_suite_cpu/regularisers',
-      help='curves and table (default: %(default)s)')
-  parser.add_argument('--report', action='store_true',
-                      help='only write the table from the curves there')
+    '--out',
+    default='runs/regularisers',
+    help='run directories (default: %(default)s)',
+  )
+  parser.add_argument(
+    '--results',
+    default='docs/results/meta_suite_cpu/regularisers',
+    help='curves and table (default: %(default)s)',
+  )
+  parser.add_argument(
+    '--report',
+    action='store_true',
+    help='only write the table from the curves there',
+  )
   args = parser.parse_args()
   out, dest = pathlib.Path(args.out), pathlib.Path(args.results)
   dest.mkdir(parents=True, exist_ok=True)
@@ -232,8 +302,11 @@ def main() -> int:
       print(f'error: {e}', file=sys.stderr)
       return 2
     except KeyboardInterrupt:
-      print(f'error: interrupted; the run in progress checkpointed under '
-            f'{out}: run again to resume', file=sys.stderr)
+      print(
+        f'error: interrupted; the run in progress checkpointed under '
+        f'{out}: run again to resume',
+        file=sys.stderr,
+      )
       return 2
   report(dest)
   return 0

@@ -36,11 +36,11 @@ WEIGHTS_ENV = weights.ENV_WEIGHTS
 # environment variable that provides what such a test needs.
 _MARKER_ENV = {'golden': GOLDEN_DIR_ENV, 'weights': WEIGHTS_ENV}
 _FIXTURE_ENV = {
-    'golden_dir': GOLDEN_DIR_ENV,
-    'golden': GOLDEN_DIR_ENV,
-    'load_golden': GOLDEN_DIR_ENV,
-    'disco_103_path': WEIGHTS_ENV,
-    'disco_103_params': WEIGHTS_ENV,
+  'golden_dir': GOLDEN_DIR_ENV,
+  'golden': GOLDEN_DIR_ENV,
+  'load_golden': GOLDEN_DIR_ENV,
+  'disco_103_path': WEIGHTS_ENV,
+  'disco_103_params': WEIGHTS_ENV,
 }
 
 
@@ -70,8 +70,8 @@ def golden_dir() -> pathlib.Path:
   path = golden_dir_path()
   if not (path / 'golden.py').is_file():
     pytest.skip(
-        f'golden files not found in {path}; set {GOLDEN_DIR_ENV} to the '
-        'directory holding golden.py and the NAME.npz/NAME.json cases'
+      f'golden files not found in {path}; set {GOLDEN_DIR_ENV} to the '
+      'directory holding golden.py and the NAME.npz/NAME.json cases'
     )
   return path
 
@@ -80,7 +80,7 @@ def golden_dir() -> pathlib.Path:
 def golden(golden_dir):
   """The `golden.py` module from the golden directory (imported, not copied)."""
   spec = importlib.util.spec_from_file_location(
-      'disco_rl_golden', golden_dir / 'golden.py'
+    'disco_rl_golden', golden_dir / 'golden.py'
   )
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
@@ -112,8 +112,8 @@ def disco_103_path() -> pathlib.Path:
   path = weights_path()
   if not path.is_file():
     pytest.skip(
-        f'Disco103 weights not found at {path}; set {WEIGHTS_ENV} to the '
-        f'path of {weights.FILENAME} (or run `python -m disco_rl.weights`)'
+      f'Disco103 weights not found at {path}; set {WEIGHTS_ENV} to the '
+      f'path of {weights.FILENAME} (or run `python -m disco_rl.weights`)'
     )
   return path
 
@@ -130,10 +130,14 @@ def disco_103_params(disco_103_path):
 
 def _required_env(item) -> list[str]:
   """Env vars of the golden/weights inputs `item` needs ([] if none)."""
-  needed = {_MARKER_ENV[m.name] for m in item.iter_markers()
-            if m.name in _MARKER_ENV}
-  needed |= {_FIXTURE_ENV[f] for f in getattr(item, 'fixturenames', ())
-             if f in _FIXTURE_ENV}
+  needed = {
+    _MARKER_ENV[m.name] for m in item.iter_markers() if m.name in _MARKER_ENV
+  }
+  needed |= {
+    _FIXTURE_ENV[f]
+    for f in getattr(item, 'fixturenames', ())
+    if f in _FIXTURE_ENV
+  }
   return sorted(needed)
 
 
@@ -155,12 +159,11 @@ def pytest_runtest_makereport(item, call):
     return
   report.outcome = 'failed'
   report.longrepr = (
-      f'{item.nodeid} was skipped in CI ({_skip_reason(report)}), but golden '
-      'and weights tests must run in CI. Set '
-      + ' and '.join(needed)
-      + ' (see .ci/run), or unset CI to allow the skip.'
+    f'{item.nodeid} was skipped in CI ({_skip_reason(report)}), but golden '
+    'and weights tests must run in CI. Set '
+    + ' and '.join(needed)
+    + ' (see .ci/run), or unset CI to allow the skip.'
   )
-
 
 
 # ---------------------------------------------------------------------------
@@ -172,17 +175,21 @@ def pytest_runtest_makereport(item, call):
 # without the expensive passes (same semantics, cheaper compiles; e.g.
 # test_agent.py's jitted learner step stays within its 1e-3 of the op-by-op
 # one).
-_OPTIMISED_FILES = frozenset(('test_golden_agent.py', 'test_golden_meta.py',
-                              'test_golden_rules.py'))
+_OPTIMISED_FILES = frozenset(
+  ('test_golden_agent.py', 'test_golden_meta.py', 'test_golden_rules.py')
+)
 
 
 @pytest.fixture(autouse=True)
 def _fast_compile_unless_golden(request):
-  if (request.node.get_closest_marker('golden')
-      or request.node.path.name in _OPTIMISED_FILES):
+  if (
+    request.node.get_closest_marker('golden')
+    or request.node.path.name in _OPTIMISED_FILES
+  ):
     yield
     return
   import smoke_env  # pylint: disable=g-import-not-at-top
+
   with smoke_env.fast_compile():
     yield
 
@@ -191,6 +198,7 @@ def _fast_compile_unless_golden(request):
 def fast_compile():
   """`smoke_env.fast_compile` for a whole test module."""
   import smoke_env  # pylint: disable=g-import-not-at-top
+
   with smoke_env.fast_compile():
     yield
 
@@ -231,6 +239,7 @@ def pytest_configure(config):
   _restore_sigint()
   os.environ.update(_NO_LOCATIONS)
   import jax  # pylint: disable=g-import-not-at-top
+
   jax.config.update('jax_traceback_in_locations_limit', 0)
   if os.environ.get(TEST_JAX_CACHE) == 'off':
     return
@@ -269,9 +278,16 @@ _OWNED_CACHE = pytest.StashKey[str]()
 DURATIONS = pathlib.Path(__file__).with_name('durations.json')
 # Files whose tests share a costly module-scoped fixture (a compiled golden
 # program, a built agent): one unit, run by one worker.
-SHARED_FIXTURE_FILES = frozenset((
-    'test_agent.py', 'test_bad_inputs.py', 'test_golden_agent.py',
-    'test_golden_meta.py', 'test_golden_rules.py', 'test_loops_eval.py'))
+SHARED_FIXTURE_FILES = frozenset(
+  (
+    'test_agent.py',
+    'test_bad_inputs.py',
+    'test_golden_agent.py',
+    'test_golden_meta.py',
+    'test_golden_rules.py',
+    'test_loops_eval.py',
+  )
+)
 
 
 def _unit(item) -> str:
@@ -299,7 +315,7 @@ def pytest_collection_modifyitems(config, items):
   items.sort(key=lambda item: (-totals[_unit(item)], _unit(item)))
   units_dir = getattr(config, 'workerinput', {}).get(_UNITS_KEY)
   if units_dir:
-    path = pathlib.Path(units_dir) / f"{config.workerinput['workerid']}.json"
+    path = pathlib.Path(units_dir) / f'{config.workerinput["workerid"]}.json'
     path.write_text(json.dumps({item.nodeid: _unit(item) for item in items}))
 
 
@@ -330,11 +346,13 @@ def pytest_xdist_make_scheduler(config, log):
   if config.getvalue('dist') != 'loadgroup':
     return None
   from xdist.scheduler import LoadScopeScheduling  # pylint: disable=g-import-not-at-top
+
   units_dir = pathlib.Path(config.stash[_UNITS_DIR])
 
   class ByUnit(LoadScopeScheduling):
     """Scopes are the units the workers wrote (read when the workers have
     all collected, i.e. when the scheduler first asks)."""
+
     units = None
 
     def _split_scope(self, nodeid: str) -> str:
@@ -352,6 +370,7 @@ def hide_package(monkeypatch):
   """`hide_package(name)`: `importlib.import_module(name)` raises
   ImportError for the rest of the test, as if the package were missing."""
   import importlib  # pylint: disable=g-import-not-at-top
+
   real_import = importlib.import_module
 
   def hide(package: str) -> None:
@@ -359,6 +378,7 @@ def hide_package(monkeypatch):
       if name == package:
         raise ImportError(f'No module named {package!r}')
       return real_import(name, *args)
+
     monkeypatch.setattr(importlib, 'import_module', import_module)
 
   return hide

@@ -21,8 +21,13 @@ def durations(junit_xml: str) -> dict[str, float]:
   for case in ET.parse(junit_xml).getroot().iter('testcase'):
     parts = case.get('classname').split('.')  # tests.test_x[.Class]
     last = max(i for i, part in enumerate(parts) if part.startswith('test_'))
-    node = '::'.join(['/'.join(parts[:last + 1]) + '.py', *parts[last + 1:],
-                      case.get('name')])
+    node = '::'.join(
+      [
+        '/'.join(parts[: last + 1]) + '.py',
+        *parts[last + 1 :],
+        case.get('name'),
+      ]
+    )
     seconds[node] = round(float(case.get('time')), 2)
   return dict(sorted(seconds.items()))
 

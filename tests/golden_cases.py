@@ -3,11 +3,12 @@
 """The golden references and their tolerances; rebuilds the golden cases'
 agents and inputs (shared by tests and the multi-device subprocess checks)."""
 
+from collections.abc import Mapping
 import dataclasses
 import json
 import os
 import pathlib
-from typing import Any, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -52,12 +53,19 @@ class Reference:
 # the golden directory: the port is within rtol=atol=1e-4 and leaf 2e-3; the
 # margin is for harmless float reordering). A change that moves a number past
 # it is a regression to explain, not a tolerance to loosen.
-CURRENT_JAX = Reference('current_jax', 'current_jax', rtol=2e-4, atol=2e-4,
-                        leaf_rtol=5e-3, compiled=False)
+CURRENT_JAX = Reference(
+  'current_jax',
+  'current_jax',
+  rtol=2e-4,
+  atol=2e-4,
+  leaf_rtol=5e-3,
+  compiled=False,
+)
 # The historical record: the upstream on jax 0.6.2, whose version alone moves
 # some values by up to 1e-3.
-JAX_0_6_2 = Reference('jax_0.6.2', '.', rtol=1e-3, atol=1e-3, leaf_rtol=None,
-                      compiled=True)
+JAX_0_6_2 = Reference(
+  'jax_0.6.2', '.', rtol=1e-3, atol=1e-3, leaf_rtol=None, compiled=True
+)
 REFERENCES = (CURRENT_JAX, JAX_0_6_2)
 
 # The agent's Adam (optimizers.agent_optimizer: scale_by_adam_sg_denom's
@@ -94,8 +102,13 @@ class CheckedCase:
   def under(self, prefix: str) -> dict:
     return self.case.under(prefix)
 
-  def check(self, tree, prefix: str, exact: bool = False,
-            leaf_rtol: Mapping[str, float | None] | None = None) -> None:
+  def check(
+    self,
+    tree,
+    prefix: str,
+    exact: bool = False,
+    leaf_rtol: Mapping[str, float | None] | None = None,
+  ) -> None:
     """Every key under `prefix`: missing, extra, off, NaN or Inf fails.
 
     `leaf_rtol` maps keys under `prefix` (e.g. 'lstm/linear|b') to a leaf
@@ -115,27 +128,42 @@ class CheckedCase:
     problems = self.compare(tree, prefix, exact, leaf_rtol)
     if problems:
       shown = '\n  '.join(problems[:40])
-      more = (f'\n  ... and {len(problems) - 40} more'
-              if len(problems) > 40 else '')
-      raise AssertionError(f'{self.case.name}: {len(problems)} differences '
-                           f'under {prefix}:\n  {shown}{more}')
+      more = (
+        f'\n  ... and {len(problems) - 40} more' if len(problems) > 40 else ''
+      )
+      raise AssertionError(
+        f'{self.case.name}: {len(problems)} differences '
+        f'under {prefix}:\n  {shown}{more}'
+      )
 
-  def compare(self, tree, prefix: str, exact: bool = False,
-              leaf_rtol: Mapping[str, float | None] | None = None
-              ) -> list[str]:
+  def compare(
+    self,
+    tree,
+    prefix: str,
+    exact: bool = False,
+    leaf_rtol: Mapping[str, float | None] | None = None,
+  ) -> list[str]:
     """`golden.compare` at the reference's tolerance, with `check`'s
     per-key leaf tolerances; the list of differences."""
     ref = self.reference
     if not leaf_rtol:
-      return self.golden.compare(tree, self.case, prefix, rtol=ref.rtol,
-                                 atol=ref.atol, exact=exact,
-                                 leaf_rtol=ref.leaf_rtol)
+      return self.golden.compare(
+        tree,
+        self.case,
+        prefix,
+        rtol=ref.rtol,
+        atol=ref.atol,
+        exact=exact,
+        leaf_rtol=ref.leaf_rtol,
+      )
     want = self.case.under(prefix)
     unknown = sorted(set(leaf_rtol) - set(want))
     if unknown:
       raise KeyError(f'no golden keys {unknown} under {prefix}')
-    got = {k[len(prefix) + 1:]: v
-           for k, v in self.golden.flatten(tree, prefix).items()}
+    got = {
+      k[len(prefix) + 1 :]: v
+      for k, v in self.golden.flatten(tree, prefix).items()
+    }
     # The keys in groups of one leaf tolerance, each compared on its own
     # (missing and extra keys are reported in their group).
     groups = {}
@@ -143,15 +171,23 @@ class CheckedCase:
       groups.setdefault(leaf_rtol.get(key, ref.leaf_rtol), []).append(key)
     problems = []
     for tolerance, keys in groups.items():
-      part = dataclasses.replace(self.case, arrays={
-          f'{prefix}|{k}': want[k] for k in keys if k in want})
+      part = dataclasses.replace(
+        self.case, arrays={f'{prefix}|{k}': want[k] for k in keys if k in want}
+      )
       problems += self.golden.compare(
-          {k: got[k] for k in keys if k in got}, part, prefix, rtol=ref.rtol,
-          atol=ref.atol, exact=exact, leaf_rtol=tolerance)
+        {k: got[k] for k in keys if k in got},
+        part,
+        prefix,
+        rtol=ref.rtol,
+        atol=ref.atol,
+        exact=exact,
+        leaf_rtol=tolerance,
+      )
     return problems
 
-  def check_direction(self, got, key: str, min_cos: float,
-                      max_norm_ratio: float) -> None:
+  def check_direction(
+    self, got, key: str, min_cos: float, max_norm_ratio: float
+  ) -> None:
     """A float leaf whose size the reference does not pin down, only its
     direction: cos(got, want) >= min_cos and ||got|| / ||want|| within
     [1 / max_norm_ratio, max_norm_ratio] (`key`: the full golden key).
@@ -170,22 +206,32 @@ class CheckedCase:
       ratio = norms[0] / norms[1] if norms[1] else float('inf')
       problem = None
       # NaN fails both comparisons.
-      if not (cos >= min_cos
-              and 1 / max_norm_ratio <= ratio <= max_norm_ratio):
-        problem = (f'direction {key}: cos {cos:.3g} (>= {min_cos}), norm '
-                   f'ratio {ratio:.3g} (within 1/{max_norm_ratio} to '
-                   f'{max_norm_ratio})')
+      if not (cos >= min_cos and 1 / max_norm_ratio <= ratio <= max_norm_ratio):
+        problem = (
+          f'direction {key}: cos {cos:.3g} (>= {min_cos}), norm '
+          f'ratio {ratio:.3g} (within 1/{max_norm_ratio} to '
+          f'{max_norm_ratio})'
+        )
     report = os.environ.get(REPORT_ENV)
     if report:
       with open(report, 'a') as f:
-        f.write(json.dumps(dict(
-            case=self.case.name, reference=self.reference.name,
-            key=f'{key} (direction)', passed=problem is None,
-            problem=problem, cos=cos, norm_ratio=ratio)) + '\n')
+        f.write(
+          json.dumps(
+            dict(
+              case=self.case.name,
+              reference=self.reference.name,
+              key=f'{key} (direction)',
+              passed=problem is None,
+              problem=problem,
+              cos=cos,
+              norm_ratio=ratio,
+            )
+          )
+          + '\n'
+        )
       return
     if problem:
       raise AssertionError(f'{self.case.name}: {problem}')
-
 
   def check_learner_state(self, state, at: str, replicas: int = 1) -> None:
     """The agent's `LearnerState` at `at` ('init' or 'step|I'), as `check`
@@ -205,18 +251,29 @@ class CheckedCase:
       report_comparison(report, self, flat, prefix, exact=False)
       with open(report, 'a') as f:
         for key, note in notes.items():
-          f.write(json.dumps(dict(
-              case=self.case.name, reference=self.reference.name,
-              key=f'{key} (adam rounding)', **note)) + '\n')
+          f.write(
+            json.dumps(
+              dict(
+                case=self.case.name,
+                reference=self.reference.name,
+                key=f'{key} (adam rounding)',
+                **note,
+              )
+            )
+            + '\n'
+          )
       return
     problems = self.compare(flat, prefix) + problems
     if problems:
       shown = '\n  '.join(problems[:40])
-      raise AssertionError(f'{self.case.name}: {len(problems)} differences '
-                           f'under {prefix}:\n  {shown}')
+      raise AssertionError(
+        f'{self.case.name}: {len(problems)} differences '
+        f'under {prefix}:\n  {shown}'
+      )
 
-  def compare_learner_state(self, state, at: str,
-                            replicas: int = 1) -> list[str]:
+  def compare_learner_state(
+    self, state, at: str, replicas: int = 1
+  ) -> list[str]:
     """`check_learner_state`'s differences, as a list (empty: it passes).
 
     The rule. A parameter element whose gradient is zero but for rounding
@@ -280,8 +337,10 @@ class CheckedCase:
     """(state flattened under `at`|learner_state with the allowed elements
     at the reference's values, problems of the rule, per-key notes)."""
     prefix = f'{at}|learner_state'
-    flat = {k[len(prefix) + 1:]: np.asarray(v)
-            for k, v in self.golden.flatten(state, prefix).items()}
+    flat = {
+      k[len(prefix) + 1 :]: np.asarray(v)
+      for k, v in self.golden.flatten(state, prefix).items()
+    }
     arrays, ref = self.case.arrays, self.reference
     if at == 'init':  # No update yet: nothing is allowed.
       return flat, [], {}
@@ -292,7 +351,7 @@ class CheckedCase:
     problems, notes = [], {}
     for key, want in self.case.under(f'{prefix}|params').items():
       got = flat.get(f'params|{key}')
-      if (got is None or got.shape != want.shape or want.dtype.kind != 'f'):
+      if got is None or got.shape != want.shape or want.dtype.kind != 'f':
         continue  # `compare` reports it.
       w = want.astype(np.float64)
       g = got.astype(np.float64)
@@ -309,15 +368,26 @@ class CheckedCase:
       allowed = off & rounding & (gap <= bound)
       most = replicas * max(1, int(ROUNDING_FRACTION * w.size / replicas))
       full_key = f'{prefix}|params|{key}'
-      note = dict(off=int(off.sum()), rounding=int((off & rounding).sum()),
-                  allowed=int(allowed.sum()), most=most, size=int(w.size),
-                  max_gap=float(np.nanmax(np.where(off & rounding, gap, 0))),
-                  bound=bound, passed=True, problem=None)
+      note = dict(
+        off=int(off.sum()),
+        rounding=int((off & rounding).sum()),
+        allowed=int(allowed.sum()),
+        most=most,
+        size=int(w.size),
+        max_gap=float(np.nanmax(np.where(off & rounding, gap, 0))),
+        bound=bound,
+        passed=True,
+        problem=None,
+      )
       if allowed.sum() > most:
-        note.update(passed=False, problem=(
+        note.update(
+          passed=False,
+          problem=(
             f'adam rounding {full_key}: {int(allowed.sum())} of {w.size} '
-            f'elements off where Adam\'s update is set by rounding, more '
-            f'than the {most} ({ROUNDING_FRACTION:.0%}) allowed'))
+            f"elements off where Adam's update is set by rounding, more "
+            f'than the {most} ({ROUNDING_FRACTION:.0%}) allowed'
+          ),
+        )
         problems.append(note['problem'])
       else:
         flat[f'params|{key}'] = np.where(allowed, want, got)
@@ -327,10 +397,11 @@ class CheckedCase:
         worst = float(gap[finite].max()) if finite.any() else float('nan')
         note.update(passed=False)
         problems.append(
-            f'adam rounding {full_key}: {int(past.sum())}'
-            f' elements off where Adam\'s update is set by rounding past the '
-            f'bound {bound:.3g} (2 * lr * clip * {count} updates), max abs '
-            f'err {worst:.3g}')
+          f'adam rounding {full_key}: {int(past.sum())}'
+          f" elements off where Adam's update is set by rounding past the "
+          f'bound {bound:.3g} (2 * lr * clip * {count} updates), max abs '
+          f'err {worst:.3g}'
+        )
         note['problem'] = note['problem'] or problems[-1]
       notes[full_key] = note
     return flat, problems, notes
@@ -357,16 +428,22 @@ def key_errors(got, want) -> dict[str, float]:
   nonzero = scale > 0
   norm = float(np.linalg.norm(scale))
   return dict(
-      max_abs_err=float(diff.max()) if diff.size else 0.0,
-      max_rel_err=float((diff[nonzero] / scale[nonzero]).max())
-      if nonzero.any() else 0.0,
-      leaf_rel_err=float(np.linalg.norm(diff)) / norm if norm else 0.0)
+    max_abs_err=float(diff.max()) if diff.size else 0.0,
+    max_rel_err=float((diff[nonzero] / scale[nonzero]).max())
+    if nonzero.any()
+    else 0.0,
+    leaf_rel_err=float(np.linalg.norm(diff)) / norm if norm else 0.0,
+  )
 
 
-def report_comparison(path: str, checked: CheckedCase, tree, prefix: str,
-                      exact: bool,
-                      leaf_rtol: Mapping[str, float | None] | None = None
-                      ) -> None:
+def report_comparison(
+  path: str,
+  checked: CheckedCase,
+  tree,
+  prefix: str,
+  exact: bool,
+  leaf_rtol: Mapping[str, float | None] | None = None,
+) -> None:
   """Appends one JSON line per key under `prefix` to `path`.
 
   Each line: case, reference, key, `passed` (at the reference's tolerance
@@ -382,23 +459,36 @@ def report_comparison(path: str, checked: CheckedCase, tree, prefix: str,
   want = {f'{prefix}|{k}': v for k, v in case.under(prefix).items()}
   with open(path, 'a') as f:
     for key in sorted(set(got) | set(want)):
-      line = dict(case=case.name, reference=ref.name, key=key,
-                  passed=key not in by_key, problem=by_key.get(key))
+      line = dict(
+        case=case.name,
+        reference=ref.name,
+        key=key,
+        passed=key not in by_key,
+        problem=by_key.get(key),
+      )
       w = want.get(key)
-      if (key in got and w is not None and w.dtype.kind == 'f'
-          and np.shape(got[key]) == w.shape):
+      if (
+        key in got
+        and w is not None
+        and w.dtype.kind == 'f'
+        and np.shape(got[key]) == w.shape
+      ):
         line.update(key_errors(got[key], w))
         g64 = np.asarray(got[key], np.float64)
         w64 = w.astype(np.float64)
         finite = np.isfinite(g64) & np.isfinite(w64)
         allowed = ref.atol + ref.rtol * np.abs(w64[finite])
-        line['tol_ratio'] = (float((np.abs(g64 - w64)[finite] / allowed).max())
-                             if finite.any() else 0.0)
+        line['tol_ratio'] = (
+          float((np.abs(g64 - w64)[finite] / allowed).max())
+          if finite.any()
+          else 0.0
+        )
       f.write(json.dumps(line) + '\n')
 
 
-def load_case(golden, golden_dir: pathlib.Path, reference: Reference,
-              name: str) -> CheckedCase:
+def load_case(
+  golden, golden_dir: pathlib.Path, reference: Reference, name: str
+) -> CheckedCase:
   """The case `name` of `reference`; skips the test when it is absent."""
   directory = pathlib.Path(golden_dir) / reference.subdir
   if not (directory / f'{name}.npz').is_file():
@@ -436,14 +526,17 @@ def settings_from_case(meta: dict):
   """
   recorded = json.loads(meta['settings'])
   name = recorded['update_rule_name']
-  ours = {'disco': agent_lib.get_settings_disco,
-          'actor_critic': agent_lib.get_settings_actor_critic}[name]()
+  ours = {
+    'disco': agent_lib.get_settings_disco,
+    'actor_critic': agent_lib.get_settings_actor_critic,
+  }[name]()
   ours.net_settings = recorded['net_settings']
   ours.learning_rate = recorded['learning_rate']
   mine = _jsonable(ours.to_dict())
   assert mine == recorded, (
-      'our default settings differ from the recorded upstream settings:\n'
-      f'{mine}\n!=\n{recorded}')
+    'our default settings differ from the recorded upstream settings:\n'
+    f'{mine}\n!=\n{recorded}'
+  )
   return ours
 
 
@@ -455,45 +548,59 @@ def _jsonable(x):
   return x
 
 
-def catch_env(meta: dict, batch_size: int | None = None,
-              rows_key: str = 'rows', cols_key: str = 'cols'):
+def catch_env(
+  meta: dict,
+  batch_size: int | None = None,
+  rows_key: str = 'rows',
+  cols_key: str = 'cols',
+):
   settings = jittable_envs.get_config_catch()
   settings.rows = meta[rows_key]
   settings.columns = meta[cols_key]
   return jittable_envs.CatchJittableEnvironment(
-      batch_size=batch_size or meta['batch'], env_settings=settings)
+    batch_size=batch_size or meta['batch'], env_settings=settings
+  )
 
 
 def make_agent(meta: dict, batch_axis_name=None, **env_kwargs):
   env = catch_env(meta, **env_kwargs)
   agent = agent_lib.Agent(
-      single_observation_spec=env.single_observation_spec(),
-      single_action_spec=env.single_action_spec(),
-      agent_settings=settings_from_case(meta),
-      batch_axis_name=batch_axis_name)
+    single_observation_spec=env.single_observation_spec(),
+    single_action_spec=env.single_action_spec(),
+    agent_settings=settings_from_case(meta),
+    batch_axis_name=batch_axis_name,
+  )
   return agent, env
 
 
 def rollout_from(tree: dict, states=None) -> types.ActorRollout:
   """An ActorRollout from a golden subtree (numpy leaves)."""
   return types.ActorRollout(
-      observations=jnp.asarray(tree['observations']),
-      actions=jnp.asarray(tree['actions']),
-      rewards=jnp.asarray(tree['rewards']),
-      discounts=jnp.asarray(tree['discounts']),
-      agent_outs=jax.tree.map(jnp.asarray, tree['agent_outs']),
-      states={} if states is None else states,
-      logits=jnp.asarray(tree['logits']),
+    observations=jnp.asarray(tree['observations']),
+    actions=jnp.asarray(tree['actions']),
+    rewards=jnp.asarray(tree['rewards']),
+    discounts=jnp.asarray(tree['discounts']),
+    agent_outs=jax.tree.map(jnp.asarray, tree['agent_outs']),
+    states={} if states is None else states,
+    logits=jnp.asarray(tree['logits']),
   )
 
 
-def unroll_actor(agent, env, params, actor_state, env_state, timestep, rng,
-                 num_steps: int):
+def unroll_actor(
+  agent, env, params, actor_state, env_state, timestep, rng, num_steps: int
+):
   """`actors.unroll_jittable_actor` with the agent's actor step; returns
   (rollout, actor_state, env_state, timestep)."""
   rollout, actor_state, timestep, env_state = actors.unroll_jittable_actor(
-      params, actor_state, timestep, env_state, rng, env, num_steps,
-      agent.actor_step)
+    params,
+    actor_state,
+    timestep,
+    env_state,
+    rng,
+    env,
+    num_steps,
+    agent.actor_step,
+  )
   return rollout, actor_state, env_state, timestep
 
 

@@ -24,21 +24,38 @@ from disco_rl.loops import mesh
 from disco_rl.loops import meta as meta_lib
 
 EVAL = config_lib.EvalConfig(
-    rule='actor_critic', batch_size=8, replay_ratio=2, buffer_capacity=16,
-    rollout_len=5, dense=(16,), model_lstm_size=8, model_head_hiddens=(8,),
-    steps_per_call=2, num_steps=4)
+  rule='actor_critic',
+  batch_size=8,
+  replay_ratio=2,
+  buffer_capacity=16,
+  rollout_len=5,
+  dense=(16,),
+  model_lstm_size=8,
+  model_head_hiddens=(8,),
+  steps_per_call=2,
+  num_steps=4,
+)
 # A suite of two tasks (two agent groups, network shapes and environments).
 META = config_lib.MetaTrainConfig(
-    num_agents=2, batch_size_per_device=2, rollout_len=3, dense=(16,),
-    model_lstm_size=8, model_head_hiddens=(8,), value_dense=(8,),
-    steps_per_call=2, num_steps=2,
-    tasks=('catch', 'catch[rows=4,columns=3]'))
+  num_agents=2,
+  batch_size_per_device=2,
+  rollout_len=3,
+  dense=(16,),
+  model_lstm_size=8,
+  model_head_hiddens=(8,),
+  value_dense=(8,),
+  steps_per_call=2,
+  num_steps=2,
+  tasks=('catch', 'catch[rows=4,columns=3]'),
+)
 
 
 def _flat(tree, prefix):
   leaves = jax.tree_util.tree_leaves_with_path(tree)
-  return {prefix + jax.tree_util.keystr(path): np.asarray(leaf)
-          for path, leaf in leaves}
+  return {
+    prefix + jax.tree_util.keystr(path): np.asarray(leaf)
+    for path, leaf in leaves
+  }
 
 
 def run_eval() -> dict[str, np.ndarray]:
@@ -66,15 +83,20 @@ def run_meta() -> dict[str, np.ndarray]:
 def main(argv):
   job, out = argv[1], argv[2]
   if len(argv) > 3:
-    distributed.initialize(distributed.DistributedConfig(
-        coordinator_address=argv[3], num_processes=int(argv[4]),
-        process_id=int(argv[5])))
+    distributed.initialize(
+      distributed.DistributedConfig(
+        coordinator_address=argv[3],
+        num_processes=int(argv[4]),
+        process_id=int(argv[5]),
+      )
+    )
   assert len(jax.devices()) == 2, jax.devices()
   arrays = {'eval': run_eval, 'meta': run_meta}[job]()
   if jax.process_index() == 0:
     np.savez(out, **arrays)
-  print(f'process {jax.process_index()} of {jax.process_count()}: done',
-        flush=True)
+  print(
+    f'process {jax.process_index()} of {jax.process_count()}: done', flush=True
+  )
 
 
 if __name__ == '__main__':

@@ -6,10 +6,8 @@ notebook and command-line subprocesses, an environment with a bug."""
 import contextlib
 import functools
 import os
-import pathlib
 
 import numpy as np
-
 
 # XLA:CPU's element-wise emitters instead of its fusion emitters: the same
 # programs, compiled in about a third less time (the tiny meta-training
@@ -34,8 +32,9 @@ LEGACY_EMITTERS = 'xla_cpu_use_fusion_emitters'
 SAME_RUN = {'rtol': 1e-5, 'atol': 5e-4}
 
 
-def assert_same_learner_state(got, want, *, learning_rate: float,
-                              max_abs_update: float) -> None:
+def assert_same_learner_state(
+  got, want, *, learning_rate: float, max_abs_update: float
+) -> None:
   """`got` and `want` (an agent's `LearnerState`) are the same run's, from
   programs of other shapes: every array within `SAME_RUN`, but for a few
   parameter elements that Adam moved apart.
@@ -53,6 +52,7 @@ def assert_same_learner_state(got, want, *, learning_rate: float,
   rule's state stay within it.
   """
   import jax  # pylint: disable=g-import-not-at-top
+
   updates = int(want.opt_state[0].count)  # The agent's Adam, first.
   bound = 2 * learning_rate * max_abs_update * updates
 
@@ -61,23 +61,28 @@ def assert_same_learner_state(got, want, *, learning_rate: float,
     apart = ~np.isclose(g, w, **SAME_RUN)
     name = jax.tree_util.keystr(path)
     assert apart.sum() <= max(1, apart.size // 100), (
-        f'{name}: {apart.sum()} of {apart.size} elements apart')
+      f'{name}: {apart.sum()} of {apart.size} elements apart'
+    )
     gap = np.abs(g - w)[apart]
     assert (gap <= bound).all(), f'{name}: {gap.max()} > {bound}'
 
   jax.tree_util.tree_map_with_path(params, got.params, want.params)
-  jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, **SAME_RUN),
-               (got.opt_state, got.meta_state),
-               (want.opt_state, want.meta_state))
+  jax.tree.map(
+    lambda g, w: np.testing.assert_allclose(g, w, **SAME_RUN),
+    (got.opt_state, got.meta_state),
+    (want.opt_state, want.meta_state),
+  )
 
 
 @functools.cache
 def legacy_emitters() -> bool:
   """Whether this jaxlib's CPU compiler takes `LEGACY_EMITTERS`."""
   import jax  # pylint: disable=g-import-not-at-top
+
   try:
     jax.jit(lambda x: x + 1).lower(0.0).compile(
-        compiler_options={LEGACY_EMITTERS: False})
+      compiler_options={LEGACY_EMITTERS: False}
+    )
   except jax.errors.JaxRuntimeError as e:  # No such compile option.
     if LEGACY_EMITTERS not in str(e):
       raise
@@ -106,13 +111,19 @@ def fast_jax_env(num_devices: int | None = None) -> dict[str, str]:
   emitters (`xla_flags`, with `num_devices` host devices if given).
   """
   cache = os.environ.get('DISCO_RL_TEST_JAX_CACHE', 'off')
-  return ({} if cache == 'off' else {
+  return (
+    {}
+    if cache == 'off'
+    else {
       'JAX_COMPILATION_CACHE_DIR': cache,
       'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS': '0',
-      'JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES': '-1'}) | {
-      # Smoke runs: cheaper XLA compilation (same semantics, slower code).
-      'JAX_DISABLE_MOST_OPTIMIZATIONS': '1',
-      'XLA_FLAGS': xla_flags(num_devices)}
+      'JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES': '-1',
+    }
+  ) | {
+    # Smoke runs: cheaper XLA compilation (same semantics, slower code).
+    'JAX_DISABLE_MOST_OPTIMIZATIONS': '1',
+    'XLA_FLAGS': xla_flags(num_devices),
+  }
 
 
 @contextlib.contextmanager
@@ -126,8 +137,11 @@ def fast_compile():
   """
   import jax  # pylint: disable=g-import-not-at-top
   from jax._src import compiler  # pylint: disable=g-import-not-at-top
-  previous = (jax.config.values['jax_disable_most_optimizations'],
-              compiler.get_compile_options)
+
+  previous = (
+    jax.config.values['jax_disable_most_optimizations'],
+    compiler.get_compile_options,
+  )
   jax.config.update('jax_disable_most_optimizations', True)
   if legacy_emitters():
     # JAX passes no compiler options of its own to every compilation; its
@@ -138,8 +152,15 @@ def fast_compile():
 
     @functools.wraps(build)
     def with_legacy_emitters(*args, env_options_overrides=None, **kwargs):
-      return build(*args, env_options_overrides={
-          LEGACY_EMITTERS: False, **(env_options_overrides or {})}, **kwargs)
+      return build(
+        *args,
+        env_options_overrides={
+          LEGACY_EMITTERS: False,
+          **(env_options_overrides or {}),
+        },
+        **kwargs,
+      )
+
     compiler.get_compile_options = with_legacy_emitters
   try:
     yield

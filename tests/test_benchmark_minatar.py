@@ -22,8 +22,10 @@ import comparison  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def test_the_rate_with_the_best_mean_is_chosen_the_smaller_on_a_tie():
-  assert bench.choose_rate({1e-3: [1.0, 2.0], 3e-3: [3.0, 2.0],
-                            1e-2: [0.0, 4.0]}) == 3e-3
+  assert (
+    bench.choose_rate({1e-3: [1.0, 2.0], 3e-3: [3.0, 2.0], 1e-2: [0.0, 4.0]})
+    == 3e-3
+  )
   assert bench.choose_rate({1e-2: [2.0, 2.0], 1e-3: [1.0, 3.0]}) == 1e-3
   # A run without a final return never wins.
   assert bench.choose_rate({1e-3: [math.nan, 9.0], 3e-3: [0.5, 0.5]}) == 3e-3
@@ -37,11 +39,17 @@ def _metrics():
   for step in range(12):
     for seed in (7, 8):
       ended = (seed == 7 and step in (3, 11)) or (seed == 8 and step == 4)
-      rows.append(dict(step=step, seed=seed, env_steps=(step + 1) * 10,
-                       episodes=1.0 if ended else 0.0,
-                       avg_return=(1.0 if seed == 7 else 2.0) if ended
-                       else math.nan, learned=int(step >= 2),
-                       entropy=0.5 if step >= 2 else math.nan))
+      rows.append(
+        dict(
+          step=step,
+          seed=seed,
+          env_steps=(step + 1) * 10,
+          episodes=1.0 if ended else 0.0,
+          avg_return=(1.0 if seed == 7 else 2.0) if ended else math.nan,
+          learned=int(step >= 2),
+          entropy=0.5 if step >= 2 else math.nan,
+        )
+      )
   table = pd.DataFrame(rows)
   return {k: table[k].to_numpy(float) for k in table.columns}
 
@@ -55,7 +63,13 @@ def test_final_returns_of_the_last_tenth_or_the_last_episodes_seen():
 def test_compact_curves_bin_iterations_per_seed():
   rows = comparison.compact_curves(_metrics(), bin_size=5)
   assert [(r['seed'], r['step'], r['updates']) for r in rows] == [
-      (7, 4, 3), (7, 9, 8), (7, 11, 10), (8, 4, 3), (8, 9, 8), (8, 11, 10)]
+    (7, 4, 3),
+    (7, 9, 8),
+    (7, 11, 10),
+    (8, 4, 3),
+    (8, 9, 8),
+    (8, 11, 10),
+  ]
   assert [r['episodes'] for r in rows] == [1, 0, 1, 1, 0, 0]
   assert rows[0]['avg_return'] == 1.0 and math.isnan(rows[1]['avg_return'])
   assert rows[3]['avg_return'] == 2.0
@@ -66,8 +80,9 @@ def test_points_without_an_episode_end_carry_the_last_return():
   # Freeway: every point between its time-limit episode ends is NaN; the
   # curves draw the last return seen (NaN, or the IQM's 0, before any).
   values = np.array([np.nan, 1.0, np.nan, np.nan, 3.0, np.nan])
-  np.testing.assert_array_equal(bench._filled(values, start=np.nan),
-                                [np.nan, 1, 1, 1, 3, 3])
+  np.testing.assert_array_equal(
+    bench._filled(values, start=np.nan), [np.nan, 1, 1, 1, 3, 3]
+  )
   np.testing.assert_array_equal(bench._filled(values), [0, 1, 1, 1, 3, 3])
 
 
@@ -84,17 +99,28 @@ def test_normalised_scores_from_random_play_to_the_published_reference():
 
 
 def test_the_spread_of_three_seeds_is_their_range():
-  summaries = {('Breakout', 'disco_103'): dict(
-      learning_rate=1e-3, seeds=[0, 1, 2], updates=10, env_steps=580,
-      final_returns=[3.0, 9.0, 6.0], steps_per_second=1.0)}
-  row, = bench.game_rows(['Breakout'], ['disco_103'], summaries,
-                         {'Breakout': 1.0})
+  summaries = {
+    ('Breakout', 'disco_103'): dict(
+      learning_rate=1e-3,
+      seeds=[0, 1, 2],
+      updates=10,
+      env_steps=580,
+      final_returns=[3.0, 9.0, 6.0],
+      steps_per_second=1.0,
+    )
+  }
+  (row,) = bench.game_rows(
+    ['Breakout'], ['disco_103'], summaries, {'Breakout': 1.0}
+  )
   assert (row['final_return'], row['min'], row['max']) == (6.0, 3.0, 9.0)
   assert row['normalised'] == pytest.approx((6.0 - 1.0) / (28.0 - 1.0))
   seaquest = dict(summaries[('Breakout', 'disco_103')])
-  row, = bench.game_rows(['Seaquest'], ['disco_103'],
-                         {('Seaquest', 'disco_103'): seaquest},
-                         {'Seaquest': 0.1})
+  (row,) = bench.game_rows(
+    ['Seaquest'],
+    ['disco_103'],
+    {('Seaquest', 'disco_103'): seaquest},
+    {'Seaquest': 0.1},
+  )
   assert math.isnan(row['normalised']) and math.isnan(row['reference'])
 
 
@@ -103,15 +129,16 @@ def _by_hand_iqm(values) -> float:
   from each end."""
   values = sorted(np.ravel(values))
   quarter = len(values) // 4
-  return float(np.mean(values[quarter:len(values) - quarter]))
+  return float(np.mean(values[quarter : len(values) - quarter]))
 
 
 def _by_hand_probability(x, y) -> float:
   """Per game, the share of seed pairs (x, y) with x > y (ties half)."""
   per_game = []
   for t in range(x.shape[1]):
-    wins = [1.0 if a > b else 0.5 if a == b else 0.0
-            for a in x[:, t] for b in y[:, t]]
+    wins = [
+      1.0 if a > b else 0.5 if a == b else 0.0 for a in x[:, t] for b in y[:, t]
+    ]
     per_game.append(sum(wins) / len(wins))
   return float(np.mean(per_game))
 
@@ -130,37 +157,62 @@ def test_the_comparison_against_a_computation_by_hand():
   # X wins 7 of 9 pairs of game 0 and ties one (0.1 = 0.1); none of game 1.
   assert stats['per_game'] == pytest.approx([7.5 / 9, 0.0])
   assert stats['probability'] == pytest.approx(_by_hand_probability(_X, _Y))
-  for point, (low, high) in ((stats['difference'], stats['difference_ci']),
-                             (stats['probability'],
-                              stats['probability_ci']),
-                             (stats['iqm_x'], stats['iqm_x_ci'])):
+  for point, (low, high) in (
+    (stats['difference'], stats['difference_ci']),
+    (stats['probability'], stats['probability_ci']),
+    (stats['iqm_x'], stats['iqm_x_ci']),
+  ):
     assert low <= point <= high
   # The most extreme run is X's 0.9 (0.6 from its game's median, 0.3); set
   # to that median, X's IQM is that of the array with 0.3 in its place.
   sensitivity = stats['sensitivity']
   assert (sensitivity['side'], sensitivity['run'], sensitivity['task']) == (
-      'x', 2, 0)
+    'x',
+    2,
+    0,
+  )
   assert (sensitivity['score'], sensitivity['median']) == (0.9, 0.3)
   at_median = _X.copy()
   at_median[2, 0] = 0.3
   assert sensitivity['iqm_x'] == pytest.approx(_by_hand_iqm(at_median))
   assert sensitivity['iqm_y'] == pytest.approx(_by_hand_iqm(_Y))
   assert sensitivity['probability'] == pytest.approx(
-      _by_hand_probability(at_median, _Y))
+    _by_hand_probability(at_median, _Y)
+  )
 
 
 def _write_run(results, game, rule, rate, finals, points=4):
   """A finished run's committed files: summary.json and curves.csv."""
   path = results / bench.run_name(game, rule, rate)
   path.mkdir(parents=True)
-  (path / 'summary.json').write_text(json.dumps(dict(
-      env=bench.env_name(game), rule=rule, learning_rate=rate,
-      seeds=list(range(len(finals))), updates=40, env_steps=40 * 58,
-      env_steps_per_update=58, final_returns=finals, steps_per_second=1.0)))
-  rows = [dict(seed=s, step=i, env_steps=(i + 1) * 580, updates=(i + 1) * 10,
-               episodes=1.0, avg_return=final * (i + 1) / points,
-               entropy=1.0)
-          for s, final in enumerate(finals) for i in range(points)]
+  (path / 'summary.json').write_text(
+    json.dumps(
+      dict(
+        env=bench.env_name(game),
+        rule=rule,
+        learning_rate=rate,
+        seeds=list(range(len(finals))),
+        updates=40,
+        env_steps=40 * 58,
+        env_steps_per_update=58,
+        final_returns=finals,
+        steps_per_second=1.0,
+      )
+    )
+  )
+  rows = [
+    dict(
+      seed=s,
+      step=i,
+      env_steps=(i + 1) * 580,
+      updates=(i + 1) * 10,
+      episodes=1.0,
+      avg_return=final * (i + 1) / points,
+      entropy=1.0,
+    )
+    for s, final in enumerate(finals)
+    for i in range(points)
+  ]
   pd.DataFrame(rows).to_csv(path / 'curves.csv', index=False)
 
 
@@ -169,29 +221,54 @@ def test_report_from_the_committed_files_alone(tmp_path):
   training, nothing compiled), leaves Seaquest out of the aggregate, and
   writes the statistics an independent computation gives."""
   results = tmp_path / 'results'
-  finals = {('Breakout', 'disco_103'): [3.0, 5.0, 4.0],
-            ('Breakout', 'actor_critic'): [6.0, 8.0, 7.0],
-            ('Freeway', 'disco_103'): [2.0, 20.0, 4.0],
-            ('Freeway', 'actor_critic'): [1.0, 1.5, 0.5],
-            ('Seaquest', 'disco_103'): [0.7, 0.8, 0.6],
-            ('Seaquest', 'actor_critic'): [0.5, 0.4, 0.45]}
+  finals = {
+    ('Breakout', 'disco_103'): [3.0, 5.0, 4.0],
+    ('Breakout', 'actor_critic'): [6.0, 8.0, 7.0],
+    ('Freeway', 'disco_103'): [2.0, 20.0, 4.0],
+    ('Freeway', 'actor_critic'): [1.0, 1.5, 0.5],
+    ('Seaquest', 'disco_103'): [0.7, 0.8, 0.6],
+    ('Seaquest', 'actor_critic'): [0.5, 0.4, 0.45],
+  }
   rates = {'disco_103': 0.001, 'actor_critic': 0.003}
   for (game, rule), values in finals.items():
     _write_run(results, game, rule, rates[rule], values)
   randoms = {'Breakout': 0.4, 'Freeway': 0.3, 'Seaquest': 0.1}
   (results / 'random_returns.json').write_text(json.dumps(randoms))
-  assert bench.main(['--stage', 'report', '--games', 'Breakout', 'Freeway',
-                     'Seaquest', '--learning-rates', '0.001', '0.003',
-                     '--results', str(results), '--work',
-                     str(tmp_path / 'work')]) == 0
+  assert (
+    bench.main(
+      [
+        '--stage',
+        'report',
+        '--games',
+        'Breakout',
+        'Freeway',
+        'Seaquest',
+        '--learning-rates',
+        '0.001',
+        '0.003',
+        '--results',
+        str(results),
+        '--work',
+        str(tmp_path / 'work'),
+      ]
+    )
+    == 0
+  )
   assert not (tmp_path / 'work').exists()  # Nothing trained or compiled.
   saved = json.loads((results / 'comparison.json').read_text())
   assert saved['games'] == ['Breakout', 'Freeway']  # Seaquest left out.
-  normalised = {rule: np.array([[(v - randoms[g]) / (bench.PPO_RETURNS[g]
-                                                     - randoms[g])
-                                 for v in finals[g, rule]]
-                                for g in ('Breakout', 'Freeway')]).T
-                for rule in bench.RULES}
+  normalised = {
+    rule: np.array(
+      [
+        [
+          (v - randoms[g]) / (bench.PPO_RETURNS[g] - randoms[g])
+          for v in finals[g, rule]
+        ]
+        for g in ('Breakout', 'Freeway')
+      ]
+    ).T
+    for rule in bench.RULES
+  }
   x, y = normalised['disco_103'], normalised['actor_critic']
   # 6 scores per rule: the IQM trims one from each end.
   assert saved['iqm_x'] == pytest.approx(np.mean(sorted(x.ravel())[1:5]))
@@ -200,16 +277,19 @@ def test_report_from_the_committed_files_alone(tmp_path):
   # Freeway's 20.0 is the farthest from its game's median (4.0).
   assert (saved['sensitivity']['task'], saved['sensitivity']['run']) == (1, 1)
   table = pd.read_csv(results / 'results.csv')
-  assert list(table['game']) == ['Breakout'] * 2 + ['Freeway'] * 2 + [
-      'Seaquest'] * 2
+  assert (
+    list(table['game']) == ['Breakout'] * 2 + ['Freeway'] * 2 + ['Seaquest'] * 2
+  )
   assert list(table['min']) == [min(v) for v in finals.values()]
   assert list(table['max']) == [max(v) for v in finals.values()]
   text = (results / 'results.md').read_text()
   assert f'| IQM, Disco103 | {saved["iqm_x"]:.3f} [' in text
   assert 'P(Disco103 > actor-critic) | 0.500 [' in text
   assert '| Seaquest | Disco103 | 0.001 | 3 | 0.70 (0.60-0.80) |' in text
-  assert 'Sensitivity, without the most extreme run (Disco103, Freeway, ' \
-         'seed 1' in text
+  assert (
+    'Sensitivity, without the most extreme run (Disco103, Freeway, '
+    'seed 1' in text
+  )
   for png in ('curves_Breakout.png', 'curves_Seaquest.png', 'iqm.png'):
     assert (results / png).stat().st_size > 1000
 
@@ -222,20 +302,32 @@ def test_the_committed_comparison_matches_the_committed_runs():
   rates = json.loads((results / 'sweep.json').read_text())['chosen']
   scores = {}
   for rule in bench.RULES:
-    scores[rule] = np.array([[
-        bench.normalise(g, v, saved['random_returns'][g])
-        for v in json.loads((results / bench.run_name(g, rule, rates[rule])
-                             / 'summary.json').read_text())['final_returns']]
-        for g in saved['games']]).T
+    scores[rule] = np.array(
+      [
+        [
+          bench.normalise(g, v, saved['random_returns'][g])
+          for v in json.loads(
+            (
+              results / bench.run_name(g, rule, rates[rule]) / 'summary.json'
+            ).read_text()
+          )['final_returns']
+        ]
+        for g in saved['games']
+      ]
+    ).T
   assert saved['iqm_x'] == pytest.approx(_by_hand_iqm(scores['disco_103']))
   assert saved['iqm_y'] == pytest.approx(_by_hand_iqm(scores['actor_critic']))
-  assert saved['probability'] == pytest.approx(_by_hand_probability(
-      scores['disco_103'], scores['actor_critic']))
+  assert saved['probability'] == pytest.approx(
+    _by_hand_probability(scores['disco_103'], scores['actor_critic'])
+  )
 
 
 def test_seeds_of_a_program_must_be_consecutive():
-  with pytest.raises(ValueError, match=r'seeds must be consecutive .* got '
-                     r'\[0, 2\]'):
+  with pytest.raises(
+    ValueError,
+    match=r'seeds must be consecutive .* got '
+    r'\[0, 2\]',
+  ):
     bench.make_config('Breakout', 'disco_103', 1e-3, [0, 2], 10, bench.TINY)
 
 
@@ -246,18 +338,36 @@ def test_seeds_of_a_program_must_be_consecutive():
 def test_tiny_run_of_every_stage_then_read_back(tmp_path):
   """Sweep (one rate), table and report for Breakout with two seeds in one
   program per rule; run again, every run is read back from --results."""
-  env = dict(os.environ, **fast_jax_env(),
-             JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
+  env = dict(
+    os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu', MPLBACKEND='Agg'
+  )
   results, work = tmp_path / 'results', tmp_path / 'work'
-  args = [sys.executable, str(SCRIPTS / 'benchmark_minatar.py'), '--tiny',
-          '--games', 'Breakout', '--seeds', '0', '1', '--sweep-seeds', '5',
-          '--sweep-rates', '0.003', '--results', str(results), '--work',
-          str(work)]
-  first = subprocess.run(args, env=env, capture_output=True, text=True,
-                         check=False, timeout=900)
+  args = [
+    sys.executable,
+    str(SCRIPTS / 'benchmark_minatar.py'),
+    '--tiny',
+    '--games',
+    'Breakout',
+    '--seeds',
+    '0',
+    '1',
+    '--sweep-seeds',
+    '5',
+    '--sweep-rates',
+    '0.003',
+    '--results',
+    str(results),
+    '--work',
+    str(work),
+  ]
+  first = subprocess.run(
+    args, env=env, capture_output=True, text=True, check=False, timeout=900
+  )
   assert first.returncode == 0, first.stderr[-4000:]
   assert json.loads((results / 'sweep.json').read_text())['chosen'] == {
-      'disco_103': 0.003, 'actor_critic': 0.003}
+    'disco_103': 0.003,
+    'actor_critic': 0.003,
+  }
   table = pd.read_csv(results / 'results.csv')
   assert list(table['rule']) == ['disco_103', 'actor_critic']
   assert (table['seeds'] == 2).all() and (table['updates'] == 20).all()
@@ -278,8 +388,9 @@ def test_tiny_run_of_every_stage_then_read_back(tmp_path):
   # Nothing but small files in --results.
   assert not list(results.glob('**/checkpoints'))
   written = [p.stat().st_mtime_ns for p in summaries]
-  again = subprocess.run(args, env=env, capture_output=True, text=True,
-                         check=False, timeout=600)
+  again = subprocess.run(
+    args, env=env, capture_output=True, text=True, check=False, timeout=600
+  )
   assert again.returncode == 0, again.stderr[-4000:]
   assert [p.stat().st_mtime_ns for p in summaries] == written
   assert 'avg_return=' not in again.stderr + again.stdout  # Nothing trained.
@@ -288,14 +399,26 @@ def test_tiny_run_of_every_stage_then_read_back(tmp_path):
 
 def test_bad_input_is_one_error_line(tmp_path):
   proc = subprocess.run(
-      [sys.executable, str(SCRIPTS / 'benchmark_minatar.py'), '--stage',
-       'table', '--results', str(tmp_path / 'r'), '--work',
-       str(tmp_path / 'w')], capture_output=True, text=True, check=False,
-      timeout=300)
+    [
+      sys.executable,
+      str(SCRIPTS / 'benchmark_minatar.py'),
+      '--stage',
+      'table',
+      '--results',
+      str(tmp_path / 'r'),
+      '--work',
+      str(tmp_path / 'w'),
+    ],
+    capture_output=True,
+    text=True,
+    check=False,
+    timeout=300,
+  )
   assert proc.returncode == 2
   assert proc.stderr.strip() == (
-      f'error: {tmp_path / "r"}/sweep.json not found: run --stage sweep '
-      'first or give --learning-rates.')
+    f'error: {tmp_path / "r"}/sweep.json not found: run --stage sweep '
+    'first or give --learning-rates.'
+  )
 
 
 # ----------------------------------------------------------------------------
@@ -348,20 +471,51 @@ def test_plateau_study_tiny_run(tmp_path):
   """Every condition (the warm ones from base's final state), the tables
   (with the MinAtar runs of a tiny benchmark) and the plot; run again, each
   condition is read back."""
-  env = dict(os.environ, **fast_jax_env(),
-             JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
+  env = dict(
+    os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu', MPLBACKEND='Agg'
+  )
   minatar = tmp_path / 'minatar'
-  bench_args = [sys.executable, str(SCRIPTS / 'benchmark_minatar.py'),
-                '--tiny', '--games', 'Breakout', '--seeds', '0', '1',
-                '--sweep-rates', '0.003', '--rules', 'disco_103',
-                '--results', str(minatar), '--work', str(tmp_path / 'w')]
-  assert subprocess.run(bench_args, env=env, capture_output=True, text=True,
-                        check=False, timeout=900).returncode == 0
-  args = [sys.executable, str(SCRIPTS / 'study_plateau.py'), '--tiny',
-          '--results', str(tmp_path / 'plateau'), '--minatar-results',
-          str(minatar)]
-  first = subprocess.run(args, env=env, capture_output=True, text=True,
-                         check=False, timeout=1800)
+  bench_args = [
+    sys.executable,
+    str(SCRIPTS / 'benchmark_minatar.py'),
+    '--tiny',
+    '--games',
+    'Breakout',
+    '--seeds',
+    '0',
+    '1',
+    '--sweep-rates',
+    '0.003',
+    '--rules',
+    'disco_103',
+    '--results',
+    str(minatar),
+    '--work',
+    str(tmp_path / 'w'),
+  ]
+  assert (
+    subprocess.run(
+      bench_args,
+      env=env,
+      capture_output=True,
+      text=True,
+      check=False,
+      timeout=900,
+    ).returncode
+    == 0
+  )
+  args = [
+    sys.executable,
+    str(SCRIPTS / 'study_plateau.py'),
+    '--tiny',
+    '--results',
+    str(tmp_path / 'plateau'),
+    '--minatar-results',
+    str(minatar),
+  ]
+  first = subprocess.run(
+    args, env=env, capture_output=True, text=True, check=False, timeout=1800
+  )
   assert first.returncode == 0, first.stderr[-4000:]
   table = pd.read_csv(tmp_path / 'plateau/plateau.csv')
   settings = list(dict.fromkeys(table['setting']))
@@ -370,8 +524,9 @@ def test_plateau_study_tiny_run(tmp_path):
   assert (tmp_path / 'plateau/plateau.png').stat().st_size > 1000
   warm = json.loads((tmp_path / 'plateau/warm_rnn/summary.json').read_text())
   assert warm['carried'] == ['rnn_state']
-  again = subprocess.run(args, env=env, capture_output=True, text=True,
-                         check=False, timeout=600)
+  again = subprocess.run(
+    args, env=env, capture_output=True, text=True, check=False, timeout=600
+  )
   assert again.returncode == 0, again.stderr[-4000:]
   assert 'training' not in again.stdout
   assert pd.read_csv(tmp_path / 'plateau/plateau.csv').equals(table)
@@ -380,12 +535,18 @@ def test_plateau_study_tiny_run(tmp_path):
 def test_an_interrupted_run_records_nothing(tmp_path, monkeypatch):
   """A run stopped by a signal leaves no curves or summary behind (they
   would read as finished next time); the next call resumes it."""
-  monkeypatch.setattr(bench.comparison, 'run_or_resume',
-                      lambda *a, **k: dict(steps=7, interrupted='SIGTERM'))
-  config = bench.make_config('Breakout', 'disco_103', 1e-3, [0], 20,
-                             bench.TINY)
-  with pytest.raises(bench.comparison.Interrupted, match=(
+  monkeypatch.setattr(
+    bench.comparison,
+    'run_or_resume',
+    lambda *a, **k: dict(steps=7, interrupted='SIGTERM'),
+  )
+  config = bench.make_config('Breakout', 'disco_103', 1e-3, [0], 20, bench.TINY)
+  with pytest.raises(
+    bench.comparison.Interrupted,
+    match=(
       r'stopped at learner step 7 of 20 \(SIGTERM\); run the same command '
-      'again to resume it')):
+      'again to resume it'
+    ),
+  ):
     bench.run_program(config, tmp_path / 'work', tmp_path / 'results')
   assert not (tmp_path / 'results').exists()

@@ -29,18 +29,51 @@ import smoke_env
 from disco_rl import metrics as metrics_lib
 
 TIMEOUT_S = 600
-COMMANDS = {'eval': 'disco_rl.examples.eval',
-            'meta_train': 'disco_rl.examples.meta_train'}
+COMMANDS = {
+  'eval': 'disco_rl.examples.eval',
+  'meta_train': 'disco_rl.examples.meta_train',
+}
 TINY = {
-    'eval': ['--rule', 'actor_critic', '--batch-size', '8', '--replay-ratio',
-             '2', '--buffer-capacity', '16', '--rollout-len', '5', '--dense',
-             '16', '--model-lstm-size', '8', '--model-head-hiddens', '8',
-             '--steps-per-call', '2'],
-    'meta_train': ['--num-agents', '2', '--batch-size-per-device', '2',
-                   '--rollout-len', '3', '--num-inner-steps', '1',
-                   '--dense', '16', '--model-lstm-size',
-                   '8', '--model-head-hiddens', '8', '--value-dense', '8',
-                   '--steps-per-call', '2'],
+  'eval': [
+    '--rule',
+    'actor_critic',
+    '--batch-size',
+    '8',
+    '--replay-ratio',
+    '2',
+    '--buffer-capacity',
+    '16',
+    '--rollout-len',
+    '5',
+    '--dense',
+    '16',
+    '--model-lstm-size',
+    '8',
+    '--model-head-hiddens',
+    '8',
+    '--steps-per-call',
+    '2',
+  ],
+  'meta_train': [
+    '--num-agents',
+    '2',
+    '--batch-size-per-device',
+    '2',
+    '--rollout-len',
+    '3',
+    '--num-inner-steps',
+    '1',
+    '--dense',
+    '16',
+    '--model-lstm-size',
+    '8',
+    '--model-head-hiddens',
+    '8',
+    '--value-dense',
+    '8',
+    '--steps-per-call',
+    '2',
+  ],
 }
 
 
@@ -54,8 +87,12 @@ class _Pair:
   """The two processes of one run, started as a user starts them."""
 
   def __init__(self, job, args, tmp_path, name):
-    env = dict(os.environ, **smoke_env.fast_jax_env(num_devices=1),
-               JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
+    env = dict(
+      os.environ,
+      **smoke_env.fast_jax_env(num_devices=1),
+      JAX_PLATFORMS='cpu',
+      MPLBACKEND='Agg',
+    )
     env.pop('XLA_FLAGS', None)
     env['XLA_FLAGS'] = smoke_env.xla_flags(1)
     address = f'127.0.0.1:{_free_port()}'
@@ -63,11 +100,27 @@ class _Pair:
     self.procs = []
     for i, log in enumerate(self.logs):
       with open(log, 'w') as out:
-        self.procs.append(subprocess.Popen(
-            [sys.executable, '-m', COMMANDS[job], *args, '--no-progress',
-             '--coordinator-address', address, '--num-processes', '2',
-             '--process-id', str(i)],
-            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT))
+        self.procs.append(
+          subprocess.Popen(
+            [
+              sys.executable,
+              '-m',
+              COMMANDS[job],
+              *args,
+              '--no-progress',
+              '--coordinator-address',
+              address,
+              '--num-processes',
+              '2',
+              '--process-id',
+              str(i),
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+          )
+        )
 
   def wait(self, timeout=TIMEOUT_S) -> list[tuple[int, str]]:
     """(exit status, output) of each process."""
@@ -79,8 +132,10 @@ class _Pair:
       for p in self.procs:
         if p.poll() is None:
           p.kill()
-    return [(p.returncode, log.read_text())
-            for p, log in zip(self.procs, self.logs)]
+    return [
+      (p.returncode, log.read_text())
+      for p, log in zip(self.procs, self.logs, strict=True)
+    ]
 
 
 def _rows(out: pathlib.Path) -> int:
@@ -93,21 +148,29 @@ def _rows(out: pathlib.Path) -> int:
 def _compared(out: pathlib.Path):
   """The metrics table without the wall-clock and memory columns."""
   return metrics_lib.read_table(out / 'metrics.csv').drop(
-      columns=['time_s', 'rss_mb'])
+    columns=['time_s', 'rss_mb']
+  )
 
 
 def _params(out: pathlib.Path) -> dict[str, np.ndarray]:
   """The learned parameters in the run's latest checkpoint, read as NumPy
   arrays (no mesh): the agent's (eval) or the rule's (meta-training)."""
-  steps = sorted(int(p.name) for p in (out / 'checkpoints').iterdir()
-                 if p.name.isdigit())
+  steps = sorted(
+    int(p.name) for p in (out / 'checkpoints').iterdir() if p.name.isdigit()
+  )
   path = out / 'checkpoints' / str(steps[-1]) / 'state'
   tree = ocp.StandardCheckpointer().metadata(path).item_metadata.tree
-  state = ocp.PyTreeCheckpointer().restore(path, restore_args=jax.tree.map(
-      lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree))
+  state = ocp.PyTreeCheckpointer().restore(
+    path,
+    restore_args=jax.tree.map(
+      lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree
+    ),
+  )
   part = state.get('learner_state', state.get('update_rule_params'))
-  return {jax.tree_util.keystr(k): np.asarray(v)
-          for k, v in jax.tree_util.tree_leaves_with_path(part)}
+  return {
+    jax.tree_util.keystr(k): np.asarray(v)
+    for k, v in jax.tree_util.tree_leaves_with_path(part)
+  }
 
 
 # Steps of each run: enough that a SIGTERM after the first rows stops the
@@ -116,8 +179,7 @@ TOTAL = {'eval': 60, 'meta_train': 30}
 
 
 @pytest.mark.parametrize('job', ['eval', 'meta_train'])
-def test_two_processes_stop_resume_and_equal_a_run_never_stopped(
-    job, tmp_path):
+def test_two_processes_stop_resume_and_equal_a_run_never_stopped(job, tmp_path):
   """A straight two-process run ends with exit 0 in both. Another, given a
   SIGTERM in process 1, stops in both at one step (exit 143, checkpoint,
   summary); `--resume` in both finishes it (exit 0), with the rows and
@@ -146,8 +208,9 @@ def test_two_processes_stop_resume_and_equal_a_run_never_stopped(
     ends = pair.wait()
     assert [status for status, _ in ends] == [0, 0], ends
   assert json.loads((stopped / 'summary.json').read_text())['completed']
-  pd.testing.assert_frame_equal(_compared(stopped), _compared(straight),
-                                check_exact=True)
+  pd.testing.assert_frame_equal(
+    _compared(stopped), _compared(straight), check_exact=True
+  )
   want, got = _params(straight), _params(stopped)
   assert sorted(got) == sorted(want) and want
   for key in want:
@@ -157,8 +220,12 @@ def test_two_processes_stop_resume_and_equal_a_run_never_stopped(
 def test_a_process_whose_peer_dies_ends_with_one_error_line(tmp_path):
   """Process 1 killed (SIGKILL) mid-run: process 0 ends on its own within
   the stated time with one `error:` line and exit 2, no traceback."""
-  pair = _Pair('eval', [*TINY['eval'], '--steps', '100000', '--out',
-                        str(tmp_path / 'run')], tmp_path, 'dies')
+  pair = _Pair(
+    'eval',
+    [*TINY['eval'], '--steps', '100000', '--out', str(tmp_path / 'run')],
+    tmp_path,
+    'dies',
+  )
   deadline = time.monotonic() + TIMEOUT_S
   while _rows(tmp_path / 'run') < 4:
     assert all(p.poll() is None for p in pair.procs), pair.wait()
@@ -167,7 +234,9 @@ def test_a_process_whose_peer_dies_ends_with_one_error_line(tmp_path):
   pair.procs[1].kill()
   killed_at = time.monotonic()
   (status, out), _ = pair.wait(timeout=90)
-  assert time.monotonic() - killed_at < 80  # distributed.PEER_TIMEOUT_S + margin.
+  assert (
+    time.monotonic() - killed_at < 80
+  )  # distributed.PEER_TIMEOUT_S + margin.
   assert status == 2, out[-3000:]
   errors = [line for line in out.splitlines() if line.startswith('error: ')]
   assert len(errors) == 1 and 'process' in errors[0], out[-3000:]

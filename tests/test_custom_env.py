@@ -17,9 +17,17 @@ from disco_rl.loops import eval as eval_lib
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
 
-_TINY = dict(batch_size=4, replay_ratio=2, buffer_capacity=8, rollout_len=4,
-             dense=(8,), model_lstm_size=4, model_head_hiddens=(4,),
-             steps_per_call=2, num_devices=1)
+_TINY = dict(
+  batch_size=4,
+  replay_ratio=2,
+  buffer_capacity=8,
+  rollout_len=4,
+  dense=(8,),
+  model_lstm_size=4,
+  model_head_hiddens=(4,),
+  steps_per_call=2,
+  num_devices=1,
+)
 
 
 def test_corridor_follows_the_interface():
@@ -32,8 +40,9 @@ def test_corridor_follows_the_interface():
   state, timestep = env.step(state, jnp.array([1, 0, 0]))
   np.testing.assert_array_equal(timestep.reward, [1.0, 0.0, 0.0])
   np.testing.assert_array_equal(
-      timestep.step_type, [dm_env.StepType.LAST, dm_env.StepType.MID,
-                           dm_env.StepType.LAST])
+    timestep.step_type,
+    [dm_env.StepType.LAST, dm_env.StepType.MID, dm_env.StepType.LAST],
+  )
   np.testing.assert_array_equal(timestep.observation.argmax(-1), [2, 2, 2])
   # The time limit ends the episode too.
   _, timestep = env.step(state, jnp.array([0, 1, 1]))
@@ -41,9 +50,11 @@ def test_corridor_follows_the_interface():
 
 
 def test_the_example_trains_with_disco_103_through_the_trainer(
-    tmp_path, disco_103_params):
-  summary = custom_env.train(3, tmp_path / 'run', rule_params=disco_103_params,
-                             **_TINY)
+  tmp_path, disco_103_params
+):
+  summary = custom_env.train(
+    3, tmp_path / 'run', rule_params=disco_103_params, **_TINY
+  )
   assert summary['steps'] == 3 and summary['interrupted'] is None
   assert summary['final_avg_return'] is not None  # Episodes ended.
   settings = (tmp_path / 'run' / 'run.json').read_text()
@@ -70,39 +81,33 @@ def test_the_job_runs_the_environment_without_a_trainer():
 
 
 class _WrongObservationShape(custom_env.Corridor):
-
   def single_observation_spec(self):
     return {'observation': specs.Array((self.length + 1,), np.float32)}
 
 
 class _VectorActions(custom_env.Corridor):
-
   def single_action_spec(self):
     return specs.BoundedArray((2,), np.int32, minimum=0, maximum=1)
 
 
 class _FloatActions(custom_env.Corridor):
-
   def single_action_spec(self):
     return specs.BoundedArray((), np.float32, minimum=-1.0, maximum=1.0)
 
 
 class _IntegerRewards(custom_env.Corridor):
-
   def step(self, state, actions):
     state, timestep = super().step(state, actions)
     return state, timestep.replace(reward=timestep.reward.astype(jnp.int32))
 
 
 class _StepChangesTheState(custom_env.Corridor):
-
   def step(self, state, actions):
     state, timestep = super().step(state, actions)
     return state.position, timestep
 
 
 class _NotJittable(custom_env.Corridor):
-
   def step(self, state, actions):
     if int(actions[0]) == 1:  # Python control flow on a traced value.
       actions = actions * 0
@@ -110,28 +115,47 @@ class _NotJittable(custom_env.Corridor):
 
 
 class _RawTuple(custom_env.Corridor):
-
   def reset(self, rng_key):
     state, timestep = super().reset(rng_key)
     return state, (timestep.observation, timestep.reward)
 
 
-@pytest.mark.parametrize('env_class,match', [
-    (_WrongObservationShape,
-     r'env.reset\(rng\).observation: expected shape \(2, 8\) and dtype '
-     r'float32 .*got shape \(2, 7\)'),
-    (_VectorActions, r'env.single_action_spec\(\): expected a scalar int32 '
-     r'dm_env.specs.BoundedArray .*got BoundedArray of shape \(2,\)'),
-    (_FloatActions, r'env.single_action_spec\(\): expected a scalar int32 '
-     r'.*dtype float32'),
-    (_IntegerRewards, r'env.step\(state, actions\).reward: expected shape '
-     r'\(2,\) with a floating dtype, got shape \(2,\) and dtype int32'),
-    (_StepChangesTheState, r'env.step\(state, actions\) must return a state '
-     r'of the same structure, shapes and dtypes as env.reset\(rng\)'),
+@pytest.mark.parametrize(
+  'env_class,match',
+  [
+    (
+      _WrongObservationShape,
+      r'env.reset\(rng\).observation: expected shape \(2, 8\) and dtype '
+      r'float32 .*got shape \(2, 7\)',
+    ),
+    (
+      _VectorActions,
+      r'env.single_action_spec\(\): expected a scalar int32 '
+      r'dm_env.specs.BoundedArray .*got BoundedArray of shape \(2,\)',
+    ),
+    (
+      _FloatActions,
+      r'env.single_action_spec\(\): expected a scalar int32 '
+      r'.*dtype float32',
+    ),
+    (
+      _IntegerRewards,
+      r'env.step\(state, actions\).reward: expected shape '
+      r'\(2,\) with a floating dtype, got shape \(2,\) and dtype int32',
+    ),
+    (
+      _StepChangesTheState,
+      r'env.step\(state, actions\) must return a state '
+      r'of the same structure, shapes and dtypes as env.reset\(rng\)',
+    ),
     (_NotJittable, r'env.step\(state, actions\) cannot be traced by JAX'),
-    (_RawTuple, r'env.reset\(rng\) must return \(state, '
-     r'types.EnvironmentTimestep\), got a tuple'),
-])
+    (
+      _RawTuple,
+      r'env.reset\(rng\) must return \(state, '
+      r'types.EnvironmentTimestep\), got a tuple',
+    ),
+  ],
+)
 def test_a_wrong_environment_is_refused_at_construction(env_class, match):
   config = disco_rl.EvalConfig(env='custom', rule='actor_critic', **_TINY)
   with pytest.raises(ValueError, match=match):
@@ -142,14 +166,20 @@ def test_a_wrong_environment_is_refused_at_construction(env_class, match):
 
 def test_the_environment_must_hold_one_devices_share():
   config = disco_rl.EvalConfig(env='custom', rule='actor_critic', **_TINY)
-  with pytest.raises(ValueError, match=(
+  with pytest.raises(
+    ValueError,
+    match=(
       r'env.batch_size must be the environments per device, batch_size // '
-      r'replay_ratio // devices = 4 // 2 // 1 = 2, got 3')):
+      r'replay_ratio // devices = 4 // 2 // 1 = 2, got 3'
+    ),
+  ):
     disco_rl.Trainer(config, None, env=custom_env.Corridor(batch_size=3))
 
 
-@pytest.mark.parametrize('env_name,env', [
-    ('custom', None), ('jittable_catch', custom_env.Corridor(batch_size=2))])
+@pytest.mark.parametrize(
+  'env_name,env',
+  [('custom', None), ('jittable_catch', custom_env.Corridor(batch_size=2))],
+)
 def test_an_environment_object_goes_with_env_custom(env_name, env):
   config = disco_rl.EvalConfig(env=env_name, rule='actor_critic', **_TINY)
   with pytest.raises(ValueError, match="goes with env='custom'"):
@@ -157,21 +187,30 @@ def test_an_environment_object_goes_with_env_custom(env_name, env):
 
 
 def test_not_an_environment():
-  with pytest.raises(TypeError, match=(
-      'env must be a disco_rl.environments.base.Environment, got dict')):
+  with pytest.raises(
+    TypeError,
+    match=('env must be a disco_rl.environments.base.Environment, got dict'),
+  ):
     base.check_jittable_environment({})
 
 
 def test_timesteps_name_what_differs_from_the_specs():
   spec = {'observation': specs.Array((3,), np.float32)}
   good = types.EnvironmentTimestep(
-      observation=jnp.zeros((2, 3)), step_type=jnp.zeros((2,), jnp.int32),
-      reward=jnp.zeros((2,)))
+    observation=jnp.zeros((2, 3)),
+    step_type=jnp.zeros((2,), jnp.int32),
+    reward=jnp.zeros((2,)),
+  )
   base.check_timestep(good, spec, 2, 'f()')
   with pytest.raises(ValueError, match=r'f\(\).observation: expected 1 '):
-    base.check_timestep(good.replace(observation=(jnp.zeros((2, 3)),) * 2),
-                        spec, 2, 'f()')
-  with pytest.raises(ValueError, match=r'f\(\).step_type: expected shape '
-                     r'\(2,\) with an integer dtype, got shape \(2, 1\)'):
-    base.check_timestep(good.replace(step_type=jnp.zeros((2, 1), jnp.int32)),
-                        spec, 2, 'f()')
+    base.check_timestep(
+      good.replace(observation=(jnp.zeros((2, 3)),) * 2), spec, 2, 'f()'
+    )
+  with pytest.raises(
+    ValueError,
+    match=r'f\(\).step_type: expected shape '
+    r'\(2,\) with an integer dtype, got shape \(2, 1\)',
+  ):
+    base.check_timestep(
+      good.replace(step_type=jnp.zeros((2, 1), jnp.int32)), spec, 2, 'f()'
+    )

@@ -61,8 +61,9 @@ def broken_links(page: pathlib.Path, root: pathlib.Path = ROOT) -> list[str]:
   return bad
 
 
-@pytest.mark.parametrize('page', PAGES,
-                         ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
+@pytest.mark.parametrize(
+  'page', PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES]
+)
 def test_every_link_and_image_resolves(page):
   assert not broken_links(page)
 
@@ -70,22 +71,29 @@ def test_every_link_and_image_resolves(page):
 def test_a_broken_link_or_anchor_is_found(tmp_path):
   page = tmp_path / 'page.md'
   (tmp_path / 'there.md').write_text('# A heading, with punctuation\n')
-  page.write_text('# Here\n[ok](there.md#a-heading-with-punctuation) '
-                  '[self](#here) ![img](missing.png) [gone](there.md#nope)\n'
-                  '```\n[in code](not_checked.md)\n```\n')
+  page.write_text(
+    '# Here\n[ok](there.md#a-heading-with-punctuation) '
+    '[self](#here) ![img](missing.png) [gone](there.md#nope)\n'
+    '```\n[in code](not_checked.md)\n```\n'
+  )
   assert broken_links(page, tmp_path) == [
-      'page.md: missing.png (no such file)',
-      'page.md: there.md#nope (no such heading)']
+    'page.md: missing.png (no such file)',
+    'page.md: there.md#nope (no such heading)',
+  ]
 
 
 def results_table() -> list[dict[str, str]]:
   """The rows of the README's results table: {column: cell}."""
   text = (ROOT / 'README.md').read_text()
-  section = text[text.index('## Results'):]
+  section = text[text.index('## Results') :]
   rows = [line for line in section.splitlines() if line.startswith('|')]
   header = [c.strip() for c in rows[0].strip('|').split('|')]
-  return [dict(zip(header, (c.strip() for c in row.strip('|').split('|'))))
-          for row in rows[2:]]
+  return [
+    dict(
+      zip(header, (c.strip() for c in row.strip('|').split('|')), strict=False)
+    )
+    for row in rows[2:]
+  ]
 
 
 def missing_numbers(row: dict[str, str], page: pathlib.Path) -> list[str]:
@@ -110,8 +118,13 @@ def test_the_readme_results_are_in_the_files_they_cite():
 
 def test_a_number_not_in_the_cited_file_is_found(tmp_path):
   (tmp_path / 'r.md').write_text('IQM 0.152 [0.099, 0.234]; -104.922\n')
-  row = {'source': '[r](r.md)', 'Disco103': 'IQM 0.152 [0.099, 0.234]',
-         'actor-critic': '-104.922', 'meta-trained here': '0.15 and 0.2345'}
+  row = {
+    'source': '[r](r.md)',
+    'Disco103': 'IQM 0.152 [0.099, 0.234]',
+    'actor-critic': '-104.922',
+    'meta-trained here': '0.15 and 0.2345',
+  }
   assert missing_numbers(row, tmp_path / 'README.md') == [
-      'meta-trained here: 0.15 not in r.md',
-      'meta-trained here: 0.2345 not in r.md']
+    'meta-trained here: 0.15 not in r.md',
+    'meta-trained here: 0.2345 not in r.md',
+  ]

@@ -6,13 +6,13 @@ import functools
 
 import dm_env
 from dm_env import specs
+import golden_cases
 import jax
 import jax.numpy as jnp
 from ml_collections import config_dict
 import numpy as np
 import pytest
 
-import golden_cases
 from disco_rl import environments
 from disco_rl import utils
 from disco_rl.environments import base
@@ -35,15 +35,15 @@ def _settings(name, **kwargs):
 
 
 def _random_actions(seed, shape):
-  return np.random.RandomState(seed).randint(0, 3, size=shape).astype(
-      np.int32)
+  return np.random.RandomState(seed).randint(0, 3, size=shape).astype(np.int32)
 
 
 @functools.cache
 def _env_and_fns(name, rows, columns, jit):
   """The environment, its reset and its step (compiled if `jit`), cached."""
   env = environments.get_environment(
-      name, _BATCH, _settings(name, rows=rows, columns=columns))
+    name, _BATCH, _settings(name, rows=rows, columns=columns)
+  )
   if jit:
     return env, jax.jit(env.reset), jax.jit(env.step)
   return env, env.reset, env.step
@@ -80,17 +80,20 @@ def _positions(board):
 
 
 @pytest.mark.golden
-@pytest.mark.parametrize('reference', golden_cases.REFERENCES,
-                         ids=lambda r: r.name)
-@pytest.mark.parametrize('name, prefix', [('jittable_catch', 'jittable'),
-                                          ('catch', 'cpu')])
+@pytest.mark.parametrize(
+  'reference', golden_cases.REFERENCES, ids=lambda r: r.name
+)
+@pytest.mark.parametrize(
+  'name, prefix', [('jittable_catch', 'jittable'), ('catch', 'cpu')]
+)
 def test_matches_golden(golden, golden_dir, reference, name, prefix):
   case = golden_cases.load_case(golden, golden_dir, reference, 'envs')
   meta = case.meta
   actions = case.arrays['inputs|actions']
   assert actions.shape == (meta['steps'], meta['batch'])
-  settings = config_dict.ConfigDict(dict(rows=meta['rows'],
-                                         columns=meta['cols']))
+  settings = config_dict.ConfigDict(
+    dict(rows=meta['rows'], columns=meta['cols'])
+  )
   if name == 'catch':
     settings.random_seed = meta['seed']
   env = environments.get_environment(name, meta['batch'], settings)
@@ -130,16 +133,19 @@ def test_jittable_vmap_matches_eager():
     def body(states, action):
       states, timestep = jax.vmap(env.step)(states, action)
       return states, timestep
+
     states, first = jax.vmap(env.reset)(keys)
     _, rest = jax.lax.scan(body, states, actions)
-    return jax.tree.map(lambda f, r: jnp.concatenate([f[None], r]), first,
-                        rest)
+    return jax.tree.map(lambda f, r: jnp.concatenate([f[None], r]), first, rest)
 
   vmapped = vmapped_rollout(keys, actions)
   for i in range(len(keys)):
     eager = _rollout('jittable_catch', 8, 8, actions[:, i], keys[i])
-    jax.tree.map(lambda v, e, i=i: np.testing.assert_array_equal(v[:, i], e),
-                 vmapped, eager)
+    jax.tree.map(
+      lambda v, e, i=i: np.testing.assert_array_equal(v[:, i], e),
+      vmapped,
+      eager,
+    )
 
 
 def test_jittable_reset_accepts_legacy_and_typed_keys():
@@ -166,8 +172,7 @@ def test_still_paddle_catches_only_ball_above_it(name):
   centre = columns // 2
 
   step_types = out['step_type']
-  want_first = dm_env.StepType.FIRST if name == 'catch' else \
-      dm_env.StepType.MID
+  want_first = dm_env.StepType.FIRST if name == 'catch' else dm_env.StepType.MID
   np.testing.assert_array_equal(step_types[0], want_first)
   np.testing.assert_array_equal(step_types[1::2], dm_env.StepType.MID)
   np.testing.assert_array_equal(step_types[2::2], dm_env.StepType.LAST)
@@ -190,8 +195,7 @@ def test_still_paddle_catches_only_ball_above_it(name):
 @pytest.mark.parametrize('name', _ENV_NAMES)
 def test_paddle_following_ball_always_catches(name):
   rows, columns, episodes = 3, 3, 3
-  _, reset, step = _env_and_fns(name, rows, columns,
-                                name == 'jittable_catch')
+  _, reset, step = _env_and_fns(name, rows, columns, name == 'jittable_catch')
   state, timestep = reset(jax.random.key(2))
   rewards = []
   for _ in range(episodes * (rows - 1)):
@@ -217,10 +221,12 @@ def test_boards_show_ball_and_paddle(name):
   # The ball never shares a cell with the paddle in a reported observation:
   # terminal steps already show the next episode.
   np.testing.assert_array_equal(
-      boards.reshape(boards.shape[:2] + (-1,)).sum(-1), 2.0)
+    boards.reshape(boards.shape[:2] + (-1,)).sum(-1), 2.0
+  )
   # Exactly one cell of the bottom row (the paddle) is lit.
   np.testing.assert_array_equal(
-      boards[:, :, -1].reshape(boards.shape[:2] + (-1,)).sum(-1), 1.0)
+    boards[:, :, -1].reshape(boards.shape[:2] + (-1,)).sum(-1), 1.0
+  )
 
 
 def test_dm_env_catch_terminal_board():
@@ -228,8 +234,9 @@ def test_dm_env_catch_terminal_board():
   # the ball's final cell: one lit cell if caught, two if missed.
   outcomes = set()
   for seed in range(8):
-    game = catch.SingleStreamCatch(config_dict.ConfigDict(
-        dict(rows=3, columns=3, random_seed=seed)))
+    game = catch.SingleStreamCatch(
+      config_dict.ConfigDict(dict(rows=3, columns=3, random_seed=seed))
+    )
     first = game.reset()
     assert first.first() and first.reward is None
     ball_x = _positions(first.observation)[0][1]
@@ -248,11 +255,13 @@ def test_dm_env_catch_terminal_board():
 def test_cpu_catch_seeds_each_stream():
   # Stream i is seeded with the i-th of `batch` int32 draws from random_seed.
   rows, columns, seed = 4, 7, 11
-  env = catch.CatchEnvironment(_BATCH, _settings(
-      'catch', rows=rows, columns=columns, random_seed=seed))
+  env = catch.CatchEnvironment(
+    _BATCH, _settings('catch', rows=rows, columns=columns, random_seed=seed)
+  )
   _, timestep = env.reset(jax.random.key(0))
-  stream_seeds = jax.random.randint(jax.random.key(seed), (_BATCH,), 0,
-                                    np.iinfo(np.int32).max)
+  stream_seeds = jax.random.randint(
+    jax.random.key(seed), (_BATCH,), 0, np.iinfo(np.int32).max
+  )
   for i, stream_seed in enumerate(np.asarray(stream_seeds)):
     rng = np.random.RandomState(int(stream_seed))
     rng.randint(columns)  # The draw made when the environment was built.
@@ -276,13 +285,16 @@ def test_cpu_catch_accepts_jax_actions():
 
 def test_jittable_specs():
   env = jittable_envs.CatchJittableEnvironment(
-      5, config_dict.ConfigDict(dict(rows=6, columns=7)))
+    5, config_dict.ConfigDict(dict(rows=6, columns=7))
+  )
   assert env.batch_size == 5
   assert env.single_observation_spec() == {
-      'observation': specs.Array(shape=(6, 7, 1), dtype=np.float32)}
+    'observation': specs.Array(shape=(6, 7, 1), dtype=np.float32)
+  }
   assert env.single_action_spec() == specs.BoundedArray((), np.int32, 0, 2)
   assert env.batched_observation_spec() == {
-      'observation': specs.Array(shape=(5, 6, 7, 1), dtype=np.float32)}
+    'observation': specs.Array(shape=(5, 6, 7, 1), dtype=np.float32)
+  }
   batched_action = env.batched_action_spec()
   assert batched_action.shape == (5,) and batched_action.dtype == np.int32
   np.testing.assert_array_equal(batched_action.minimum, 0)
@@ -309,21 +321,23 @@ def test_specs_describe_outputs(name):
 
 def test_cpu_specs():
   env = catch.CatchEnvironment(
-      _BATCH, config_dict.ConfigDict(dict(rows=4, columns=9, random_seed=2)))
+    _BATCH, config_dict.ConfigDict(dict(rows=4, columns=9, random_seed=2))
+  )
   assert env.batch_size == _BATCH
   assert env.single_observation_spec() == specs.Array(
-      shape=(4, 9), dtype=np.float32, name='board')
+    shape=(4, 9), dtype=np.float32, name='board'
+  )
   assert env.single_action_spec() == specs.BoundedArray((), np.int32, 0, 2)
   assert env.batched_observation_spec() == specs.Array(
-      shape=(_BATCH, 4, 9), dtype=np.float32, name='board')
+    shape=(_BATCH, 4, 9), dtype=np.float32, name='board'
+  )
   batched_action = env.batched_action_spec()
   assert batched_action.shape == (_BATCH,)
   assert batched_action.dtype == np.int32
 
 
 def test_default_configs():
-  assert catch.get_config().to_dict() == dict(rows=8, columns=8,
-                                              random_seed=1)
+  assert catch.get_config().to_dict() == dict(rows=8, columns=8, random_seed=1)
   assert jittable_envs.get_config_catch().to_dict() == dict(rows=8, columns=8)
   for name in _ENV_NAMES:
     env = environments.get_environment(name, _BATCH)
@@ -343,8 +357,10 @@ def test_unknown_environment_name():
     environments.get_environment('pong', 2)
 
 
-_ENV_CLASSES = {'catch': catch.CatchEnvironment,
-                'jittable_catch': jittable_envs.CatchJittableEnvironment}
+_ENV_CLASSES = {
+  'catch': catch.CatchEnvironment,
+  'jittable_catch': jittable_envs.CatchJittableEnvironment,
+}
 
 
 @pytest.mark.parametrize('name', _ENV_NAMES)
@@ -373,20 +389,26 @@ def test_cpu_catch_missing_setting():
 
 @pytest.mark.parametrize('name', _ENV_NAMES)
 def test_settings_of_the_wrong_type(name):
-  with pytest.raises(TypeError,
-                     match=r'env_settings must be an ml_collections ConfigDict '
-                     r'or a mapping, got list'):
+  with pytest.raises(
+    TypeError,
+    match=r'env_settings must be an ml_collections ConfigDict '
+    r'or a mapping, got list',
+  ):
     _ENV_CLASSES[name](2, [('rows', 5)])
 
 
 def test_package_settings_of_the_wrong_type():
-  with pytest.raises(TypeError, match=r'gymnax:CartPole-v1 env_settings must '
-                     r'be .* got str'):
+  with pytest.raises(
+    TypeError,
+    match=r'gymnax:CartPole-v1 env_settings must '
+    r'be .* got str',
+  ):
     environments.get_environment('gymnax:CartPole-v1', 2, 'rows=5')
 
 
 def test_discrete_action_spec_is_what_the_checks_accept():
   from disco_rl.environments import base  # pylint: disable=g-import-not-at-top
+
   spec = base.discrete_action_spec(4)
   assert spec == specs.BoundedArray((), np.int32, 0, 3, name='action')
   base.check_action_spec(spec)
@@ -408,7 +430,8 @@ class _Toy(base.VmappedEnvironment):
     self.batch_size = base.check_batch_size(batch_size)
     self._length = length
     self._single_observation_spec = {
-        'count': specs.Array((1,), np.float32, name='count')}
+      'count': specs.Array((1,), np.float32, name='count')
+    }
     self._single_action_spec = base.discrete_action_spec(2)
 
   def _observe(self, count):
@@ -422,8 +445,7 @@ class _Toy(base.VmappedEnvironment):
     count = count + 1
     done = count >= self._length
     count = jnp.where(done, 0, count)
-    timestep, info = base.transition(self._observe(count), action, done,
-                                     False)
+    timestep, info = base.transition(self._observe(count), action, done, False)
     return count, timestep, info
 
 
@@ -472,9 +494,13 @@ def test_a_registered_family_builds_by_name(toy):
 
 def test_a_registered_family_is_listed_for_unknown_names(toy):
   del toy
-  with pytest.raises(ValueError, match=(
+  with pytest.raises(
+    ValueError,
+    match=(
       r"Unknown environment 'tyo:x'; valid names are 'catch', "
-      r"'jittable_catch', 'gymnax:<id>'.* and 'toy:<id>'\.")):
+      r"'jittable_catch', 'gymnax:<id>'.* and 'toy:<id>'\."
+    ),
+  ):
     environments.get_environment('tyo:x', 2)
   with pytest.raises(ValueError, match=r"Unknown env 'tyo:x'.*'toy:<id>'"):
     environments.check_name('tyo:x', 'env')
@@ -488,22 +514,30 @@ def test_a_family_with_names_knows_its_ids(toy):
   environments.register('toy:', _make_toy, names=names, replace=True)
   environments.check_name('toy:Small')
   assert isinstance(environments.get_environment('toy:Large', 2), _Toy)
-  match = (r"Unknown environment 'toy:Smal': no toy:<id> of that id\. "
-           r"Close matches: 'toy:Small'\. Known ids: Small, Large\.")
+  match = (
+    r"Unknown environment 'toy:Smal': no toy:<id> of that id\. "
+    r"Close matches: 'toy:Small'\. Known ids: Small, Large\."
+  )
   with pytest.raises(ValueError, match=match):
     environments.get_environment('toy:Smal', 2)
   with pytest.raises(ValueError, match=match.replace('environment', 'env')):
     environments.check_name('toy:Smal', 'env')
   # A name no family has: close matches among every family's names.
-  with pytest.raises(ValueError, match=(
-      r"'toy:<id>' \(e\.g\. 'toy:Small'\)\. Close matches: .*'toy:Small'")):
+  with pytest.raises(
+    ValueError,
+    match=(r"'toy:<id>' \(e\.g\. 'toy:Small'\)\. Close matches: .*'toy:Small'"),
+  ):
     environments.family('small')
 
 
 def test_registering_a_name_twice_is_an_error(toy):
-  with pytest.raises(ValueError, match=(
+  with pytest.raises(
+    ValueError,
+    match=(
       r"An environment family 'toy:' is already registered .*pass "
-      r'replace=True')):
+      r'replace=True'
+    ),
+  ):
     environments.register('toy:', _make_toy)
   with pytest.raises(ValueError, match=r"family 'catch' is already"):
     environments.register('catch', _make_toy)
@@ -512,30 +546,49 @@ def test_registering_a_name_twice_is_an_error(toy):
   assert environments.family('toy:x') is again and again is not toy
 
 
-@pytest.mark.parametrize('kwargs, match', [
-    (dict(name_or_prefix='to:y:'), r"name_or_prefix must be an exact name "
-     r".* or a prefix ending in one \":\" .*got 'to:y:'"),
+@pytest.mark.parametrize(
+  'kwargs, match',
+  [
+    (
+      dict(name_or_prefix='to:y:'),
+      r'name_or_prefix must be an exact name '
+      r".* or a prefix ending in one \":\" .*got 'to:y:'",
+    ),
     (dict(name_or_prefix=':'), r"got ':'"),
     (dict(name_or_prefix='toy:', make=None), r'make must be callable'),
-    (dict(name_or_prefix='toy:', jittable='toy_jit'), r'jittable names the '
-     r"jittable twin .* got jittable='toy_jit' with on_host=False"),
-    (dict(name_or_prefix='toy', names=list), r'names must be a function .* '
-     r"of a prefix family .*for 'toy'"),
-    (dict(name_or_prefix='toy:', package='toy'), r'package must be \(module,'
-     r" pip extra\).*got 'toy'"),
-])
+    (
+      dict(name_or_prefix='toy:', jittable='toy_jit'),
+      r'jittable names the '
+      r"jittable twin .* got jittable='toy_jit' with on_host=False",
+    ),
+    (
+      dict(name_or_prefix='toy', names=list),
+      r'names must be a function .* '
+      r"of a prefix family .*for 'toy'",
+    ),
+    (
+      dict(name_or_prefix='toy:', package='toy'),
+      r'package must be \(module,'
+      r" pip extra\).*got 'toy'",
+    ),
+  ],
+)
 def test_bad_registrations_are_named(kwargs, match):
   kwargs = dict(kwargs)
   kwargs.setdefault('make', _make_toy)
   with pytest.raises(ValueError, match=match):
-    environments.register(kwargs.pop('name_or_prefix'), kwargs.pop('make'),
-                          **kwargs)
+    environments.register(
+      kwargs.pop('name_or_prefix'), kwargs.pop('make'), **kwargs
+    )
   assert environments.registry.lookup('toy:x') is None
 
 
 def test_unregistering_an_unknown_family_is_an_error():
-  with pytest.raises(ValueError, match=r"No environment family 'toy:' is "
-                     r"registered; registered: 'catch', 'jittable_catch'"):
+  with pytest.raises(
+    ValueError,
+    match=r"No environment family 'toy:' is "
+    r"registered; registered: 'catch', 'jittable_catch'",
+  ):
     environments.unregister('toy:')
 
 
@@ -549,8 +602,13 @@ def test_the_built_in_families():
   assert atari.package == ('envpool', 'disco_rl[atari]')
   assert not environments.family('gymnax:Breakout-MinAtar').on_host
   assert not environments.family('jumanji:Sokoban-v0').on_host
-  assert environments.PREFIXES == ('gymnax:', 'craftax:', 'jumanji:',
-                                   'envpool:', 'lpg:')
+  assert environments.PREFIXES == (
+    'gymnax:',
+    'craftax:',
+    'jumanji:',
+    'envpool:',
+    'lpg:',
+  )
   # The environments say the same as their families.
   assert environments.get_environment('catch', 2).on_host
   assert not environments.get_environment('jittable_catch', 2).on_host
@@ -567,17 +625,23 @@ def test_host_families_take_random_seed_as_the_seed():
 
   environments.register('toy_host', make, on_host=True)
   try:
-    environments.get_environment('toy_host', 2, dict(rows=3, columns=3,
-                                                     random_seed=5))
+    environments.get_environment(
+      'toy_host', 2, dict(rows=3, columns=3, random_seed=5)
+    )
     environments.get_environment('toy_host', 2, dict(rows=3, columns=3))
   finally:
     environments.unregister('toy_host')
-  assert seeds == [('toy_host', dict(rows=3, columns=3), 5),
-                   ('toy_host', dict(rows=3, columns=3), 0)]
+  assert seeds == [
+    ('toy_host', dict(rows=3, columns=3), 5),
+    ('toy_host', dict(rows=3, columns=3), 0),
+  ]
   # The host Catch: the same boards as the class with that random_seed.
-  by_name = environments.get_environment('catch', 2, dict(
-      rows=4, columns=7, random_seed=3))
-  by_class = catch.CatchEnvironment(2, dict(rows=4, columns=7,
-                                            random_seed=3))
-  jax.tree.map(np.testing.assert_array_equal,
-               by_name.reset(None)[1], by_class.reset(None)[1])
+  by_name = environments.get_environment(
+    'catch', 2, dict(rows=4, columns=7, random_seed=3)
+  )
+  by_class = catch.CatchEnvironment(2, dict(rows=4, columns=7, random_seed=3))
+  jax.tree.map(
+    np.testing.assert_array_equal,
+    by_name.reset(None)[1],
+    by_class.reset(None)[1],
+  )

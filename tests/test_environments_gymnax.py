@@ -2,10 +2,10 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """The gymnax/Craftax adapter: exact semantics, every discrete env, errors."""
 
-import dataclasses
 import json
 import urllib.error
 
+import adapter_helpers
 import dm_env
 import gymnax
 import jax
@@ -13,7 +13,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import adapter_helpers
 from disco_rl import environments
 from disco_rl.environments import base
 from disco_rl.environments import gymnax_env
@@ -23,13 +22,17 @@ pytestmark = pytest.mark.usefixtures('fast_compile')
 
 _BATCH = 4
 _STEPS = 60
-LAST, MID, FIRST = (int(dm_env.StepType.LAST), int(dm_env.StepType.MID),
-                    int(dm_env.StepType.FIRST))
+LAST, MID, FIRST = (
+  int(dm_env.StepType.LAST),
+  int(dm_env.StepType.MID),
+  int(dm_env.StepType.FIRST),
+)
 
 
 def _random_actions(num_actions, seed=0):
-  return jax.random.randint(jax.random.PRNGKey(seed), (_STEPS, _BATCH), 0,
-                            num_actions, dtype=jnp.int32)
+  return jax.random.randint(
+    jax.random.PRNGKey(seed), (_STEPS, _BATCH), 0, num_actions, dtype=jnp.int32
+  )
 
 
 def _by_hand(gym_env, params, rng, actions):
@@ -47,13 +50,13 @@ def _by_hand(gym_env, params, rng, actions):
   def step_one(key, state, action):
     carry, step_key = jax.random.split(key)
     obs, state, reward, terminated, truncated, _ = gym_env.step(
-        step_key, state, action, params)
+      step_key, state, action, params
+    )
     return carry, state, (obs, reward, terminated, truncated)
 
   @jax.jit
   def run(rng, actions):
-    keys, states, first_obs = jax.vmap(reset_one)(
-        jax.random.split(rng, _BATCH))
+    keys, states, first_obs = jax.vmap(reset_one)(jax.random.split(rng, _BATCH))
 
     def step(carry, action):
       keys, states = carry
@@ -69,11 +72,14 @@ def _by_hand(gym_env, params, rng, actions):
 # (gymnax id, keyword arguments, the episode ends the rollout must show):
 # short time limits so that episodes are truncated as well as terminated.
 _EXACT_CASES = [
-    ('CartPole-v1', dict(max_steps_in_episode=12), ('truncated',)),
-    ('Breakout-MinAtar', dict(max_steps_in_episode=25),
-     ('terminated', 'truncated')),
-    ('Catch-bsuite', dict(rows=5, columns=4), ('terminated',)),
-    ('DeepSea-bsuite', dict(size=6), ('terminated',)),
+  ('CartPole-v1', dict(max_steps_in_episode=12), ('truncated',)),
+  (
+    'Breakout-MinAtar',
+    dict(max_steps_in_episode=25),
+    ('terminated', 'truncated'),
+  ),
+  ('Catch-bsuite', dict(rows=5, columns=4), ('terminated',)),
+  ('DeepSea-bsuite', dict(size=6), ('terminated',)),
 ]
 
 
@@ -84,7 +90,8 @@ def test_adapter_matches_gymnax_stepped_by_hand(env_id, kwargs, ends):
   rng = jax.random.PRNGKey(3)
   first, timesteps, infos = adapter_helpers.adapter_rollout(env, rng, actions)
   first_obs, (obs, reward, terminated, truncated) = _by_hand(
-      env.env, env.env_params, rng, actions)
+    env.env, env.env_params, rng, actions
+  )
 
   np.testing.assert_array_equal(first.step_type, np.full(_BATCH, FIRST))
   np.testing.assert_array_equal(first.reward, np.zeros(_BATCH))
@@ -93,28 +100,34 @@ def test_adapter_matches_gymnax_stepped_by_hand(env_id, kwargs, ends):
   stored = np.uint8 if env_id.endswith('-MinAtar') else np.float32
   assert first.observation.dtype == timesteps.observation.dtype == stored
   assert env.single_observation_spec()['observation'].dtype == stored
-  np.testing.assert_array_equal(np.asarray(first.observation, np.float32),
-                                np.asarray(first_obs, np.float32))
+  np.testing.assert_array_equal(
+    np.asarray(first.observation, np.float32), np.asarray(first_obs, np.float32)
+  )
   # Every step: the auto-reset observation, the reward, LAST at every end.
-  np.testing.assert_array_equal(np.asarray(timesteps.observation, np.float32),
-                                np.asarray(obs, np.float32))
-  np.testing.assert_array_equal(timesteps.reward,
-                                np.asarray(reward, np.float32))
+  np.testing.assert_array_equal(
+    np.asarray(timesteps.observation, np.float32), np.asarray(obs, np.float32)
+  )
+  np.testing.assert_array_equal(
+    timesteps.reward, np.asarray(reward, np.float32)
+  )
   assert timesteps.reward.dtype == np.float32
   np.testing.assert_array_equal(
-      timesteps.step_type, np.where(terminated | truncated, LAST, MID))
+    timesteps.step_type, np.where(terminated | truncated, LAST, MID)
+  )
   # Termination: discount 0; truncation: the episode ends, discount 1.
   np.testing.assert_array_equal(infos.terminated, terminated)
   np.testing.assert_array_equal(infos.truncated, truncated)
-  np.testing.assert_array_equal(infos.discount, np.where(terminated, 0., 1.))
-  seen = dict(terminated=np.sum(terminated),
-              truncated=np.sum(truncated & ~terminated))
+  np.testing.assert_array_equal(infos.discount, np.where(terminated, 0.0, 1.0))
+  seen = dict(
+    terminated=np.sum(terminated), truncated=np.sum(truncated & ~terminated)
+  )
   for end in ends:
     assert seen[end] > 0, f'no episode was {end} in {_STEPS} steps: {seen}'
 
 
-@pytest.mark.parametrize('game', ['Asterix', 'Freeway', 'Seaquest',
-                                  'SpaceInvaders'])
+@pytest.mark.parametrize(
+  'game', ['Asterix', 'Freeway', 'Seaquest', 'SpaceInvaders']
+)
 @pytest.mark.slow  # ~30 s for four games; Breakout is in the exactness test.
 def test_minatar_observations_are_stored_as_the_same_bytes(game):
   """gymnax gives MinAtar's 0/1 channels as float32; the adapter keeps them
@@ -125,10 +138,12 @@ def test_minatar_observations_are_stored_as_the_same_bytes(game):
   first, timesteps, _ = adapter_helpers.adapter_rollout(env, rng, actions)
   first_obs, (obs, *_) = _by_hand(env.env, env.env_params, rng, actions)
   assert timesteps.observation.dtype == first.observation.dtype == np.uint8
-  np.testing.assert_array_equal(np.asarray(first.observation, np.float32),
-                                first_obs)
-  np.testing.assert_array_equal(np.asarray(timesteps.observation, np.float32),
-                                obs)
+  np.testing.assert_array_equal(
+    np.asarray(first.observation, np.float32), first_obs
+  )
+  np.testing.assert_array_equal(
+    np.asarray(timesteps.observation, np.float32), obs
+  )
 
 
 def test_step_info_of_the_five_value_api():
@@ -136,7 +151,8 @@ def test_step_info_of_the_five_value_api():
   done = jnp.array([True, True, False])
   info = dict(discount=jnp.array([0.0, 1.0, 1.0]))
   step_info = gymnax_env._step_info(  # pylint: disable=protected-access
-      (None, None, None, done, info), 'env')
+    (None, None, None, done, info), 'env'
+  )
   np.testing.assert_array_equal(step_info.terminated, [True, False, False])
   np.testing.assert_array_equal(step_info.truncated, [False, True, False])
   np.testing.assert_array_equal(step_info.discount, [0.0, 1.0, 1.0])
@@ -177,8 +193,11 @@ def test_every_discrete_gymnax_environment_resets_and_steps(env_id):
     return first, second
 
   for timestep in reset_and_step(jax.random.PRNGKey(0)):
-    for leaf, leaf_spec in zip(jax.tree.leaves(timestep.observation),
-                               jax.tree.leaves(obs_spec)):
+    for leaf, leaf_spec in zip(
+      jax.tree.leaves(timestep.observation),
+      jax.tree.leaves(obs_spec),
+      strict=True,
+    ):
       assert leaf.shape == (2,) + leaf_spec.shape
       assert leaf.dtype == leaf_spec.dtype and len(leaf_spec.shape) >= 1
       assert leaf.dtype in (np.float32, np.uint8)
@@ -192,23 +211,39 @@ def test_every_discrete_gymnax_environment_resets_and_steps(env_id):
 _TRAINED_BY_DEFAULT = ('CartPole-v1', 'DeepSea-bsuite')
 
 
-@pytest.mark.parametrize('env_id', [
+@pytest.mark.parametrize(
+  'env_id',
+  [
     i if i in _TRAINED_BY_DEFAULT else pytest.param(i, marks=pytest.mark.slow)
-    for i in _DISCRETE if i not in _NEEDS_DOWNLOAD])
+    for i in _DISCRETE
+    if i not in _NEEDS_DOWNLOAD
+  ],
+)
 @pytest.mark.weights
 def test_every_discrete_gymnax_environment_trains_with_disco_103(
-    env_id, disco_103_path, monkeypatch):
+  env_id, disco_103_path, monkeypatch
+):
   """Two learner steps of the eval job (MLP or, for images, conv torso)."""
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+
   env = environments.get_environment(f'gymnax:{env_id}', 1)
   obs_shape = jax.tree.leaves(env.single_observation_spec())[0].shape
   config = config_lib.EvalConfig(
-      env=f'gymnax:{env_id}', rule='disco_103',
-      net='conv' if len(obs_shape) == 3 else 'mlp', conv_channels=(4,),
-      batch_size=4, replay_ratio=2, buffer_capacity=8, rollout_len=4,
-      dense=(8,), model_lstm_size=4, model_head_hiddens=(4,),
-      steps_per_call=2, num_steps=2)
+    env=f'gymnax:{env_id}',
+    rule='disco_103',
+    net='conv' if len(obs_shape) == 3 else 'mlp',
+    conv_channels=(4,),
+    batch_size=4,
+    replay_ratio=2,
+    buffer_capacity=8,
+    rollout_len=4,
+    dense=(8,),
+    model_lstm_size=4,
+    model_head_hiddens=(4,),
+    steps_per_call=2,
+    num_steps=2,
+  )
   monkeypatch.setenv('DISCO_RL_WEIGHTS', str(disco_103_path))  # The job's.
   run = trainer_lib.Trainer(config, progress=False)
   before = jax.device_get(run.state.learner_state.params)
@@ -216,8 +251,12 @@ def test_every_discrete_gymnax_environment_trains_with_disco_103(
   assert summary['steps'] == 2
   after = jax.device_get(run.state.learner_state.params)
   assert all(np.isfinite(x).all() for x in jax.tree.leaves(after))
-  moved = [np.abs(a - b).max() for a, b in zip(jax.tree.leaves(after),
-                                              jax.tree.leaves(before))]
+  moved = [
+    np.abs(a - b).max()
+    for a, b in zip(
+      jax.tree.leaves(after), jax.tree.leaves(before), strict=True
+    )
+  ]
   assert max(moved) > 0, 'the learner steps left the parameters unchanged'
 
 
@@ -225,13 +264,24 @@ def test_debug_checks_run_with_a_batched_while_loop_in_the_step():
   """Asterix's step has a batched while-loop, which checkify refuses; the
   loops' checks are plain program outputs, so they stay on and run."""
   import warnings  # pylint: disable=g-import-not-at-top
+
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
+
   config = config_lib.EvalConfig(
-      env='gymnax:Asterix-MinAtar', rule='actor_critic', net='conv',
-      conv_channels=(4,), batch_size=4, replay_ratio=2, buffer_capacity=8,
-      rollout_len=4, dense=(8,), model_lstm_size=4, model_head_hiddens=(4,),
-      steps_per_call=2)
+    env='gymnax:Asterix-MinAtar',
+    rule='actor_critic',
+    net='conv',
+    conv_channels=(4,),
+    batch_size=4,
+    replay_ratio=2,
+    buffer_capacity=8,
+    rollout_len=4,
+    dense=(8,),
+    model_lstm_size=4,
+    model_head_hiddens=(4,),
+    steps_per_call=2,
+  )
   with warnings.catch_warnings():
     warnings.simplefilter('error')  # No warning about the checks.
     job = eval_lib.make_eval(config)
@@ -244,8 +294,10 @@ def test_debug_checks_run_with_a_batched_while_loop_in_the_step():
 
 @pytest.mark.parametrize('env_id', _CONTINUOUS)
 def test_continuous_action_spaces_are_refused(env_id):
-  with pytest.raises(ValueError, match=(
-      rf"'gymnax:{env_id}': expected a discrete action space .*got Box")):
+  with pytest.raises(
+    ValueError,
+    match=(rf"'gymnax:{env_id}': expected a discrete action space .*got Box"),
+  ):
     environments.get_environment(f'gymnax:{env_id}', 2)
 
 
@@ -262,33 +314,51 @@ def test_discrete_observation_spaces_are_one_hot():
 
 def test_env_kwargs_reach_the_constructor_and_the_params():
   env = environments.get_environment(
-      'gymnax:DeepSea-bsuite', 2, dict(size=5, unscaled_move_cost=0.5))
+    'gymnax:DeepSea-bsuite', 2, dict(size=5, unscaled_move_cost=0.5)
+  )
   assert env.single_observation_spec()['observation'].shape == (5, 5)
   assert env.env_params.max_steps_in_episode == 5  # The size's default.
   assert env.env_params.unscaled_move_cost == 0.5
-  env = environments.get_environment('gymnax:CartPole-v1', 2,
-                                     dict(max_steps_in_episode=7))
+  env = environments.get_environment(
+    'gymnax:CartPole-v1', 2, dict(max_steps_in_episode=7)
+  )
   assert env.env_params.max_steps_in_episode == 7
 
 
 def test_unknown_env_kwargs_are_named_with_the_accepted_ones():
-  with pytest.raises(ValueError, match=(
+  with pytest.raises(
+    ValueError,
+    match=(
       r"env_kwargs \['sise'\] are not settings of gymnax:DeepSea-bsuite: "
       r"expected constructor arguments .*'size'.* or EnvParams fields "
-      r".*'max_steps_in_episode'.*Did you mean \['size'\]")):
+      r".*'max_steps_in_episode'.*Did you mean \['size'\]"
+    ),
+  ):
     environments.get_environment('gymnax:DeepSea-bsuite', 2, dict(sise=5))
 
 
-@pytest.mark.parametrize('name,match', [
-    ('gymnax:Breakout', r"Unknown environment 'gymnax:Breakout': no "
-     r"gymnax:<id> .*Close matches: 'gymnax:Breakout-MinAtar'"),
-    ('breakout-minatar', r"Unknown environment 'breakout-minatar'; valid "
-     r"names are 'catch', 'jittable_catch', 'gymnax:<id>'.*Close matches: "
-     r"'gymnax:Breakout-MinAtar'"),
+@pytest.mark.parametrize(
+  'name,match',
+  [
+    (
+      'gymnax:Breakout',
+      r"Unknown environment 'gymnax:Breakout': no "
+      r"gymnax:<id> .*Close matches: 'gymnax:Breakout-MinAtar'",
+    ),
+    (
+      'breakout-minatar',
+      r"Unknown environment 'breakout-minatar'; valid "
+      r"names are 'catch', 'jittable_catch', 'gymnax:<id>'.*Close matches: "
+      r"'gymnax:Breakout-MinAtar'",
+    ),
     ('gymnax:cartpole-v1', r"Close matches: 'gymnax:CartPole-v1'"),
-    ('craftax:Craftax-Classic', r"no craftax:<id> .*Close matches: "
-     r"'craftax:Craftax-Classic-"),
-])
+    (
+      'craftax:Craftax-Classic',
+      r'no craftax:<id> .*Close matches: '
+      r"'craftax:Craftax-Classic-",
+    ),
+  ],
+)
 def test_unknown_names_list_close_matches(name, match):
   with pytest.raises(ValueError, match=match):
     environments.get_environment(name, 2)
@@ -298,12 +368,19 @@ def test_unknown_names_list_close_matches(name, match):
 
 def test_a_missing_optional_package_names_its_extra(hide_package):
   hide_package('craftax')
-  for call in (lambda: environments.get_environment(
-      'craftax:Craftax-Classic-Symbolic-v1', 2),
-               lambda: environments.check_name('craftax:Craftax-Symbolic-v1')):
-    with pytest.raises(ImportError, match=(
+  for call in (
+    lambda: environments.get_environment(
+      'craftax:Craftax-Classic-Symbolic-v1', 2
+    ),
+    lambda: environments.check_name('craftax:Craftax-Symbolic-v1'),
+  ):
+    with pytest.raises(
+      ImportError,
+      match=(
         r"need the 'craftax' package, which is not installed .*pip install "
-        r"'disco_rl\[craftax\]'")) as caught:
+        r"'disco_rl\[craftax\]'"
+      ),
+    ) as caught:
       call()
     # A ValueError too: the command-line jobs print it as bad input.
     assert isinstance(caught.value, ValueError)
@@ -311,8 +388,9 @@ def test_a_missing_optional_package_names_its_extra(hide_package):
 
 def test_craftax_classic_symbolic_resets_and_steps():
   pytest.importorskip(
-      'craftax', reason="craftax is not installed: pip install "
-      "'disco_rl[craftax]'")
+    'craftax',
+    reason="craftax is not installed: pip install 'disco_rl[craftax]'",
+  )
   env = environments.get_environment('craftax:Craftax-Classic-Symbolic-v1', 2)
   assert env.single_observation_spec()['observation'].shape == (1345,)
   assert env.single_action_spec().maximum == 16
@@ -335,10 +413,12 @@ def test_craftax_classic_pixels_match_craftax_stepped_by_hand():
   """The adapter's pixels, rewards and episode ends are Craftax's own,
   with the keys the adapter documents (as for gymnax, five-value API)."""
   pytest.importorskip(
-      'craftax', reason="craftax is not installed: pip install "
-      "'disco_rl[craftax]'")
-  env = environments.get_environment('craftax:Craftax-Classic-Pixels-v1',
-                                     _BATCH)
+    'craftax',
+    reason="craftax is not installed: pip install 'disco_rl[craftax]'",
+  )
+  env = environments.get_environment(
+    'craftax:Craftax-Classic-Pixels-v1', _BATCH
+  )
   actions = _random_actions(env.single_action_spec().maximum + 1)[:20]
   rng = jax.random.PRNGKey(4)
   first, timesteps, _ = adapter_helpers.adapter_rollout(env, rng, actions)
@@ -356,8 +436,7 @@ def test_craftax_classic_pixels_match_craftax_stepped_by_hand():
       obs, state, reward, done, _ = raw.step(step_key, state, action, params)
       return carry, state, (obs, reward, done)
 
-    keys, states, first_obs = jax.vmap(reset_one)(
-        jax.random.split(rng, _BATCH))
+    keys, states, first_obs = jax.vmap(reset_one)(jax.random.split(rng, _BATCH))
 
     def step(carry, action):
       keys, states, out = jax.vmap(step_one)(*carry, action)
@@ -370,34 +449,64 @@ def test_craftax_classic_pixels_match_craftax_stepped_by_hand():
   np.testing.assert_array_equal(first.observation, first_obs)
   np.testing.assert_array_equal(timesteps.observation, obs)
   np.testing.assert_array_equal(timesteps.reward, reward)
-  np.testing.assert_array_equal(timesteps.step_type,
-                                np.where(done, LAST, MID))
+  np.testing.assert_array_equal(timesteps.step_type, np.where(done, LAST, MID))
 
 
 @pytest.mark.slow
 def test_craftax_classic_pixels_train_with_the_resnet_from_the_cli(
-    tmp_path, capsys):
+  tmp_path, capsys
+):
   """Craftax-Classic from pixels ([63, 63, 3] floats in [0, 1]) with the
   residual torso: two learner steps from the command line. (Slow: the
   pixel renderer compiles for most of a minute; the default run steps the
   same adapter on Craftax-Classic-Symbolic and trains the resnet from the
   command line on Atari, test_environments_envpool.py.)"""
   pytest.importorskip(
-      'craftax', reason="craftax is not installed: pip install "
-      "'disco_rl[craftax]'")
+    'craftax',
+    reason="craftax is not installed: pip install 'disco_rl[craftax]'",
+  )
   env = environments.get_environment('craftax:Craftax-Classic-Pixels-v1', 2)
   spec = env.single_observation_spec()['observation']
   assert spec.shape == (63, 63, 3) and spec.dtype == np.float32
   out = tmp_path / 'run'
-  status = eval_cli.main([
-      '--env', 'craftax:Craftax-Classic-Pixels-v1', '--net', 'resnet',
-      '--resnet-channels', '4,4', '--resnet-blocks', '1', '--rule',
-      'actor_critic', '--steps', '3', '--batch-size', '4', '--replay-ratio',
-      '2', '--buffer-capacity', '8', '--rollout-len', '4', '--dense', '8',
-      '--model-lstm-size', '4', '--model-head-hiddens', '4',
-      '--steps-per-call', '3', '--no-progress', '--out', str(out)])
+  status = eval_cli.main(
+    [
+      '--env',
+      'craftax:Craftax-Classic-Pixels-v1',
+      '--net',
+      'resnet',
+      '--resnet-channels',
+      '4,4',
+      '--resnet-blocks',
+      '1',
+      '--rule',
+      'actor_critic',
+      '--steps',
+      '3',
+      '--batch-size',
+      '4',
+      '--replay-ratio',
+      '2',
+      '--buffer-capacity',
+      '8',
+      '--rollout-len',
+      '4',
+      '--dense',
+      '8',
+      '--model-lstm-size',
+      '4',
+      '--model-head-hiddens',
+      '4',
+      '--steps-per-call',
+      '3',
+      '--no-progress',
+      '--out',
+      str(out),
+    ]
+  )
   assert status == 0, capsys.readouterr().err
   import pandas as pd  # pylint: disable=g-import-not-at-top
+
   metrics = pd.read_csv(out / 'metrics.csv')
   learned = metrics[metrics['learned'] > 0]
   assert len(learned) >= 2 and (learned['global_update_norm'] > 0).all()
@@ -408,21 +517,56 @@ def test_craftax_classic_pixels_train_with_the_resnet_from_the_cli(
 # From the command line: a MinAtar game with the conv torso.
 
 
-@pytest.mark.parametrize('net,torso', [
+@pytest.mark.parametrize(
+  'net,torso',
+  [
     ('conv', ['--conv-channels', '4']),
     # Slow: the default run trains the resnet on Atari and Craftax pixels.
-    pytest.param('resnet', ['--resnet-channels', '4,4', '--resnet-blocks',
-                            '1'], marks=pytest.mark.slow)])
-def test_eval_cli_trains_on_minatar_with_an_image_torso(net, torso, tmp_path,
-                                                       capsys):
+    pytest.param(
+      'resnet',
+      ['--resnet-channels', '4,4', '--resnet-blocks', '1'],
+      marks=pytest.mark.slow,
+    ),
+  ],
+)
+def test_eval_cli_trains_on_minatar_with_an_image_torso(
+  net, torso, tmp_path, capsys
+):
   out = tmp_path / 'run'
-  status = eval_cli.main([
-      '--env', 'gymnax:Breakout-MinAtar', '--net', net,
-      '--env-kwargs', 'max_steps_in_episode=6', '--rule', 'actor_critic',
-      '--steps', '3', '--batch-size', '4', '--replay-ratio', '2',
-      '--buffer-capacity', '8', '--rollout-len', '4', '--dense', '8',
-      '--model-lstm-size', '4', '--model-head-hiddens', '4',
-      '--steps-per-call', '2', '--no-progress', '--out', str(out)] + torso)
+  status = eval_cli.main(
+    [
+      '--env',
+      'gymnax:Breakout-MinAtar',
+      '--net',
+      net,
+      '--env-kwargs',
+      'max_steps_in_episode=6',
+      '--rule',
+      'actor_critic',
+      '--steps',
+      '3',
+      '--batch-size',
+      '4',
+      '--replay-ratio',
+      '2',
+      '--buffer-capacity',
+      '8',
+      '--rollout-len',
+      '4',
+      '--dense',
+      '8',
+      '--model-lstm-size',
+      '4',
+      '--model-head-hiddens',
+      '4',
+      '--steps-per-call',
+      '2',
+      '--no-progress',
+      '--out',
+      str(out),
+    ]
+    + torso
+  )
   assert status == 0, capsys.readouterr().err
   settings = json.loads((out / 'run.json').read_text())['settings']
   assert settings['env'] == 'gymnax:Breakout-MinAtar'
@@ -434,12 +578,14 @@ def test_eval_cli_trains_on_minatar_with_an_image_torso(net, torso, tmp_path,
   # observations [4, 10, 10, 4] uint8, actions, rewards, discounts, logits
   # (stored once).
   assert summary['replay_bytes_per_trajectory'] == (
-      4 * 400 + 4 * 4 + 4 * 4 + 4 * 1 + 4 * 3 * 4)
+    4 * 400 + 4 * 4 + 4 * 4 + 4 * 1 + 4 * 3 * 4
+  )
 
 
 def test_eval_cli_reports_a_bad_env_in_one_line(tmp_path, capsys):
-  status = eval_cli.main(['--env', 'gymnax:Breakout', '--out',
-                          str(tmp_path / 'run')])
+  status = eval_cli.main(
+    ['--env', 'gymnax:Breakout', '--out', str(tmp_path / 'run')]
+  )
   assert status == 2
   err = capsys.readouterr().err.strip()
   assert err.startswith("error: Unknown env 'gymnax:Breakout'")

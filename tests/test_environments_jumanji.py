@@ -5,27 +5,30 @@ training from the CLI, and bad input."""
 
 import json
 
+import adapter_helpers
 import dm_env
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import adapter_helpers
 from disco_rl import environments
 from disco_rl.environments import jumanji_env
 from disco_rl.examples import eval as eval_cli
 
 jumanji = pytest.importorskip(
-    'jumanji', reason="jumanji is not installed: pip install "
-    "'disco_rl[jumanji]'")
+  'jumanji', reason="jumanji is not installed: pip install 'disco_rl[jumanji]'"
+)
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
 
 _BATCH = 4
 _STEPS = 50
-LAST, MID, FIRST = (int(dm_env.StepType.LAST), int(dm_env.StepType.MID),
-                    int(dm_env.StepType.FIRST))
+LAST, MID, FIRST = (
+  int(dm_env.StepType.LAST),
+  int(dm_env.StepType.MID),
+  int(dm_env.StepType.FIRST),
+)
 # No download: Jumanji's two toy levels.
 _SOKOBAN = dict(generator='toy', time_limit=12)
 
@@ -38,13 +41,14 @@ def _by_hand(raw_env, rng, actions):
 
   def step_one(state, action):
     state, timestep = raw_env.step(state, action)
-    reset_state, reset_timestep = raw_env.reset(
-        jax.random.split(state.key)[0])
+    reset_state, reset_timestep = raw_env.reset(jax.random.split(state.key)[0])
     last = timestep.last()
-    state = jax.tree.map(lambda a, b: jnp.where(last, a, b), reset_state,
-                         state)
-    obs = jax.tree.map(lambda a, b: jnp.where(last, a, b),
-                       reset_timestep.observation, timestep.observation)
+    state = jax.tree.map(lambda a, b: jnp.where(last, a, b), reset_state, state)
+    obs = jax.tree.map(
+      lambda a, b: jnp.where(last, a, b),
+      reset_timestep.observation,
+      timestep.observation,
+    )
     return state, (obs, timestep.reward, timestep.discount, last)
 
   @jax.jit
@@ -60,18 +64,25 @@ def _by_hand(raw_env, rng, actions):
   return run(rng, actions)
 
 
-@pytest.mark.parametrize('env_id,kwargs', [('Sokoban-v0', _SOKOBAN),
-                                           ('Snake-v1', dict(time_limit=20)),
-                                           ('Maze-v0', dict(time_limit=10))])
+@pytest.mark.parametrize(
+  'env_id,kwargs',
+  [
+    ('Sokoban-v0', _SOKOBAN),
+    ('Snake-v1', dict(time_limit=20)),
+    ('Maze-v0', dict(time_limit=10)),
+  ],
+)
 def test_adapter_matches_jumanji_stepped_by_hand(env_id, kwargs):
   env = environments.get_environment(f'jumanji:{env_id}', _BATCH, kwargs)
   num_actions = env.single_action_spec().maximum + 1
-  actions = jax.random.randint(jax.random.PRNGKey(1), (_STEPS, _BATCH), 0,
-                               num_actions, dtype=jnp.int32)
+  actions = jax.random.randint(
+    jax.random.PRNGKey(1), (_STEPS, _BATCH), 0, num_actions, dtype=jnp.int32
+  )
   rng = jax.random.PRNGKey(3)
   first, timesteps, infos = adapter_helpers.adapter_rollout(env, rng, actions)
   if 'generator' in kwargs:  # The toy levels, as the adapter builds them.
     from jumanji.environments.routing.sokoban import generator  # pylint: disable=g-import-not-at-top
+
     kwargs = dict(kwargs, generator=generator.ToyGenerator())
   raw = jumanji.make(env_id, **kwargs)
   first_obs, (obs, reward, discount, last) = _by_hand(raw, rng, actions)
@@ -87,14 +98,13 @@ def test_adapter_matches_jumanji_stepped_by_hand(env_id, kwargs):
   for key, value in timesteps.observation.items():
     spec = env.single_observation_spec()[key]
     assert value.dtype == spec.dtype and value.shape[2:] == spec.shape
-    np.testing.assert_array_equal(first.observation[key],
-                                  expected_first[key])
+    np.testing.assert_array_equal(first.observation[key], expected_first[key])
     np.testing.assert_array_equal(value, expected[key])
   np.testing.assert_array_equal(timesteps.reward, reward)
-  np.testing.assert_array_equal(timesteps.step_type,
-                                np.where(last, LAST, MID))
-  np.testing.assert_array_equal(infos.discount,
-                                np.where(last & (discount == 0), 0.0, 1.0))
+  np.testing.assert_array_equal(timesteps.step_type, np.where(last, LAST, MID))
+  np.testing.assert_array_equal(
+    infos.discount, np.where(last & (discount == 0), 0.0, 1.0)
+  )
   np.testing.assert_array_equal(infos.terminated, last & (discount == 0))
   assert last.any(), f'no episode ended in {_STEPS} steps'
 
@@ -108,15 +118,16 @@ def test_observations_keep_bytes_and_name_their_fields():
   assert env.single_action_spec().maximum == 3
   maze = environments.get_environment('jumanji:Maze-v0', 2)
   assert {'agent_position/row', 'walls', 'action_mask'} <= set(
-      maze.single_observation_spec())
+    maze.single_observation_spec()
+  )
 
 
 def test_a_truncated_episode_ends_with_discount_one():
   """Jumanji's `truncation` (a time limit that is not terminal): LAST,
   discount 1; `termination`: LAST, discount 0. A two-state stand-in."""
+  import chex  # pylint: disable=g-import-not-at-top
   from jumanji import specs as jspecs  # pylint: disable=g-import-not-at-top
   from jumanji import types as jtypes  # pylint: disable=g-import-not-at-top
-  import chex  # pylint: disable=g-import-not-at-top
 
   @chex.dataclass
   class State:
@@ -135,11 +146,14 @@ def test_a_truncated_episode_ends_with_discount_one():
       state = State(key=state.key, t=t)
       obs = t[None] * 1.0
       return state, jax.lax.cond(
-          (t == 2) & (action == 1),
-          lambda: jtypes.termination(jnp.float32(1.0), obs),
-          lambda: jax.lax.cond(
-              t == 3, lambda: jtypes.truncation(jnp.float32(0.5), obs),
-              lambda: jtypes.transition(jnp.float32(0.0), obs)))
+        (t == 2) & (action == 1),
+        lambda: jtypes.termination(jnp.float32(1.0), obs),
+        lambda: jax.lax.cond(
+          t == 3,
+          lambda: jtypes.truncation(jnp.float32(0.5), obs),
+          lambda: jtypes.transition(jnp.float32(0.0), obs),
+        ),
+      )
 
     @property
     def observation_spec(self):
@@ -164,32 +178,66 @@ def test_a_truncated_episode_ends_with_discount_one():
   assert infos[2].discount.tolist() == [1.0, 1.0]
   np.testing.assert_array_equal(steps[2].reward, [0.0, 0.5])
   # The ended episodes start again: their observations are t = 0.
-  np.testing.assert_array_equal(steps[1].observation['observation'][:, 0],
-                                [0.0, 2.0])
+  np.testing.assert_array_equal(
+    steps[1].observation['observation'][:, 0], [0.0, 2.0]
+  )
 
 
 # ----------------------------------------------------------------------------
 # Training from the command line.
 
 
-@pytest.mark.parametrize('env,net,extra', [
-    ('jumanji:Sokoban-v0', 'conv', ['--env-kwargs',
-                                    'generator=toy,time_limit=12',
-                                    '--conv-channels', '4']),
+@pytest.mark.parametrize(
+  'env,net,extra',
+  [
+    (
+      'jumanji:Sokoban-v0',
+      'conv',
+      ['--env-kwargs', 'generator=toy,time_limit=12', '--conv-channels', '4'],
+    ),
     # Slow: a second program; the default run trains Sokoban.
-    pytest.param('jumanji:Game2048-v1', 'mlp', [], marks=pytest.mark.slow)])
+    pytest.param('jumanji:Game2048-v1', 'mlp', [], marks=pytest.mark.slow),
+  ],
+)
 def test_eval_cli_trains_on_jumanji(env, net, extra, tmp_path, capsys):
   out = tmp_path / 'run'
-  status = eval_cli.main([
-      '--env', env, '--net', net, '--rule', 'actor_critic', '--steps', '3',
-      '--batch-size', '4', '--replay-ratio', '2', '--buffer-capacity', '8',
-      '--rollout-len', '4', '--dense', '8', '--model-lstm-size', '4',
-      '--model-head-hiddens', '4', '--steps-per-call', '3', '--no-progress',
-      '--out', str(out)] + extra)
+  status = eval_cli.main(
+    [
+      '--env',
+      env,
+      '--net',
+      net,
+      '--rule',
+      'actor_critic',
+      '--steps',
+      '3',
+      '--batch-size',
+      '4',
+      '--replay-ratio',
+      '2',
+      '--buffer-capacity',
+      '8',
+      '--rollout-len',
+      '4',
+      '--dense',
+      '8',
+      '--model-lstm-size',
+      '4',
+      '--model-head-hiddens',
+      '4',
+      '--steps-per-call',
+      '3',
+      '--no-progress',
+      '--out',
+      str(out),
+    ]
+    + extra
+  )
   assert status == 0, capsys.readouterr().err
   summary = json.loads((out / 'summary.json').read_text())
   assert summary['steps'] == 3
   import pandas as pd  # pylint: disable=g-import-not-at-top
+
   metrics = pd.read_csv(out / 'metrics.csv')
   # The buffer holds a batch after the first rollout: two learner steps.
   assert metrics['learned'].sum() >= 2
@@ -200,36 +248,62 @@ def test_eval_cli_trains_on_jumanji(env, net, extra, tmp_path, capsys):
 
 def test_an_image_network_takes_the_other_fields_beside_the_image():
   from disco_rl import agent as agent_lib  # pylint: disable=g-import-not-at-top
+
   env = environments.get_environment('jumanji:Sokoban-v0', 2, _SOKOBAN)
-  settings = agent_lib.make_settings('actor_critic', 1e-3, (8,), 4, (4,),
-                                       net='conv', conv_channels=(3,))
+  settings = agent_lib.make_settings(
+    'actor_critic', 1e-3, (8,), 4, (4,), net='conv', conv_channels=(3,)
+  )
   agent = agent_lib.Agent(
-      single_observation_spec=env.single_observation_spec(),
-      single_action_spec=env.single_action_spec(), agent_settings=settings,
-      batch_axis_name=None)
-  params = jax.eval_shape(agent.initial_learner_state,
-                          jax.random.PRNGKey(0)).params
+    single_observation_spec=env.single_observation_spec(),
+    single_action_spec=env.single_action_spec(),
+    agent_settings=settings,
+    batch_axis_name=None,
+  )
+  params = jax.eval_shape(
+    agent.initial_learner_state, jax.random.PRNGKey(0)
+  ).params
   # 10 x 10 x 3 conv features and the step count.
   assert params['conv_net/~_embedding_pass/torso/~/linear_0']['w'].shape == (
-      301, 8)
+    301,
+    8,
+  )
 
 
 # ----------------------------------------------------------------------------
 # Bad input.
 
 
-@pytest.mark.parametrize('name,kwargs,match', [
-    ('jumanji:Sokoban', {}, r"Unknown environment 'jumanji:Sokoban': no "
-     r"jumanji:<id> of that id. Close matches: 'jumanji:Sokoban-v0'"),
-    ('jumanji:Tetris-v0', {}, r"'jumanji:Tetris-v0': expected one discrete "
-     r'action \(a Jumanji DiscreteArray\), got MultiDiscreteArray'),
-    ('jumanji:Sokoban-v0', dict(time=3), r"env_kwargs \['time'\] are not "
-     r"settings of jumanji:Sokoban-v0: expected constructor arguments "
-     r"\['generator', 'reward_fn', 'time_limit', 'viewer'\]"),
-    ('jumanji:Sokoban-v0', dict(generator='easy'), r"env_kwargs "
-     r"generator='easy' is not a Sokoban generator; expected one of "
-     r"\('toy', 'simple', 'unfiltered-train'"),
-])
+@pytest.mark.parametrize(
+  'name,kwargs,match',
+  [
+    (
+      'jumanji:Sokoban',
+      {},
+      r"Unknown environment 'jumanji:Sokoban': no "
+      r"jumanji:<id> of that id. Close matches: 'jumanji:Sokoban-v0'",
+    ),
+    (
+      'jumanji:Tetris-v0',
+      {},
+      r"'jumanji:Tetris-v0': expected one discrete "
+      r'action \(a Jumanji DiscreteArray\), got MultiDiscreteArray',
+    ),
+    (
+      'jumanji:Sokoban-v0',
+      dict(time=3),
+      r"env_kwargs \['time'\] are not "
+      r'settings of jumanji:Sokoban-v0: expected constructor arguments '
+      r"\['generator', 'reward_fn', 'time_limit', 'viewer'\]",
+    ),
+    (
+      'jumanji:Sokoban-v0',
+      dict(generator='easy'),
+      r'env_kwargs '
+      r"generator='easy' is not a Sokoban generator; expected one of "
+      r"\('toy', 'simple', 'unfiltered-train'",
+    ),
+  ],
+)
 def test_bad_names_and_settings_are_named(name, kwargs, match):
   with pytest.raises(ValueError, match=match):
     environments.get_environment(name, 2, kwargs)
@@ -248,48 +322,58 @@ def test_levels_that_cannot_be_downloaded_say_what_to_do(monkeypatch):
     raise OSError('Name or service not known')
 
   monkeypatch.setattr(generator, 'HuggingFaceDeepMindGenerator', offline)
-  with pytest.raises(jumanji_env.DownloadError, match=(
+  with pytest.raises(
+    jumanji_env.DownloadError,
+    match=(
       r"Sokoban levels 'unfiltered-train' could not be downloaded from "
       r'huggingface.co/InstaDeepAI/boxoban-levels \(OSError: Name or '
       r'service not known\); with no network, use env_kwargs '
-      r'generator=toy')) as caught:
+      r'generator=toy'
+    ),
+  ) as caught:
     environments.get_environment('jumanji:Sokoban-v0', 2)
   assert isinstance(caught.value, ValueError)  # One line from the CLIs.
 
 
 def test_a_missing_jumanji_names_its_extra(hide_package, tmp_path, capsys):
   hide_package('jumanji')
-  with pytest.raises(ImportError, match=(
+  with pytest.raises(
+    ImportError,
+    match=(
       r"need the 'jumanji' package, which is not installed .*pip install "
-      r"'disco_rl\[jumanji\]'")):
+      r"'disco_rl\[jumanji\]'"
+    ),
+  ):
     environments.get_environment('jumanji:Sokoban-v0', 2)
-  status = eval_cli.main(['--env', 'jumanji:Sokoban-v0', '--out',
-                          str(tmp_path / 'run')])
+  status = eval_cli.main(
+    ['--env', 'jumanji:Sokoban-v0', '--out', str(tmp_path / 'run')]
+  )
   err = capsys.readouterr().err
   assert status == 2
   assert err.startswith('error: ') and len(err.strip().splitlines()) == 1
   assert "pip install 'disco_rl[jumanji]'" in err
 
 
-def test_importing_jumanji_in_a_notebook_leaves_matplotlib_alone(
-    monkeypatch):
+def test_importing_jumanji_in_a_notebook_leaves_matplotlib_alone(monkeypatch):
   """jumanji 1.1 runs `%matplotlib ipympl` on import in a notebook (which
   raises without ipympl); the package's import skips that magic only."""
   import sys  # pylint: disable=g-import-not-at-top
   import types as pytypes  # pylint: disable=g-import-not-at-top
+
   from disco_rl.environments import packages  # pylint: disable=g-import-not-at-top
+
   calls = []
 
   class Shell:
-
     def run_line_magic(self, name, line):
       calls.append((name, line))
       if name == 'matplotlib':
         raise RuntimeError(f"'{line}' is not a recognised backend name")
 
   shell = Shell()
-  monkeypatch.setitem(sys.modules, 'IPython', pytypes.SimpleNamespace(
-      get_ipython=lambda: shell))
+  monkeypatch.setitem(
+    sys.modules, 'IPython', pytypes.SimpleNamespace(get_ipython=lambda: shell)
+  )
   with packages._matplotlib_magic_off():  # pylint: disable=protected-access
     assert shell.run_line_magic('matplotlib', 'ipympl') is None
     shell.run_line_magic('time', 'x')

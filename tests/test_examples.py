@@ -22,11 +22,10 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-import pytest
-
 from live_curves import tensorboard_curves
 from live_curves import wandb_history
+import numpy as np
+import pytest
 from smoke_env import fast_jax_env
 from smoke_env import xla_flags
 
@@ -34,20 +33,50 @@ import disco_rl
 from disco_rl import metrics as metrics_lib
 from disco_rl import weights
 from disco_rl.examples import cli
-from disco_rl.loops import config as config_lib
 from disco_rl.examples import flags as flags_lib
+from disco_rl.loops import config as config_lib
 
 TIMEOUT_S = 1800
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 
-EVAL_TINY = ['--steps', '4', '--batch-size', '4', '--replay-ratio', '2',
-             '--buffer-capacity', '8', '--rollout-len', '6', '--dense', '16',
-             '--model-lstm-size', '8', '--model-head-hiddens', '8',
-             '--no-progress']
-META_TINY = ['--steps', '2', '--num-agents', '2', '--batch-size-per-device',
-             '2', '--rollout-len', '3', '--dense', '16', '--model-lstm-size',
-             '8', '--model-head-hiddens', '8', '--value-dense', '8',
-             '--no-progress']
+EVAL_TINY = [
+  '--steps',
+  '4',
+  '--batch-size',
+  '4',
+  '--replay-ratio',
+  '2',
+  '--buffer-capacity',
+  '8',
+  '--rollout-len',
+  '6',
+  '--dense',
+  '16',
+  '--model-lstm-size',
+  '8',
+  '--model-head-hiddens',
+  '8',
+  '--no-progress',
+]
+META_TINY = [
+  '--steps',
+  '2',
+  '--num-agents',
+  '2',
+  '--batch-size-per-device',
+  '2',
+  '--rollout-len',
+  '3',
+  '--dense',
+  '16',
+  '--model-lstm-size',
+  '8',
+  '--model-head-hiddens',
+  '8',
+  '--value-dense',
+  '8',
+  '--no-progress',
+]
 
 
 @pytest.fixture
@@ -68,9 +97,14 @@ def _cli_env() -> dict[str, str]:
 
 def _run_cli(cwd, module: str, *args: str) -> subprocess.CompletedProcess:
   """`python -m module args` in `cwd` (`_cli_env`), output captured."""
-  return subprocess.run([sys.executable, '-m', module, *args], cwd=cwd,
-                        env=_cli_env(), capture_output=True, text=True,
-                        timeout=TIMEOUT_S)
+  return subprocess.run(
+    [sys.executable, '-m', module, *args],
+    cwd=cwd,
+    env=_cli_env(),
+    capture_output=True,
+    text=True,
+    timeout=TIMEOUT_S,
+  )
 
 
 @pytest.fixture(scope='module')
@@ -82,20 +116,30 @@ def tiny_meta_run(tmp_path_factory):
   nothing)."""
   cwd = tmp_path_factory.mktemp('tiny_meta_run')
   out = cwd / 'out'
-  result = _run_cli(cwd, 'disco_rl.examples.meta_train', *META_TINY,
-                    '--num-inner-steps', '1', '--out', str(out),
-                    '--log', 'tensorboard')
+  result = _run_cli(
+    cwd,
+    'disco_rl.examples.meta_train',
+    *META_TINY,
+    '--num-inner-steps',
+    '1',
+    '--out',
+    str(out),
+    '--log',
+    'tensorboard',
+  )
   return out, ok(result)
 
 
-# The tests that read `tiny_meta_run` run on one xdist worker (tests/conftest.py).
+# The tests that read `tiny_meta_run` run on one xdist worker
+# (tests/conftest.py).
 shares_tiny_meta_run = pytest.mark.xdist_group('tiny_meta_run')
 
 
 def ok(result: subprocess.CompletedProcess) -> str:
   assert result.returncode == 0, (
-      f'exit {result.returncode}\nstdout:\n{result.stdout[-4000:]}\n'
-      f'stderr:\n{result.stderr[-8000:]}')
+    f'exit {result.returncode}\nstdout:\n{result.stdout[-4000:]}\n'
+    f'stderr:\n{result.stderr[-8000:]}'
+  )
   return result.stdout
 
 
@@ -107,9 +151,9 @@ def summary_of(stdout: str) -> dict:
 
 
 def line_value(stdout: str, prefix: str) -> str:
-  lines = [l for l in stdout.splitlines() if l.startswith(prefix)]
+  lines = [ln for ln in stdout.splitlines() if ln.startswith(prefix)]
   assert len(lines) == 1, f'{prefix!r} not printed once in:\n{stdout}'
-  return lines[0][len(prefix):].strip()
+  return lines[0][len(prefix) :].strip()
 
 
 def assert_png(path):
@@ -146,26 +190,49 @@ def check_eval_run(stdout: str, out: pathlib.Path, learner_keys):
   assert ended.any() and np.isfinite(returns[ended]).all()
   assert (np.abs(returns[ended]) <= 1).all(), returns
   assert math.isclose(float(final), np.nanmean(returns), abs_tol=5e-4)
-  assert math.isclose(summary['final_avg_return'], np.nanmean(returns),
-                      rel_tol=1e-6)
+  assert math.isclose(
+    summary['final_avg_return'], np.nanmean(returns), rel_tol=1e-6
+  )
 
 
 @pytest.mark.weights
 def test_eval_cli_disco_103(run_cli, tmp_path, disco_103_path):
   out = tmp_path / 'out'
-  stdout = ok(run_cli('disco_rl.examples.eval', *EVAL_TINY, '--out', str(out),
-                      '--weights', str(disco_103_path)))
-  check_eval_run(stdout, out, ('total_loss', 'pi_loss', 'q_loss',
-                               'aux_kl_loss', 'global_gradient_norm'))
+  stdout = ok(
+    run_cli(
+      'disco_rl.examples.eval',
+      *EVAL_TINY,
+      '--out',
+      str(out),
+      '--weights',
+      str(disco_103_path),
+    )
+  )
+  check_eval_run(
+    stdout,
+    out,
+    ('total_loss', 'pi_loss', 'q_loss', 'aux_kl_loss', 'global_gradient_norm'),
+  )
 
 
 def test_eval_cli_actor_critic_on_cpu_catch(run_cli, tmp_path):
   """Both alternatives at once: the baseline rule, acting in dm_env Catch."""
   out = tmp_path / 'out'
-  stdout = ok(run_cli('disco_rl.examples.eval', *EVAL_TINY, '--out', str(out),
-                      '--rule', 'actor_critic', '--env', 'catch'))
-  check_eval_run(stdout, out, ('total_loss', 'pg_advs', 'avg_value',
-                               'global_gradient_norm'))
+  stdout = ok(
+    run_cli(
+      'disco_rl.examples.eval',
+      *EVAL_TINY,
+      '--out',
+      str(out),
+      '--rule',
+      'actor_critic',
+      '--env',
+      'catch',
+    )
+  )
+  check_eval_run(
+    stdout, out, ('total_loss', 'pg_advs', 'avg_value', 'global_gradient_norm')
+  )
   assert 'pi_loss' not in metrics_lib.read_metrics(out / 'metrics.csv')
 
 
@@ -173,43 +240,60 @@ def test_eval_cli_actor_critic_on_cpu_catch(run_cli, tmp_path):
 def test_meta_train_cli(run_cli, tmp_path, tiny_meta_run):
   out, stdout = tiny_meta_run
   summary = summary_of(stdout)
-  pos = float(line_value(stdout,
-                         'positive rewards per meta-step (last 100):'))
+  pos = float(line_value(stdout, 'positive rewards per meta-step (last 100):'))
   assert math.isfinite(pos) and pos >= 0
-  assert re.search(r'^meta-steps/s: \S+ after \d+s of compilation$', stdout,
-                   re.M), stdout
+  assert re.search(
+    r'^meta-steps/s: \S+ after \d+s of compilation$', stdout, re.M
+  ), stdout
   metrics_path = pathlib.Path(line_value(stdout, 'metrics:'))
   assert metrics_path == out / 'metrics.csv'
 
   metrics = metrics_lib.read_metrics(metrics_path)
   assert all(len(v) == 2 for v in metrics.values())
-  for key in ('pos_rewards', 'neg_rewards', 'rewards', 'meta_loss',
-              'meta_grad_norm', 'meta_up_norm'):
+  for key in (
+    'pos_rewards',
+    'neg_rewards',
+    'rewards',
+    'meta_loss',
+    'meta_grad_norm',
+    'meta_up_norm',
+  ):
     assert np.isfinite(metrics[key]).all(), (key, metrics[key])
   assert math.isclose(pos, np.mean(metrics['pos_rewards']), abs_tol=0.05)
   live = tensorboard_curves(out / 'tensorboard')['meta_loss']
-  np.testing.assert_allclose([live[s] for s in (0, 1)], metrics['meta_loss'],
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    [live[s] for s in (0, 1)], metrics['meta_loss'], rtol=1e-6
+  )
   assert summary['steps'] == 2 and summary['devices'] == 1
-  assert set(summary['plots']) == {'pos_rewards', 'neg_rewards', 'meta_loss',
-                                   'meta_grad_norm', 'meta_up_norm',
-                                   'rewards'}
+  assert set(summary['plots']) == {
+    'pos_rewards',
+    'neg_rewards',
+    'meta_loss',
+    'meta_grad_norm',
+    'meta_up_norm',
+    'rewards',
+  }
   for png in summary['plots'].values():
     assert_png(png)
   # The learned rule is a valid Disco103-shaped parameter file.
-  weights.load_disco_103(summary['params_npz'], download=False,
-                         check_architecture=True)
+  weights.load_disco_103(
+    summary['params_npz'], download=False, check_architecture=True
+  )
   # Resuming the finished run runs nothing and says so.
-  stdout = ok(run_cli('disco_rl.examples.meta_train', '--resume', str(out),
-                      '--no-progress'))
+  stdout = ok(
+    run_cli(
+      'disco_rl.examples.meta_train', '--resume', str(out), '--no-progress'
+    )
+  )
   assert 'meta-steps/s: n/a (no meta-step ran in this call)' in stdout
   again = summary_of(stdout)
   assert again['completed'] and again['interrupted'] is None
   assert again['steps'] == 2
   # The rule at its (last) checkpoint, exported: the run's final rule.
   rule = tmp_path / 'rules/rule_2.npz'
-  stdout = ok(run_cli('disco_rl.examples.export_rule', str(out), '--out',
-                      str(rule)))
+  stdout = ok(
+    run_cli('disco_rl.examples.export_rule', str(out), '--out', str(rule))
+  )
   assert stdout == f'rule of meta-step 2 of {out}: {rule}\n'
   with np.load(rule) as exported, np.load(summary['params_npz']) as final:
     assert sorted(exported.files) == sorted(final.files)
@@ -219,43 +303,65 @@ def test_meta_train_cli(run_cli, tmp_path, tiny_meta_run):
 
 
 @shares_tiny_meta_run
-def test_export_rule_bad_input_is_one_error_line(tmp_path, capsys,
-                                                 monkeypatch, fast_compile,
-                                                 tiny_meta_run):
+def test_export_rule_bad_input_is_one_error_line(
+  tmp_path, capsys, monkeypatch, fast_compile, tiny_meta_run
+):
   """On test_meta_train_cli's run (read only: `run` links to it)."""
   del fast_compile
   monkeypatch.chdir(tmp_path)
   (tmp_path / 'run').symlink_to(tiny_meta_run[0], target_is_directory=True)
-  before = {p: p.read_bytes() for p in tiny_meta_run[0].rglob('*')
-            if p.is_file()}
+  before = {
+    p: p.read_bytes() for p in tiny_meta_run[0].rglob('*') if p.is_file()
+  }
   (tmp_path / 'taken.npz').write_bytes(b'kept')
   export = _main('export_rule')
   for args, message in [
-      (['--step', '1'], r'No checkpoint 1 in \S+/run/checkpoints; it has \[2\]\.'),
-      (['--out', 'taken.npz'], r'--out taken.npz exists; pass --overwrite to '
-       r'replace it\.'),
-      (['--out', '.'], r'--out \. is a directory; expected a file path\.'),
-      (['--out', 'rule.npz', '--step', '2', 'extra'], None),
+    (
+      ['--step', '1'],
+      r'No checkpoint 1 in \S+/run/checkpoints; it has \[2\]\.',
+    ),
+    (
+      ['--out', 'taken.npz'],
+      r'--out taken.npz exists; pass --overwrite to '
+      r'replace it\.',
+    ),
+    (['--out', '.'], r'--out \. is a directory; expected a file path\.'),
+    (['--out', 'rule.npz', '--step', '2', 'extra'], None),
   ]:
     if message is None:  # argparse's own one line, exit 2.
       with pytest.raises(SystemExit) as stop:
         export(['run', *args])
       assert stop.value.code == 2
-      assert capsys.readouterr().err.splitlines()[-1].endswith(
-          'error: unrecognized arguments: extra')
+      assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith('error: unrecognized arguments: extra')
+      )
       continue
     assert export(['run', '--out', 'rule.npz', *args]) == cli.EXIT_BAD_INPUT
     assert re.fullmatch(message, _error_of(capsys)), message
   assert (tmp_path / 'taken.npz').read_bytes() == b'kept'
   assert sorted(p.name for p in tmp_path.iterdir()) == ['run', 'taken.npz']
   assert export(['nowhere', '--out', 'r.npz']) == cli.EXIT_BAD_INPUT
-  assert re.fullmatch(r'No run in \S+/nowhere: it has no run.json .*',
-                      _error_of(capsys))
+  assert re.fullmatch(
+    r'No run in \S+/nowhere: it has no run.json .*', _error_of(capsys)
+  )
   evaluated = tmp_path / 'evaluated'
-  disco_rl.Trainer(config_lib.EvalConfig(
-      rule='actor_critic', num_steps=1, batch_size=4, replay_ratio=2,
-      buffer_capacity=8, rollout_len=6, dense=(16,), model_lstm_size=8,
-      model_head_hiddens=(8,)), evaluated, progress=False).fit()
+  disco_rl.Trainer(
+    config_lib.EvalConfig(
+      rule='actor_critic',
+      num_steps=1,
+      batch_size=4,
+      replay_ratio=2,
+      buffer_capacity=8,
+      rollout_len=6,
+      dense=(16,),
+      model_lstm_size=8,
+      model_head_hiddens=(8,),
+    ),
+    evaluated,
+    progress=False,
+  ).fit()
   assert export([str(evaluated), '--out', 'r.npz']) == cli.EXIT_BAD_INPUT
   assert 'holds a eval run, not a meta_train run' in _error_of(capsys)
   # --overwrite replaces an existing file.
@@ -263,101 +369,180 @@ def test_export_rule_bad_input_is_one_error_line(tmp_path, capsys,
   with np.load(tmp_path / 'taken.npz') as rule:
     assert 'lstm/linear/w' in rule.files
   # The run read is as it was.
-  assert {p: p.read_bytes() for p in tiny_meta_run[0].rglob('*')
-          if p.is_file()} == before
+  assert {
+    p: p.read_bytes() for p in tiny_meta_run[0].rglob('*') if p.is_file()
+  } == before
 
 
 def test_eval_cli_runs_seeds_in_parallel(run_cli, tmp_path):
   out = tmp_path / 'out'
-  stdout = ok(run_cli('disco_rl.examples.eval', *EVAL_TINY, '--out', str(out),
-                      '--rule', 'actor_critic', '--seed', '7',
-                      '--num-seeds', '2', '--log', 'tensorboard', 'wandb'))
+  stdout = ok(
+    run_cli(
+      'disco_rl.examples.eval',
+      *EVAL_TINY,
+      '--out',
+      str(out),
+      '--rule',
+      'actor_critic',
+      '--seed',
+      '7',
+      '--num-seeds',
+      '2',
+      '--log',
+      'tensorboard',
+      'wandb',
+    )
+  )
   summary = summary_of(stdout)
   assert summary['steps'] == 4 and summary['iterations'] == 5
-  per_seed = summary['final_avg_return_per_seed']
-  assert sorted(per_seed) == ['7', '8']
+  per_run = summary['final_avg_return_per_run']
+  assert sorted(per_run) == ['seed 7', 'seed 8']
   metrics = metrics_lib.read_metrics(out / 'metrics.csv')
   np.testing.assert_array_equal(metrics['seed'], [7, 8] * 5)
   np.testing.assert_array_equal(metrics['step'], np.repeat(np.arange(5), 2))
   for seed in (7, 8):
     returns = metrics['avg_return'][metrics['seed'] == seed]
-    assert math.isclose(per_seed[str(seed)], np.nanmean(returns),
-                        rel_tol=1e-6)
-  assert 'per seed: 7: ' in stdout
+    assert math.isclose(
+      per_run[f'seed {seed}'], np.nanmean(returns), rel_tol=1e-6
+    )
+  assert 'per run: seed 7: ' in stdout
   assert_png(out / 'returns.png')
   # The live curves: the same numbers, a curve per seed.
   board, history = tensorboard_curves(out / 'tensorboard'), wandb_history(out)
   for seed in (7, 8):
     episodes = metrics['episodes'][metrics['seed'] == seed]
     assert [board[f'episodes/seed_{seed}'][s] for s in range(5)] == list(
-        episodes)
+      episodes
+    )
     assert [history[s][f'episodes/seed_{seed}'] for s in range(5)] == list(
-        episodes)
+      episodes
+    )
 
 
 def test_resuming_a_checkpoint_of_other_shapes_is_one_error_line(
-    run_cli, tmp_path):
+  run_cli, tmp_path
+):
   """As a run written before the seed axis: its checkpoint's arrays have
   other shapes than the resumed run's (here: its record says 2 seeds)."""
   out = tmp_path / 'out'
-  ok(run_cli('disco_rl.examples.eval', *EVAL_TINY, '--out', str(out),
-             '--rule', 'actor_critic'))
+  ok(
+    run_cli(
+      'disco_rl.examples.eval',
+      *EVAL_TINY,
+      '--out',
+      str(out),
+      '--rule',
+      'actor_critic',
+    )
+  )
   record = json.loads((out / 'run.json').read_text())
   record['settings']['num_seeds'] = 2
   (out / 'run.json').write_text(json.dumps(record))
-  result = run_cli('disco_rl.examples.eval', '--resume', str(out),
-                   '--steps', '6', '--no-progress')
+  result = run_cli(
+    'disco_rl.examples.eval',
+    '--resume',
+    str(out),
+    '--steps',
+    '6',
+    '--no-progress',
+  )
   assert result.returncode == 2, result.stderr[-4000:]
   assert result.stderr.startswith(
-      f'error: Checkpoint 5 in {out}/checkpoints cannot be resumed by this '
-      "run: its acc_rewards has shape (1, 1, 2), this run's (1, 2, 2)."
+    f'error: Checkpoint 5 in {out}/checkpoints cannot be resumed by this '
+    "run: its acc_rewards has shape (1, 1, 2), this run's (1, 2, 2)."
   ), result.stderr[-4000:]
   assert result.stderr.count('\n') == 1, result.stderr[-4000:]  # No trace.
 
 
 def test_eval_cli_rejects_bad_setting(run_cli, tmp_path):
   """Exits non-zero before building anything heavy, naming the setting."""
-  result = run_cli('disco_rl.examples.eval', '--batch-size', '5',
-                   '--replay-ratio', '2', '--steps', '1', '--no-progress',
-                   '--out', str(tmp_path / 'out'))
+  result = run_cli(
+    'disco_rl.examples.eval',
+    '--batch-size',
+    '5',
+    '--replay-ratio',
+    '2',
+    '--steps',
+    '1',
+    '--no-progress',
+    '--out',
+    str(tmp_path / 'out'),
+  )
   assert result.returncode != 0, result.stdout
   assert 'batch_size' in result.stderr, result.stderr[-4000:]
   assert 'Traceback' not in result.stderr, result.stderr[-4000:]
   assert not (tmp_path / 'out' / 'metrics.csv').exists()
 
 
-@pytest.mark.parametrize('module, args, setting', [
+@pytest.mark.parametrize(
+  'module, args, setting',
+  [
     ('eval', ['--buffer-capacity', '2'], 'buffer_capacity'),
     ('eval', ['--rule', 'actor_critic', '--rollout-len', '1'], 'rollout_len'),
     ('meta_train', ['--rollout-len', '1'], 'rollout_len'),
     ('meta_train', ['--num-agents', '0'], 'num_agents'),
-    ('meta_train', ['--tasks', 'catch', 'catch[size=3]'],
-     "Unknown CatchJittableEnvironment setting(s) 'size'"),
-    ('meta_train', ['--tasks', 'catch', 'gymnax:CartPole-v1', 'catch[rows=6]',
-                    '--num-agents', '2'], 'num_agents=2 is smaller than'),
+    (
+      'meta_train',
+      ['--tasks', 'catch', 'catch[size=3]'],
+      "Unknown CatchJittableEnvironment setting(s) 'size'",
+    ),
+    (
+      'meta_train',
+      [
+        '--tasks',
+        'catch',
+        'gymnax:CartPole-v1',
+        'catch[rows=6]',
+        '--num-agents',
+        '2',
+      ],
+      'num_agents=2 is smaller than',
+    ),
     ('eval', ['--steps-per-call', '0'], 'steps_per_call'),
     ('meta_train', ['--steps-per-call', '0'], 'steps_per_call'),
-    ('eval', ['--rule', 'actor_critic', '--weights', 'w.npz'],
-     "--weights is for the disco_103 rule; rule 'actor_critic'"),
-    ('eval', ['--num-processes', '2', '--process-id', '0'],
-     'needs a coordinator address'),
-    ('meta_train', ['--num-processes', '2', '--coordinator-address',
-                    '127.0.0.1:1'], 'process_id must be in [0, 2)'),
-    ('eval', ['--learning-rate', 'nan'],
-     'learning_rate must be a finite number > 0, got nan'),
-    ('eval', ['--learning-rate', '-1'],
-     'learning_rate must be a finite number > 0, got -1.0'),
-    ('meta_train', ['--learning-rate', 'nan'],
-     'learning_rate must be a finite number > 0, got nan'),
-    ('meta_train', ['--meta-learning-rate', '-0.1'],
-     'meta_learning_rate must be a finite number > 0, got -0.1'),
-])
-def test_cli_main_rejects_bad_settings(module, args, setting, tmp_path,
-                                       capsys):
+    (
+      'eval',
+      ['--rule', 'actor_critic', '--weights', 'w.npz'],
+      "--weights is for the disco_103 rule; rule 'actor_critic'",
+    ),
+    (
+      'eval',
+      ['--num-processes', '2', '--process-id', '0'],
+      'needs a coordinator address',
+    ),
+    (
+      'meta_train',
+      ['--num-processes', '2', '--coordinator-address', '127.0.0.1:1'],
+      'process_id must be in [0, 2)',
+    ),
+    (
+      'eval',
+      ['--learning-rate', 'nan'],
+      'learning_rate must be a finite number > 0, got nan',
+    ),
+    (
+      'eval',
+      ['--learning-rate', '-1'],
+      'learning_rate must be a finite number > 0, got -1.0',
+    ),
+    (
+      'meta_train',
+      ['--learning-rate', 'nan'],
+      'learning_rate must be a finite number > 0, got nan',
+    ),
+    (
+      'meta_train',
+      ['--meta-learning-rate', '-0.1'],
+      'meta_learning_rate must be a finite number > 0, got -0.1',
+    ),
+  ],
+)
+def test_cli_main_rejects_bad_settings(module, args, setting, tmp_path, capsys):
   """The same checks in-process (`main` returns the exit status): fast."""
   main = importlib.import_module(f'disco_rl.examples.{module}').main
-  status = main([*args, '--steps', '1', '--no-progress', '--out',
-                 str(tmp_path / 'out')])
+  status = main(
+    [*args, '--steps', '1', '--no-progress', '--out', str(tmp_path / 'out')]
+  )
   assert status == 2
   err = capsys.readouterr().err
   assert err.startswith('error: ') and err.count('\n') == 1, err
@@ -378,34 +563,52 @@ def _rows_written(path) -> int:
 
 def _timing_free_metrics(path):
   from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+
   return metrics_lib.read_table(path).drop(columns=['rss_mb', 'time_s'])
 
 
 INTERRUPTED_RUNS = {
-    'eval': [*EVAL_TINY, '--rule', 'actor_critic', '--steps-per-call', '2'],
-    'meta_train': [*META_TINY, '--steps-per-call', '1'],
+  'eval': [*EVAL_TINY, '--rule', 'actor_critic', '--steps-per-call', '2'],
+  'meta_train': [*META_TINY, '--steps-per-call', '1'],
 }
 
 
-@pytest.mark.parametrize('module, sig', [
+@pytest.mark.parametrize(
+  'module, sig',
+  [
     ('eval', signal.SIGTERM),
     pytest.param('meta_train', signal.SIGINT, marks=pytest.mark.slow),
-])
+  ],
+)
 def test_cli_interrupt_then_resume_equals_a_straight_run(
-    module, sig, run_cli, tmp_path):
+  module, sig, run_cli, tmp_path
+):
   """A signal stops the run with its outputs saved; --resume finishes it,
   giving the metrics rows (and rule) of a run never interrupted."""
   out = tmp_path / 'interrupted'
   proc = subprocess.Popen(
-      [sys.executable, '-m', f'disco_rl.examples.{module}',
-       *INTERRUPTED_RUNS[module], '--steps', '100000', '--out', str(out)],
-      cwd=tmp_path, env=_cli_env(), stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE, text=True)
+    [
+      sys.executable,
+      '-m',
+      f'disco_rl.examples.{module}',
+      *INTERRUPTED_RUNS[module],
+      '--steps',
+      '100000',
+      '--out',
+      str(out),
+    ],
+    cwd=tmp_path,
+    env=_cli_env(),
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
   try:
     deadline = time.monotonic() + TIMEOUT_S
     while _rows_written(out / 'metrics.csv') < 3:
       assert proc.poll() is None and time.monotonic() < deadline, (
-          proc.communicate())
+        proc.communicate()
+      )
       time.sleep(0.2)
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
@@ -422,22 +625,43 @@ def test_cli_interrupt_then_resume_equals_a_straight_run(
   if module == 'eval':
     assert_png(out / 'returns.png')
   else:  # The rule learned so far is saved, in the Disco103 layout.
-    weights.load_disco_103(out / 'update_rule_params.npz', download=False,
-                           check_architecture=True)
+    weights.load_disco_103(
+      out / 'update_rule_params.npz', download=False, check_architecture=True
+    )
 
   target = str(done + 3)
-  ok(run_cli(f'disco_rl.examples.{module}', '--resume', str(out), '--steps',
-             target, '--no-progress'))
+  ok(
+    run_cli(
+      f'disco_rl.examples.{module}',
+      '--resume',
+      str(out),
+      '--steps',
+      target,
+      '--no-progress',
+    )
+  )
   straight = tmp_path / 'straight'
-  ok(run_cli(f'disco_rl.examples.{module}', *INTERRUPTED_RUNS[module],
-             '--steps', target, '--out', str(straight)))
-  resumed, expected = (_timing_free_metrics(out / 'metrics.csv'),
-                       _timing_free_metrics(straight / 'metrics.csv'))
+  ok(
+    run_cli(
+      f'disco_rl.examples.{module}',
+      *INTERRUPTED_RUNS[module],
+      '--steps',
+      target,
+      '--out',
+      str(straight),
+    )
+  )
+  resumed, expected = (
+    _timing_free_metrics(out / 'metrics.csv'),
+    _timing_free_metrics(straight / 'metrics.csv'),
+  )
   assert list(resumed['step']) == list(range(len(expected)))
   assert resumed.equals(expected)
   if module == 'meta_train':
-    rule, rule_straight = (np.load(out / 'update_rule_params.npz'),
-                           np.load(straight / 'update_rule_params.npz'))
+    rule, rule_straight = (
+      np.load(out / 'update_rule_params.npz'),
+      np.load(straight / 'update_rule_params.npz'),
+    )
     for key in rule_straight.files:
       np.testing.assert_array_equal(rule[key], rule_straight[key])
 
@@ -449,7 +673,7 @@ def _main(module):
 def _error_of(capsys) -> str:
   err = capsys.readouterr().err
   assert err.startswith('error: ') and err.count('\n') == 1, err
-  return err[len('error: '):].strip()
+  return err[len('error: ') :].strip()
 
 
 @pytest.mark.parametrize('module', ['eval', 'meta_train'])
@@ -458,18 +682,23 @@ def test_cli_refuses_unusable_output_dirs(module, tmp_path, capsys):
   a_file = tmp_path / 'file'
   a_file.write_text('x')
   cases = [
-      (['--out', str(a_file)], f'output directory {a_file} is a file'),
-      (['--out', str(a_file / 'sub')], f'cannot be created: {a_file} is a '
-       'file'),
-      (['--out', '/sys/disco_rl_run'], 'inside a system directory'),
-      (['--out', '/proc/disco_rl_run'], 'inside a system directory'),
-      (['--resume', str(tmp_path / 'none')], 'Nothing to resume in'),
-      (['--resume', str(tmp_path / 'none'), '--overwrite'],
-       '--resume and --overwrite exclude each other'),
-      (['--resume', str(tmp_path), '--out', str(tmp_path)],
-       '--resume DIR is the run directory: leave out --out'),
-      (['--keep-checkpoints', '0', '--out', str(tmp_path / 'k')],
-       '--keep-checkpoints must be >= 1, got 0'),
+    (['--out', str(a_file)], f'output directory {a_file} is a file'),
+    (['--out', str(a_file / 'sub')], f'cannot be created: {a_file} is a file'),
+    (['--out', '/sys/disco_rl_run'], 'inside a system directory'),
+    (['--out', '/proc/disco_rl_run'], 'inside a system directory'),
+    (['--resume', str(tmp_path / 'none')], 'Nothing to resume in'),
+    (
+      ['--resume', str(tmp_path / 'none'), '--overwrite'],
+      '--resume and --overwrite exclude each other',
+    ),
+    (
+      ['--resume', str(tmp_path), '--out', str(tmp_path)],
+      '--resume DIR is the run directory: leave out --out',
+    ),
+    (
+      ['--keep-checkpoints', '0', '--out', str(tmp_path / 'k')],
+      '--keep-checkpoints must be >= 1, got 0',
+    ),
   ]
   for args, message in cases:
     assert main([*args, '--steps', '1', '--no-progress']) == 2, args
@@ -477,8 +706,9 @@ def test_cli_refuses_unusable_output_dirs(module, tmp_path, capsys):
   assert sorted(p.name for p in tmp_path.iterdir()) == ['file']
 
 
-def test_eval_cli_never_overwrites_a_run_unless_told(tmp_path, capsys,
-                                                    fast_compile):
+def test_eval_cli_never_overwrites_a_run_unless_told(
+  tmp_path, capsys, fast_compile
+):
   out = tmp_path / 'run'
   tiny = [*EVAL_TINY, '--rule', 'actor_critic', '--out', str(out)]
   assert _main('eval')(tiny) == 0
@@ -496,13 +726,15 @@ def test_eval_cli_never_overwrites_a_run_unless_told(tmp_path, capsys,
   assert len(metrics_lib.read_metrics(out / 'metrics.csv')['step']) == 3
 
 
-def test_a_resumed_run_reads_and_checks_its_settings_once(tmp_path, capsys,
-                                                          monkeypatch,
-                                                          fast_compile):
+def test_a_resumed_run_reads_and_checks_its_settings_once(
+  tmp_path, capsys, monkeypatch, fast_compile
+):
   """One record read, one config made and checked, whatever the flags."""
   out = tmp_path / 'run'
-  assert _main('eval')([*EVAL_TINY, '--rule', 'actor_critic', '--out',
-                        str(out)]) == 0
+  assert (
+    _main('eval')([*EVAL_TINY, '--rule', 'actor_critic', '--out', str(out)])
+    == 0
+  )
   checks, reads = [], []
   check = config_lib.RunConfig._check  # pylint: disable=protected-access
   read_text = pathlib.Path.read_text
@@ -518,8 +750,20 @@ def test_a_resumed_run_reads_and_checks_its_settings_once(tmp_path, capsys,
 
   monkeypatch.setattr(config_lib.RunConfig, '_check', counted_check)
   monkeypatch.setattr(pathlib.Path, 'read_text', counted_read)
-  assert _main('eval')(['--resume', str(out), '--steps', '6',
-                        '--rule', 'actor_critic', '--no-progress']) == 0
+  assert (
+    _main('eval')(
+      [
+        '--resume',
+        str(out),
+        '--steps',
+        '6',
+        '--rule',
+        'actor_critic',
+        '--no-progress',
+      ]
+    )
+    == 0
+  )
   assert checks == ['EvalConfig'] and reads == [out / 'run.json']
   capsys.readouterr()
   assert len(metrics_lib.read_metrics(out / 'metrics.csv')['step']) == 7
@@ -533,22 +777,35 @@ def _broken_weights(tmp_path, disco_103_path):
     kept = {k: full[k] for k in list(full.files)[1:]}
   missing_leaf = tmp_path / 'missing_leaf.npz'
   np.savez(missing_leaf, **kept)
-  return [('missing', tmp_path / 'missing.npz', 'file not found'),
-          ('truncated', truncated, 'not a valid npz file'),
-          ('wrong tree', missing_leaf, 'missing_leaf.npz')]
+  return [
+    ('missing', tmp_path / 'missing.npz', 'file not found'),
+    ('truncated', truncated, 'not a valid npz file'),
+    ('wrong tree', missing_leaf, 'missing_leaf.npz'),
+  ]
 
 
 @pytest.mark.weights
-@pytest.mark.parametrize('module, extra', [
-    ('eval', []), ('meta_train', ['--init', 'disco_103'])])
-def test_cli_bad_weights_file_is_one_error_line(module, extra, tmp_path,
-                                                capsys, monkeypatch,
-                                                disco_103_path):
+@pytest.mark.parametrize(
+  'module, extra', [('eval', []), ('meta_train', ['--init', 'disco_103'])]
+)
+def test_cli_bad_weights_file_is_one_error_line(
+  module, extra, tmp_path, capsys, monkeypatch, disco_103_path
+):
   """Missing, truncated or mis-shaped: the same error as $DISCO_RL_WEIGHTS."""
   for what, path, fragment in _broken_weights(tmp_path, disco_103_path):
     out = tmp_path / f'out_{what.replace(" ", "_")}'
-    status = _main(module)([*extra, '--weights', str(path), '--out', str(out),
-                            '--steps', '1', '--no-progress'])
+    status = _main(module)(
+      [
+        *extra,
+        '--weights',
+        str(path),
+        '--out',
+        str(out),
+        '--steps',
+        '1',
+        '--no-progress',
+      ]
+    )
     assert status == 2, what
     flag_error = _error_of(capsys)
     assert fragment in flag_error and str(path.name) in flag_error, what
@@ -556,47 +813,120 @@ def test_cli_bad_weights_file_is_one_error_line(module, extra, tmp_path,
     if what == 'missing':
       continue  # $DISCO_RL_WEIGHTS names itself when it points nowhere.
     monkeypatch.setenv('DISCO_RL_WEIGHTS', str(path))
-    status = _main(module)([*extra, '--out', str(out), '--steps', '1',
-                            '--no-progress'])
+    status = _main(module)(
+      [*extra, '--out', str(out), '--steps', '1', '--no-progress']
+    )
     assert status == 2, what
     assert _error_of(capsys) == flag_error, what
     monkeypatch.setenv('DISCO_RL_WEIGHTS', str(disco_103_path))
 
 
 def test_meta_train_cli_weights_need_init_disco_103(tmp_path, capsys):
-  status = _main('meta_train')(['--weights', 'w.npz', '--out',
-                                str(tmp_path / 'o'), '--steps', '1'])
+  status = _main('meta_train')(
+    ['--weights', 'w.npz', '--out', str(tmp_path / 'o'), '--steps', '1']
+  )
   assert status == 2
-  assert ('--weights is the rule to fine-tune: it needs --init disco_103, '
-          'got --init random') in _error_of(capsys)
+  assert (
+    '--weights is the rule to fine-tune: it needs --init disco_103, '
+    'got --init random'
+  ) in _error_of(capsys)
 
 
-@pytest.mark.parametrize('module, flags, expected', [
-    ('eval', ['--seed', '7', '--rows', '5', '--columns', '6',
-              '--learning-rate', '0.003', '--num-devices', '1',
-              '--dense', '32,16', '--steps', '12', '--precision',
-              'bfloat16', '--no-debug-checks'],
-     dict(seed=7, env_kwargs=dict(rows=5, columns=6), learning_rate=0.003,
-          num_devices=1, dense=(32, 16), num_steps=12, precision='bfloat16',
-          debug_checks=False)),
-    ('meta_train', ['--seed', '3', '--rule-seed', '9', '--num-inner-steps',
-                    '4', '--learning-rate', '0.001', '--meta-learning-rate',
-                    '0.0002', '--rows', '6', '--columns', '7', '--init',
-                    'disco_103', '--num-devices', '2', '--value-dense', '64'],
-     dict(seed=3, rule_seed=9, num_inner_steps=4, learning_rate=0.001,
-          meta_learning_rate=0.0002, tasks=('catch[rows=6,columns=7]',),
-          init='disco_103', num_devices=2, value_dense=(64,))),
-    ('meta_train', ['--tasks', 'catch[rows=7,columns=5]',
-                    'gymnax:DeepSea-bsuite[size=8]', '--num-agents', '4'],
-     dict(tasks=('catch[rows=7,columns=5]', 'gymnax:DeepSea-bsuite[size=8]'),
-          num_agents=4)),
-])
+@pytest.mark.parametrize(
+  'module, flags, expected',
+  [
+    (
+      'eval',
+      [
+        '--seed',
+        '7',
+        '--rows',
+        '5',
+        '--columns',
+        '6',
+        '--learning-rate',
+        '0.003',
+        '--num-devices',
+        '1',
+        '--dense',
+        '32,16',
+        '--steps',
+        '12',
+        '--precision',
+        'bfloat16',
+        '--no-debug-checks',
+      ],
+      dict(
+        seed=7,
+        env_kwargs=dict(rows=5, columns=6),
+        learning_rate=0.003,
+        num_devices=1,
+        dense=(32, 16),
+        num_steps=12,
+        precision='bfloat16',
+        debug_checks=False,
+      ),
+    ),
+    (
+      'meta_train',
+      [
+        '--seed',
+        '3',
+        '--rule-seed',
+        '9',
+        '--num-inner-steps',
+        '4',
+        '--learning-rate',
+        '0.001',
+        '--meta-learning-rate',
+        '0.0002',
+        '--rows',
+        '6',
+        '--columns',
+        '7',
+        '--init',
+        'disco_103',
+        '--num-devices',
+        '2',
+        '--value-dense',
+        '64',
+      ],
+      dict(
+        seed=3,
+        rule_seed=9,
+        num_inner_steps=4,
+        learning_rate=0.001,
+        meta_learning_rate=0.0002,
+        tasks=('catch[rows=6,columns=7]',),
+        init='disco_103',
+        num_devices=2,
+        value_dense=(64,),
+      ),
+    ),
+    (
+      'meta_train',
+      [
+        '--tasks',
+        'catch[rows=7,columns=5]',
+        'gymnax:DeepSea-bsuite[size=8]',
+        '--num-agents',
+        '4',
+      ],
+      dict(
+        tasks=('catch[rows=7,columns=5]', 'gymnax:DeepSea-bsuite[size=8]'),
+        num_agents=4,
+      ),
+    ),
+  ],
+)
 def test_cli_flags_reach_the_settings(module, flags, expected):
-  config_cls = (config_lib.EvalConfig if module == 'eval'
-                else config_lib.MetaTrainConfig)
+  config_cls = (
+    config_lib.EvalConfig if module == 'eval' else config_lib.MetaTrainConfig
+  )
   parser = cli.make_parser('test', config_cls, 'runs/x')
   values, shorthands = flags_lib.values_from_flags(
-      config_cls, parser.parse_args(flags))
+    config_cls, parser.parse_args(flags)
+  )
   config = config_cls(**values)
   for name, value in expected.items():
     assert getattr(config, name) == value, name
@@ -605,13 +935,15 @@ def test_cli_flags_reach_the_settings(module, flags, expected):
   for name in (f.name for f in dataclasses.fields(default)):
     if name not in expected:
       assert getattr(config, name) == getattr(default, name), name
-  assert (cli.given_flags(parser, flags) - {'rows', 'columns'}
-          | shorthands) == set(expected)
+  assert (
+    cli.given_flags(parser, flags) - {'rows', 'columns'} | shorthands
+  ) == set(expected)
 
 
 def test_meta_train_preset_flag_and_overrides(tmp_path, capsys, monkeypatch):
   """--preset paper gives the paper's settings; flags given override them."""
   from disco_rl.examples import meta_train as meta_train_command  # pylint: disable=g-import-not-at-top
+
   seen = {}
 
   class Stop(Exception):
@@ -623,23 +955,48 @@ def test_meta_train_preset_flag_and_overrides(tmp_path, capsys, monkeypatch):
     raise Stop
 
   from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+
   monkeypatch.setattr(trainer, 'Trainer', fake_trainer)
   with pytest.raises(Stop):
-    _main('meta_train')(['--preset', 'paper', '--num-agents', '2',
-                         '--out', str(tmp_path / 'o'), '--no-progress'])
+    _main('meta_train')(
+      [
+        '--preset',
+        'paper',
+        '--num-agents',
+        '2',
+        '--out',
+        str(tmp_path / 'o'),
+        '--no-progress',
+      ]
+    )
   paper = meta_train_command.PRESETS['paper']
   assert seen['config'] == config_lib.MetaTrainConfig(
-      **{**paper, 'num_agents': 2})
+    **{**paper, 'num_agents': 2}
+  )
   # Flags are checked with the preset, not alone: 8 tasks need the paper's
   # 8 agents (the defaults' 2 would be too few).
   suite = [f'catch[rows={r}]' for r in range(5, 13)]
   with pytest.raises(Stop):
-    _main('meta_train')(['--preset', 'paper', '--tasks', *suite,
-                         '--out', str(tmp_path / 'o8'), '--no-progress'])
-  assert seen['config'] == config_lib.MetaTrainConfig(**paper,
-                                                     tasks=tuple(suite))
-  assert _main('meta_train')(['--preset', 'paper', '--resume',
-                              str(tmp_path / 'none')]) == 2
+    _main('meta_train')(
+      [
+        '--preset',
+        'paper',
+        '--tasks',
+        *suite,
+        '--out',
+        str(tmp_path / 'o8'),
+        '--no-progress',
+      ]
+    )
+  assert seen['config'] == config_lib.MetaTrainConfig(
+    **paper, tasks=tuple(suite)
+  )
+  assert (
+    _main('meta_train')(
+      ['--preset', 'paper', '--resume', str(tmp_path / 'none')]
+    )
+    == 2
+  )
   assert '--preset cannot be given with --resume' in _error_of(capsys)
 
 
@@ -649,14 +1006,29 @@ def test_meta_train_preset_flag_and_overrides(tmp_path, capsys, monkeypatch):
 
 def _start(module, args, out, tmp_path, cache=None):
   """The CLI in a process of its own (no compilation cache unless given)."""
-  env = dict(os.environ, JAX_PLATFORMS='cpu', MPLBACKEND='Agg',
-             XLA_FLAGS=xla_flags(num_devices=1),
-             JAX_DISABLE_MOST_OPTIMIZATIONS='1')
+  env = dict(
+    os.environ,
+    JAX_PLATFORMS='cpu',
+    MPLBACKEND='Agg',
+    XLA_FLAGS=xla_flags(num_devices=1),
+    JAX_DISABLE_MOST_OPTIMIZATIONS='1',
+  )
   env.update(cache or {})
   return subprocess.Popen(
-      [sys.executable, '-m', f'disco_rl.examples.{module}', *args, '--out',
-       str(out)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE, text=True)
+    [
+      sys.executable,
+      '-m',
+      f'disco_rl.examples.{module}',
+      *args,
+      '--out',
+      str(out),
+    ],
+    cwd=tmp_path,
+    env=env,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
 
 
 def _when_settings_written(proc, out):
@@ -665,19 +1037,26 @@ def _when_settings_written(proc, out):
   deadline = time.monotonic() + TIMEOUT_S
   while not (out / 'run.json').is_file():
     assert proc.poll() is None and time.monotonic() < deadline, (
-        proc.communicate())
+      proc.communicate()
+    )
     time.sleep(0.02)
 
 
-@pytest.mark.parametrize('module, sig', [
+@pytest.mark.parametrize(
+  'module, sig',
+  [
     ('eval', signal.SIGINT),
     # Slow (~50 s: a meta-training compile); the same Trainer.fit path.
-    pytest.param('meta_train', signal.SIGTERM, marks=pytest.mark.slow)])
+    pytest.param('meta_train', signal.SIGTERM, marks=pytest.mark.slow),
+  ],
+)
 def test_a_signal_during_compilation_stops_before_the_first_step(
-    module, sig, tmp_path):
+  module, sig, tmp_path
+):
   out = tmp_path / 'run'
-  proc = _start(module, [*INTERRUPTED_RUNS[module], '--steps', '1'], out,
-                tmp_path)
+  proc = _start(
+    module, [*INTERRUPTED_RUNS[module], '--steps', '1'], out, tmp_path
+  )
   try:
     _when_settings_written(proc, out)
     proc.send_signal(sig)
@@ -689,8 +1068,10 @@ def test_a_signal_during_compilation_stops_before_the_first_step(
   summary = summary_of(stdout)
   assert summary['interrupted'] == sig.name and not summary['completed']
   assert summary['stopped_at_step'] == 0 and summary['checkpoint_step'] == 0
-  assert f'interrupted by {sig.name} after step 0: checkpoint, metrics and ' \
-         f'outputs saved; continue with --resume {out}' in stdout
+  assert (
+    f'interrupted by {sig.name} after step 0: checkpoint, metrics and '
+    f'outputs saved; continue with --resume {out}' in stdout
+  )
   assert _rows_written(out / 'metrics.csv') == 0
 
 
@@ -698,8 +1079,9 @@ def test_a_second_signal_stops_at_once_with_one_error_line(tmp_path):
   """Both signals come while the run program compiles (one C++ call, during
   which Python's own handler would see the two as one)."""
   out = tmp_path / 'run'
-  proc = _start('eval', [*INTERRUPTED_RUNS['eval'], '--steps', '100000'],
-                out, tmp_path)
+  proc = _start(
+    'eval', [*INTERRUPTED_RUNS['eval'], '--steps', '100000'], out, tmp_path
+  )
   try:
     _when_settings_written(proc, out)
     proc.send_signal(signal.SIGINT)
@@ -711,18 +1093,29 @@ def test_a_second_signal_stops_at_once_with_one_error_line(tmp_path):
   assert proc.returncode == 128 + signal.SIGINT.value, stderr[-4000:]
   assert 'Traceback' not in stderr, stderr[-4000:]
   assert stderr.strip().splitlines()[-1] == (
-      'error: stopped at once by a second SIGINT; the run keeps its last '
-      'checkpoint (continue it with --resume)'), stdout[-2000:]
+    'error: stopped at once by a second SIGINT; the run keeps its last '
+    'checkpoint (continue it with --resume)'
+  ), stdout[-2000:]
 
 
 def test_a_diverging_run_stops_with_one_error_line(run_cli, tmp_path):
-  result = run_cli('disco_rl.examples.eval', *EVAL_TINY, '--rule',
-                   'actor_critic', '--learning-rate', '1e30',
-                   '--no-debug-checks', '--steps', '20', '--out',
-                   str(tmp_path / 'out'))
+  result = run_cli(
+    'disco_rl.examples.eval',
+    *EVAL_TINY,
+    '--rule',
+    'actor_critic',
+    '--learning-rate',
+    '1e30',
+    '--no-debug-checks',
+    '--steps',
+    '20',
+    '--out',
+    str(tmp_path / 'out'),
+  )
   assert result.returncode == 2, result.stdout[-2000:]
   err = result.stderr
   assert err.startswith('error: learning diverged at loop step ') and (
-      err.count('\n') == 1), err[-2000:]
+    err.count('\n') == 1
+  ), err[-2000:]
   assert 'total_loss = nan' in err
   assert err.endswith('Try a smaller learning_rate (--learning-rate).\n')

@@ -8,12 +8,12 @@ import functools
 import inspect
 import re
 
+import golden_cases
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import golden_cases
 from disco_rl import optimizers
 
 pytestmark = pytest.mark.golden
@@ -29,13 +29,16 @@ CASES = {'disco': 'learner_disco', 'actor_critic': 'learner_actor_critic'}
 _ALIASED_META_STATE = ('actor_critic',)
 
 
-@pytest.fixture(scope='module', params=[
-    pytest.param('disco', marks=pytest.mark.weights), 'actor_critic'])
+@pytest.fixture(
+  scope='module',
+  params=[pytest.param('disco', marks=pytest.mark.weights), 'actor_critic'],
+)
 def learner(request, golden, golden_dir):
   """(rule name, agent, env, rule params) for the rule, built once."""
   rule_name = request.param
-  case = golden_cases.load_case(golden, golden_dir, golden_cases.CURRENT_JAX,
-                                CASES[rule_name])
+  case = golden_cases.load_case(
+    golden, golden_dir, golden_cases.CURRENT_JAX, CASES[rule_name]
+  )
   agent, env = golden_cases.make_agent(case.meta)
   if rule_name == 'disco':
     rule_params = request.getfixturevalue('disco_103_params')
@@ -48,14 +51,17 @@ def learner(request, golden, golden_dir):
 def case(request, learner, golden, golden_dir):
   """The learner's case in each reference (same settings in each)."""
   rule_name = learner[0]
-  return golden_cases.load_case(golden, golden_dir, request.param,
-                                CASES[rule_name])
+  return golden_cases.load_case(
+    golden, golden_dir, request.param, CASES[rule_name]
+  )
 
 
 def _initial_states(agent, case):
   seed = case.meta['seed']
-  return (agent.initial_learner_state(jax.random.PRNGKey(seed)),
-          agent.initial_actor_state(jax.random.PRNGKey(seed)))
+  return (
+    agent.initial_learner_state(jax.random.PRNGKey(seed)),
+    agent.initial_actor_state(jax.random.PRNGKey(seed)),
+  )
 
 
 def test_initial_states(learner, case):
@@ -85,8 +91,9 @@ def test_learner_steps_on_recorded_rollouts(learner, case):
   for i in range(3):
     rollout = golden_cases.rollout_from(case.subtree(f'step|{i}|rollout'))
     rng = golden_cases.as_key(case.arrays[f'step|{i}|rng_learn'])
-    learner_state, _, logs = learner_step(rng, rollout, learner_state,
-                                          actor_state, rule_params, False)
+    learner_state, _, logs = learner_step(
+      rng, rollout, learner_state, actor_state, rule_params, False
+    )
     case.check(logs, f'step|{i}|logs')
     states[f'step|{i}'] = learner_state
   for prefix, state in states.items():
@@ -112,26 +119,34 @@ def test_rollouts_regenerate_from_recorded_rngs(learner, case):
   for i in range(3):
     rng = golden_cases.as_key(case.arrays[f'step|{i}|rng_act'])
     rollout, actor_state, env_state, timestep = unroll(
-        params, actor_state, env_state, timestep, rng, case.meta['T'])
+      params, actor_state, env_state, timestep, rng, case.meta['T']
+    )
     case.check(rollout, f'step|{i}|rollout')
     params = jax.tree.map(
-        jnp.asarray, case.subtree(f'step|{i}|learner_state')['params'])
+      jnp.asarray, case.subtree(f'step|{i}|learner_state')['params']
+    )
 
 
 @functools.cache
 def _jitted_unroll(agent, env):
   """One compiled unroll per agent, shared by both references."""
-  return jax.jit(functools.partial(golden_cases.unroll_actor, agent, env),
-                 static_argnums=5)
+  return jax.jit(
+    functools.partial(golden_cases.unroll_actor, agent, env), static_argnums=5
+  )
 
 
 def test_adam_constants_are_the_agent_optimizers():
   """golden_cases' Adam constants (the Adam-rounding rule's) are the agent
   optimizer's."""
-  defaults = {k: p.default for k, p in inspect.signature(
-      optimizers.scale_by_adam_sg_denom).parameters.items()}
-  assert defaults == dict(b1=golden_cases.ADAM_B1, b2=golden_cases.ADAM_B2,
-                          eps=golden_cases.ADAM_EPS)
+  defaults = {
+    k: p.default
+    for k, p in inspect.signature(
+      optimizers.scale_by_adam_sg_denom
+    ).parameters.items()
+  }
+  assert defaults == dict(
+    b1=golden_cases.ADAM_B1, b2=golden_cases.ADAM_B2, eps=golden_cases.ADAM_EPS
+  )
 
 
 # learner_disco_pmap2's parameter whose step-0 Adam update is set by rounding
@@ -157,14 +172,16 @@ def _many_rounding_elements(case, fraction=0.02):
   key = 'mlp/mlp/~/linear_1'
   nu = case.arrays[f'step|0|learner_state|opt_state|0|nu|{key}|w'][0]
   # One update so far: v = nu / (1 - b2).
-  rounding = np.flatnonzero(np.sqrt(nu / (1 - golden_cases.ADAM_B2))
-                            <= golden_cases.ROUNDING_RMS_GRAD)
-  many = rounding[:int(fraction * nu.size)]
+  rounding = np.flatnonzero(
+    np.sqrt(nu / (1 - golden_cases.ADAM_B2)) <= golden_cases.ROUNDING_RMS_GRAD
+  )
+  many = rounding[: int(fraction * nu.size)]
 
   def change(state):
     w = state['params'][key]['w']
     for copy in w:
       copy.reshape(-1)[many] += 5e-3
+
   return change
 
 
@@ -174,37 +191,69 @@ def _a_large_gradient_element(case):
   return (slice(None), *np.unravel_index(np.argmax(nu), nu.shape))
 
 
-@pytest.mark.parametrize('change, at, expected', [
+@pytest.mark.parametrize(
+  'change, at, expected',
+  [
     # A 1e-3 error on an element with a real gradient.
-    (lambda s, c: _shift(s['params'][_LEAF]['w'], _a_large_gradient_element(c),
-                         1e-3), 'step|0',
-     rf'value step\|0\|learner_state\|params\|{_LEAF}\|w: 2 of 2048 off'),
+    (
+      lambda s, c: _shift(
+        s['params'][_LEAF]['w'], _a_large_gradient_element(c), 1e-3
+      ),
+      'step|0',
+      rf'value step\|0\|learner_state\|params\|{_LEAF}\|w: 2 of 2048 off',
+    ),
     # An element set by rounding, past Adam's bound (2 lr clip = 0.02).
-    (lambda s, c: _shift(s['params'][_LEAF]['w'], _ELEMENT, 0.025), 'step|0',
-     r'set by rounding past the bound 0.02 \(2 \* lr \* clip \* 1 '
-     r'updates\), max abs err 0.025'),
+    (
+      lambda s, c: _shift(s['params'][_LEAF]['w'], _ELEMENT, 0.025),
+      'step|0',
+      r'set by rounding past the bound 0.02 \(2 \* lr \* clip \* 1 '
+      r'updates\), max abs err 0.025',
+    ),
     # Not a number where the update is set by rounding.
-    (lambda s, c: _shift(s['params'][_LEAF]['w'], _ELEMENT, np.nan), 'step|0',
-     r'value .*linear_0\|w: 2 of 2048 off \(2 not finite\)'),
+    (
+      lambda s, c: _shift(s['params'][_LEAF]['w'], _ELEMENT, np.nan),
+      'step|0',
+      r'value .*linear_0\|w: 2 of 2048 off \(2 not finite\)',
+    ),
     # 2% of a leaf's rounding elements, each within the bound.
-    (lambda s, c: _many_rounding_elements(c)(s), 'step|0',
-     r'adam rounding .*mlp/mlp/~/linear_1\|w: 768 of 38400 elements off '
-     r'.* more than the 384 \(1%\) allowed'),
+    (
+      lambda s, c: _many_rounding_elements(c)(s),
+      'step|0',
+      r'adam rounding .*mlp/mlp/~/linear_1\|w: 768 of 38400 elements off '
+      r'.* more than the 384 \(1%\) allowed',
+    ),
     # A leaf shuffled.
-    (lambda s, c: _roll(s), 'step|1',
-     r'value step\|1\|learner_state\|params\|mlp/linear\|w: \d+ of 4096'),
+    (
+      lambda s, c: _roll(s),
+      'step|1',
+      r'value step\|1\|learner_state\|params\|mlp/linear\|w: \d+ of 4096',
+    ),
     # The previous step's state.
-    (None, 'step|1', r'value step\|1\|learner_state\|opt_state\|0\|count: '
-     r'not equal'),
-], ids=['wrong_parameter', 'rounding_element_past_bound', 'rounding_nan',
-        'too_many_rounding_elements', 'shuffled_leaf', 'wrong_step'])
+    (
+      None,
+      'step|1',
+      r'value step\|1\|learner_state\|opt_state\|0\|count: '
+      r'not equal',
+    ),
+  ],
+  ids=[
+    'wrong_parameter',
+    'rounding_element_past_bound',
+    'rounding_nan',
+    'too_many_rounding_elements',
+    'shuffled_leaf',
+    'wrong_step',
+  ],
+)
 def test_adam_rounding_allowance_still_catches_a_wrong_state(
-    golden, golden_dir, change, at, expected):
+  golden, golden_dir, change, at, expected
+):
   """compare_learner_state passes the recorded states and the measured
   rounding difference, and still catches a wrong parameter, a shuffled leaf,
   a wrong step, or more than its fraction of rounding elements off."""
-  case = golden_cases.load_case(golden, golden_dir, golden_cases.CURRENT_JAX,
-                                'learner_disco_pmap2')
+  case = golden_cases.load_case(
+    golden, golden_dir, golden_cases.CURRENT_JAX, 'learner_disco_pmap2'
+  )
 
   def recorded(at):
     return jax.tree.map(np.copy, case.subtree(f'{at}|learner_state'))

@@ -43,11 +43,11 @@ Every other leaf keeps the reference's 5e-3.
 import functools
 import re
 
+import golden_cases
 import jax
 import numpy as np
 import pytest
 
-import golden_cases
 from disco_rl import meta_objective
 from disco_rl import types
 
@@ -57,43 +57,49 @@ pytestmark = [pytest.mark.golden, pytest.mark.weights]
 # (module docstring), against current_jax; measured movement of the
 # upstream's own leaf in the comment.
 LEAF_RTOL = {
-    'lstm/linear|b': 0.2,  # 0.081
-    'lstm/linear_4|w': 6e-3,  # 2.9e-3
-    'lstm/lstm/linear|b': 0.07,  # 0.030
-    'lstm/lstm/linear|w': 0.07,  # 0.032
-    'lstm/mlp/~/linear_0|b': 0.03,  # 0.014
-    'lstm/mlp/~/linear_0|w': 0.03,  # 0.014
-    'lstm/mlp/~/linear_1|b': 0.03,  # 0.014
-    'lstm/mlp/~/linear_1|w': 0.03,  # 0.014
-    'lstm/mlp_1/~/linear_0|b': 0.03,  # 0.012
-    'lstm/mlp_1/~/linear_0|w': 0.03,  # 0.013
-    'lstm/mlp_1/~/linear_1|b': 0.03,  # 0.012
-    'lstm/mlp_1/~/linear_1|w': 0.03,  # 0.012
-    'lstm/sequential/conv1_d|b': 0.05,  # 0.021
-    'lstm/sequential/conv1_d|w': 0.06,  # 0.028
-    'lstm/sequential/conv1_d_1|w': 0.02,  # 5.2e-3
-    'lstm/sequential_1/conv1_d|b': 0.03,  # 0.015
-    'lstm/sequential_1/conv1_d|w': 0.04,  # 0.017
+  'lstm/linear|b': 0.2,  # 0.081
+  'lstm/linear_4|w': 6e-3,  # 2.9e-3
+  'lstm/lstm/linear|b': 0.07,  # 0.030
+  'lstm/lstm/linear|w': 0.07,  # 0.032
+  'lstm/mlp/~/linear_0|b': 0.03,  # 0.014
+  'lstm/mlp/~/linear_0|w': 0.03,  # 0.014
+  'lstm/mlp/~/linear_1|b': 0.03,  # 0.014
+  'lstm/mlp/~/linear_1|w': 0.03,  # 0.014
+  'lstm/mlp_1/~/linear_0|b': 0.03,  # 0.012
+  'lstm/mlp_1/~/linear_0|w': 0.03,  # 0.013
+  'lstm/mlp_1/~/linear_1|b': 0.03,  # 0.012
+  'lstm/mlp_1/~/linear_1|w': 0.03,  # 0.012
+  'lstm/sequential/conv1_d|b': 0.05,  # 0.021
+  'lstm/sequential/conv1_d|w': 0.06,  # 0.028
+  'lstm/sequential/conv1_d_1|w': 0.02,  # 5.2e-3
+  'lstm/sequential_1/conv1_d|b': 0.03,  # 0.015
+  'lstm/sequential_1/conv1_d|w': 0.04,  # 0.017
 }
 # The y/z heads: direction only (module docstring); measured movement of the
 # upstream's own leaf 0.50-0.96 of its norm.
-DIRECTION_ONLY = ('lstm/linear_2|b', 'lstm/linear_2|w', 'lstm/linear_3|b',
-                  'lstm/linear_3|w')
+DIRECTION_ONLY = (
+  'lstm/linear_2|b',
+  'lstm/linear_2|w',
+  'lstm/linear_3|b',
+  'lstm/linear_3|w',
+)
 MIN_COS = 0.9
 MAX_NORM_RATIO = 3.0
 
 
 @pytest.fixture(params=golden_cases.REFERENCES, ids=lambda r: r.name)
 def case(request, golden, golden_dir):
-  return golden_cases.load_case(golden, golden_dir, request.param,
-                                'meta_gradient')
+  return golden_cases.load_case(
+    golden, golden_dir, request.param, 'meta_gradient'
+  )
 
 
 @pytest.fixture(scope='module')
 def meta(golden, golden_dir):
   """The recorded settings (the same in each reference)."""
-  return golden_cases.load_case(golden, golden_dir, golden_cases.CURRENT_JAX,
-                                'meta_gradient').meta
+  return golden_cases.load_case(
+    golden, golden_dir, golden_cases.CURRENT_JAX, 'meta_gradient'
+  ).meta
 
 
 @pytest.fixture(scope='module')
@@ -101,23 +107,28 @@ def member(meta):
   """The meta-training agent, built from the recorded settings."""
   vf = meta['value_fn']
   value_fn_config = types.ValueFnConfig(
-      net=vf['net'],
-      net_args=dict(dense=tuple(vf['dense']),
-                    head_w_init_std=vf['head_w_init_std'], action_spec=()),
-      learning_rate=vf['learning_rate'],
-      max_abs_update=vf['max_abs_update'],
-      discount_factor=vf['discount_factor'],
-      td_lambda=vf['td_lambda'],
-      outer_value_cost=vf['outer_value_cost'],
+    net=vf['net'],
+    net_args=dict(
+      dense=tuple(vf['dense']),
+      head_w_init_std=vf['head_w_init_std'],
+      action_spec=(),
+    ),
+    learning_rate=vf['learning_rate'],
+    max_abs_update=vf['max_abs_update'],
+    discount_factor=vf['discount_factor'],
+    td_lambda=vf['td_lambda'],
+    outer_value_cost=vf['outer_value_cost'],
   )
-  env = meta_objective.catch_env(meta['batch'], rows=meta['mg_rows'],
-                             columns=meta['mg_cols'])
+  env = meta_objective.catch_env(
+    meta['batch'], rows=meta['mg_rows'], columns=meta['mg_cols']
+  )
   return meta_objective.MetaTrainAgent(
-      batch_size_per_device=meta['batch'],
-      agent_settings=golden_cases.settings_from_case(meta),
-      value_fn_config=value_fn_config,
-      axis_name=None,
-      env=env)
+    batch_size_per_device=meta['batch'],
+    agent_settings=golden_cases.settings_from_case(meta),
+    value_fn_config=value_fn_config,
+    axis_name=None,
+    env=env,
+  )
 
 
 @pytest.fixture(scope='module')
@@ -128,8 +139,11 @@ def init_state(member, meta):
 @pytest.fixture(scope='module')
 def grad_fn(member):
   """The compiled meta-gradient, shared by both references."""
-  return jax.jit(functools.partial(meta_objective.calculate_meta_gradient,
-                                   agent=member, axis_name=None))
+  return jax.jit(
+    functools.partial(
+      meta_objective.calculate_meta_gradient, agent=member, axis_name=None
+    )
+  )
 
 
 def _state_before_gradient(state, case):
@@ -142,14 +156,22 @@ def _state_before_gradient(state, case):
   """
   recorded = case.under('inputs|state')
   initial = case.under('inputs|init_state')
-  moved = sorted({k.split('|')[0] for k in recorded
-                  if not np.array_equal(recorded[k], initial[k])})
+  moved = sorted(
+    {
+      k.split('|')[0]
+      for k in recorded
+      if not np.array_equal(recorded[k], initial[k])
+    }
+  )
   assert moved == ['env_state', 'env_timestep'], moved
   return state.replace(
-      env_state=golden_cases.from_golden(state.env_state, case,
-                                         'inputs|state|env_state'),
-      env_timestep=golden_cases.from_golden(state.env_timestep, case,
-                                            'inputs|state|env_timestep'))
+    env_state=golden_cases.from_golden(
+      state.env_state, case, 'inputs|state|env_state'
+    ),
+    env_timestep=golden_cases.from_golden(
+      state.env_timestep, case, 'inputs|state|env_timestep'
+    ),
+  )
 
 
 def test_init_state(case, init_state):
@@ -161,20 +183,25 @@ def test_meta_gradient(case, init_state, grad_fn, disco_103_params):
   train = golden_cases.rollout_from(case.subtree('inputs|train'))
   valid = golden_cases.rollout_from(case.subtree('inputs|valid'))
   rng = golden_cases.as_key(case.arrays['inputs|rng'])
-  grads, (new_state, metrics, meta_log) = grad_fn(disco_103_params, state,
-                                                  train, valid, rng)
+  grads, (new_state, metrics, meta_log) = grad_fn(
+    disco_103_params, state, train, valid, rng
+  )
   case.check(meta_log, 'out|meta_log')
   case.check(metrics, 'out|metrics')
   case.check(new_state, 'out|new_state')
   if case.reference.leaf_rtol is None:  # Elementwise only.
     case.check(grads, 'out|meta_grads')
     return
-  case.check(grads, 'out|meta_grads', leaf_rtol={
-      **LEAF_RTOL, **dict.fromkeys(DIRECTION_ONLY)})
+  case.check(
+    grads,
+    'out|meta_grads',
+    leaf_rtol={**LEAF_RTOL, **dict.fromkeys(DIRECTION_ONLY)},
+  )
   for key in DIRECTION_ONLY:
     module, leaf = key.split('|')
-    case.check_direction(grads[module][leaf], f'out|meta_grads|{key}',
-                         MIN_COS, MAX_NORM_RATIO)
+    case.check_direction(
+      grads[module][leaf], f'out|meta_grads|{key}', MIN_COS, MAX_NORM_RATIO
+    )
 
 
 def _golden_grads(case) -> dict:
@@ -188,41 +215,70 @@ def _golden_grads(case) -> dict:
 
 def _meta_grad_problems(case, grads) -> list[str]:
   """test_meta_gradient's checks of the meta-gradient, as failure messages."""
-  problems = case.compare(grads, 'out|meta_grads', leaf_rtol={
-      **LEAF_RTOL, **dict.fromkeys(DIRECTION_ONLY)})
+  problems = case.compare(
+    grads,
+    'out|meta_grads',
+    leaf_rtol={**LEAF_RTOL, **dict.fromkeys(DIRECTION_ONLY)},
+  )
   for key in DIRECTION_ONLY:
     module, leaf = key.split('|')
     try:
-      case.check_direction(grads[module][leaf], f'out|meta_grads|{key}',
-                           MIN_COS, MAX_NORM_RATIO)
+      case.check_direction(
+        grads[module][leaf], f'out|meta_grads|{key}', MIN_COS, MAX_NORM_RATIO
+      )
     except AssertionError as e:
       problems.append(str(e))
   return problems
 
 
-@pytest.mark.parametrize('change, expected', [
-    (lambda g: g['lstm/linear_2'].update(b=0 * g['lstm/linear_2']['b']),
-     r'direction out\|meta_grads\|lstm/linear_2\|b: cos 0'),
-    (lambda g: g['lstm/linear_3'].update(w=-g['lstm/linear_3']['w']),
-     r'direction out\|meta_grads\|lstm/linear_3\|w: cos -1'),
-    (lambda g: g['lstm/linear_3'].update(b=4 * g['lstm/linear_3']['b']),
-     r'lstm/linear_3\|b: cos 1 .* norm ratio 4'),
-    (lambda g: g['lstm/linear_2'].update(b=np.roll(g['lstm/linear_2']['b'],
-                                                   7)),
-     r'direction out\|meta_grads\|lstm/linear_2\|b'),
-    (lambda g: g['lstm/linear'].update(b=1.3 * g['lstm/linear']['b']),
-     r'lstm/linear\|b: relative error of the whole leaf 0.3 > 0.2'),
-    (lambda g: g['lstm/linear'].update(w=1.01 * g['lstm/linear']['w']),
-     r'lstm/linear\|w: relative error of the whole leaf 0.01 > 0.005'),
-], ids=['y_head_zero', 'z_head_sign', 'z_head_x4', 'y_head_shuffled',
-        'noisy_leaf_past_its_tolerance', 'other_leaf_past_5e-3'])
+@pytest.mark.parametrize(
+  'change, expected',
+  [
+    (
+      lambda g: g['lstm/linear_2'].update(b=0 * g['lstm/linear_2']['b']),
+      r'direction out\|meta_grads\|lstm/linear_2\|b: cos 0',
+    ),
+    (
+      lambda g: g['lstm/linear_3'].update(w=-g['lstm/linear_3']['w']),
+      r'direction out\|meta_grads\|lstm/linear_3\|w: cos -1',
+    ),
+    (
+      lambda g: g['lstm/linear_3'].update(b=4 * g['lstm/linear_3']['b']),
+      r'lstm/linear_3\|b: cos 1 .* norm ratio 4',
+    ),
+    (
+      lambda g: g['lstm/linear_2'].update(
+        b=np.roll(g['lstm/linear_2']['b'], 7)
+      ),
+      r'direction out\|meta_grads\|lstm/linear_2\|b',
+    ),
+    (
+      lambda g: g['lstm/linear'].update(b=1.3 * g['lstm/linear']['b']),
+      r'lstm/linear\|b: relative error of the whole leaf 0.3 > 0.2',
+    ),
+    (
+      lambda g: g['lstm/linear'].update(w=1.01 * g['lstm/linear']['w']),
+      r'lstm/linear\|w: relative error of the whole leaf 0.01 > 0.005',
+    ),
+  ],
+  ids=[
+    'y_head_zero',
+    'z_head_sign',
+    'z_head_x4',
+    'y_head_shuffled',
+    'noisy_leaf_past_its_tolerance',
+    'other_leaf_past_5e-3',
+  ],
+)
 def test_the_meta_gradient_tolerances_still_catch_a_wrong_gradient(
-    golden, golden_dir, change, expected):
+  golden, golden_dir, change, expected
+):
   """The per-leaf tolerances and the direction check: the recorded gradient
   passes them, a wrong one (its y head zero, z head flipped or scaled,
   a leaf past its tolerance) does not."""
-  case = golden_cases.load_case(golden, golden_dir, golden_cases.CURRENT_JAX,
-                                'meta_gradient')
+  case = golden_cases.load_case(
+    golden, golden_dir, golden_cases.CURRENT_JAX, 'meta_gradient'
+  )
   assert not _meta_grad_problems(case, _golden_grads(case))
   grads = _golden_grads(case)
   change(grads)

@@ -4,12 +4,12 @@
 meta-network and losses on synthetic inputs, and the policy-gradient rule,
 against each golden reference (golden_cases.REFERENCES)."""
 
+import golden_cases
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import golden_cases
 from disco_rl import agent as agent_lib
 from disco_rl import types
 from disco_rl.update_rules import disco
@@ -27,7 +27,8 @@ def reference(request):
 def load(golden, golden_dir):
   """load(reference, name) -> golden_cases.CheckedCase."""
   return lambda reference, name: golden_cases.load_case(
-      golden, golden_dir, reference, name)
+    golden, golden_dir, reference, name
+  )
 
 
 def _disco_rule():
@@ -59,12 +60,12 @@ def test_disco_103_has_the_meta_network_tree(disco_103_params):
 def _synthetic_inputs(case) -> tuple[types.UpdateRuleInputs, dict]:
   x = case.subtree('inputs')
   inputs = types.UpdateRuleInputs(
-      observations=jnp.asarray(x['observations']),
-      actions=jnp.asarray(x['actions']),
-      rewards=jnp.asarray(x['rewards']),
-      is_terminal=jnp.asarray(x['is_terminal']),
-      agent_out=jax.tree.map(jnp.asarray, x['agent_out']),
-      behaviour_agent_out=jax.tree.map(jnp.asarray, x['behaviour_agent_out']),
+    observations=jnp.asarray(x['observations']),
+    actions=jnp.asarray(x['actions']),
+    rewards=jnp.asarray(x['rewards']),
+    is_terminal=jnp.asarray(x['is_terminal']),
+    agent_out=jax.tree.map(jnp.asarray, x['agent_out']),
+    behaviour_agent_out=jax.tree.map(jnp.asarray, x['behaviour_agent_out']),
   )
   return inputs, jax.tree.map(jnp.asarray, x['target_out'])
 
@@ -84,21 +85,36 @@ def meta_net_outputs(load, disco_103_params):
   hyper_params = agent_lib.get_settings_disco().hyper_params.to_dict()
   unroll_policy_fn = lambda *_: (target_out, {})
   meta_state = rule.init_meta_state(
-      jax.random.PRNGKey(case.meta['seed']), {'lin': {'w': jnp.ones((2, 2))}})
+    jax.random.PRNGKey(case.meta['seed']), {'lin': {'w': jnp.ones((2, 2))}}
+  )
   outputs = []
   for i in range(3):
     params = {'lin': {'w': jnp.ones((2, 2)) * (i + 2)}}
     rollout = inputs.replace(rewards=inputs.rewards * (i + 1))
     meta_out, meta_state = rule.unroll_meta_net(
-        disco_103_params, params, {}, meta_state, rollout, hyper_params,
-        unroll_policy_fn, jax.random.PRNGKey(0), axis_name=None)
-    loss, log = rule.agent_loss(rollout, meta_out, hyper_params,
-                                backprop=False)
-    loss_no_meta, log_no_meta = rule.agent_loss_no_meta(rollout, meta_out,
-                                                        hyper_params)
-    outputs.append(dict(meta_out=meta_out, meta_state=meta_state,
-                        loss_per_step=loss, loss_no_meta_per_step=loss_no_meta,
-                        log={**log, **log_no_meta}))
+      disco_103_params,
+      params,
+      {},
+      meta_state,
+      rollout,
+      hyper_params,
+      unroll_policy_fn,
+      jax.random.PRNGKey(0),
+      axis_name=None,
+    )
+    loss, log = rule.agent_loss(rollout, meta_out, hyper_params, backprop=False)
+    loss_no_meta, log_no_meta = rule.agent_loss_no_meta(
+      rollout, meta_out, hyper_params
+    )
+    outputs.append(
+      dict(
+        meta_out=meta_out,
+        meta_state=meta_state,
+        loss_per_step=loss,
+        loss_no_meta_per_step=loss_no_meta,
+        log={**log, **log_no_meta},
+      )
+    )
   return case.under('inputs'), outputs
 
 
@@ -119,18 +135,25 @@ def test_policy_gradient_rule(load, reference, normalize):
   case = load(reference, 'policy_gradient')
   x = case.subtree('inputs')
   rollout = types.UpdateRuleInputs(
-      observations=jnp.zeros(x['actions'].shape),
-      actions=jnp.asarray(x['actions']),
-      rewards=jnp.asarray(x['rewards']),
-      is_terminal=jnp.asarray(x['is_terminal']),
-      agent_out={'logits': jnp.asarray(x['logits'])},
-      value_out=types.ValueOuts(adv=jnp.asarray(x['adv']),
-                                normalized_adv=jnp.asarray(
-                                    x['normalized_adv'])),
+    observations=jnp.zeros(x['actions'].shape),
+    actions=jnp.asarray(x['actions']),
+    rewards=jnp.asarray(x['rewards']),
+    is_terminal=jnp.asarray(x['is_terminal']),
+    agent_out={'logits': jnp.asarray(x['logits'])},
+    value_out=types.ValueOuts(
+      adv=jnp.asarray(x['adv']), normalized_adv=jnp.asarray(x['normalized_adv'])
+    ),
   )
   rule = policy_gradient.PolicyGradientUpdate(normalize_adv=normalize)
   loss, _, log = rule(
-      meta_params=rule.init_params(jax.random.PRNGKey(0))[0], params={},
-      state={}, rollout=rollout, hyper_params={}, meta_state={},
-      unroll_policy_fn=None, rng=jax.random.PRNGKey(0), axis_name=None)
+    meta_params=rule.init_params(jax.random.PRNGKey(0))[0],
+    params={},
+    state={},
+    rollout=rollout,
+    hyper_params={},
+    meta_state={},
+    unroll_policy_fn=None,
+    rng=jax.random.PRNGKey(0),
+    axis_name=None,
+  )
   case.check(dict(loss_per_step=loss, log=log), f'out|{normalize}')

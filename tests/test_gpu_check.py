@@ -11,13 +11,13 @@ import pathlib
 import subprocess
 import sys
 
+import golden_cases
 import numpy as np
 import pytest
 
-import golden_cases
-
-SCRIPT = pathlib.Path(__file__).resolve().parent.parent / 'scripts' / (
-    'gpu_check.py')
+SCRIPT = (
+  pathlib.Path(__file__).resolve().parent.parent / 'scripts' / ('gpu_check.py')
+)
 
 
 def _load_script():
@@ -31,27 +31,38 @@ gpu_check = _load_script()
 
 
 def _run(args, env=None, timeout=900):
-  return subprocess.run([sys.executable, str(SCRIPT), *args], env=env,
-                        capture_output=True, text=True, check=False,
-                        timeout=timeout)
+  return subprocess.run(
+    [sys.executable, str(SCRIPT), *args],
+    env=env,
+    capture_output=True,
+    text=True,
+    check=False,
+    timeout=timeout,
+  )
 
 
 def _run_tiny(tmp_path, golden_dir, disco_103_path, sections=()):
   """Runs the check at tiny sizes on the CPU (all sections, or `sections`);
   asserts every section that ran is ok. Returns (out dir, {section: its
   results})."""
-  env = dict(os.environ, DISCO_RL_GOLDEN_DIR=str(golden_dir),
-             DISCO_RL_WEIGHTS=str(disco_103_path), MPLBACKEND='Agg')
+  env = dict(
+    os.environ,
+    DISCO_RL_GOLDEN_DIR=str(golden_dir),
+    DISCO_RL_WEIGHTS=str(disco_103_path),
+    MPLBACKEND='Agg',
+  )
   env.pop('XLA_FLAGS', None)
   out = tmp_path / 'check'
   chosen = ['--sections', *sections] if sections else []
-  done = _run(['--cpu', '--tiny', '--fast-compile', *chosen, '--out',
-               str(out)], env)
+  done = _run(
+    ['--cpu', '--tiny', '--fast-compile', *chosen, '--out', str(out)], env
+  )
   assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
   results = json.loads((out / 'results.json').read_text())
   ran = results['sections']
-  assert list(ran) == [s.name for s in gpu_check.SECTIONS
-                       if not sections or s.name in sections]
+  assert list(ran) == [
+    s.name for s in gpu_check.SECTIONS if not sections or s.name in sections
+  ]
   for name, section in ran.items():
     assert section['status'] == 'ok', (name, section)
   table = (out / 'results.md').read_text()
@@ -76,9 +87,11 @@ def _check_golden(sections, out):
   # both cases passes at both precisions, against both references.
   golden = sections['golden']['rows']
   assert {(r['precision'], r['case'], r['reference']) for r in golden} == {
-      (p, c, r) for p in ('default', 'highest')
-      for c in ('disco_init', 'policy_gradient')
-      for r in ('current_jax', 'jax_0.6.2')}
+    (p, c, r)
+    for p in ('default', 'highest')
+    for c in ('disco_init', 'policy_gradient')
+    for r in ('current_jax', 'jax_0.6.2')
+  }
   for row in golden:
     assert row['keys'] > 0 and row['keys_passed'] == row['keys'], row
     assert row['worst_tol_ratio'] <= 1.0
@@ -88,10 +101,12 @@ def _check_golden(sections, out):
     # At least one case compared at each precision (not merely no failure).
     assert sections['golden']['info']['cases_compared'][precision] >= 1
     assert sections['golden']['info']['pytest_exit'][precision] == 0
-    assert any(r['precision'] == precision and r['keys'] > 0
-               for r in golden), precision
-  keys = [json.loads(x) for x in
-          (out / 'golden_keys.jsonl').read_text().splitlines()]
+    assert any(r['precision'] == precision and r['keys'] > 0 for r in golden), (
+      precision
+    )
+  keys = [
+    json.loads(x) for x in (out / 'golden_keys.jsonl').read_text().splitlines()
+  ]
   assert sum(r['keys'] for r in golden) == len(keys)
 
 
@@ -100,16 +115,19 @@ def _check_seeds(sections):
   assert set(seeds) == {'1 seed', '2 seeds'}
   assert 'seeds' not in seeds['1 seed']
   assert seeds['2 seeds']['all_runs_learner_steps_per_s'] == pytest.approx(
-      2 * seeds['2 seeds']['learner_steps_per_s'], rel=1e-2)
+    2 * seeds['2 seeds']['learner_steps_per_s'], rel=1e-2
+  )
 
 
 def test_the_driver_runs_chosen_sections_at_tiny_sizes_on_the_cpu(
-    tmp_path, golden_dir, disco_103_path):
+  tmp_path, golden_dir, disco_103_path
+):
   """The driver, the device and golden sections (what the GPU run decides
   the matmul precision from) and one loop section; every section is in the
   slow test below."""
-  out, sections = _run_tiny(tmp_path, golden_dir, disco_103_path,
-                            ('device', 'golden', 'seeds'))
+  out, sections = _run_tiny(
+    tmp_path, golden_dir, disco_103_path, ('device', 'golden', 'seeds')
+  )
   _check_device(sections)
   _check_golden(sections, out)
   _check_seeds(sections)
@@ -117,8 +135,9 @@ def test_the_driver_runs_chosen_sections_at_tiny_sizes_on_the_cpu(
 
 
 @pytest.mark.slow
-def test_every_section_runs_at_tiny_sizes_on_the_cpu(tmp_path, golden_dir,
-                                                     disco_103_path):
+def test_every_section_runs_at_tiny_sizes_on_the_cpu(
+  tmp_path, golden_dir, disco_103_path
+):
   out, sections = _run_tiny(tmp_path, golden_dir, disco_103_path)
   _check_device(sections)
   _check_golden(sections, out)
@@ -130,8 +149,8 @@ def test_every_section_runs_at_tiny_sizes_on_the_cpu(tmp_path, golden_dir,
   for row in evals.values():
     assert row['learner_steps_per_s'] > 0
     assert row['env_steps_per_s'] == pytest.approx(
-        row['learner_steps_per_s'] * row['envs'] * row['rollout_len'],
-        rel=1e-3)
+      row['learner_steps_per_s'] * row['envs'] * row['rollout_len'], rel=1e-3
+    )
     assert row['peak_host_rss_mb'] > 0
   minatar = _rows(sections, 'minatar')
   assert set(minatar) == {'acting, 8 envs', 'training loop'}
@@ -149,15 +168,21 @@ def test_a_spent_budget_skips_sections_and_still_writes_results(tmp_path):
   assert done.returncode == 1
   results = json.loads((out / 'results.json').read_text())
   assert [s['status'] for s in results['sections'].values()] == [
-      'skipped: the total budget is spent'] * len(gpu_check.SECTIONS)
+    'skipped: the total budget is spent'
+  ] * len(gpu_check.SECTIONS)
   assert '## Device and versions' in (out / 'results.md').read_text()
 
 
 def test_a_section_past_its_budget_is_stopped(tmp_path, monkeypatch):
   """The section's process is killed at its budget; the driver goes on."""
-  monkeypatch.setattr(gpu_check, 'SECTIONS', (
+  monkeypatch.setattr(
+    gpu_check,
+    'SECTIONS',
+    (
       gpu_check.Section('seeds', 'Seeds in parallel', 0.1, 0.1),
-      gpu_check.Section('device', 'Device and versions', 120, 120)))
+      gpu_check.Section('device', 'Device and versions', 120, 120),
+    ),
+  )
   monkeypatch.setattr(gpu_check, 'MIN_SECTION_S', 0)
   out = tmp_path / 'check'
   code = gpu_check.main(['--cpu', '--tiny', '--out', str(out)])
@@ -177,22 +202,27 @@ def test_sections_whose_modules_are_missing_fail_naming_why(tmp_path):
   missing.mkdir()
   for name in ('pytest', 'jax'):  # Found before the real ones: as absent.
     (missing / f'{name}.py').write_text(
-        f'raise ModuleNotFoundError("No module named {name!r}", '
-        f'name={name!r})\n')
+      f'raise ModuleNotFoundError("No module named {name!r}", name={name!r})\n'
+    )
   env = dict(os.environ, PYTHONPATH=str(missing))
   out = tmp_path / 'check'
-  done = _run(['--cpu', '--tiny', '--sections', 'device', 'golden', '--out',
-               str(out)], env, timeout=300)
+  done = _run(
+    ['--cpu', '--tiny', '--sections', 'device', 'golden', '--out', str(out)],
+    env,
+    timeout=300,
+  )
   assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-4000:]
   sections = json.loads((out / 'results.json').read_text())['sections']
   assert sections['device']['status'] == (
-      "failed (exit 1): ModuleNotFoundError: No module named 'jax'")
+    "failed (exit 1): ModuleNotFoundError: No module named 'jax'"
+  )
   golden = sections['golden']['status']
-  assert golden.startswith("failed (exit 1): pytest at matmul precisions "
-                           "'default' and 'highest' exited 1: "), golden
+  assert golden.startswith(
+    'failed (exit 1): pytest at matmul precisions '
+    "'default' and 'highest' exited 1: "
+  ), golden
   assert "No module named 'pytest'" in golden and '\n' not in golden
-  assert sections['golden']['info']['pytest_exit'] == dict(default=1,
-                                                           highest=1)
+  assert sections['golden']['info']['pytest_exit'] == dict(default=1, highest=1)
   table = (out / 'results.md').read_text()
   assert 'ok in' not in table
   assert "No module named 'pytest'" in table
@@ -200,27 +230,39 @@ def test_sections_whose_modules_are_missing_fail_naming_why(tmp_path):
 
 def _section_args(tmp_path, section):
   return argparse.Namespace(
-      section=section, result=str(tmp_path / f'{section}.json'),
-      out=str(tmp_path), tiny=True, min_time_s=0.0, max_calls=1)
+    section=section,
+    result=str(tmp_path / f'{section}.json'),
+    out=str(tmp_path),
+    tiny=True,
+    min_time_s=0.0,
+    max_calls=1,
+  )
 
 
 def test_a_subprocess_that_exits_non_zero_fails_the_golden_section(
-    tmp_path, monkeypatch):
+  tmp_path, monkeypatch
+):
   """Its exit status and why, at each precision that failed; what was
   recorded is kept."""
-  monkeypatch.setattr(gpu_check, 'PYTEST', (
-      sys.executable, '-c',
+  monkeypatch.setattr(
+    gpu_check,
+    'PYTEST',
+    (
+      sys.executable,
+      '-c',
       'import sys; print("collected 0 items"); '
       'print("ImportError: cannot import name golden", file=sys.stderr); '
-      'sys.exit(4)'))
+      'sys.exit(4)',
+    ),
+  )
   args = _section_args(tmp_path, 'golden')
   assert gpu_check.run_section(args) == 1
   result = json.loads(pathlib.Path(args.result).read_text())
   assert result['info']['failure'] == (
-      "pytest at matmul precisions 'default' and 'highest' exited 4: "
-      'ImportError: cannot import name golden')
-  assert [r['case'] for r in result['rows']] == [
-      '(no comparison recorded)'] * 2
+    "pytest at matmul precisions 'default' and 'highest' exited 4: "
+    'ImportError: cannot import name golden'
+  )
+  assert [r['case'] for r in result['rows']] == ['(no comparison recorded)'] * 2
   assert result['info']['cases_compared'] == dict(default=0, highest=0)
 
 
@@ -230,21 +272,22 @@ def test_a_golden_run_that_compares_nothing_fails(tmp_path, monkeypatch):
   monkeypatch.setattr(gpu_check, 'PYTEST', (sys.executable, '-c', ''))
   args = _section_args(tmp_path, 'golden')
   assert gpu_check.run_section(args) == 1
-  failure = json.loads(pathlib.Path(args.result).read_text())['info'][
-      'failure']
+  failure = json.loads(pathlib.Path(args.result).read_text())['info']['failure']
   assert failure == (
-      "no case compared at matmul precision 'default' (0 passed, 0 "
-      "skipped); no case compared at matmul precision 'highest' (0 passed, "
-      '0 skipped)')
+    "no case compared at matmul precision 'default' (0 passed, 0 "
+    "skipped); no case compared at matmul precision 'highest' (0 passed, "
+    '0 skipped)'
+  )
 
 
-def test_a_section_that_measures_nothing_or_raises_fails(tmp_path,
-                                                        monkeypatch):
+def test_a_section_that_measures_nothing_or_raises_fails(tmp_path, monkeypatch):
   monkeypatch.setitem(gpu_check.SECTION_FNS, 'seeds', lambda rec, args: None)
   args = _section_args(tmp_path, 'seeds')
   assert gpu_check.run_section(args) == 1
-  assert json.loads(pathlib.Path(args.result).read_text())['info'][
-      'failure'] == 'measured nothing: the section recorded no row'
+  assert (
+    json.loads(pathlib.Path(args.result).read_text())['info']['failure']
+    == 'measured nothing: the section recorded no row'
+  )
 
   def missing(rec, args):
     del rec, args
@@ -252,38 +295,45 @@ def test_a_section_that_measures_nothing_or_raises_fails(tmp_path,
 
   monkeypatch.setitem(gpu_check.SECTION_FNS, 'seeds', missing)
   assert gpu_check.run_section(args) == 1
-  assert json.loads(pathlib.Path(args.result).read_text())['info'][
-      'failure'] == "ModuleNotFoundError: No module named 'gymnax'"
+  assert (
+    json.loads(pathlib.Path(args.result).read_text())['info']['failure']
+    == "ModuleNotFoundError: No module named 'gymnax'"
+  )
 
 
 def test_the_reason_is_the_line_that_says_why():
   assert gpu_check.reason_from_log(
-      'Traceback (most recent call last):\n  File "x.py"\n'
-      "ModuleNotFoundError: No module named 'jax'\n") == (
-          "ModuleNotFoundError: No module named 'jax'")
+    'Traceback (most recent call last):\n  File "x.py"\n'
+    "ModuleNotFoundError: No module named 'jax'\n"
+  ) == ("ModuleNotFoundError: No module named 'jax'")
   assert gpu_check.reason_from_log(
-      '/usr/bin/python3: No module named pytest\n') == (
-          '/usr/bin/python3: No module named pytest')
+    '/usr/bin/python3: No module named pytest\n'
+  ) == ('/usr/bin/python3: No module named pytest')
   assert gpu_check.reason_from_log('1 failed, 2 passed in 3.0s\n\n') == (
-      '1 failed, 2 passed in 3.0s')
+    '1 failed, 2 passed in 3.0s'
+  )
   assert gpu_check.reason_from_log('') == 'no output'
   assert gpu_check.one_line('a\n  b ' + 'c' * 400, 20) == 'a b ' + 'c' * 13 + (
-      '...')
+    '...'
+  )
 
 
 def test_an_output_folder_with_results_is_refused(tmp_path):
   (tmp_path / 'results.json').write_text('{}')
-  done = _run(['--cpu', '--tiny', '--sections', 'seeds', '--out',
-               str(tmp_path)])
+  done = _run(
+    ['--cpu', '--tiny', '--sections', 'seeds', '--out', str(tmp_path)]
+  )
   assert done.returncode != 0
   assert 'results.json exists: choose an empty --out' in done.stderr
 
 
 @pytest.mark.golden
 def test_report_mode_records_every_key_and_flags_the_bad_one(
-    tmp_path, monkeypatch, golden, golden_dir):
-  checked = golden_cases.load_case(golden, golden_dir,
-                                   golden_cases.CURRENT_JAX, 'policy_gradient')
+  tmp_path, monkeypatch, golden, golden_dir
+):
+  checked = golden_cases.load_case(
+    golden, golden_dir, golden_cases.CURRENT_JAX, 'policy_gradient'
+  )
   prefix = 'out|True'
   tree = {k: np.array(v) for k, v in checked.under(prefix).items()}
   assert len(tree) == 3
@@ -293,8 +343,9 @@ def test_report_mode_records_every_key_and_flags_the_bad_one(
   report = tmp_path / 'report.jsonl'
   monkeypatch.setenv(golden_cases.REPORT_ENV, str(report))
   checked.check(tree, prefix)  # Records; does not raise.
-  lines = {x['key']: x for x in map(json.loads,
-                                    report.read_text().splitlines())}
+  lines = {
+    x['key']: x for x in map(json.loads, report.read_text().splitlines())
+  }
   assert set(lines) == {f'{prefix}|{k}' for k in checked.under(prefix)}
   assert not lines[f'{prefix}|{bad}']['passed']
   assert lines[f'{prefix}|{bad}']['max_abs_err'] == pytest.approx(1.0)
@@ -310,17 +361,54 @@ def test_report_mode_records_every_key_and_flags_the_bad_one(
 
 def test_golden_summary_takes_the_worst_of_each_case():
   lines = [
-      dict(case='a', reference='r', key='k1', passed=True, tol_ratio=0.5,
-           leaf_rel_err=1e-3, max_abs_err=1e-4),
-      dict(case='a', reference='r', key='k2', passed=False, tol_ratio=3.0,
-           leaf_rel_err=2e-2, max_abs_err=1e-2),
-      dict(case='a', reference='r', key='k3', passed=True),  # Integers.
-      dict(case='b', reference='r', key='k1', passed=True, tol_ratio=0.1,
-           leaf_rel_err=0.0, max_abs_err=0.0)]
+    dict(
+      case='a',
+      reference='r',
+      key='k1',
+      passed=True,
+      tol_ratio=0.5,
+      leaf_rel_err=1e-3,
+      max_abs_err=1e-4,
+    ),
+    dict(
+      case='a',
+      reference='r',
+      key='k2',
+      passed=False,
+      tol_ratio=3.0,
+      leaf_rel_err=2e-2,
+      max_abs_err=1e-2,
+    ),
+    dict(case='a', reference='r', key='k3', passed=True),  # Integers.
+    dict(
+      case='b',
+      reference='r',
+      key='k1',
+      passed=True,
+      tol_ratio=0.1,
+      leaf_rel_err=0.0,
+      max_abs_err=0.0,
+    ),
+  ]
   assert gpu_check.golden_summary(lines) == [
-      dict(case='a', reference='r', keys=3, keys_passed=2,
-           worst_tol_ratio=3.0, worst_leaf_rel_err=2e-2,
-           worst_max_abs_err=1e-2, failing_keys=['k2']),
-      dict(case='b', reference='r', keys=1, keys_passed=1,
-           worst_tol_ratio=0.1, worst_leaf_rel_err=0.0,
-           worst_max_abs_err=0.0, failing_keys=[])]
+    dict(
+      case='a',
+      reference='r',
+      keys=3,
+      keys_passed=2,
+      worst_tol_ratio=3.0,
+      worst_leaf_rel_err=2e-2,
+      worst_max_abs_err=1e-2,
+      failing_keys=['k2'],
+    ),
+    dict(
+      case='b',
+      reference='r',
+      keys=1,
+      keys_passed=1,
+      worst_tol_ratio=0.1,
+      worst_leaf_rel_err=0.0,
+      worst_max_abs_err=0.0,
+      failing_keys=[],
+    ),
+  ]

@@ -23,16 +23,20 @@ def _modules() -> dict[str, pathlib.Path]:
   return modules
 
 
-def _imports(name: str, source: str, is_package: bool,
-             modules) -> list[tuple[str, bool]]:
+def _imports(
+  name: str, source: str, is_package: bool, modules
+) -> list[tuple[str, bool]]:
   """(imported project module, inside a function) for each import."""
   tree = ast.parse(source)
   package = name if is_package else name.rpartition('.')[0]
   in_function = set()
   for node in ast.walk(tree):
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-      in_function.update(id(n) for n in ast.walk(node)
-                         if isinstance(n, (ast.Import, ast.ImportFrom)))
+      in_function.update(
+        id(n)
+        for n in ast.walk(node)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+      )
   found = []
   for node in ast.walk(tree):
     if isinstance(node, ast.Import):
@@ -40,10 +44,12 @@ def _imports(name: str, source: str, is_package: bool,
     elif isinstance(node, ast.ImportFrom):
       base = node.module or ''
       if node.level:
-        anchor = package.split('.')[:len(package.split('.')) - node.level + 1]
+        anchor = package.split('.')[: len(package.split('.')) - node.level + 1]
         base = '.'.join(anchor + ([node.module] if node.module else []))
-      targets = [f'{base}.{a.name}' if f'{base}.{a.name}' in modules else base
-                 for a in node.names]
+      targets = [
+        f'{base}.{a.name}' if f'{base}.{a.name}' in modules else base
+        for a in node.names
+      ]
     else:
       continue
     for target in targets:
@@ -57,8 +63,9 @@ def _graph():
   edges = collections.defaultdict(set)
   inside = []
   for name, path in modules.items():
-    for target, in_function in _imports(name, path.read_text(),
-                                        path.name == '__init__.py', modules):
+    for target, in_function in _imports(
+      name, path.read_text(), path.name == '__init__.py', modules
+    ):
       edges[name].add(target)
       if in_function:
         inside.append(f'{name} -> {target}')
@@ -115,12 +122,18 @@ def test_no_project_import_inside_a_function():
 def test_a_cycle_and_a_hidden_import_would_be_found():
   edges = {'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}
   assert _cycles(['a', 'b', 'c', 'd'], edges) == [['a', 'b', 'c']]
-  modules = {'disco_rl.x': None, 'disco_rl.y': None, 'disco_rl.p': None,
-             'disco_rl.p.z': None}
-  source = ('from disco_rl import y\n'
-            'def f():\n  from disco_rl.p import z\n')
+  modules = {
+    'disco_rl.x': None,
+    'disco_rl.y': None,
+    'disco_rl.p': None,
+    'disco_rl.p.z': None,
+  }
+  source = 'from disco_rl import y\ndef f():\n  from disco_rl.p import z\n'
   assert _imports('disco_rl.x', source, False, modules) == [
-      ('disco_rl.y', False), ('disco_rl.p.z', True)]
+    ('disco_rl.y', False),
+    ('disco_rl.p.z', True),
+  ]
   # Relative imports resolve against the package.
   assert _imports('disco_rl.p', 'from . import z\n', True, modules) == [
-      ('disco_rl.p.z', False)]
+    ('disco_rl.p.z', False)
+  ]

@@ -11,53 +11,75 @@ import pytest
 from disco_rl import agent as agent_lib
 from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
-from disco_rl.loops import meta as meta_lib
 from disco_rl.loops import meta_setup
 
 CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
 
 
-@pytest.mark.parametrize('changes,fragment', [
+@pytest.mark.parametrize(
+  'changes,fragment',
+  [
     (dict(rule='sarsa'), "Unknown rule 'sarsa'; expected one of"),
     (dict(env='pong'), "Unknown env 'pong'"),
-    (dict(batch_size=5, replay_ratio=2),
-     'batch_size=5 must be a multiple of replay_ratio=2'),
-    (dict(buffer_capacity=8, batch_size=16, replay_ratio=2),
-     'buffer_capacity=8 is smaller than batch_size=16'),
+    (
+      dict(batch_size=5, replay_ratio=2),
+      'batch_size=5 must be a multiple of replay_ratio=2',
+    ),
+    (
+      dict(buffer_capacity=8, batch_size=16, replay_ratio=2),
+      'buffer_capacity=8 is smaller than batch_size=16',
+    ),
     (dict(rollout_len=1), 'rollout_len must be >= 2, got 1'),
     (dict(num_steps=0), 'num_steps must be >= 1, got 0'),
     (dict(steps_per_call=0), 'steps_per_call must be >= 1, got 0'),
     (dict(rule_sizes=dict(prediction_size=0)), 'rule_sizes: '),
-    (dict(rule_sizes=dict(prediction_sise=8)), r"rule_sizes: .*\['prediction_sise'\]"),
+    (
+      dict(rule_sizes=dict(prediction_sise=8)),
+      r"rule_sizes: .*\['prediction_sise'\]",
+    ),
     (dict(dense=(16, 0)), r'dense must be positive layer sizes, got \(16, 0\)'),
     (dict(num_devices=0), 'num_devices must be >= 1, got 0'),
     (dict(num_seeds=0), 'num_seeds must be >= 1, got 0'),
-    (dict(learning_rate=float('nan')),
-     'learning_rate must be a finite number > 0, got nan'),
-    (dict(learning_rate=-1.0),
-     r'learning_rate must be a finite number > 0, got -1.0'),
+    (
+      dict(learning_rate=float('nan')),
+      'learning_rate must be a finite number > 0, got nan',
+    ),
+    (
+      dict(learning_rate=-1.0),
+      r'learning_rate must be a finite number > 0, got -1.0',
+    ),
     (dict(learning_rate=0.0), 'learning_rate must be a finite number > 0'),
-    (dict(learning_rate=float('inf')),
-     'learning_rate must be a finite number > 0, got inf'),
-])
+    (
+      dict(learning_rate=float('inf')),
+      'learning_rate must be a finite number > 0, got inf',
+    ),
+  ],
+)
 def test_bad_eval_settings(changes, fragment):
   with pytest.raises(ValueError, match=fragment):
     config_lib.EvalConfig(**changes)
 
 
-@pytest.mark.parametrize('changes,fragment', [
+@pytest.mark.parametrize(
+  'changes,fragment',
+  [
     (dict(num_agents=0), 'num_agents must be >= 1, got 0'),
     (dict(init='disco_104'), "Unknown init 'disco_104'"),
     (dict(rollout_len=1), 'rollout_len must be >= 2, got 1'),
     (dict(value_dense=()), r'value_dense must be positive layer sizes'),
     (dict(steps_per_call=-1), 'steps_per_call must be >= 1, got -1'),
-    (dict(learning_rate=float('nan')),
-     'learning_rate must be a finite number > 0, got nan'),
-    (dict(meta_learning_rate=-1e-3),
-     'meta_learning_rate must be a finite number > 0, got -0.001'),
+    (
+      dict(learning_rate=float('nan')),
+      'learning_rate must be a finite number > 0, got nan',
+    ),
+    (
+      dict(meta_learning_rate=-1e-3),
+      'meta_learning_rate must be a finite number > 0, got -0.001',
+    ),
     (dict(meta_grad_clip=float('nan')), 'meta_grad_clip must be'),
     (dict(meta_grad_clip=float('inf')), 'meta_grad_clip must be finite'),
-])
+  ],
+)
 def test_bad_meta_train_settings(changes, fragment):
   with pytest.raises(ValueError, match=fragment):
     config_lib.MetaTrainConfig(**changes)
@@ -68,22 +90,31 @@ def test_the_shared_fields_are_declared_once_with_each_jobs_defaults():
   assert len(shared) == 17
   for config_cls in CONFIGS:
     fields = dataclasses.fields(config_cls)
-    assert [f.name for f in fields[:len(shared)]] == list(shared)
-    for field in fields[:len(shared)]:  # One declaration: type, help, flags.
+    assert [f.name for f in fields[: len(shared)]] == list(shared)
+    for field in fields[: len(shared)]:  # One declaration: type, help, flags.
       assert field.type == shared[field.name].type
       assert field.metadata == shared[field.name].metadata
   # The jobs' own defaults: the upstream notebooks'. Eval's are RunConfig's
   # (declared once); meta-training states the ones it changes.
   eval_config, meta = config_lib.EvalConfig(), config_lib.MetaTrainConfig()
-  for name, field in shared.items():
+  for name in shared:
     assert getattr(eval_config, name) == getattr(config_lib.RunConfig(), name)
-  assert (eval_config.num_steps, eval_config.rollout_len,
-          eval_config.learning_rate, eval_config.model_lstm_size,
-          eval_config.seed, eval_config.env_kwargs) == (
-              1000, 29, 1e-2, 128, 0, {})
-  assert (meta.num_steps, meta.rollout_len, meta.learning_rate,
-          meta.model_lstm_size, meta.seed, meta.tasks) == (
-              800, 16, 5e-4, 256, 4, ('catch[rows=5,columns=5]',))
+  assert (
+    eval_config.num_steps,
+    eval_config.rollout_len,
+    eval_config.learning_rate,
+    eval_config.model_lstm_size,
+    eval_config.seed,
+    eval_config.env_kwargs,
+  ) == (1000, 29, 1e-2, 128, 0, {})
+  assert (
+    meta.num_steps,
+    meta.rollout_len,
+    meta.learning_rate,
+    meta.model_lstm_size,
+    meta.seed,
+    meta.tasks,
+  ) == (800, 16, 5e-4, 256, 4, ('catch[rows=5,columns=5]',))
 
 
 def test_a_config_is_checked_once_when_made(monkeypatch):
@@ -95,8 +126,9 @@ def test_a_config_is_checked_once_when_made(monkeypatch):
     return check(self)
 
   monkeypatch.setattr(config_lib.RunConfig, '_check', counted)
-  config = config_lib.MetaTrainConfig(tasks=('catch', 'gymnax:CartPole-v1'),
-                                      num_agents=2)
+  config = config_lib.MetaTrainConfig(
+    tasks=('catch', 'gymnax:CartPole-v1'), num_agents=2
+  )
   assert calls == ['MetaTrainConfig']
   assert config.suite is config.suite  # Parsed once.
 
@@ -129,61 +161,106 @@ def test_every_field_has_a_flag_with_help_and_default(config_cls):
 
 def test_flags_round_trip_into_the_config():
   parser = _parser(config_lib.EvalConfig)
-  args = parser.parse_args(['--steps', '7', '--dense', '16,8', '--rule',
-                            'actor_critic', '--learning-rate', '0.5',
-                            '--num-devices', '2', '--model-head-hiddens',
-                            '4'])
+  args = parser.parse_args(
+    [
+      '--steps',
+      '7',
+      '--dense',
+      '16,8',
+      '--rule',
+      'actor_critic',
+      '--learning-rate',
+      '0.5',
+      '--num-devices',
+      '2',
+      '--model-head-hiddens',
+      '4',
+    ]
+  )
   assert _from_flags(config_lib.EvalConfig, args) == (
-      config_lib.EvalConfig(num_steps=7, dense=(16, 8), rule='actor_critic',
-                            learning_rate=0.5, num_devices=2,
-                            model_head_hiddens=(4,)))
+    config_lib.EvalConfig(
+      num_steps=7,
+      dense=(16, 8),
+      rule='actor_critic',
+      learning_rate=0.5,
+      num_devices=2,
+      model_head_hiddens=(4,),
+    )
+  )
 
 
-@pytest.mark.parametrize('argv', [['--dense', '16,x'], ['--dense', '0'],
-                                  ['--rule', 'sarsa'], ['--steps', '1.5'],
-                                  ['--matmul-precision', 'tf32']])
+@pytest.mark.parametrize(
+  'argv',
+  [
+    ['--dense', '16,x'],
+    ['--dense', '0'],
+    ['--rule', 'sarsa'],
+    ['--steps', '1.5'],
+    ['--matmul-precision', 'tf32'],
+  ],
+)
 def test_bad_flag_values_are_argparse_errors(argv):
   with pytest.raises(argparse.ArgumentError):
     _parser(config_lib.EvalConfig).parse_args(argv)
 
 
-@pytest.mark.parametrize('text,expected', [
+@pytest.mark.parametrize(
+  'text,expected',
+  [
     ('agent_lifetime=200', ('agent_lifetime', 200)),
     ('learning_rate=1e-3', ('learning_rate', 1e-3)),
     ('dense=128,64', ('dense', (128, 64))),
-    ('remat=true', ('remat', True)), ('remat=False', ('remat', False)),
-    ('tasks=catch gymnax:CartPole-v1', ('tasks',
-                                        ('catch', 'gymnax:CartPole-v1'))),
+    ('remat=true', ('remat', True)),
+    ('remat=False', ('remat', False)),
+    (
+      'tasks=catch gymnax:CartPole-v1',
+      ('tasks', ('catch', 'gymnax:CartPole-v1')),
+    ),
     ('num_devices=none', ('num_devices', None)),
-    ('meta_grad_norm=per_agent_adam', ('meta_grad_norm', 'per_agent_adam'))])
+    ('meta_grad_norm=per_agent_adam', ('meta_grad_norm', 'per_agent_adam')),
+  ],
+)
 def test_field_value_types_the_value_as_the_field(text, expected):
   assert flags.field_value(config_lib.MetaTrainConfig, text) == expected
 
 
-@pytest.mark.parametrize('text,fragment', [
-    ('lifetime=3', "NAME a MetaTrainConfig field, got 'lifetime=3' (fields: "
-     'agent_lifetime,'),
+@pytest.mark.parametrize(
+  'text,fragment',
+  [
+    (
+      'lifetime=3',
+      "NAME a MetaTrainConfig field, got 'lifetime=3' (fields: agent_lifetime,",
+    ),
     ('agent_lifetime', "got 'agent_lifetime'"),
     ('agent_lifetime=1.5', "agent_lifetime expects an integer, got '1.5'"),
     ('remat=yes', "remat expects true or false, got 'yes'"),
-    ('dense=a', "dense expects comma-separated sizes such as 128,128, got "
-     "'a'")])
+    ('dense=a', "dense expects comma-separated sizes such as 128,128, got 'a'"),
+  ],
+)
 def test_field_value_names_the_field_and_the_bad_value(text, fragment):
   with pytest.raises(argparse.ArgumentTypeError) as error:
     flags.field_value(config_lib.MetaTrainConfig, text)
   assert fragment in str(error.value)
 
 
-@pytest.mark.parametrize('value,expected', [
-    ('(16,)', (16,)), ('16,8', (16, 8)), ([16, 8], (16, 8)), ((4,), (4,)),
-    ('[32]', (32,))])
+@pytest.mark.parametrize(
+  'value,expected',
+  [
+    ('(16,)', (16,)),
+    ('16,8', (16, 8)),
+    ([16, 8], (16, 8)),
+    ((4,), (4,)),
+    ('[32]', (32,)),
+  ],
+)
 def test_layer_sizes_accepts_what_papermill_passes(value, expected):
   assert flags.layer_sizes(value) == expected
 
 
-@pytest.mark.parametrize('rule,name', [('disco_103', 'disco'),
-                                       ('actor_critic', 'actor_critic'),
-                                       ('ppo', 'ppo')])
+@pytest.mark.parametrize(
+  'rule,name',
+  [('disco_103', 'disco'), ('actor_critic', 'actor_critic'), ('ppo', 'ppo')],
+)
 def test_agent_settings_follow_the_arguments(rule, name):
   settings = agent_lib.make_settings(rule, 0.5, (7,), 9, (3,))
   assert settings.update_rule_name == name
@@ -205,53 +282,90 @@ def test_agent_settings_reject_an_unknown_rule():
 
 
 def test_env_net_and_env_kwargs_flags_reach_the_config():
-  args = _parser(config_lib.EvalConfig).parse_args([
-      '--env', 'gymnax:DeepSea-bsuite', '--env-kwargs',
+  args = _parser(config_lib.EvalConfig).parse_args(
+    [
+      '--env',
+      'gymnax:DeepSea-bsuite',
+      '--env-kwargs',
       'size=10,deterministic=false,unscaled_move_cost=0.5,tag=abc',
-      '--net', 'conv', '--conv-channels', '16,32', '--conv-kernel', '5'])
+      '--net',
+      'conv',
+      '--conv-channels',
+      '16,32',
+      '--conv-kernel',
+      '5',
+    ]
+  )
   config = _from_flags(config_lib.EvalConfig, args)
   assert config == config_lib.EvalConfig(
-      env='gymnax:DeepSea-bsuite', net='conv', conv_channels=(16, 32),
-      conv_kernel=5, env_kwargs=dict(size=10, deterministic=False,
-                                     unscaled_move_cost=0.5, tag='abc'))
-  args = _parser(config_lib.EvalConfig).parse_args([
-      '--net', 'resnet', '--resnet-channels', '16,32', '--resnet-blocks',
-      '1'])
+    env='gymnax:DeepSea-bsuite',
+    net='conv',
+    conv_channels=(16, 32),
+    conv_kernel=5,
+    env_kwargs=dict(
+      size=10, deterministic=False, unscaled_move_cost=0.5, tag='abc'
+    ),
+  )
+  args = _parser(config_lib.EvalConfig).parse_args(
+    ['--net', 'resnet', '--resnet-channels', '16,32', '--resnet-blocks', '1']
+  )
   assert _from_flags(config_lib.EvalConfig, args) == (
-      config_lib.EvalConfig(net='resnet', resnet_channels=(16, 32),
-                            resnet_blocks=1))
+    config_lib.EvalConfig(
+      net='resnet', resnet_channels=(16, 32), resnet_blocks=1
+    )
+  )
 
 
-@pytest.mark.parametrize('argv', [['--env-kwargs', 'size'],
-                                  ['--env-kwargs', '=3'],
-                                  ['--net', 'vit']])
+@pytest.mark.parametrize(
+  'argv', [['--env-kwargs', 'size'], ['--env-kwargs', '=3'], ['--net', 'vit']]
+)
 def test_bad_env_kwargs_and_net_flags_are_argparse_errors(argv):
   with pytest.raises(argparse.ArgumentError):
     _parser(config_lib.EvalConfig).parse_args(argv)
 
 
-@pytest.mark.parametrize('value,expected', [
-    ('size=10', {'size': 10}), ("{'size': 10}", {'size': 10}),
-    ({'rows': 5}, {'rows': 5}), ('', {}), (None, {})])
+@pytest.mark.parametrize(
+  'value,expected',
+  [
+    ('size=10', {'size': 10}),
+    ("{'size': 10}", {'size': 10}),
+    ({'rows': 5}, {'rows': 5}),
+    ('', {}),
+    (None, {}),
+  ],
+)
 def test_env_kwargs_accepts_what_papermill_passes(value, expected):
   assert flags.env_kwargs(value) == expected
 
 
-@pytest.mark.parametrize('changes,fragment', [
-    (dict(env='gymnax:Breakout'), r"Unknown env 'gymnax:Breakout'.*Close "
-     r"matches: 'gymnax:Breakout-MinAtar'"),
-    (dict(env='breakout'), r"Unknown env 'breakout'; valid names are "
-     r"'catch', 'jittable_catch', 'gymnax:<id>'"),
-    (dict(env='catch', env_kwargs=dict(random_seed=4)),
-     "env_kwargs random_seed is set by seed for env='catch'"),
-    (dict(env='custom', env_kwargs=dict(size=3)),
-     "env_kwargs must be empty for env='custom'"),
+@pytest.mark.parametrize(
+  'changes,fragment',
+  [
+    (
+      dict(env='gymnax:Breakout'),
+      r"Unknown env 'gymnax:Breakout'.*Close "
+      r"matches: 'gymnax:Breakout-MinAtar'",
+    ),
+    (
+      dict(env='breakout'),
+      r"Unknown env 'breakout'; valid names are "
+      r"'catch', 'jittable_catch', 'gymnax:<id>'",
+    ),
+    (
+      dict(env='catch', env_kwargs=dict(random_seed=4)),
+      "env_kwargs random_seed is set by seed for env='catch'",
+    ),
+    (
+      dict(env='custom', env_kwargs=dict(size=3)),
+      "env_kwargs must be empty for env='custom'",
+    ),
     (dict(env_kwargs=[('size', 3)]), 'env_kwargs must be a dict'),
     (dict(conv_kernel=0), 'conv_kernel must be >= 1, got 0'),
     (dict(conv_channels=(16, 0)), 'conv_channels must be positive layer'),
     (dict(net='vit'), "Unknown net 'vit'"),
     (dict(resnet_blocks=-1), 'resnet_blocks must be >= 0, got -1'),
-])
+  ],
+)
 def test_bad_environment_and_network_settings(changes, fragment):
   with pytest.raises(ValueError, match=fragment):
     config_lib.EvalConfig(**changes)
@@ -263,9 +377,16 @@ def test_environment_names_pass_the_checks(env):
 
 
 def test_agent_settings_build_the_conv_torso():
-  settings = agent_lib.make_settings('actor_critic', 0.5, (7,), 9, (3,),
-                                     net='conv', conv_channels=(4, 8),
-                                     conv_kernel=5)
+  settings = agent_lib.make_settings(
+    'actor_critic',
+    0.5,
+    (7,),
+    9,
+    (3,),
+    net='conv',
+    conv_channels=(4, 8),
+    conv_kernel=5,
+  )
   net = settings.net_settings
   assert net.name == 'conv'
   assert tuple(net.net_args['conv_channels']) == (4, 8)
@@ -274,16 +395,20 @@ def test_agent_settings_build_the_conv_torso():
   assert 'conv_channels' not in mlp.net_settings.net_args
   with pytest.raises(ValueError, match="Unknown net 'vit'"):
     agent_lib.make_settings('actor_critic', 0.5, (7,), 9, (3,), net='vit')
-  with pytest.raises(ValueError, match=(
+  with pytest.raises(
+    ValueError,
+    match=(
       r"net='mlp' takes the torso settings \[\], got also "
-      r"\['conv_kernel'\]")):
-    agent_lib.make_settings('actor_critic', 0.5, (7,), 9, (3,),
-                            conv_kernel=3)
+      r"\['conv_kernel'\]"
+    ),
+  ):
+    agent_lib.make_settings('actor_critic', 0.5, (7,), 9, (3,), conv_kernel=3)
 
 
 def test_agent_settings_build_the_resnet_torso_from_the_config():
-  config = config_lib.EvalConfig(net='resnet', resnet_channels=(8, 16),
-                                 resnet_blocks=1)
+  config = config_lib.EvalConfig(
+    net='resnet', resnet_channels=(8, 16), resnet_blocks=1
+  )
   assert config.torso() == dict(resnet_channels=(8, 16), resnet_blocks=1)
   settings = config.agent_settings('disco_103')
   assert settings.learning_rate == config.learning_rate
@@ -296,9 +421,13 @@ def test_agent_settings_build_the_resnet_torso_from_the_config():
     config_lib.EvalConfig(net='resnet', resnet_channels=(8, 0))
 
 
-@pytest.mark.parametrize('config_cls, rate', [
+@pytest.mark.parametrize(
+  'config_cls, rate',
+  [
     (config_lib.EvalConfig, 'learning_rate'),
-    (config_lib.MetaTrainConfig, 'meta_learning_rate')])
+    (config_lib.MetaTrainConfig, 'meta_learning_rate'),
+  ],
+)
 def test_configs_check_themselves_when_made_and_are_frozen(config_cls, rate):
   """Nothing downstream checks a config again, so none can be bad."""
   message = f'{rate} must be a finite number > 0, got '
@@ -316,38 +445,51 @@ def test_configs_check_themselves_when_made_and_are_frozen(config_cls, rate):
 
 
 def test_parse_catch_and_gymnax_tasks():
-  suite = config_lib.parse_tasks(['catch', 'jittable_catch[rows=7,columns=5]',
-                                  'gymnax:DeepSea-bsuite[size=8]'])
+  suite = config_lib.parse_tasks(
+    [
+      'catch',
+      'jittable_catch[rows=7,columns=5]',
+      'gymnax:DeepSea-bsuite[size=8]',
+    ]
+  )
   assert suite == (
-      config_lib.Task('catch'),
-      config_lib.Task('jittable_catch', (('rows', 7), ('columns', 5))),
-      config_lib.Task('gymnax:DeepSea-bsuite', (('size', 8),)))
+    config_lib.Task('catch'),
+    config_lib.Task('jittable_catch', (('rows', 7), ('columns', 5))),
+    config_lib.Task('gymnax:DeepSea-bsuite', (('size', 8),)),
+  )
   assert [t.spec() for t in suite] == [
-      'catch', 'jittable_catch[rows=7,columns=5]',
-      'gymnax:DeepSea-bsuite[size=8]']
+    'catch',
+    'jittable_catch[rows=7,columns=5]',
+    'gymnax:DeepSea-bsuite[size=8]',
+  ]
   for task in suite:  # The text is the task.
     assert config_lib.parse_task(task.spec()) == task
   # Catch like any family: its settings, else its defaults (8x8); a host
   # family's tasks act in its jittable twin.
   assert suite[0].env_name == 'jittable_catch'
   assert suite[0].make_env(1).single_observation_spec()[
-      'observation'].shape == (8, 8, 1)
+    'observation'
+  ].shape == (8, 8, 1)
   # A task may name its agents' network; the text keeps it.
   breakout = config_lib.parse_task('gymnax:Breakout-MinAtar[net=conv]')
   assert breakout == config_lib.Task('gymnax:Breakout-MinAtar', (), 'conv')
   assert config_lib.parse_task(breakout.spec()) == breakout
   assert breakout.eval_settings() == dict(
-      env='gymnax:Breakout-MinAtar', env_kwargs={}, net='conv')
+    env='gymnax:Breakout-MinAtar', env_kwargs={}, net='conv'
+  )
 
 
-@pytest.mark.parametrize('text, fragment', [
+@pytest.mark.parametrize(
+  'text, fragment',
+  [
     ('catch[rows]', "Task 'catch[rows]': malformed settings"),
     ('catch[rows=5', "Task 'catch[rows=5': malformed environment"),
     ('catch[net=cnn]', "Task 'catch[net=cnn]': unknown net 'cnn'"),
     ('gymnax:CartPol-v1', "Unknown task environment 'gymnax:CartPol-v1'"),
     ('pong', "Unknown task environment 'pong'"),
     (7, 'A task must be text such as catch[rows=7,columns=5]'),
-])
+  ],
+)
 def test_bad_task_names_the_task(text, fragment):
   with pytest.raises(ValueError, match=fragment.replace('[', r'\[')):
     config_lib.parse_task(text)
@@ -359,8 +501,11 @@ def test_a_bad_board_fails_when_its_environment_is_made():
 
 
 def test_bad_suites():
-  with pytest.raises(ValueError, match=r"tasks \['catch'\] appear more "
-                     'than once'):
+  with pytest.raises(
+    ValueError,
+    match=r"tasks \['catch'\] appear more "
+    'than once',
+  ):
     config_lib.parse_tasks(['catch', 'catch'])
   with pytest.raises(ValueError, match="got the text 'catch'"):
     config_lib.parse_tasks('catch')
@@ -368,8 +513,11 @@ def test_bad_suites():
     config_lib.parse_tasks(())
   suite = ('catch', 'catch[rows=6]', 'gymnax:CartPole-v1')
   # A config checks itself when made, and again when replaced.
-  with pytest.raises(ValueError, match=r'num_agents=2 is smaller than the '
-                     r'number of tasks \(3\)'):
+  with pytest.raises(
+    ValueError,
+    match=r'num_agents=2 is smaller than the '
+    r'number of tasks \(3\)',
+  ):
     config_lib.MetaTrainConfig(num_agents=2, tasks=suite)
   config = config_lib.MetaTrainConfig(num_agents=3, tasks=suite)
   with pytest.raises(ValueError, match="Unknown task environment 'cartpole'"):
@@ -381,17 +529,27 @@ def test_board_shorthands_write_the_catch_settings():
   meta-training tasks (the default one resized)."""
   parse = lambda cls, argv: _from_flags(cls, _parser(cls).parse_args(argv))
   assert parse(config_lib.EvalConfig, ['--rows', '6', '--columns', '5']) == (
-      config_lib.EvalConfig(env_kwargs=dict(rows=6, columns=5)))
+    config_lib.EvalConfig(env_kwargs=dict(rows=6, columns=5))
+  )
   assert parse(config_lib.MetaTrainConfig, ['--rows', '4']).tasks == (
-      'catch[rows=4,columns=5]',)
-  assert parse(config_lib.MetaTrainConfig, [
-      '--tasks', 'catch', 'gymnax:CartPole-v1', '--num-agents', '2',
-      '--columns', '3']).tasks == ('catch[columns=3]', 'gymnax:CartPole-v1')
+    'catch[rows=4,columns=5]',
+  )
+  assert parse(
+    config_lib.MetaTrainConfig,
+    [
+      '--tasks',
+      'catch',
+      'gymnax:CartPole-v1',
+      '--num-agents',
+      '2',
+      '--columns',
+      '3',
+    ],
+  ).tasks == ('catch[columns=3]', 'gymnax:CartPole-v1')
   with pytest.raises(ValueError, match='--rows 6 disagrees with rows=7'):
     parse(config_lib.EvalConfig, ['--rows', '6', '--env-kwargs', 'rows=7'])
   with pytest.raises(ValueError, match='set the board of Catch'):
-    parse(config_lib.EvalConfig, ['--rows', '6', '--env',
-                                  'gymnax:CartPole-v1'])
+    parse(config_lib.EvalConfig, ['--rows', '6', '--env', 'gymnax:CartPole-v1'])
 
 
 def test_group_sizes_split_the_population_evenly():
@@ -401,35 +559,73 @@ def test_group_sizes_split_the_population_evenly():
   assert list(meta_setup.group_starts((3, 2))) == [0, 3, 5]
 
 
-@pytest.mark.parametrize('record, expected', [
-    ((config_lib.EvalConfig, dict(env='jittable_catch', rows=6, columns=5,
-                                  env_kwargs={})),
-     dict(env='jittable_catch', env_kwargs=dict(rows=6, columns=5))),
-    ((config_lib.EvalConfig, dict(env='gymnax:CartPole-v1', rows=8,
-                                  columns=8, env_kwargs={})),
-     dict(env='gymnax:CartPole-v1', env_kwargs={})),
-    ((config_lib.MetaTrainConfig, dict(rows=4, columns=3, tasks=())),
-     dict(tasks=('catch[rows=4,columns=3]',))),
-    ((config_lib.MetaTrainConfig, dict(rows=4, columns=3, tasks=(
-        'catch', 'catch[rows=7,columns=5]', 'gymnax:CartPole-v1'))),
-     dict(tasks=('catch[rows=4,columns=3]', 'catch[rows=7,columns=5]',
-                 'gymnax:CartPole-v1'))),
-])
+@pytest.mark.parametrize(
+  'record, expected',
+  [
+    (
+      (
+        config_lib.EvalConfig,
+        dict(env='jittable_catch', rows=6, columns=5, env_kwargs={}),
+      ),
+      dict(env='jittable_catch', env_kwargs=dict(rows=6, columns=5)),
+    ),
+    (
+      (
+        config_lib.EvalConfig,
+        dict(env='gymnax:CartPole-v1', rows=8, columns=8, env_kwargs={}),
+      ),
+      dict(env='gymnax:CartPole-v1', env_kwargs={}),
+    ),
+    (
+      (config_lib.MetaTrainConfig, dict(rows=4, columns=3, tasks=())),
+      dict(tasks=('catch[rows=4,columns=3]',)),
+    ),
+    (
+      (
+        config_lib.MetaTrainConfig,
+        dict(
+          rows=4,
+          columns=3,
+          tasks=('catch', 'catch[rows=7,columns=5]', 'gymnax:CartPole-v1'),
+        ),
+      ),
+      dict(
+        tasks=(
+          'catch[rows=4,columns=3]',
+          'catch[rows=7,columns=5]',
+          'gymnax:CartPole-v1',
+        )
+      ),
+    ),
+  ],
+)
 def test_old_records_are_upgraded(record, expected):
   """Version 0.1 records name Catch's board in fields of their own."""
-  assert config_lib.upgrade_settings(*record) == expected
+  upgraded = config_lib.upgrade_settings(*record)
+  assert {k: upgraded[k] for k in expected} == expected
+  assert 'rows' not in upgraded and 'columns' not in upgraded
+  # Fields added since take their defaults: the record makes a config.
+  cls = record[0]
+  cls(
+    **(
+      upgraded if cls is config_lib.EvalConfig else dict(upgraded, num_agents=3)
+    )
+  )
 
 
 def test_environments_and_eval_configs_of_tasks():
-  catch, deep_sea = config_lib.parse_tasks(['catch[rows=7,columns=5]',
-                                       'gymnax:DeepSea-bsuite[size=8]'])
+  catch, deep_sea = config_lib.parse_tasks(
+    ['catch[rows=7,columns=5]', 'gymnax:DeepSea-bsuite[size=8]']
+  )
   env = catch.make_env(3)
   assert env.batch_size == 3
   assert env.single_observation_spec()['observation'].shape == (7, 5, 1)
   env = deep_sea.make_env(2)
   assert env.single_observation_spec()['observation'].shape == (8, 8)
-  assert catch.eval_settings() == dict(env='jittable_catch',
-                                       env_kwargs=dict(rows=7, columns=5))
-  assert deep_sea.eval_settings() == dict(env='gymnax:DeepSea-bsuite',
-                                               env_kwargs={'size': 8})
+  assert catch.eval_settings() == dict(
+    env='jittable_catch', env_kwargs=dict(rows=7, columns=5)
+  )
+  assert deep_sea.eval_settings() == dict(
+    env='gymnax:DeepSea-bsuite', env_kwargs={'size': 8}
+  )
   config_lib.EvalConfig(**deep_sea.eval_settings())  # Checked when made.

@@ -11,12 +11,14 @@ from disco_rl.loops import divergence
 
 
 class AllFiniteTest(chex.TestCase):
-
   @chex.variants(with_jit=True, without_jit=True)
   def test_flags_any_non_finite_float_entry(self):
     flag = self.variant(divergence.all_finite)
-    tree = {'w': jnp.ones((2, 3)), 'b': jnp.zeros(3),
-            'count': jnp.arange(3)}  # Integers are always finite.
+    tree = {
+      'w': jnp.ones((2, 3)),
+      'b': jnp.zeros(3),
+      'count': jnp.arange(3),
+    }  # Integers are always finite.
     assert float(flag(tree)) == 1.0
     for bad in (jnp.nan, jnp.inf, -jnp.inf):
       broken = dict(tree, b=tree['b'].at[1].set(bad))
@@ -29,36 +31,60 @@ def _metrics(**values):
 
 
 def test_the_first_diverged_step_is_named_with_its_quantities():
-  metrics = _metrics(total_loss=[1.0, np.nan, np.inf, 2.0],
-                     other=[0.0, 0.0, 0.0, 0.0],
-                     params_finite=[1, 0, 0, 1])
-  with pytest.raises(divergence.DivergedError, match=(
+  metrics = _metrics(
+    total_loss=[1.0, np.nan, np.inf, 2.0],
+    other=[0.0, 0.0, 0.0, 0.0],
+    params_finite=[1, 0, 0, 1],
+  )
+  with pytest.raises(
+    divergence.DivergedError,
+    match=(
       r"^learning diverged at loop step 11: total_loss = nan, the agent's "
-      r'parameters not finite\. Lower it\.$')):
-    divergence.raise_if_diverged(metrics, ('total_loss', 'missing'), 10,
-                                 'loop step', "the agent's parameters",
-                                 hint='Lower it.')
+      r'parameters not finite\. Lower it\.$'
+    ),
+  ):
+    divergence.raise_if_diverged(
+      metrics,
+      ('total_loss', 'missing'),
+      10,
+      'loop step',
+      "the agent's parameters",
+      hint='Lower it.',
+    )
   assert divergence.KEY not in metrics  # Popped.
 
 
 def test_steps_that_did_not_learn_or_came_after_a_fault_are_not_checked():
-  metrics = _metrics(total_loss=[np.nan, np.nan, 1.0, np.nan],
-                     params_finite=[1, 1, 1, 0])
+  metrics = _metrics(
+    total_loss=[np.nan, np.nan, 1.0, np.nan], params_finite=[1, 1, 1, 0]
+  )
   # Steps 0 and 1 did not learn (NaN placeholders); step 3 came after the
   # rollout fault found at step 3's acting.
-  divergence.raise_if_diverged(dict(metrics), ('total_loss',), 0, 'step',
-                               'params', active=[0, 0, 1, 1], until=3)
-  with pytest.raises(divergence.DivergedError,
-                     match='^learning diverged at step 3: total_loss = nan, '
-                     'params not finite.$'):
-    divergence.raise_if_diverged(dict(metrics), ('total_loss',), 0, 'step',
-                                 'params', active=[0, 0, 1, 1])
+  divergence.raise_if_diverged(
+    dict(metrics),
+    ('total_loss',),
+    0,
+    'step',
+    'params',
+    active=[0, 0, 1, 1],
+    until=3,
+  )
+  with pytest.raises(
+    divergence.DivergedError,
+    match='^learning diverged at step 3: total_loss = nan, params not finite.$',
+  ):
+    divergence.raise_if_diverged(
+      dict(metrics), ('total_loss',), 0, 'step', 'params', active=[0, 0, 1, 1]
+    )
 
 
 def test_the_parameters_alone_can_diverge():
   metrics = _metrics(meta_loss=[1.0, 2.0], params_finite=[1, 0])
-  with pytest.raises(divergence.DivergedError,
-                     match="^learning diverged at meta-step 6: the rule's "
-                     'parameters not finite.$'):
-    divergence.raise_if_diverged(metrics, ('meta_loss',), 5, 'meta-step',
-                                 "the rule's parameters")
+  with pytest.raises(
+    divergence.DivergedError,
+    match="^learning diverged at meta-step 6: the rule's "
+    'parameters not finite.$',
+  ):
+    divergence.raise_if_diverged(
+      metrics, ('meta_loss',), 5, 'meta-step', "the rule's parameters"
+    )

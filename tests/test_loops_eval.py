@@ -27,9 +27,17 @@ pytestmark = pytest.mark.usefixtures('fast_compile')
 # Two environments, a learner batch of 4: learning starts at the second
 # iteration.
 TINY = config_lib.EvalConfig(
-    rule='actor_critic', batch_size=4, replay_ratio=2, buffer_capacity=8,
-    rollout_len=5, dense=(16,), model_lstm_size=8, model_head_hiddens=(8,),
-    num_devices=1, steps_per_call=4)
+  rule='actor_critic',
+  batch_size=4,
+  replay_ratio=2,
+  buffer_capacity=8,
+  rollout_len=5,
+  dense=(16,),
+  model_lstm_size=8,
+  model_head_hiddens=(8,),
+  num_devices=1,
+  steps_per_call=4,
+)
 
 
 def _run(job, calls):
@@ -38,8 +46,7 @@ def _run(job, calls):
   for count in calls:
     state, m = job.step(state, count)
     metrics.append(m)
-  return state, {k: np.concatenate([m[k] for m in metrics])
-                 for k in metrics[0]}
+  return state, {k: np.concatenate([m[k] for m in metrics]) for k in metrics[0]}
 
 
 class NanRewardCatch(jittable_envs.CatchJittableEnvironment):
@@ -52,8 +59,12 @@ class NanRewardCatch(jittable_envs.CatchJittableEnvironment):
 
 def _nan_catch_job(config):
   config = dataclasses.replace(config, env=config_lib.CUSTOM_ENV)
-  return eval_lib.make_eval(config, env=lambda batch_size: NanRewardCatch(
-      batch_size=batch_size, env_settings=jittable_envs.get_config_catch()))
+  return eval_lib.make_eval(
+    config,
+    env=lambda batch_size: NanRewardCatch(
+      batch_size=batch_size, env_settings=jittable_envs.get_config_catch()
+    ),
+  )
 
 
 @pytest.fixture(scope='module')
@@ -69,20 +80,23 @@ def test_fused_calls_equal_one_step_per_call(fused_run):
   state, stepped = _run(single, [1] * 6)
   assert sorted(fused) == sorted(stepped)
   for key in fused:
-    np.testing.assert_allclose(fused[key], stepped[key], err_msg=key,
-                               **smoke_env.SAME_RUN)
+    np.testing.assert_allclose(
+      fused[key], stepped[key], err_msg=key, **smoke_env.SAME_RUN
+    )
   np.testing.assert_array_equal(fused['episodes'], stepped['episodes'])
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b,
-                                                       **smoke_env.SAME_RUN),
-               jax.device_get(fused_state.learner_state),
-               jax.device_get(state.learner_state))
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, **smoke_env.SAME_RUN),
+    jax.device_get(fused_state.learner_state),
+    jax.device_get(state.learner_state),
+  )
   assert int(fused_state.step) == int(state.step) == 6
 
 
 def test_metrics_learning_gate_and_rows(fused_run):
   job, (state, metrics) = fused_run
-  assert {'return_sum', 'episodes', 'learned'} | set(
-      job.setup.log_keys) == set(metrics)
+  assert {'return_sum', 'episodes', 'learned'} | set(job.setup.log_keys) == set(
+    metrics
+  )
   assert divergence.KEY not in metrics  # Checked and dropped on the host.
   assert all(v.shape == (6, 1) for v in metrics.values())  # [K, S]
   column = {k: v[:, 0] for k, v in metrics.items()}
@@ -100,16 +114,16 @@ def test_metrics_learning_gate_and_rows(fused_run):
   rows = job.rows(metrics, 10)
   assert [r['step'] for r in rows] == list(range(10, 16))
   assert {r['seed'] for r in rows} == {TINY.seed}
-  assert [r['env_steps'] for r in rows] == [10 * (s + 1)
-                                            for s in range(10, 16)]
+  assert [r['env_steps'] for r in rows] == [10 * (s + 1) for s in range(10, 16)]
 
 
 def test_a_call_runs_between_one_and_steps_per_call_steps(fused_run):
   job, _ = fused_run
   state = job.init()
   for bad in (0, 5):
-    with pytest.raises(ValueError, match=r'count must be in \[1, 4\], got '
-                       + str(bad)):
+    with pytest.raises(
+      ValueError, match=r'count must be in \[1, 4\], got ' + str(bad)
+    ):
       job.step(state, bad)
 
 
@@ -125,10 +139,15 @@ def test_replay_stores_only_the_behaviour_logits(fused_run):
 def test_the_rule_is_part_of_the_state(fused_run, disco_103_params):
   job, (state, _) = fused_run
   # The actor-critic's placeholder parameters.
-  chex.assert_trees_all_equal(eval_lib.rule(job, state), jax.device_get(
-      job.setup.agent.update_rule.init_params(jax.random.PRNGKey(0))[0]))
-  disco = eval_lib.make_eval(dataclasses.replace(TINY, rule='disco_103'),
-                             rule_params=disco_103_params)
+  chex.assert_trees_all_equal(
+    eval_lib.rule(job, state),
+    jax.device_get(
+      job.setup.agent.update_rule.init_params(jax.random.PRNGKey(0))[0]
+    ),
+  )
+  disco = eval_lib.make_eval(
+    dataclasses.replace(TINY, rule='disco_103'), rule_params=disco_103_params
+  )
   params = eval_lib.rule(disco, disco.init())
   jax.tree.map(np.testing.assert_array_equal, params, disco_103_params)
   shapes = disco.state_shapes()
@@ -138,8 +157,9 @@ def test_the_rule_is_part_of_the_state(fused_run, disco_103_params):
 def test_acting_is_decided_once_from_the_environment():
   """The dm_env Catch is stepped on the host, its jittable twin evaluates
   the policy; jittable Catch acts inside the program."""
-  host = eval_setup.make_setup(dataclasses.replace(TINY, env='catch',
-                                                 num_seeds=2))
+  host = eval_setup.make_setup(
+    dataclasses.replace(TINY, env='catch', num_seeds=2)
+  )
   assert len(host.host_envs) == 2 and host.jittable_env == 'jittable_catch'
   assert host.env.batch_size == TINY.num_envs  # All of a run's.
   fused = eval_setup.make_setup(TINY)
@@ -164,9 +184,11 @@ def test_debug_checks_stop_at_the_bad_rollout(env):
       return state, timestep.replace(reward=reward)
 
     host_env.step = nan_step
-  with pytest.raises(rollout_checks.RolloutError,
-                     match=r'rollout.rewards\[t=1, b=1\] = nan is not finite'
-                     r' \(loop step 0\)'):
+  with pytest.raises(
+    rollout_checks.RolloutError,
+    match=r'rollout.rewards\[t=1, b=1\] = nan is not finite'
+    r' \(loop step 0\)',
+  ):
     job.step(job.init(), 1)
 
 
@@ -174,29 +196,43 @@ def test_without_debug_checks_nan_rewards_stop_the_run_at_the_loss():
   """No rollout check: the NaN reaches the loss, where the run stops."""
   job = _nan_catch_job(dataclasses.replace(TINY, debug_checks=False))
   # Learning starts at loop step 1 (each buffer then holds a batch).
-  with pytest.raises(divergence.DivergedError,
-                     match=r"^learning diverged at loop step 1: total_loss = "
-                     r"nan, the agent's parameters not finite\. Try a "
-                     r'smaller learning_rate'):
+  with pytest.raises(
+    divergence.DivergedError,
+    match=r'^learning diverged at loop step 1: total_loss = '
+    r"nan, the agent's parameters not finite\. Try a "
+    r'smaller learning_rate',
+  ):
     job.step(job.init(), TINY.steps_per_call)
 
 
-@pytest.mark.parametrize('env, debug_checks', [
-    ('jittable_catch', True), ('jittable_catch', False), ('catch', True)])
-def test_a_huge_learning_rate_stops_the_run_where_it_diverges(env,
-                                                              debug_checks):
+@pytest.mark.parametrize(
+  'env, debug_checks',
+  [('jittable_catch', True), ('jittable_catch', False), ('catch', True)],
+)
+def test_a_huge_learning_rate_stops_the_run_where_it_diverges(
+  env, debug_checks
+):
   """The parameters after the first learner step (loop step 1) are huge but
   finite; the next rollout's logits are not: the debug checks name them,
   not the environment. Without the checks the loss is checked."""
-  job = eval_lib.make_eval(dataclasses.replace(
-      TINY, env=env, learning_rate=1e30, debug_checks=debug_checks))
+  job = eval_lib.make_eval(
+    dataclasses.replace(
+      TINY, env=env, learning_rate=1e30, debug_checks=debug_checks
+    )
+  )
   if debug_checks:
-    error, message = rollout_checks.RolloutError, (
+    error, message = (
+      rollout_checks.RolloutError,
+      (
         r'rollout.logits\[t=0, b=0\] = \S+ is not finite \(loop step 2\): '
-        "the agent's outputs are not finite, its learning diverged")
+        "the agent's outputs are not finite, its learning diverged"
+      ),
+    )
   else:
-    error, message = divergence.DivergedError, (
-        r'^learning diverged at loop step 2: total_loss = nan')
+    error, message = (
+      divergence.DivergedError,
+      (r'^learning diverged at loop step 2: total_loss = nan'),
+    )
   with pytest.raises(error, match=message):
     job.step(job.init(), TINY.steps_per_call)
 
@@ -206,8 +242,11 @@ def test_evaluate_the_policy_without_learning(fused_run):
   result = eval_lib.evaluate(job, state, num_rollouts=4)
   assert result['episodes'] > 0 and -1 <= result['avg_return'] <= 1
   assert eval_lib.evaluate(job, state, num_rollouts=4) == result  # Same key.
-  with pytest.raises(ValueError, match=r'run must be in \[0, num_seeds=1\), '
-                     'got 1'):
+  with pytest.raises(
+    ValueError,
+    match=r'run must be in \[0, num_runs=1\), '
+    'got 1',
+  ):
     eval_lib.evaluate(job, state, run=1)
   with pytest.raises(ValueError, match='num_rollouts must be >= 1, got 0'):
     eval_lib.evaluate(job, state, num_rollouts=0)
@@ -224,40 +263,97 @@ def three_seeds_run():
 
 
 def test_each_seed_of_a_multi_seed_program_is_the_run_of_that_seed_alone(
-    three_seeds_run):
+  three_seeds_run,
+):
   _, state, metrics = three_seeds_run
   assert all(v.shape == (6, 3) for v in metrics.values())
   assert int(state.step) == 6
   for j in range(3):
     alone_state, alone_metrics = _run(
-        eval_lib.make_eval(dataclasses.replace(TINY, seed=5 + j)), [4, 2])
-    np.testing.assert_array_equal(metrics['episodes'][:, j],
-                                  alone_metrics['episodes'][:, 0])
+      eval_lib.make_eval(dataclasses.replace(TINY, seed=5 + j)), [4, 2]
+    )
+    np.testing.assert_array_equal(
+      metrics['episodes'][:, j], alone_metrics['episodes'][:, 0]
+    )
     for key in alone_metrics:
-      np.testing.assert_allclose(metrics[key][:, j], alone_metrics[key][:, 0],
-                                 err_msg=f'{key} {j}', **smoke_env.SAME_RUN)
+      np.testing.assert_allclose(
+        metrics[key][:, j],
+        alone_metrics[key][:, 0],
+        err_msg=f'{key} {j}',
+        **smoke_env.SAME_RUN,
+      )
     smoke_env.assert_same_learner_state(
-        jax.tree.map(lambda x, j=j: x[j], jax.device_get(state.learner_state)),
-        jax.tree.map(lambda x: x[0],
-                     jax.device_get(alone_state.learner_state)),
-        learning_rate=TINY.learning_rate, max_abs_update=1.0)
+      jax.tree.map(lambda x, j=j: x[j], jax.device_get(state.learner_state)),
+      jax.tree.map(lambda x: x[0], jax.device_get(alone_state.learner_state)),
+      learning_rate=TINY.learning_rate,
+      max_abs_update=1.0,
+    )
+
+
+def test_a_sweep_of_seeds_and_rates_is_one_program_of_runs_alone():
+  """3 seeds x 3 learning rates: 9 runs in one program, each the run of that
+  seed and rate alone (to rounding). The rate is an operand of the program,
+  not a constant in it: the programs of the runs alone are the same program
+  (one compilation between them, in this session's compilation cache)."""
+  seeds, rates = (5, 6, 7), (3e-3, 1e-2, 3e-2)
+  sweep = dataclasses.replace(TINY, seeds=seeds, learning_rates=rates)
+  assert sweep.runs == tuple(config_lib.Run(s, r) for r in rates for s in seeds)
+  job = eval_lib.make_eval(sweep)
+  state, metrics = _run(job, [4, 2])
+  assert all(v.shape == (6, 9) for v in metrics.values())
+  rows = job.rows(metrics, 0)
+  assert [(r['seed'], r['learning_rate']) for r in rows[:9]] == [
+    (s, r) for r in rates for s in seeds
+  ]
+  lowered = []
+  for j, run in enumerate(sweep.runs):
+    alone_job = eval_lib.make_eval(
+      dataclasses.replace(TINY, seed=run.seed, learning_rate=run.learning_rate)
+    )
+    alone_state, alone_metrics = _run(alone_job, [4, 2])
+    if j < 2:
+      lowered.append(alone_job.program.lower(alone_state).as_text())
+    np.testing.assert_array_equal(
+      metrics['episodes'][:, j], alone_metrics['episodes'][:, 0]
+    )
+    for key in alone_metrics:
+      np.testing.assert_allclose(
+        metrics[key][:, j],
+        alone_metrics[key][:, 0],
+        err_msg=f'{key} {run}',
+        **smoke_env.SAME_RUN,
+      )
+    smoke_env.assert_same_learner_state(
+      jax.tree.map(lambda x, j=j: x[j], jax.device_get(state.learner_state)),
+      jax.tree.map(lambda x: x[0], jax.device_get(alone_state.learner_state)),
+      learning_rate=run.learning_rate,
+      max_abs_update=1.0,
+    )
+  # Seeds 5 and 6 at one rate, and the sweep's rates: one program text.
+  assert lowered[0] == lowered[1]
+  # The rates differ: runs of one seed at two rates learn differently.
+  first = jax.tree.leaves(jax.device_get(state.learner_state.params))[0]
+  assert not np.allclose(first[0], first[3])
 
 
 def test_the_seeds_are_different_runs(three_seeds_run):
   _, state, metrics = three_seeds_run
   first = jax.tree.leaves(jax.device_get(state.learner_state.params))[0]
   assert not np.allclose(first[0], first[1])
-  assert not np.array_equal(metrics['total_loss'][1:, 0],
-                            metrics['total_loss'][1:, 1])
+  assert not np.array_equal(
+    metrics['total_loss'][1:, 0], metrics['total_loss'][1:, 1]
+  )
 
 
 def test_rows_are_one_per_step_and_seed(three_seeds_run):
   job, _, metrics = three_seeds_run
   rows = job.rows(metrics, 0)
   assert [(r['step'], r['seed']) for r in rows] == [
-      (step, seed) for step in range(6) for seed in (5, 6, 7)]
+    (step, seed) for step in range(6) for seed in (5, 6, 7)
+  ]
   assert [r['total_loss'] for r in rows[3::3]] == list(
-      metrics['total_loss'][1:, 0])
+    metrics['total_loss'][1:, 0]
+  )
 
 
 def test_host_environments_run_seeds_in_parallel():
@@ -265,17 +361,23 @@ def test_host_environments_run_seeds_in_parallel():
   config = dataclasses.replace(TINY, env='catch', seed=3, num_seeds=2)
   _, metrics = _run(eval_lib.make_eval(config), [3])
   for j in range(2):
-    _, alone = _run(eval_lib.make_eval(dataclasses.replace(
-        config, seed=3 + j, num_seeds=1)), [3])
+    _, alone = _run(
+      eval_lib.make_eval(dataclasses.replace(config, seed=3 + j, num_seeds=1)),
+      [3],
+    )
     for key in alone:
-      np.testing.assert_allclose(metrics[key][:, j], alone[key][:, 0],
-                                 err_msg=key, **smoke_env.SAME_RUN)
+      np.testing.assert_allclose(
+        metrics[key][:, j], alone[key][:, 0], err_msg=key, **smoke_env.SAME_RUN
+      )
 
 
 def test_a_diverging_seed_is_named():
-  job = _nan_catch_job(dataclasses.replace(TINY, num_seeds=2, seed=4,
-                                           debug_checks=False))
-  with pytest.raises(divergence.DivergedError,
-                     match=r'^learning diverged at seed 4 loop step 1: '
-                     'total_loss = nan'):
+  job = _nan_catch_job(
+    dataclasses.replace(TINY, num_seeds=2, seed=4, debug_checks=False)
+  )
+  with pytest.raises(
+    divergence.DivergedError,
+    match=r'^learning diverged at seed 4 loop step 1: '
+    'total_loss = nan',
+  ):
     job.step(job.init(), TINY.steps_per_call)

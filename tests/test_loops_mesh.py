@@ -59,17 +59,27 @@ def test_distributed_config_reads_flags_then_environment(monkeypatch):
 def test_one_process_needs_no_initialisation():
   assert not distributed.initialize(distributed.DistributedConfig())
   assert not distributed.initialize(
-      distributed.DistributedConfig(num_processes=1))
+    distributed.DistributedConfig(num_processes=1)
+  )
 
 
-@pytest.mark.parametrize('config,fragment', [
-    (distributed.DistributedConfig(num_processes=2, process_id=0),
-     'needs a coordinator address'),
-    (distributed.DistributedConfig('127.0.0.1:1', 2, 2),
-     r'process_id must be in \[0, 2\) with num_processes=2, got 2'),
-    (distributed.DistributedConfig('127.0.0.1:1', 2, None),
-     'process_id must be in'),
-])
+@pytest.mark.parametrize(
+  'config,fragment',
+  [
+    (
+      distributed.DistributedConfig(num_processes=2, process_id=0),
+      'needs a coordinator address',
+    ),
+    (
+      distributed.DistributedConfig('127.0.0.1:1', 2, 2),
+      r'process_id must be in \[0, 2\) with num_processes=2, got 2',
+    ),
+    (
+      distributed.DistributedConfig('127.0.0.1:1', 2, None),
+      'process_id must be in',
+    ),
+  ],
+)
 def test_bad_distributed_settings_are_named(config, fragment):
   with pytest.raises(ValueError, match=fragment):
     distributed.initialize(config)
@@ -80,7 +90,9 @@ def test_distributed_flags_reach_the_config(monkeypatch):
   monkeypatch.setenv(distributed.ENV_NUM_PROCESSES, '3')
   parser = argparse.ArgumentParser()
   flags.add_distributed_flags(parser)
-  args = parser.parse_args(['--coordinator-address', '127.0.0.1:9',
-                            '--process-id', '2'])
+  args = parser.parse_args(
+    ['--coordinator-address', '127.0.0.1:9', '--process-id', '2']
+  )
   assert flags.distributed_config(args) == distributed.DistributedConfig(
-      '127.0.0.1:9', 3, 2)
+    '127.0.0.1:9', 3, 2
+  )

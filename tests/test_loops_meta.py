@@ -12,22 +12,28 @@ import pathlib
 
 import chex
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 import smoke_env
 
 from disco_rl import meta_objective
+from disco_rl import rollout_checks
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta as meta_lib
 from disco_rl.loops import meta_setup
-from disco_rl import rollout_checks
 
 DATA = pathlib.Path(__file__).resolve().parent / 'data'
 TINY = config_lib.MetaTrainConfig(
-    num_agents=2, batch_size_per_device=2, rollout_len=3, dense=(16,),
-    model_lstm_size=8, model_head_hiddens=(8,), value_dense=(8,),
-    num_devices=1, steps_per_call=3)
+  num_agents=2,
+  batch_size_per_device=2,
+  rollout_len=3,
+  dense=(16,),
+  model_lstm_size=8,
+  model_head_hiddens=(8,),
+  value_dense=(8,),
+  num_devices=1,
+  steps_per_call=3,
+)
 
 
 def _run(job, calls):
@@ -35,7 +41,7 @@ def _run(job, calls):
   for count in calls:
     state, step_logs = job.step(state, count)
     logs.append(step_logs)
-  return state, {k: np.concatenate([l[k] for l in logs]) for k in logs[0]}
+  return state, {k: np.concatenate([ln[k] for ln in logs]) for k in logs[0]}
 
 
 # Slow (about 90 s: two programs compiled). In the default run the
@@ -46,21 +52,29 @@ def test_scanned_meta_steps_equal_one_meta_step_per_call():
   with smoke_env.fast_compile():
     fused_state, fused = _run(meta_lib.make_meta_train(TINY), [3, 1])
     single = meta_lib.make_meta_train(
-        dataclasses.replace(TINY, steps_per_call=1))
+      dataclasses.replace(TINY, steps_per_call=1)
+    )
     state, stepped = _run(single, [1] * 4)
   assert sorted(fused) == sorted(stepped)
   assert all(len(v) == 4 for v in fused.values())
   for key in fused:
-    np.testing.assert_allclose(fused[key], stepped[key], rtol=1e-4,
-                               atol=1e-7, err_msg=key)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4,
-                                                       atol=1e-7),
-               single.rule(state), single.rule(fused_state))
+    np.testing.assert_allclose(
+      fused[key], stepped[key], rtol=1e-4, atol=1e-7, err_msg=key
+    )
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7),
+    single.rule(state),
+    single.rule(fused_state),
+  )
   assert int(fused_state.step) == int(state.step) == 4
   # The rule moved, and the loop logged its meta-gradient every step.
   initial = single.rule(single.init())
-  moved = sum(np.sum((np.asarray(a) - np.asarray(b)) ** 2) for a, b in zip(
-      jax.tree.leaves(single.rule(state)), jax.tree.leaves(initial)))
+  moved = sum(
+    np.sum((np.asarray(a) - np.asarray(b)) ** 2)
+    for a, b in zip(
+      jax.tree.leaves(single.rule(state)), jax.tree.leaves(initial), strict=True
+    )
+  )
   assert moved > 0
   assert (fused['meta_grad_norm'] > 0).all()
   for key in ('pos_rewards', 'neg_rewards'):  # 2 inner steps x 2 x 3 steps.
@@ -84,11 +98,15 @@ def test_meta_training_repeats_the_upstream_first_steps():
   """
   recorded = json.loads((DATA / 'upstream_meta_train_steps.json').read_text())
   steps = 3
-  job = meta_lib.make_meta_train(config_lib.MetaTrainConfig(
-      num_steps=steps, num_devices=1, steps_per_call=steps))
+  job = meta_lib.make_meta_train(
+    config_lib.MetaTrainConfig(
+      num_steps=steps, num_devices=1, steps_per_call=steps
+    )
+  )
   _, logs = _run(job, [steps])
-  np.testing.assert_array_equal(logs['pos_rewards'],
-                                recorded['pos_rewards'][:steps])
+  np.testing.assert_array_equal(
+    logs['pos_rewards'], recorded['pos_rewards'][:steps]
+  )
   # The first meta-gradient's norm moves with the order of floating-point
   # operations: measured against the recording, 6.4e-5 with the inner
   # updates in a loop, -1.9e-3 unrolled (the default), -6.6e-4 looped or
@@ -96,8 +114,9 @@ def test_meta_training_repeats_the_upstream_first_steps():
   # (--xla_cpu_experimental_ynn_fusion_type=); the next step's, within 3e-6
   # in every case.
   for key in ('meta_grad_norm', 'meta_up_norm'):
-    np.testing.assert_allclose(logs[key], recorded[key][:steps], rtol=3e-3,
-                               err_msg=key)
+    np.testing.assert_allclose(
+      logs[key], recorded[key][:steps], rtol=3e-3, err_msg=key
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -113,8 +132,9 @@ def _first_update(config):
   before = meta_lib.rule(job, state)
   state, logs = job.step(state, 1)
   after = meta_lib.rule(job, state)
-  steps = jax.tree.map(lambda a, b: (a - b) / config.meta_learning_rate,
-                       after, before)
+  steps = jax.tree.map(
+    lambda a, b: (a - b) / config.meta_learning_rate, after, before
+  )
   return np.concatenate([np.ravel(x) for x in jax.tree.leaves(steps)]), logs
 
 
@@ -127,8 +147,9 @@ def test_remat_gives_the_same_meta_gradient(fast_compile):
   plain, plain_logs = _first_update(config)
   remat, remat_logs = _first_update(dataclasses.replace(config, remat=True))
   np.testing.assert_allclose(remat, plain, atol=1e-4)
-  np.testing.assert_allclose(remat_logs['meta_grad_norm'],
-                             plain_logs['meta_grad_norm'], rtol=1e-4)
+  np.testing.assert_allclose(
+    remat_logs['meta_grad_norm'], plain_logs['meta_grad_norm'], rtol=1e-4
+  )
 
 
 # Slow (two meta-gradient compilations); the default run's upstream
@@ -136,17 +157,20 @@ def test_remat_gives_the_same_meta_gradient(fast_compile):
 # the loop.
 @pytest.mark.slow
 @pytest.mark.parametrize('remat', [False, True])
-def test_unrolled_inner_updates_give_the_same_meta_gradient(fast_compile,
-                                                            remat):
+def test_unrolled_inner_updates_give_the_same_meta_gradient(
+  fast_compile, remat
+):
   del fast_compile
   config = dataclasses.replace(ONE_STEP, num_inner_steps=3, remat=remat)
   unrolled, unrolled_logs = _first_update(config)
   looped, looped_logs = _first_update(
-      dataclasses.replace(config, max_unrolled_inner_steps=0))
+    dataclasses.replace(config, max_unrolled_inner_steps=0)
+  )
   np.testing.assert_allclose(unrolled, looped, atol=1e-4)
   for key in ('meta_grad_norm', 'meta_loss', 'pos_rewards'):
-    np.testing.assert_allclose(unrolled_logs[key], looped_logs[key],
-                               rtol=1e-4, err_msg=key)
+    np.testing.assert_allclose(
+      unrolled_logs[key], looped_logs[key], rtol=1e-4, err_msg=key
+    )
 
 
 # Slow (a meta-gradient compilation); the default run sees renewals before
@@ -164,9 +188,11 @@ def test_agents_are_renewed_at_the_end_of_their_lifetime(fast_compile):
 
   def step_counts(state):
     """The agents' [2] optimiser step counts (Adam's `count`)."""
-    counts = [np.asarray(x) for x in jax.tree.leaves(
-        state.agents[0].learner_state.opt_state)
-              if np.asarray(x).dtype.kind == 'i' and np.shape(x) == (2,)]
+    counts = [
+      np.asarray(x)
+      for x in jax.tree.leaves(state.agents[0].learner_state.opt_state)
+      if np.asarray(x).dtype.kind == 'i' and np.shape(x) == (2,)
+    ]
     assert counts, 'no optimiser step count found'
     return counts[0]
 
@@ -180,17 +206,26 @@ def test_agents_are_renewed_at_the_end_of_their_lifetime(fast_compile):
   np.testing.assert_array_equal(step_counts(state), [0, 2])
 
 
-@pytest.mark.parametrize('changes, fragment', [
-    (dict(agent_lifetime=1, num_inner_steps=2),
-     'agent_lifetime=1 is shorter than one meta-step'),
+@pytest.mark.parametrize(
+  'changes, fragment',
+  [
+    (
+      dict(agent_lifetime=1, num_inner_steps=2),
+      'agent_lifetime=1 is shorter than one meta-step',
+    ),
     (dict(meta_grad_clip=-1.0), 'meta_grad_clip must be >= 0, got -1.0'),
-    (dict(max_unrolled_inner_steps=-1),
-     'max_unrolled_inner_steps must be >= 0, got -1'),
+    (
+      dict(max_unrolled_inner_steps=-1),
+      'max_unrolled_inner_steps must be >= 0, got -1',
+    ),
     (dict(meta_grad_norm='median'), "Unknown meta_grad_norm 'median'"),
     (dict(meta_entropy_cost=-1.0), 'meta_entropy_cost must be >= 0, got -1.0'),
-    (dict(meta_target_kl_cost=float('nan')),
-     'meta_target_kl_cost must be finite and >= 0, got nan'),
-])
+    (
+      dict(meta_target_kl_cost=float('nan')),
+      'meta_target_kl_cost must be finite and >= 0, got nan',
+    ),
+  ],
+)
 def test_bad_meta_optimisation_settings(changes, fragment):
   with pytest.raises(ValueError, match=fragment):
     dataclasses.replace(TINY, **changes)
@@ -204,8 +239,12 @@ def test_the_meta_objectives_regularisers_follow_the_config(fast_compile):
   del fast_compile
   assert ONE_STEP.meta_loss_weights() == meta_objective.MetaLossWeights()
   config = dataclasses.replace(
-      ONE_STEP, meta_entropy_cost=0.0, meta_prediction_entropy_cost=0.0,
-      meta_target_mean_cost=0.0, meta_target_kl_cost=0.0)
+    ONE_STEP,
+    meta_entropy_cost=0.0,
+    meta_prediction_entropy_cost=0.0,
+    meta_target_mean_cost=0.0,
+    meta_target_kl_cost=0.0,
+  )
   _, logs = _run(meta_lib.make_meta_train(config), [1])
   np.testing.assert_array_equal(logs['reg_loss'], [0.0])
   np.testing.assert_allclose(logs['meta_loss'], logs['pg_loss'], rtol=1e-6)
@@ -215,15 +254,18 @@ def test_the_meta_objectives_regularisers_follow_the_config(fast_compile):
 
 def test_presets():
   from disco_rl.examples import meta_train as command  # pylint: disable=g-import-not-at-top
-  paper = config_lib.MetaTrainConfig(**{**command.PRESETS['paper'],
-                                        'num_agents': 2})
+
+  paper = config_lib.MetaTrainConfig(
+    **{**command.PRESETS['paper'], 'num_agents': 2}
+  )
   assert paper.meta_grad_norm == 'per_agent_adam'
   assert paper.meta_learning_rate == 1e-3 and paper.meta_grad_clip == 1.0
   assert paper.num_inner_steps == 20 and paper.remat
   assert paper.batch_size_per_device == 96 and paper.rollout_len == 29
   assert paper.num_agents == 2  # Overridden.
   assert config_lib.MetaTrainConfig(**command.PRESETS['notebook']) == (
-      config_lib.MetaTrainConfig())
+    config_lib.MetaTrainConfig()
+  )
 
 
 # The task suite: agents in groups, one per environment.
@@ -234,42 +276,54 @@ def test_presets():
 # notebook and the multi-process test, each with two task groups.
 @pytest.mark.slow
 def test_each_agent_of_a_suite_acts_as_in_a_single_task_population(
-    fast_compile):
+  fast_compile,
+):
   """Agent i of a suite gets the same keys (initial state, rollouts,
   meta-gradient) as agent i of a one-task population: after a meta-step the
   parameters, value function and environment of the suite's second agent
   (CartPole, another network shape than Catch's) match those of agent 1 of a
   CartPole-only population."""
-  config = dataclasses.replace(ONE_STEP, num_inner_steps=1,
-                               debug_checks=False)
-  job = meta_lib.make_meta_train(dataclasses.replace(
-      config, tasks=('catch', 'gymnax:CartPole-v1')))
+  config = dataclasses.replace(ONE_STEP, num_inner_steps=1, debug_checks=False)
+  job = meta_lib.make_meta_train(
+    dataclasses.replace(config, tasks=('catch', 'gymnax:CartPole-v1'))
+  )
   assert job.setup.group_sizes == (1, 1)
   state = job.init()
   np.testing.assert_array_equal(state.ages, [0, 0])
   state, logs = job.step(state, 1)
   assert set(logs) >= {'rewards_task0', 'rewards_task1'}
   assert all(np.isfinite(v).all() for v in logs.values())
-  catch_params, cartpole_params = (g.learner_state.params
-                                   for g in state.agents)
-  shapes = [(a.shape, b.shape) for a, b in zip(
-      jax.tree.leaves(catch_params), jax.tree.leaves(cartpole_params))]
+  catch_params, cartpole_params = (g.learner_state.params for g in state.agents)
+  shapes = [
+    (a.shape, b.shape)
+    for a, b in zip(
+      jax.tree.leaves(catch_params),
+      jax.tree.leaves(cartpole_params),
+      strict=True,
+    )
+  ]
   assert any(a != b for a, b in shapes), shapes  # 5x5 boards vs 4 numbers.
 
-  single = meta_lib.make_meta_train(dataclasses.replace(
-      config, tasks=('gymnax:CartPole-v1',)))
+  single = meta_lib.make_meta_train(
+    dataclasses.replace(config, tasks=('gymnax:CartPole-v1',))
+  )
   alone, _ = single.step(single.init(), 1)
-  group, = alone.agents
+  (group,) = alone.agents
   agent_1 = lambda x: x[1:2]
   on_device = lambda x: x[:, 1:2]
   expected = group.replace(
-      learner_state=jax.tree.map(agent_1, group.learner_state),
-      actor_state=jax.tree.map(agent_1, group.actor_state),
-      value_state=jax.tree.map(agent_1, group.value_state),
-      env_state=jax.tree.map(on_device, group.env_state),
-      env_timestep=jax.tree.map(on_device, group.env_timestep))
-  chex.assert_trees_all_close(jax.device_get(state.agents[1]),
-                              jax.device_get(expected), rtol=1e-6, atol=1e-6)
+    learner_state=jax.tree.map(agent_1, group.learner_state),
+    actor_state=jax.tree.map(agent_1, group.actor_state),
+    value_state=jax.tree.map(agent_1, group.value_state),
+    env_state=jax.tree.map(on_device, group.env_state),
+    env_timestep=jax.tree.map(on_device, group.env_timestep),
+  )
+  chex.assert_trees_all_close(
+    jax.device_get(state.agents[1]),
+    jax.device_get(expected),
+    rtol=1e-6,
+    atol=1e-6,
+  )
 
 
 @pytest.mark.slow  # The eval loop's test and test_loops_rollout_checks.py
@@ -277,15 +331,25 @@ def test_each_agent_of_a_suite_acts_as_in_a_single_task_population(
 def test_debug_checks_stop_at_the_bad_training_rollout(fast_compile):
   """An environment bug is reported with agent, field, time step, column
   (over the inner rollouts) and meta-step."""
-  job = meta_lib.make_meta_train(dataclasses.replace(
-      ONE_STEP, num_inner_steps=1, tasks=('catch', 'catch[rows=4,columns=3]'),
-      num_agents=3))
+  job = meta_lib.make_meta_train(
+    dataclasses.replace(
+      ONE_STEP,
+      num_inner_steps=1,
+      tasks=('catch', 'catch[rows=4,columns=3]'),
+      num_agents=3,
+    )
+  )
   job.setup.members[1].env = smoke_env.NanRewardForEnv1(
-      job.setup.members[1].env)
+    job.setup.members[1].env
+  )
   state = job.init()
-  with pytest.raises(rollout_checks.RolloutError, match=(
+  with pytest.raises(
+    rollout_checks.RolloutError,
+    match=(
       r'^debug check failed: training rollout of agent 2\.rewards\[t=1, '
-      r'b=1\] = nan is not finite \(loop step 0\)$')):
+      r'b=1\] = nan is not finite \(loop step 0\)$'
+    ),
+  ):
     job.step(state, 1)
 
 
@@ -295,24 +359,34 @@ def test_debug_checks_stop_at_the_bad_training_rollout(fast_compile):
 
 def test_a_task_may_name_its_own_network():
   config = dataclasses.replace(
-      ONE_STEP, conv_channels=(2,),
-      tasks=('catch', 'gymnax:Breakout-MinAtar[net=conv]'))
+    ONE_STEP,
+    conv_channels=(2,),
+    tasks=('catch', 'gymnax:Breakout-MinAtar[net=conv]'),
+  )
   setup = meta_setup.make_setup(config)
-  catch, breakout = (m.agent.settings.net_settings.name
-                     for m in setup.members)
+  catch, breakout = (m.agent.settings.net_settings.name for m in setup.members)
   assert (catch, breakout) == ('mlp', 'conv')
-  params = jax.eval_shape(setup.members[1].agent.initial_learner_state,
-                          jax.random.PRNGKey(0)).params
-  assert params['conv_net/~_embedding_pass/conv_0']['w'].shape == (3, 3, 4,
-                                                                   2)
-  with pytest.raises(ValueError, match=(
+  params = jax.eval_shape(
+    setup.members[1].agent.initial_learner_state, jax.random.PRNGKey(0)
+  ).params
+  assert params['conv_net/~_embedding_pass/conv_0']['w'].shape == (3, 3, 4, 2)
+  with pytest.raises(
+    ValueError,
+    match=(
       r"net='conv' needs one image observation of shape \[H, W, C\]; task "
-      r"'gymnax:CartPole-v1'")):
-    meta_setup.make_setup(dataclasses.replace(
-        config, net='conv', tasks=('gymnax:CartPole-v1',)))
-  with pytest.raises(ValueError, match=(
+      r"'gymnax:CartPole-v1'"
+    ),
+  ):
+    meta_setup.make_setup(
+      dataclasses.replace(config, net='conv', tasks=('gymnax:CartPole-v1',))
+    )
+  with pytest.raises(
+    ValueError,
+    match=(
       r"Task 'catch\[net=cnn\]': unknown net 'cnn'; expected one of "
-      r"\('mlp', 'conv', 'resnet', 'tabular'\)")):
+      r"\('mlp', 'conv', 'resnet', 'tabular'\)"
+    ),
+  ):
     dataclasses.replace(config, tasks=('catch[net=cnn]',))
 
 
@@ -322,19 +396,31 @@ def test_a_conv_population_meta_trains_on_minatar(fast_compile):
   moves, the agents' conv layers learn, every log is finite."""
   del fast_compile
   config = dataclasses.replace(
-      ONE_STEP, num_inner_steps=1, net='conv', conv_channels=(2,),
-      tasks=('gymnax:Breakout-MinAtar',), debug_checks=False)
+    ONE_STEP,
+    num_inner_steps=1,
+    net='conv',
+    conv_channels=(2,),
+    tasks=('gymnax:Breakout-MinAtar',),
+    debug_checks=False,
+  )
   job = meta_lib.make_meta_train(config)
   state = job.init()
   rule_before = meta_lib.rule(job, state)
-  group, = state.agents
+  (group,) = state.agents
   conv_before = np.asarray(
-      group.learner_state.params['conv_net/~_embedding_pass/conv_0']['w'])
+    group.learner_state.params['conv_net/~_embedding_pass/conv_0']['w']
+  )
   state, logs = job.step(state, 1)
   assert all(np.isfinite(v).all() for v in logs.values())
-  moved = [np.abs(a - b).max() for a, b in zip(
-      jax.tree.leaves(meta_lib.rule(job, state)), jax.tree.leaves(rule_before))]
+  moved = [
+    np.abs(a - b).max()
+    for a, b in zip(
+      jax.tree.leaves(meta_lib.rule(job, state)),
+      jax.tree.leaves(rule_before),
+      strict=True,
+    )
+  ]
   assert max(moved) > 0
-  group, = state.agents
+  (group,) = state.agents
   conv_after = group.learner_state.params['conv_net/~_embedding_pass/conv_0']
   assert np.abs(np.asarray(conv_after['w']) - conv_before).max() > 0

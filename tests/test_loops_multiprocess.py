@@ -27,8 +27,11 @@ TIMEOUT_S = 900
 
 def _env(num_devices: int) -> dict[str, str]:
   env = dict(os.environ)
-  env.update(JAX_PLATFORMS='cpu', JAX_DISABLE_MOST_OPTIMIZATIONS='1',
-             XLA_FLAGS=smoke_env.xla_flags(num_devices))
+  env.update(
+    JAX_PLATFORMS='cpu',
+    JAX_DISABLE_MOST_OPTIMIZATIONS='1',
+    XLA_FLAGS=smoke_env.xla_flags(num_devices),
+  )
   return env
 
 
@@ -40,10 +43,13 @@ def _free_port() -> int:
 
 def _start(out, num_devices, job, *args):
   return subprocess.Popen(
-      [sys.executable, str(HERE / 'multiprocess_run.py'), job, str(out),
-       *args],
-      cwd=HERE, env=_env(num_devices), stdout=subprocess.PIPE,
-      stderr=subprocess.STDOUT, text=True)
+    [sys.executable, str(HERE / 'multiprocess_run.py'), job, str(out), *args],
+    cwd=HERE,
+    env=_env(num_devices),
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+    text=True,
+  )
 
 
 def _finish(processes):
@@ -55,22 +61,27 @@ def _finish(processes):
     for p in processes:
       if p.poll() is None:
         p.kill()
-  for p, out in zip(processes, outputs):
+  for p, out in zip(processes, outputs, strict=False):
     assert p.returncode == 0, out[-6000:]
   return outputs
 
 
-@pytest.mark.parametrize('job', [
+@pytest.mark.parametrize(
+  'job',
+  [
     'eval',
     # Meta-training compiles for minutes in each of the three processes.
-    pytest.param('meta', marks=pytest.mark.slow)])
+    pytest.param('meta', marks=pytest.mark.slow),
+  ],
+)
 def test_two_processes_equal_one_process_with_two_devices(job, tmp_path):
   single, multi = tmp_path / 'single.npz', tmp_path / 'multi.npz'
-  out, = _finish([_start(single, 2, job)])
+  (out,) = _finish([_start(single, 2, job)])
   assert 'process 0 of 1: done' in out
   address = f'127.0.0.1:{_free_port()}'
-  outs = _finish([_start(multi, 1, job, address, '2', str(i))
-                  for i in range(2)])
+  outs = _finish(
+    [_start(multi, 1, job, address, '2', str(i)) for i in range(2)]
+  )
   assert 'process 0 of 2: done' in outs[0]
   assert 'process 1 of 2: done' in outs[1]
 

@@ -9,9 +9,9 @@ import signal
 
 import numpy as np
 
-from disco_rl.loops import run as run_lib
 from disco_rl import metrics as metrics_lib
 from disco_rl import signals
+from disco_rl.loops import run as run_lib
 
 
 def _job(calls=None, steps_per_call=3, rows_per_step=1):
@@ -20,12 +20,16 @@ def _job(calls=None, steps_per_call=3, rows_per_step=1):
   def step(state, count):
     if calls is not None:
       calls.append(count)
-    return state + count, {'value': np.arange(state, state + count, dtype=float)}
+    return state + count, {
+      'value': np.arange(state, state + count, dtype=float)
+    }
 
   def rows(metrics, first_step):
-    return [dict(step=first_step + i, value=v)
-            for i, v in enumerate(metrics['value'])
-            for _ in range(rows_per_step)]
+    return [
+      dict(step=first_step + i, value=v)
+      for i, v in enumerate(metrics['value'])
+      for _ in range(rows_per_step)
+    ]
 
   class Program:
     def compile(self, state):
@@ -33,11 +37,19 @@ def _job(calls=None, steps_per_call=3, rows_per_step=1):
       return 0.0
 
   return run_lib.Job(
-      name='fake', config=None, setup=None, init=lambda: 0,
-      state_shapes=lambda: 0, step=step, program=Program(), rows=rows,
-      summary=lambda *args: {}, outputs=lambda *a: {},
-      progress=lambda rows: dict(last=f'{rows[-1]["value"]:.0f}'),
-      steps_per_call=steps_per_call)
+    name='fake',
+    config=None,
+    setup=None,
+    init=lambda: 0,
+    state_shapes=lambda: 0,
+    step=step,
+    program=Program(),
+    rows=rows,
+    summary=lambda *args: {},
+    outputs=lambda *a: {},
+    progress=lambda rows: dict(last=f'{rows[-1]["value"]:.0f}'),
+    steps_per_call=steps_per_call,
+  )
 
 
 def _run(*args, **kwargs):
@@ -50,8 +62,14 @@ def test_a_run_goes_in_calls_and_writes_every_row(tmp_path, capsys):
   calls, rows = [], []
   with metrics_lib.MetricsWriter(tmp_path / 'm.csv') as writer:
     state, timing, stopped = _run(
-        _job(calls), 0, 7, rows, write=writer.write_rows, progress=False,
-        log_every=3)
+      _job(calls),
+      0,
+      7,
+      rows,
+      write=writer.write_rows,
+      progress=False,
+      log_every=3,
+    )
   assert calls == [3, 3, 1] and state == 7 and stopped is None
   assert [r['step'] for r in rows] == list(range(7))
   assert all(r['value'] == r['step'] for r in rows)
@@ -63,7 +81,7 @@ def test_a_run_goes_in_calls_and_writes_every_row(tmp_path, capsys):
   assert timing.steps_per_second > 0
   # A line each time the step count passes a multiple of log_every.
   lines = capsys.readouterr().out.splitlines()
-  assert [l.split()[:2] for l in lines] == [['step', '3/7'], ['step', '6/7']]
+  assert [ln.split()[:2] for ln in lines] == [['step', '3/7'], ['step', '6/7']]
   assert 'last=5' in lines[1]
 
 
@@ -76,17 +94,28 @@ def test_a_run_continues_from_its_rows_and_one_call_leaves_no_speed():
 
 def test_checkpoints_when_due_but_not_after_the_last_call():
   saved = []
-  run_lib.run(_job(steps_per_call=2), 0, 9, [], progress=False,
-              save=lambda state, steps: saved.append(steps),
-              checkpoint_every=4)
+  run_lib.run(
+    _job(steps_per_call=2),
+    0,
+    9,
+    [],
+    progress=False,
+    save=lambda state, steps: saved.append(steps),
+    checkpoint_every=4,
+  )
   assert saved == [4, 8]  # Not at 9: the caller saves the end itself.
 
 
 def test_a_callback_stops_the_run_after_its_call():
   rows = []
   state, _, stopped = _run(
-      _job(rows_per_step=2), 0, 9, rows, progress=False,
-      on_call=lambda state, new: state >= 6)
+    _job(rows_per_step=2),
+    0,
+    9,
+    rows,
+    progress=False,
+    on_call=lambda state, new: state >= 6,
+  )
   assert stopped == 'callback' and state == 6 and len(rows) == 12
 
 
@@ -99,8 +128,7 @@ def test_a_signal_stops_the_run_at_the_next_safe_point():
     return False
 
   with signals.StopOnSignal():
-    state, _, stopped = _run(job, 0, 9, [], progress=False,
-                                    on_call=signalled)
+    state, _, stopped = _run(job, 0, 9, [], progress=False, on_call=signalled)
   assert stopped == 'SIGTERM' and state == 3 and calls == [3]
   # A signal before the run starts: no call at all.
   with signals.StopOnSignal():
@@ -112,6 +140,7 @@ def test_a_signal_stops_the_run_at_the_next_safe_point():
 def test_finish_runs_under_the_rule_and_a_signal_in_it_is_the_reason():
   """The final checkpoint and outputs (`finish`) still defer a signal: the
   run is complete, and the signal is why it stopped (decided once)."""
+
   def finish(state, timing):
     os.kill(os.getpid(), signal.SIGTERM)
     return dict(final=state, timing=timing)
@@ -126,5 +155,7 @@ def test_finish_runs_under_the_rule_and_a_signal_in_it_is_the_reason():
 
 def test_steps_done_reads_the_rows_step():
   assert run_lib.steps_done([]) == 0
-  assert run_lib.steps_done([dict(step=0), dict(step=0), dict(step=1),
-                             dict(step=1)]) == 2
+  assert (
+    run_lib.steps_done([dict(step=0), dict(step=0), dict(step=1), dict(step=1)])
+    == 2
+  )

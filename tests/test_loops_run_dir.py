@@ -19,8 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from disco_rl.loops import config as config_lib
 from disco_rl import checkpoints
+from disco_rl.loops import config as config_lib
 from disco_rl.loops import run_dir
 
 
@@ -34,13 +34,16 @@ def test_new_and_empty_directories_are_fine(tmp_path):
   run_dir.RunDir(tmp_path / 'empty')  # No run in it yet.
 
 
-@pytest.mark.parametrize('make, fragment', [
+@pytest.mark.parametrize(
+  'make, fragment',
+  [
     (lambda p: p.write_text('x') and p, 'is a file; expected a directory'),
     (lambda p: p.write_text('x') and p / 'sub', 'cannot be created: '),
     (lambda p: '/sys/kernel/disco_rl', 'inside a system directory'),
     (lambda p: '/proc', 'inside a system directory'),
     (lambda p: '/dev/shm/x', 'inside a system directory'),
-])
+  ],
+)
 def test_unusable_paths(tmp_path, make, fragment):
   path = make(tmp_path / 'f')
   with pytest.raises(ValueError, match=fragment):
@@ -55,8 +58,11 @@ def test_unwritable_directory_is_named(tmp_path, monkeypatch):
     raise PermissionError(13, 'Permission denied')
 
   monkeypatch.setattr(tempfile, 'TemporaryFile', refuse)
-  with pytest.raises(ValueError, match=f'output directory {tmp_path}/new '
-                     f'cannot be written: {tmp_path}: Permission denied'):
+  with pytest.raises(
+    ValueError,
+    match=f'output directory {tmp_path}/new '
+    f'cannot be written: {tmp_path}: Permission denied',
+  ):
     run_dir.RunDir(tmp_path / 'new')
   assert not (tmp_path / 'new').exists()
 
@@ -101,12 +107,21 @@ def test_nothing_to_resume_or_read(tmp_path):
   assert not (tmp_path / 'none').exists()
 
 
-@pytest.mark.parametrize('config', [
-    config_lib.EvalConfig(seed=3, dense=(8, 4), behaviour_outputs=None,
-                          env_kwargs={'size': 10}, env='gymnax:DeepSea-bsuite'),
-    config_lib.MetaTrainConfig(num_agents=4, value_dense=(16,),
-                               tasks=('catch', 'gymnax:CartPole-v1')),
-])
+@pytest.mark.parametrize(
+  'config',
+  [
+    config_lib.EvalConfig(
+      seed=3,
+      dense=(8, 4),
+      behaviour_outputs=None,
+      env_kwargs={'size': 10},
+      env='gymnax:DeepSea-bsuite',
+    ),
+    config_lib.MetaTrainConfig(
+      num_agents=4, value_dense=(16,), tasks=('catch', 'gymnax:CartPole-v1')
+    ),
+  ],
+)
 def test_the_record_round_trips_and_is_read_once(tmp_path, config):
   job = 'eval' if isinstance(config, config_lib.EvalConfig) else 'meta_train'
   run_dir.RunDir(tmp_path / 'a').start(job, config)
@@ -116,13 +131,18 @@ def test_the_record_round_trips_and_is_read_once(tmp_path, config):
   assert resumed.record() == (job, resumed.saved_settings(job))
   given = dataclasses.asdict(config)
   resumed.check_same_settings(resumed.saved_settings(job), given)
-  with pytest.raises(ValueError, match=r'these differ: seed: saved \d+, '
-                     'given 99'):
-    resumed.check_same_settings(resumed.saved_settings(job),
-                                dict(given, seed=99))
+  with pytest.raises(
+    ValueError,
+    match=r'these differ: seed: saved \d+, '
+    'given 99',
+  ):
+    resumed.check_same_settings(
+      resumed.saved_settings(job), dict(given, seed=99)
+    )
   # The number of steps may change.
-  resumed.check_same_settings(resumed.saved_settings(job),
-                              dict(given, num_steps=7))
+  resumed.check_same_settings(
+    resumed.saved_settings(job), dict(given, num_steps=7)
+  )
   with pytest.raises(ValueError, match=r"has no settings \['seeds'\]"):
     resumed.check_same_settings(resumed.saved_settings(job), dict(seeds=1))
 
@@ -135,10 +155,14 @@ def test_unreadable_or_foreign_settings(tmp_path):
   record['settings']['num_stepz'] = 3
   (tmp_path / 'run.json').write_text(json.dumps(record))
   resumed = run_dir.RunDir(tmp_path, resume=True)
-  with pytest.raises(ValueError, match=r"settings \['num_stepz'\] that "
-                     'EvalConfig does not know'):
-    config_lib.upgrade_settings(config_lib.EvalConfig,
-                                resumed.saved_settings('eval'))
+  with pytest.raises(
+    ValueError,
+    match=r"settings \['num_stepz'\] that "
+    'EvalConfig does not know',
+  ):
+    config_lib.upgrade_settings(
+      config_lib.EvalConfig, resumed.saved_settings('eval')
+    )
   (tmp_path / 'run.json').write_text('{not json')
   with pytest.raises(ValueError, match='Cannot read the run record'):
     run_dir.RunDir(tmp_path, resume=True).record()
@@ -147,8 +171,9 @@ def test_unreadable_or_foreign_settings(tmp_path):
 def test_the_summary_is_written_whole_without_nan(tmp_path):
   out = run_dir.RunDir(tmp_path)
   out.start('eval', config_lib.EvalConfig())
-  safe = out.write_summary({'x': float('nan'), 'y': [np.float32(2.5)],
-                            'z': np.int64(3)})
+  safe = out.write_summary(
+    {'x': float('nan'), 'y': [np.float32(2.5)], 'z': np.int64(3)}
+  )
   assert safe == {'x': None, 'y': [2.5], 'z': 3}
   assert json.loads((tmp_path / 'summary.json').read_text()) == safe
 
@@ -170,9 +195,11 @@ def _shapes(state):
 
 
 def _state(value: float) -> _State:
-  return _State(params={'w': jnp.full((3, 4), value), 'b': jnp.arange(4.)},
-                rng=jax.random.PRNGKey(int(value)),
-                step=jnp.int32(int(value)))
+  return _State(
+    params={'w': jnp.full((3, 4), value), 'b': jnp.arange(4.0)},
+    rng=jax.random.PRNGKey(int(value)),
+    step=jnp.int32(int(value)),
+  )
 
 
 def test_save_restore_and_keep_the_last(tmp_path):
@@ -208,7 +235,7 @@ def test_host_objects_round_trip():
   np.testing.assert_array_equal(copy.rand(4), rng.rand(4))
 
 
-_WRITER = textwrap.dedent('''
+_WRITER = textwrap.dedent("""
     import sys
     import jax.numpy as jnp
     from disco_rl import checkpoints
@@ -219,15 +246,17 @@ _WRITER = textwrap.dedent('''
       ckpt.save(step, {'big': jnp.full((4096, 1024), float(step))},
                 {'rows': step})
       print(step, flush=True)
-''')
+""")
 
 
 def test_kill_9_while_writing_leaves_the_last_checkpoint_usable(tmp_path):
   directory = tmp_path / 'ckpt'
   proc = subprocess.Popen(
-      [sys.executable, '-c', _WRITER, str(directory)],
-      stdout=subprocess.PIPE, text=True,
-      env=dict(os.environ, JAX_PLATFORMS='cpu'))
+    [sys.executable, '-c', _WRITER, str(directory)],
+    stdout=subprocess.PIPE,
+    text=True,
+    env=dict(os.environ, JAX_PLATFORMS='cpu'),
+  )
   try:
     # Let a few checkpoints complete, then kill it in the middle of the next
     # one (a write takes far longer than reading a line).
@@ -242,10 +271,12 @@ def test_kill_9_while_writing_leaves_the_last_checkpoint_usable(tmp_path):
   latest = ckpt.latest_step()
   assert latest is not None and latest >= 3
   state, extra = ckpt.restore(
-      {'big': jax.ShapeDtypeStruct((4096, 1024), jnp.float32)})
+    {'big': jax.ShapeDtypeStruct((4096, 1024), jnp.float32)}
+  )
   assert extra == {'rows': latest}
-  np.testing.assert_array_equal(np.asarray(state['big']),
-                                np.full((4096, 1024), float(latest)))
+  np.testing.assert_array_equal(
+    np.asarray(state['big']), np.full((4096, 1024), float(latest))
+  )
   # A new checkpoint can be written after the crash.
   ckpt.save(latest + 1, {'big': jnp.zeros((4096, 1024))}, {'rows': 0})
   assert ckpt.latest_step() == latest + 1
@@ -255,16 +286,25 @@ def test_a_checkpoint_of_other_shapes_is_refused_before_reading(tmp_path):
   ckpt = checkpoints.Checkpointer(tmp_path / 'ckpt')
   ckpt.save(1, _state(1.0), {'rows': 1})
   wider = _shapes(
-      _state(1.0).replace(params={'w': jnp.zeros((1, 3, 4)),
-                                  'b': jnp.arange(4.)}))
-  with pytest.raises(ValueError, match=(
-      r"Checkpoint 1 in .* cannot be resumed by this run: its params/w has "
+    _state(1.0).replace(
+      params={'w': jnp.zeros((1, 3, 4)), 'b': jnp.arange(4.0)}
+    )
+  )
+  with pytest.raises(
+    ValueError,
+    match=(
+      r'Checkpoint 1 in .* cannot be resumed by this run: its params/w has '
       r"shape \(3, 4\), this run's \(1, 3, 4\)\. It was written by another "
-      r'version of disco_rl or with other settings; start a new run\.')):
+      r'version of disco_rl or with other settings; start a new run\.'
+    ),
+  ):
     ckpt.restore(wider)
   # Another layout (an older version's): named before anything is read.
-  with pytest.raises(ValueError, match=r'cannot be resumed by this run: it '
-                     r'has no loop/params/b\.'):
+  with pytest.raises(
+    ValueError,
+    match=r'cannot be resumed by this run: it '
+    r'has no loop/params/b\.',
+  ):
     ckpt.restore({'loop': _shapes(_state(0.0))})
   restored, _ = ckpt.restore(_shapes(_state(0.0)))
   np.testing.assert_array_equal(restored.params['w'], np.ones((3, 4)))

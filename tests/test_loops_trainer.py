@@ -14,13 +14,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from disco_rl import metrics as metrics_lib
+from disco_rl import signals
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import meta as meta_lib
 from disco_rl.loops import run as run_lib
 from disco_rl.loops import trainer as trainer_lib
-from disco_rl import metrics as metrics_lib
-from disco_rl import signals
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
 
@@ -31,10 +31,18 @@ TIMING = ('rss_mb', 'time_s')
 
 
 def eval_config(**overrides):
-  settings = dict(rule='actor_critic', batch_size=8, replay_ratio=4,
-                  buffer_capacity=32, rollout_len=5, dense=(16,),
-                  model_lstm_size=8, model_head_hiddens=(8,),
-                  steps_per_call=4, num_steps=10)
+  settings = dict(
+    rule='actor_critic',
+    batch_size=8,
+    replay_ratio=4,
+    buffer_capacity=32,
+    rollout_len=5,
+    dense=(16,),
+    model_lstm_size=8,
+    model_head_hiddens=(8,),
+    steps_per_call=4,
+    num_steps=10,
+  )
   settings.update(overrides)
   return config_lib.EvalConfig(**settings)
 
@@ -42,12 +50,22 @@ def eval_config(**overrides):
 def meta_config(**overrides):
   """Tiny meta-training with the paper's recipe: per-agent Adam states,
   clipping, remat and agent lifetimes (2 updates: renewals every 2 steps)."""
-  settings = dict(num_agents=2, batch_size_per_device=4, rollout_len=4,
-                  num_inner_steps=1, dense=(16,), model_lstm_size=8,
-                  model_head_hiddens=(8,), value_dense=(8,),
-                  steps_per_call=2, num_steps=3,
-                  meta_grad_norm='per_agent_adam', meta_grad_clip=1.0,
-                  remat=True, agent_lifetime=2)
+  settings = dict(
+    num_agents=2,
+    batch_size_per_device=4,
+    rollout_len=4,
+    num_inner_steps=1,
+    dense=(16,),
+    model_lstm_size=8,
+    model_head_hiddens=(8,),
+    value_dense=(8,),
+    steps_per_call=2,
+    num_steps=3,
+    meta_grad_norm='per_agent_adam',
+    meta_grad_clip=1.0,
+    remat=True,
+    agent_lifetime=2,
+  )
   settings.update(overrides)
   return config_lib.MetaTrainConfig(**settings)
 
@@ -59,88 +77,120 @@ def metrics_without_timing(path):
 
 def assert_same_run(dir_a, dir_b, state_a, state_b):
   """Identical metrics rows (but wall-clock columns) and identical state."""
-  a, b = metrics_without_timing(dir_a / 'metrics.csv'), metrics_without_timing(
-      dir_b / 'metrics.csv')
+  a, b = (
+    metrics_without_timing(dir_a / 'metrics.csv'),
+    metrics_without_timing(dir_b / 'metrics.csv'),
+  )
   # No gap; each step's rows (one per seed) together, no step repeated.
   steps = a['step'].drop_duplicates()
   assert list(steps) == list(range(len(steps)))
   assert len(set(a.groupby('step').size())) == 1
-  assert a.equals(b), (a.compare(b) if a.shape == b.shape else
-                       (a.shape, b.shape))
-  chex.assert_trees_all_equal(jax.device_get(state_a),
-                              jax.device_get(state_b))
+  assert a.equals(b), a.compare(b) if a.shape == b.shape else (a.shape, b.shape)
+  chex.assert_trees_all_equal(jax.device_get(state_a), jax.device_get(state_b))
 
 
 @pytest.mark.parametrize('env', ['jittable_catch', 'catch'])
 def test_eval_resume_is_exact(tmp_path, env):
   """N steps, stop, resume to 2N == 2N straight, bit for bit."""
-  first = trainer_lib.Trainer(eval_config(env=env, num_steps=10),
-                              tmp_path / 'a', progress=False,
-                              checkpoint_every=4)
+  first = trainer_lib.Trainer(
+    eval_config(env=env, num_steps=10),
+    tmp_path / 'a',
+    progress=False,
+    checkpoint_every=4,
+  )
   summary = first.fit()
   assert summary['steps'] == 10 and summary['iterations'] == 13
   assert summary['checkpoint_step'] == 13
   first.close()
-  resumed = trainer_lib.Trainer(eval_config(env=env, num_steps=21),
-                                tmp_path / 'a', resume=True, progress=False,
-                                checkpoint_every=4)
+  resumed = trainer_lib.Trainer(
+    eval_config(env=env, num_steps=21),
+    tmp_path / 'a',
+    resume=True,
+    progress=False,
+    checkpoint_every=4,
+  )
   assert resumed.step == 13
   resumed.fit()
-  straight = trainer_lib.Trainer(eval_config(env=env, num_steps=21),
-                                 tmp_path / 'b', progress=False,
-                                 checkpoint_every=4)
+  straight = trainer_lib.Trainer(
+    eval_config(env=env, num_steps=21),
+    tmp_path / 'b',
+    progress=False,
+    checkpoint_every=4,
+  )
   straight.fit()
-  assert_same_run(tmp_path / 'a', tmp_path / 'b', resumed.state,
-                  straight.state)
+  assert_same_run(tmp_path / 'a', tmp_path / 'b', resumed.state, straight.state)
   # The checkpoints kept (last 3 by default) hold the last step.
-  assert sorted(int(p.name) for p in (tmp_path / 'a/checkpoints').iterdir()
-                if p.name.isdigit())[-1] == 24
+  assert (
+    sorted(
+      int(p.name)
+      for p in (tmp_path / 'a/checkpoints').iterdir()
+      if p.name.isdigit()
+    )[-1]
+    == 24
+  )
 
 
 def test_eval_resume_with_seeds_is_exact(tmp_path):
   """Three runs in one program: rows per step and seed, checkpoints counted
   in steps, resumed bit for bit."""
   config = eval_config(num_steps=6, num_seeds=3, seed=2)
-  first = trainer_lib.Trainer(config, tmp_path / 'a', progress=False,
-                              checkpoint_every=4)
+  first = trainer_lib.Trainer(
+    config, tmp_path / 'a', progress=False, checkpoint_every=4
+  )
   summary = first.fit()
   assert summary['steps'] == 6 and summary['iterations'] == 9
   assert summary['checkpoint_step'] == first.step == 9
   assert len(first.rows) == 27
-  assert sorted(summary['final_avg_return_per_seed']) == ['2', '3', '4']
+  assert sorted(summary['final_avg_return_per_run']) == [
+    'seed 2',
+    'seed 3',
+    'seed 4',
+  ]
   first.close()
   table = metrics_lib.read_table(tmp_path / 'a/metrics.csv')
-  assert list(zip(table['step'], table['seed'])) == [
-      (step, seed) for step in range(9) for seed in (2, 3, 4)]
-  again = trainer_lib.Trainer(dataclasses.replace(config, num_steps=10),
-                              tmp_path / 'a', resume=True, progress=False,
-                              checkpoint_every=4)
+  assert list(zip(table['step'], table['seed'], strict=True)) == [
+    (step, seed) for step in range(9) for seed in (2, 3, 4)
+  ]
+  again = trainer_lib.Trainer(
+    dataclasses.replace(config, num_steps=10),
+    tmp_path / 'a',
+    resume=True,
+    progress=False,
+    checkpoint_every=4,
+  )
   assert again.restore(step=8) == 8 and again.step == 8
   assert len(metrics_lib.read_table(tmp_path / 'a/metrics.csv')) == 24
   again.fit()
-  straight = trainer_lib.Trainer(dataclasses.replace(config, num_steps=10),
-                                 tmp_path / 'b', progress=False,
-                                 checkpoint_every=4)
+  straight = trainer_lib.Trainer(
+    dataclasses.replace(config, num_steps=10),
+    tmp_path / 'b',
+    progress=False,
+    checkpoint_every=4,
+  )
   straight.fit()
-  assert_same_run(tmp_path / 'a', tmp_path / 'b', again.state,
-                  straight.state)
+  assert_same_run(tmp_path / 'a', tmp_path / 'b', again.state, straight.state)
 
 
 def test_resume_from_an_earlier_checkpoint_drops_later_rows(tmp_path):
-  run = trainer_lib.Trainer(eval_config(num_steps=10), tmp_path / 'a',
-                            progress=False, checkpoint_every=4)
+  run = trainer_lib.Trainer(
+    eval_config(num_steps=10),
+    tmp_path / 'a',
+    progress=False,
+    checkpoint_every=4,
+  )
   run.fit()
   # Back to step 8 (a periodic checkpoint): rows 8.. are computed again.
-  again = trainer_lib.Trainer(eval_config(num_steps=10), tmp_path / 'a',
-                              resume=True, progress=False)
+  again = trainer_lib.Trainer(
+    eval_config(num_steps=10), tmp_path / 'a', resume=True, progress=False
+  )
   assert again.restore(step=8) == 8 and again.step == 8
   assert len(metrics_lib.read_table(tmp_path / 'a/metrics.csv')) == 8
   again.fit()
-  straight = trainer_lib.Trainer(eval_config(num_steps=10), tmp_path / 'b',
-                                 progress=False)
+  straight = trainer_lib.Trainer(
+    eval_config(num_steps=10), tmp_path / 'b', progress=False
+  )
   straight.fit()
-  assert_same_run(tmp_path / 'a', tmp_path / 'b', again.state,
-                  straight.state)
+  assert_same_run(tmp_path / 'a', tmp_path / 'b', again.state, straight.state)
 
 
 def _npz(path):
@@ -156,6 +206,7 @@ def _check_read_rule(run_dir, last_rule, rule_at_2):
   checkpoints = sorted(p.name for p in (run_dir / 'checkpoints').iterdir())
   import disco_rl  # pylint: disable=g-import-not-at-top
   from disco_rl import weights  # pylint: disable=g-import-not-at-top
+
   assert disco_rl.read_rule is meta_lib.read_rule
   params, step = meta_lib.read_rule(run_dir)
   assert step == 4
@@ -166,10 +217,10 @@ def _check_read_rule(run_dir, last_rule, rule_at_2):
   with pytest.raises(AssertionError):  # The rule moved between the two.
     chex.assert_trees_all_equal(last_rule, rule_at_2)
   # Nothing in the run changed: files, metrics rows, checkpoints.
-  assert {p: p.read_bytes() for p in run_dir.iterdir() if p.is_file()
-          } == files
-  assert sorted(p.name for p in (run_dir / 'checkpoints').iterdir()
-                ) == checkpoints
+  assert {p: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == files
+  assert (
+    sorted(p.name for p in (run_dir / 'checkpoints').iterdir()) == checkpoints
+  )
   with pytest.raises(FileNotFoundError, match=r'No checkpoint 3 .*\[2, 4\]'):
     meta_lib.read_rule(run_dir, step=3)
   with pytest.raises(ValueError, match='No run in .*none: it has no run.json'):
@@ -177,8 +228,9 @@ def _check_read_rule(run_dir, last_rule, rule_at_2):
 
 
 def test_read_rule_refuses_an_eval_run(tmp_path):
-  trainer_lib.Trainer(eval_config(num_steps=1), tmp_path / 'e',
-                      progress=False).fit()
+  trainer_lib.Trainer(
+    eval_config(num_steps=1), tmp_path / 'e', progress=False
+  ).fit()
   with pytest.raises(ValueError, match='holds a eval run, not a meta_train'):
     meta_lib.read_rule(tmp_path / 'e')
 
@@ -191,8 +243,9 @@ def test_meta_train_resume_is_exact(tmp_path):
   between two calls, where the state is whole (the eval resume tests above
   compare with a separate straight run; this saves a third trace of the
   meta program). The rules at its checkpoints read back (read_rule)."""
-  config = meta_config(num_steps=4,
-                       tasks=('catch[rows=5,columns=5]', 'catch[rows=4,columns=3]'))
+  config = meta_config(
+    num_steps=4, tasks=('catch[rows=5,columns=5]', 'catch[rows=4,columns=3]')
+  )
   first = trainer_lib.Trainer(config, tmp_path / 'a', progress=False)
 
   def interrupt(trainer, new_rows):
@@ -206,15 +259,19 @@ def test_meta_train_resume_is_exact(tmp_path):
   assert (tmp_path / 'a/pos_rewards.png').is_file()
   rule_at_2 = _npz(tmp_path / 'a/update_rule_params.npz')
   np.testing.assert_array_equal(
-      rule_at_2['lstm/linear/w'],
-      jax.device_get(first.state.update_rule_params['lstm/linear']['w']))
+    rule_at_2['lstm/linear/w'],
+    jax.device_get(first.state.update_rule_params['lstm/linear']['w']),
+  )
   shutil.copytree(tmp_path / 'a', tmp_path / 'b')  # The run as stopped.
-  resumed = trainer_lib.Trainer(config, tmp_path / 'b', resume=True,
-                                progress=False)
+  resumed = trainer_lib.Trainer(
+    config, tmp_path / 'b', resume=True, progress=False
+  )
   summary = resumed.fit()
   assert summary['steps'] == 4
-  assert summary['tasks'] == ['catch[rows=5,columns=5]',
-                              'catch[rows=4,columns=3]']
+  assert summary['tasks'] == [
+    'catch[rows=5,columns=5]',
+    'catch[rows=4,columns=3]',
+  ]
   assert (tmp_path / 'b/rewards_task1.png').is_file()
   renewed = metrics_lib.read_table(tmp_path / 'b/metrics.csv')['agents_renewed']
   # Renewals before and after the resume.
@@ -222,23 +279,27 @@ def test_meta_train_resume_is_exact(tmp_path):
   assert first.fit()['steps'] == 4  # Carried on in memory: the straight run.
   assert_same_run(tmp_path / 'b', tmp_path / 'a', resumed.state, first.state)
   rule_a = _npz(tmp_path / 'b/update_rule_params.npz')
-  chex.assert_trees_all_equal(rule_a,
-                              _npz(tmp_path / 'a/update_rule_params.npz'))
+  chex.assert_trees_all_equal(
+    rule_a, _npz(tmp_path / 'a/update_rule_params.npz')
+  )
   _check_read_rule(tmp_path / 'b', rule_a, rule_at_2)
   # The learned rule trains a fresh agent (a held-out board size here).
-  held_out = eval_config(rule='disco_103', env_kwargs=dict(rows=6, columns=4),
-                         num_steps=2)
+  held_out = eval_config(
+    rule='disco_103', env_kwargs=dict(rows=6, columns=4), num_steps=2
+  )
   summary = meta_lib.evaluate(resumed.job, resumed.state, env=held_out)
   assert summary['steps'] == 2 and summary['iterations'] == 5
-  with pytest.raises(ValueError, match='env must be an EvalConfig with rule '
-                     'disco_103'):
+  with pytest.raises(
+    ValueError, match='env must be an EvalConfig with rule disco_103'
+  ):
     meta_lib.evaluate(resumed.job, resumed.state, env=eval_config())
 
 
 def test_same_seed_same_metrics_other_seed_differs():
   def metrics(seed):
-    run = trainer_lib.Trainer(eval_config(seed=seed, num_steps=6),
-                              progress=False)
+    run = trainer_lib.Trainer(
+      eval_config(seed=seed, num_steps=6), progress=False
+    )
     run.fit()
     return pd.DataFrame(run.rows).drop(columns=list(TIMING))
 
@@ -252,8 +313,11 @@ def test_same_seed_same_metrics_other_seed_differs():
 
 def test_summary_is_valid_json_without_nan(tmp_path):
   # A one-step run: the first iterations end no episode on a 50-row board.
-  run = trainer_lib.Trainer(eval_config(num_steps=1, env_kwargs=dict(rows=50)),
-                            tmp_path / 'a', progress=False)
+  run = trainer_lib.Trainer(
+    eval_config(num_steps=1, env_kwargs=dict(rows=50)),
+    tmp_path / 'a',
+    progress=False,
+  )
   summary = run.fit()
   assert summary['final_avg_return'] is None
   written = json.loads((tmp_path / 'a/summary.json').read_text())
@@ -261,15 +325,17 @@ def test_summary_is_valid_json_without_nan(tmp_path):
 
 
 def test_stop_when_callback_stops_early(tmp_path):
-  run = trainer_lib.Trainer(eval_config(num_steps=40), tmp_path / 'a',
-                            progress=False)
+  run = trainer_lib.Trainer(
+    eval_config(num_steps=40), tmp_path / 'a', progress=False
+  )
   seen = []
 
   def record(trainer, new_rows):
     seen.append(len(new_rows))
 
-  summary = run.fit(callbacks=[
-      record, run_lib.stop_when('learned', above=1.0, window=2)])
+  summary = run.fit(
+    callbacks=[record, run_lib.stop_when('learned', above=1.0, window=2)]
+  )
   # Learning starts at iteration 4 (3 warm-up iterations); calls of 4.
   assert summary['interrupted'] == 'callback'
   assert run.step == 8 and seen == [4, 4]
@@ -281,10 +347,12 @@ def test_stop_when_callback_stops_early(tmp_path):
 
 
 def test_stop_when_counts_its_window_in_steps_of_every_seed(tmp_path):
-  run = trainer_lib.Trainer(eval_config(num_steps=40, num_seeds=2),
-                            tmp_path / 'a', progress=False)
-  summary = run.fit(callbacks=[
-      run_lib.stop_when('learned', above=1.0, window=6)])
+  run = trainer_lib.Trainer(
+    eval_config(num_steps=40, num_seeds=2), tmp_path / 'a', progress=False
+  )
+  summary = run.fit(
+    callbacks=[run_lib.stop_when('learned', above=1.0, window=6)]
+  )
   # Steps 0-2 only act. After the call that ends at step 8 the last 6 steps
   # (12 rows) hold step 2; after the next (step 12) they all learned.
   assert summary['interrupted'] == 'callback'
@@ -299,19 +367,22 @@ def test_stop_when_rejects_bad_arguments():
 
 
 def test_existing_run_is_not_overwritten(tmp_path):
-  trainer_lib.Trainer(eval_config(num_steps=1), tmp_path / 'a',
-                      progress=False).fit()
+  trainer_lib.Trainer(
+    eval_config(num_steps=1), tmp_path / 'a', progress=False
+  ).fit()
   before = (tmp_path / 'a/metrics.csv').read_bytes()
   with pytest.raises(ValueError, match='already holds a run'):
     trainer_lib.Trainer(eval_config(num_steps=1), tmp_path / 'a')
   assert (tmp_path / 'a/metrics.csv').read_bytes() == before
   with pytest.raises(ValueError, match='overwrite and resume exclude'):
-    trainer_lib.Trainer(eval_config(num_steps=1), tmp_path / 'a',
-                        resume=True, overwrite=True)
+    trainer_lib.Trainer(
+      eval_config(num_steps=1), tmp_path / 'a', resume=True, overwrite=True
+    )
   assert (tmp_path / 'a/metrics.csv').read_bytes() == before
   (tmp_path / 'a/notes.txt').write_text('mine')
-  run = trainer_lib.Trainer(eval_config(num_steps=2), tmp_path / 'a',
-                            overwrite=True, progress=False)
+  run = trainer_lib.Trainer(
+    eval_config(num_steps=2), tmp_path / 'a', overwrite=True, progress=False
+  )
   # The old run's files are gone, the user's are not.
   assert not (tmp_path / 'a/metrics.csv').exists()
   assert (tmp_path / 'a/notes.txt').read_text() == 'mine'
@@ -320,12 +391,13 @@ def test_existing_run_is_not_overwritten(tmp_path):
 
 
 def test_resume_with_other_settings_is_an_error(tmp_path):
-  trainer_lib.Trainer(eval_config(num_steps=1), tmp_path / 'a',
-                      progress=False).fit()
-  with pytest.raises(ValueError,
-                     match=r'these differ: seed: saved 0, given 3'):
-    trainer_lib.Trainer(eval_config(num_steps=4, seed=3), tmp_path / 'a',
-                        resume=True)
+  trainer_lib.Trainer(
+    eval_config(num_steps=1), tmp_path / 'a', progress=False
+  ).fit()
+  with pytest.raises(ValueError, match=r'these differ: seed: saved 0, given 3'):
+    trainer_lib.Trainer(
+      eval_config(num_steps=4, seed=3), tmp_path / 'a', resume=True
+    )
   with pytest.raises(ValueError, match='holds a eval run, not a meta_train'):
     trainer_lib.Trainer(meta_config(), tmp_path / 'a', resume=True)
   with pytest.raises(ValueError, match='Nothing to resume in'):
@@ -334,15 +406,17 @@ def test_resume_with_other_settings_is_an_error(tmp_path):
 
 
 def test_bad_trainer_arguments():
-  with pytest.raises(TypeError, match='EvalConfig or a MetaTrainConfig, got '
-                     'dict'):
+  with pytest.raises(
+    TypeError, match='EvalConfig or a MetaTrainConfig, got dict'
+  ):
     trainer_lib.Trainer({'num_steps': 3})
   with pytest.raises(ValueError, match='checkpoint_every must be >= 0, got -1'):
     trainer_lib.Trainer(eval_config(), checkpoint_every=-1)
   with pytest.raises(ValueError, match='resume=True needs the output_dir'):
     trainer_lib.Trainer(eval_config(), resume=True)
-  with pytest.raises(ValueError, match='batch_size=8 must be a multiple of '
-                     'replay_ratio=3'):
+  with pytest.raises(
+    ValueError, match='batch_size=8 must be a multiple of replay_ratio=3'
+  ):
     trainer_lib.Trainer(eval_config(replay_ratio=3))
 
 
@@ -352,14 +426,16 @@ def test_save_and_restore_without_output_dir(tmp_path):
   assert run.save(tmp_path / 'ckpt') == 6
   other = trainer_lib.Trainer(eval_config(num_steps=3), progress=False)
   assert other.restore(tmp_path / 'ckpt') == 6
-  chex.assert_trees_all_equal(jax.device_get(run.state),
-                              jax.device_get(other.state))
+  chex.assert_trees_all_equal(
+    jax.device_get(run.state), jax.device_get(other.state)
+  )
   with pytest.raises(ValueError, match='no output_dir: pass a directory'):
     other.save()
 
 
 def test_evaluate_the_agent_policy():
   from disco_rl.environments import get_environment  # pylint: disable=g-import-not-at-top
+
   run = trainer_lib.Trainer(eval_config(num_steps=2), progress=False)
   run.fit()
   before = jax.device_get(run.state.learner_state.params)
@@ -368,13 +444,20 @@ def test_evaluate_the_agent_policy():
   # lasts 7 steps (the ball falls from row 0 to row 7): 2 episodes each.
   assert result['episodes'] == 2 * (4 * 5 // 7)
   assert -1.0 <= result['avg_return'] <= 1.0
-  assert eval_lib.evaluate(run.job, run.state, num_rollouts=4) == result  # Same seed, same result.
-  chex.assert_trees_all_equal(before,
-                              jax.device_get(run.state.learner_state.params))
-  other = get_environment('jittable_catch', batch_size=3,
-                          env_settings={'rows': 5, 'columns': 5})
-  with pytest.raises(ValueError, match=r'timestep.observation must have shape '
-                     r'\[B, \*\(8, 8, 1\)\].*got \(3, 5, 5, 1\)'):
+  assert (
+    eval_lib.evaluate(run.job, run.state, num_rollouts=4) == result
+  )  # Same seed, same result.
+  chex.assert_trees_all_equal(
+    before, jax.device_get(run.state.learner_state.params)
+  )
+  other = get_environment(
+    'jittable_catch', batch_size=3, env_settings={'rows': 5, 'columns': 5}
+  )
+  with pytest.raises(
+    ValueError,
+    match=r'timestep.observation must have shape '
+    r'\[B, \*\(8, 8, 1\)\].*got \(3, 5, 5, 1\)',
+  ):
     eval_lib.evaluate(run.job, run.state, env=other)
   host = get_environment('catch', batch_size=2)
   with pytest.raises(TypeError, match='env must be a jittable'):
@@ -384,20 +467,24 @@ def test_evaluate_the_agent_policy():
 
 
 @pytest.mark.weights
-def test_meta_training_fine_tunes_disco_103_or_a_saved_rule(tmp_path,
-                                                            disco_103_params):
+def test_meta_training_fine_tunes_disco_103_or_a_saved_rule(
+  tmp_path, disco_103_params
+):
   """init='disco_103' starts from the published weights; rule_params from
   any saved rule (e.g. a previous run's update_rule_params.npz)."""
   from disco_rl import meta_objective  # pylint: disable=g-import-not-at-top
   from disco_rl import weights  # pylint: disable=g-import-not-at-top
+
   run = trainer_lib.Trainer(meta_config(init='disco_103'), progress=False)
-  chex.assert_trees_all_equal(meta_lib.rule(run.job, run.state),
-                              disco_103_params)
+  chex.assert_trees_all_equal(
+    meta_lib.rule(run.job, run.state), disco_103_params
+  )
   shifted = jax.tree.map(lambda x: np.asarray(x) + 1.0, disco_103_params)
   meta_objective.save_params(shifted, tmp_path / 'rule.npz')
   saved = weights.load_disco_103(tmp_path / 'rule.npz', download=False)
-  run = trainer_lib.Trainer(meta_config(init='disco_103'), rule_params=saved,
-                            progress=False)
+  run = trainer_lib.Trainer(
+    meta_config(init='disco_103'), rule_params=saved, progress=False
+  )
   chex.assert_trees_all_equal(meta_lib.rule(run.job, run.state), shifted)
 
 
@@ -406,7 +493,8 @@ def test_meta_training_fine_tunes_disco_103_or_a_saved_rule(tmp_path,
 
 
 def test_a_signal_during_start_up_or_compilation_stops_before_any_step(
-    tmp_path):
+  tmp_path,
+):
   """Caught by an outer StopOnSignal (as the CLI's) while the Trainer is
   built, or during the ahead-of-time compilation: no step runs; resuming
   runs them all."""
@@ -419,8 +507,9 @@ def test_a_signal_during_start_up_or_compilation_stops_before_any_step(
   assert summary['stopped_at_step'] == 0 and summary['checkpoint_step'] == 0
   assert trainer.step == 0
 
-  resumed = trainer_lib.Trainer(config, tmp_path / 'a', resume=True,
-                                progress=False)
+  resumed = trainer_lib.Trainer(
+    config, tmp_path / 'a', resume=True, progress=False
+  )
   program = resumed.job.program
 
   class CompileAndSignal:
@@ -434,16 +523,19 @@ def test_a_signal_during_start_up_or_compilation_stops_before_any_step(
   assert summary['interrupted'] == 'SIGTERM'
   assert summary['stopped_at_step'] == 0 and resumed.step == 0
   resumed.close()
-  summary = trainer_lib.Trainer(config, tmp_path / 'a', resume=True,
-                                progress=False).fit()
+  summary = trainer_lib.Trainer(
+    config, tmp_path / 'a', resume=True, progress=False
+  ).fit()
   assert summary['completed'] and summary['interrupted'] is None
   assert summary['steps'] == 3
 
 
 def test_a_signal_after_the_last_step_is_reported_with_the_run_complete(
-    tmp_path):
-  trainer = trainer_lib.Trainer(eval_config(num_steps=2), tmp_path / 'a',
-                                progress=False)
+  tmp_path,
+):
+  trainer = trainer_lib.Trainer(
+    eval_config(num_steps=2), tmp_path / 'a', progress=False
+  )
   write_outputs = trainer.job.outputs
 
   def signal_then_write(*args):

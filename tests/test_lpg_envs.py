@@ -38,9 +38,12 @@ def _first(tree):
 def _broadcast(state, **fields):
   """`state` with `fields` (one instance's values) in every instance."""
   batch = jax.tree.leaves(state)[0].shape[0]
-  return state.replace(**{
+  return state.replace(
+    **{
       k: jnp.broadcast_to(jnp.asarray(v), (batch,) + np.shape(v))
-      for k, v in fields.items()})
+      for k, v in fields.items()
+    }
+  )
 
 
 def _approach(layout, cell):
@@ -50,8 +53,12 @@ def _approach(layout, cell):
   homes = {tuple(h) for h in layout.homes.tolist()}
   for action, (d_row, d_column) in enumerate(lpg_gridworld.MOVES[:4]):
     near = (int(cell[0] - d_row), int(cell[1] - d_column))
-    if (0 <= near[0] < size and 0 <= near[1] < size
-        and not layout.walls[near] and near not in homes):
+    if (
+      0 <= near[0] < size
+      and 0 <= near[1] < size
+      and not layout.walls[near]
+      and near not in homes
+    ):
       return np.array(near, np.int32), action
   raise AssertionError(f'no free cell next to {cell}')
 
@@ -76,35 +83,48 @@ def test_every_name_follows_the_interface():
     assert not environments.family(name).on_host
     spec = env.single_observation_spec()['observation']
     assert spec.dtype == np.uint8
-  sizes = {name: environments.get_environment(name, 1)
-           .single_observation_spec()['observation'].shape
-           for name in ('lpg:dense', 'lpg:sparse', 'lpg:rand_small',
-                        'lpg:all', 'lpg:delayed_chain_long',
-                        'lpg:delayed_chain_distractor')}
-  assert sizes == {'lpg:dense': (11 * 11 * 2 ** 4,),  # Cell x objects.
-                   'lpg:sparse': (13 * 13 * 2 ** 2,),
-                   'lpg:rand_small': (7, 7, 3),  # Agent + 2 object types.
-                   'lpg:all': (10 * 10 * 2 ** 5,),
-                   'lpg:delayed_chain_long': (1 + 2 * 49,),
-                   'lpg:delayed_chain_distractor': (1 + 2 * 29 + 20,)}
+  sizes = {
+    name: environments.get_environment(name, 1)
+    .single_observation_spec()['observation']
+    .shape
+    for name in (
+      'lpg:dense',
+      'lpg:sparse',
+      'lpg:rand_small',
+      'lpg:all',
+      'lpg:delayed_chain_long',
+      'lpg:delayed_chain_distractor',
+    )
+  }
+  assert sizes == {
+    'lpg:dense': (11 * 11 * 2**4,),  # Cell x objects.
+    'lpg:sparse': (13 * 13 * 2**2,),
+    'lpg:rand_small': (7, 7, 3),  # Agent + 2 object types.
+    'lpg:all': (10 * 10 * 2**5,),
+    'lpg:delayed_chain_long': (1 + 2 * 49,),
+    'lpg:delayed_chain_distractor': (1 + 2 * 29 + 20,),
+  }
 
 
 def test_unknown_names_and_settings_are_refused():
   with pytest.raises(ValueError, match="Close matches: 'lpg:dense'"):
     environments.check_name('lpg:dence')
-  with pytest.raises(ValueError, match=r"Unknown 'lpg:dense' setting\(s\) "
-                     "'length'"):
+  with pytest.raises(
+    ValueError,
+    match=r"Unknown 'lpg:dense' setting\(s\) "
+    "'length'",
+  ):
     environments.get_environment('lpg:dense', 2, dict(length=3))
   with pytest.raises(ValueError, match="observation='state' needs"):
-    environments.get_environment('lpg:rand_small', 2,
-                                 dict(observation='state'))
+    environments.get_environment('lpg:rand_small', 2, dict(observation='state'))
   with pytest.raises(ValueError, match='layout_seed must be'):
-    environments.get_environment('lpg:delayed_chain_short', 2,
-                                 dict(layout_seed=-2))
-  with pytest.raises(ValueError,
-                     match=r'length must be an integer in \[2, 30\]'):
-    environments.get_environment('lpg:delayed_chain_short', 2,
-                                 dict(length=31))
+    environments.get_environment(
+      'lpg:delayed_chain_short', 2, dict(layout_seed=-2)
+    )
+  with pytest.raises(
+    ValueError, match=r'length must be an integer in \[2, 30\]'
+  ):
+    environments.get_environment('lpg:delayed_chain_short', 2, dict(length=31))
 
 
 # ----------------------------------------------------------------------------
@@ -118,11 +138,20 @@ def test_the_configurations_are_groove_s():
   """Spot checks against GROOVE's configs.py (the paper's appendix)."""
   dense, sparse = _DENSE, lpg_gridworld.CONFIGS['sparse']
   assert (dense.size, dense.max_steps, dense.object_types) == (
-      11, (500, 500), (0, 0, 1, 2))
+    11,
+    (500, 500),
+    (0, 0, 1, 2),
+  )
   assert (dense.rewards, dense.p_terminate, dense.p_respawn) == (
-      (1.0, -1.0, -1.0), (0.0, 0.5, 0.0), (0.05, 0.1, 0.5))
+    (1.0, -1.0, -1.0),
+    (0.0, 0.5, 0.0),
+    (0.05, 0.1, 0.5),
+  )
   assert (sparse.size, sparse.max_steps, sparse.p_terminate) == (
-      13, (50, 50), (1.0, 1.0))
+    13,
+    (50, 50),
+    (1.0, 1.0),
+  )
   longer = lpg_gridworld.CONFIGS['longer']
   assert len(longer.walls) == 7 and 1 * 9 + 4 not in longer.walls
   assert not lpg_gridworld.CONFIGS['rand_small'].tabular
@@ -138,7 +167,8 @@ def test_collecting_pays_each_kind_s_reward_and_may_terminate():
   layout = _first(state.layout)
   size = _DENSE.size
   for slot, (reward, p_end) in enumerate(
-      [(1.0, 0.0), (1.0, 0.0), (-1.0, 0.5), (-1.0, 0.0)]):
+    [(1.0, 0.0), (1.0, 0.0), (-1.0, 0.5), (-1.0, 0.0)]
+  ):
     cell = layout.homes[slot]
     near, action = _approach(layout, cell)
     before = _broadcast(state, position=near)
@@ -148,21 +178,25 @@ def test_collecting_pays_each_kind_s_reward_and_may_terminate():
     assert _binomial_close(terminated.mean(), p_end, _BATCH), slot
     np.testing.assert_array_equal(info.discount, np.where(terminated, 0, 1))
     np.testing.assert_array_equal(
-        timestep.step_type == dm_env.StepType.LAST, terminated)
+      timestep.step_type == dm_env.StepType.LAST, terminated
+    )
     going = ~terminated
-    np.testing.assert_array_equal(np.asarray(after.position)[going],
-                                  np.broadcast_to(cell, (going.sum(), 2)))
+    np.testing.assert_array_equal(
+      np.asarray(after.position)[going], np.broadcast_to(cell, (going.sum(), 2))
+    )
     assert not np.asarray(after.present)[going, slot].any()
     # The tabular state: the cell, and which objects are present.
-    bits = 15 - 2 ** slot
+    bits = 15 - 2**slot
     index = np.asarray(timestep.observation['observation']).argmax(-1)
     np.testing.assert_array_equal(
-        index[going], cell[0] * size + cell[1] + size * size * bits)
+      index[going], cell[0] * size + cell[1] + size * size * bits
+    )
     # A terminated episode restarts at the start, every object back.
     if terminated.any():
       np.testing.assert_array_equal(
-          np.asarray(after.position)[terminated],
-          np.broadcast_to(layout.start, (terminated.sum(), 2)))
+        np.asarray(after.position)[terminated],
+        np.broadcast_to(layout.start, (terminated.sum(), 2)),
+      )
       assert np.asarray(after.present)[terminated].all()
   assert env.single_action_spec().maximum == 4
 
@@ -182,8 +216,8 @@ def test_tabular_objects_respawn_in_place_with_their_probability():
     for slot, p in enumerate(p_respawn):
       assert _binomial_close(present[:, slot].mean(), p, _BATCH), (slot, p)
     np.testing.assert_array_equal(
-        np.asarray(state.objects),
-        np.broadcast_to(layout.homes, (_BATCH, 4, 2)))
+      np.asarray(state.objects), np.broadcast_to(layout.homes, (_BATCH, 4, 2))
+    )
 
 
 def test_random_objects_appear_at_random_free_cells():
@@ -196,8 +230,9 @@ def test_random_objects_appear_at_random_free_cells():
   assert grid.shape == (512, 11, 11, 4)
   np.testing.assert_array_equal(grid[..., 0].sum((1, 2)), 1)  # The agent.
   # Types 0, 0, 1, 2: two of type 0, one each of 1 and 2, on distinct cells.
-  np.testing.assert_array_equal(grid[..., 1:].sum((1, 2)),
-                                np.broadcast_to([2, 1, 1], (512, 3)))
+  np.testing.assert_array_equal(
+    grid[..., 1:].sum((1, 2)), np.broadcast_to([2, 1, 1], (512, 3))
+  )
   assert (grid.sum(-1) <= 1).all()
   assert len({tuple(c) for c in np.asarray(state.objects)[:, 3]}) > 50
   state = _broadcast(state, present=np.zeros(4, bool))
@@ -219,13 +254,16 @@ def test_episodes_end_at_the_step_limit():
   for t in range(1, 15):
     state, timestep, info = step(state, jnp.full((2,), 4))
     last = t % 7 == 0
-    assert (timestep.step_type == (dm_env.StepType.LAST if last
-                                   else dm_env.StepType.MID)).all(), t
+    assert (
+      timestep.step_type
+      == (dm_env.StepType.LAST if last else dm_env.StepType.MID)
+    ).all(), t
     np.testing.assert_array_equal(info.truncated, last)
     np.testing.assert_array_equal(info.discount, 1.0)
     np.testing.assert_array_equal(state.time, t % 7)
-  np.testing.assert_array_equal(timestep.observation['observation'],
-                                first.observation['observation'])
+  np.testing.assert_array_equal(
+    timestep.observation['observation'], first.observation['observation']
+  )
 
 
 # ----------------------------------------------------------------------------
@@ -238,8 +276,10 @@ def _layout(name, seed, key=_KEY):
 
 
 def _same(a, b):
-  return all(np.array_equal(x, y) for x, y in
-             zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+  return all(
+    np.array_equal(x, y)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+  )
 
 
 def test_layouts_are_fixed_by_their_seed_and_differ_across_seeds():
@@ -247,25 +287,29 @@ def test_layouts_are_fixed_by_their_seed_and_differ_across_seeds():
     assert _same(_layout(name, 3), _layout(name, 3))
     assert _same(_layout(name, 3), _layout(name, 3, jax.random.PRNGKey(9)))
     layouts = [_layout(name, seed) for seed in range(6)]
-    starts = {tuple(l.start) for l in layouts}
-    homes = {l.homes.tobytes() for l in layouts}
+    starts = {tuple(ln.start) for ln in layouts}
+    homes = {ln.homes.tobytes() for ln in layouts}
     assert len(starts) > 3 and len(homes) == 6, name
   # A distribution draws the rest of the layout too.
   layouts = [_layout('lpg:all', seed) for seed in range(8)]
-  assert len({int(l.grid_size) for l in layouts}) > 1
-  assert len({int(l.max_steps) for l in layouts}) > 1
-  assert len({l.walls.tobytes() for l in layouts}) == 8
-  assert all(4 <= l.grid_size <= 10 and 20 <= l.max_steps <= 750
-             and 1 <= l.num_objects <= 5 and l.walls.sum() == 15
-             and 0 <= l.rewards[0] <= 1 for l in layouts)
-  for l in layouts:  # Start and objects on distinct free cells of the grid.
-    cells = [tuple(l.start)] + [tuple(h) for h in l.homes]
+  assert len({int(ln.grid_size) for ln in layouts}) > 1
+  assert len({int(ln.max_steps) for ln in layouts}) > 1
+  assert len({ln.walls.tobytes() for ln in layouts}) == 8
+  assert all(
+    4 <= ln.grid_size <= 10
+    and 20 <= ln.max_steps <= 750
+    and 1 <= ln.num_objects <= 5
+    and ln.walls.sum() == 15
+    and 0 <= ln.rewards[0] <= 1
+    for ln in layouts
+  )
+  for ln in layouts:  # Start and objects on distinct free cells of the grid.
+    cells = [tuple(ln.start)] + [tuple(h) for h in ln.homes]
     assert len(set(cells)) == 6
-    assert all(max(c) < l.grid_size and not l.walls[c] for c in cells)
+    assert all(max(c) < ln.grid_size and not ln.walls[c] for c in cells)
   # The fixed configurations keep their walls and objects' types.
   assert _layout('lpg:longer', 5).walls.sum() == 7
-  np.testing.assert_array_equal(_layout('lpg:dense', 1).rewards,
-                                [1, 1, -1, -1])
+  np.testing.assert_array_equal(_layout('lpg:dense', 1).rewards, [1, 1, -1, -1])
 
 
 def test_layout_seed_minus_one_draws_a_layout_per_reset_key():
@@ -293,7 +337,8 @@ def test_the_chain_pays_only_at_its_end_by_the_first_action():
   length, rewarding = (int(x) for x in env.layout(_KEY))
   assert length == 6
   np.testing.assert_array_equal(
-      timestep.observation['observation'].argmax(-1), 0)
+    timestep.observation['observation'].argmax(-1), 0
+  )
   first = jnp.array([0, 1, 0, 1])
   for _ in range(2):  # Two episodes.
     for t in range(1, 7):
@@ -306,7 +351,8 @@ def test_the_chain_pays_only_at_its_end_by_the_first_action():
         np.testing.assert_array_equal(index, 1 + 2 * (t - 1) + first)
       else:
         np.testing.assert_array_equal(
-            timestep.reward, np.where(first == rewarding, 1.0, -1.0))
+          timestep.reward, np.where(first == rewarding, 1.0, -1.0)
+        )
         assert (timestep.step_type == dm_env.StepType.LAST).all()
         np.testing.assert_array_equal(info.terminated, True)
         np.testing.assert_array_equal(info.discount, 0.0)
@@ -315,8 +361,7 @@ def test_the_chain_pays_only_at_its_end_by_the_first_action():
 
 def test_chain_lengths_and_rewarding_actions_per_seed():
   configs = delayed_chain.CONFIGS
-  assert (configs['short'].min_length, configs['short'].max_length) == (5,
-                                                                        30)
+  assert (configs['short'].min_length, configs['short'].max_length) == (5, 30)
   assert (configs['long'].min_length, configs['long'].max_length) == (5, 50)
   assert configs['long_noisy'].noisy and not configs['long'].noisy
   draws = []
@@ -325,7 +370,7 @@ def test_chain_lengths_and_rewarding_actions_per_seed():
     draws.append(tuple(int(x) for x in env.layout(_KEY)))
     again = tuple(int(x) for x in env.layout(jax.random.PRNGKey(5)))
     assert again == draws[-1]
-  lengths, actions = zip(*draws)
+  lengths, actions = zip(*draws, strict=True)
   assert all(5 <= n <= 50 for n in lengths) and len(set(lengths)) > 5
   assert set(actions) == {0, 1}
   # -1: from the reset key, one for the batch.
@@ -349,8 +394,9 @@ def test_noisy_chains_pay_plus_or_minus_one_until_the_end():
     if t < 8:
       assert set(np.asarray(timestep.reward).tolist()) == {-1.0, 1.0}
       noise.append(np.asarray(timestep.reward))
-  np.testing.assert_array_equal(timestep.reward,
-                                np.where(first == rewarding, 1.0, -1.0))
+  np.testing.assert_array_equal(
+    timestep.reward, np.where(first == rewarding, 1.0, -1.0)
+  )
   assert abs(np.mean(noise)) < 0.05  # 3,584 draws of +-1: sd 0.017.
 
 
@@ -363,7 +409,8 @@ def test_distractor_bits_change_every_step():
   assert bits[0].shape == (64, 20)
   assert 0.4 < bits[0].mean() < 0.6 and (bits[0] != bits[1]).any()
   np.testing.assert_array_equal(
-      timestep.observation['observation'][:, :59].argmax(-1), 1)
+    timestep.observation['observation'][:, :59].argmax(-1), 1
+  )
 
 
 # ----------------------------------------------------------------------------
@@ -374,11 +421,21 @@ def test_a_tabular_actor_critic_agent_trains_on_a_gridworld(tmp_path):
   """The eval job through the Trainer: net='tabular' on the dense
   gridworld's state one-hot, episodes cut at 3 steps so that some end."""
   config = disco_rl.EvalConfig(
-      env='lpg:dense', env_kwargs=dict(max_steps=3, layout_seed=2),
-      net='tabular', rule='actor_critic', num_steps=4, batch_size=4,
-      replay_ratio=2, buffer_capacity=8, rollout_len=4, dense=(8,),
-      model_lstm_size=4, model_head_hiddens=(4,), steps_per_call=2,
-      num_devices=1)
+    env='lpg:dense',
+    env_kwargs=dict(max_steps=3, layout_seed=2),
+    net='tabular',
+    rule='actor_critic',
+    num_steps=4,
+    batch_size=4,
+    replay_ratio=2,
+    buffer_capacity=8,
+    rollout_len=4,
+    dense=(8,),
+    model_lstm_size=4,
+    model_head_hiddens=(4,),
+    steps_per_call=2,
+    num_devices=1,
+  )
   trainer = disco_rl.Trainer(config, tmp_path / 'run', progress=False)
   summary = trainer.fit()
   assert summary['steps'] == 4 and summary['interrupted'] is None

@@ -3,7 +3,6 @@
 """disco_rl.optimizers: the rule's optimiser, chained from optax."""
 
 import chex
-import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -24,17 +23,24 @@ def _adam_steps(grads, lr, b1=0.9, b2=0.999, eps=1e-8):
   return updates
 
 
-@pytest.mark.parametrize('norm, clip', [('average', 0.0), ('average', 2.0),
-                                        ('per_agent_adam', 0.0),
-                                        ('per_agent_adam', 2.0)])
+@pytest.mark.parametrize(
+  'norm, clip',
+  [
+    ('average', 0.0),
+    ('average', 2.0),
+    ('per_agent_adam', 0.0),
+    ('per_agent_adam', 2.0),
+  ],
+)
 def test_meta_optimizer_against_adam_written_out(norm, clip):
   """Two steps of the rule's optimiser on [N=3] agents' gradients."""
   lr = 1e-3
   rng = np.random.default_rng(0)
   # Agents of very different gradient scales, as over several environments.
   scales = np.array([1e-4, 1.0, 30.0])[:, None]
-  steps = [(rng.normal(size=(3, 5)) * scales).astype(np.float32)
-           for _ in range(2)]
+  steps = [
+    (rng.normal(size=(3, 5)) * scales).astype(np.float32) for _ in range(2)
+  ]
   optimizer = optimizers.meta_optimizer(norm, lr, clip, num_agents=3)
   params = {'w': jnp.zeros((5,))}
   state = optimizer.init(params)
@@ -52,8 +58,9 @@ def test_meta_optimizer_against_adam_written_out(norm, clip):
   if norm == 'average':
     expected = _adam_steps([clipped(g).mean(axis=0) for g in steps], lr)
   else:  # Each agent's own Adam, then the mean of the updates.
-    per_agent = [_adam_steps([clipped(g)[i] for g in steps], lr)
-                 for i in range(3)]
+    per_agent = [
+      _adam_steps([clipped(g)[i] for g in steps], lr) for i in range(3)
+    ]
     expected = [np.mean([p[t] for p in per_agent], axis=0) for t in range(2)]
   for t in range(2):
     np.testing.assert_allclose(got[t], expected[t], rtol=1e-4, atol=1e-9)
@@ -65,7 +72,6 @@ def test_meta_optimizer_against_adam_written_out(norm, clip):
 
 
 class PerAgentTest(chex.TestCase):
-
   @chex.variants(with_jit=True, without_jit=True)
   def test_each_agent_has_its_own_state(self):
     """Adam's first step is sign(g) * lr for every agent, whatever its
@@ -77,17 +83,20 @@ class PerAgentTest(chex.TestCase):
     update = self.variant(opt.update)
     grads = {'w': jnp.array([[1e-3, -2e-3, 5e-3], [10.0, 20.0, -30.0]])}
     updates, state = update(grads, state)
-    np.testing.assert_allclose(updates['w'],
-                               -0.1 * np.sign(grads['w']), rtol=1e-4)
-    second, _ = update({'w': jnp.array([[1e-3, 0.0, 0.0],
-                                        [0.0, 0.0, 0.0]])}, state)
+    np.testing.assert_allclose(
+      updates['w'], -0.1 * np.sign(grads['w']), rtol=1e-4
+    )
+    second, _ = update(
+      {'w': jnp.array([[1e-3, 0.0, 0.0], [0.0, 0.0, 0.0]])}, state
+    )
     assert not np.allclose(second['w'][0], second['w'][1])
 
   @chex.variants(with_jit=True, without_jit=True)
   def test_mean_over_agents(self):
     opt = optimizers.mean_over_agents()
     updates, state = self.variant(opt.update)(
-        {'w': jnp.array([[1.0, 2.0], [3.0, 6.0]])}, opt.init(None))
+      {'w': jnp.array([[1.0, 2.0], [3.0, 6.0]])}, opt.init(None)
+    )
     np.testing.assert_allclose(updates['w'], [2.0, 4.0])
     assert state == optax.EmptyState()
 
@@ -104,8 +113,11 @@ def test_the_rule_optimiser_chains_like_any_optax_transformation():
   # Adam's first step per agent is lr * sign(g); the rule moves by their
   # mean (descending).
   np.testing.assert_allclose(
-      optax.apply_updates(params, a)['w'],
-      -lr * np.mean(np.sign(grads['w']), axis=0), rtol=1e-4, atol=1e-9)
+    optax.apply_updates(params, a)['w'],
+    -lr * np.mean(np.sign(grads['w']), axis=0),
+    rtol=1e-4,
+    atol=1e-9,
+  )
 
 
 def test_an_unknown_normalisation_is_named():

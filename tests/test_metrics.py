@@ -3,30 +3,39 @@
 """disco_rl.metrics: the metrics rows as a CSV and as live curves
 (TensorBoard, Weights & Biases), memory probes; and disco_rl.plots."""
 
+from live_curves import tensorboard_curves
+from live_curves import wandb_history
 import numpy as np
 import pytest
 
-from live_curves import tensorboard_curves
-from live_curves import wandb_history
-
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import trainer as trainer_lib
 from disco_rl import metrics as metrics_lib
 from disco_rl import plots
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import trainer as trainer_lib
 
 
 def test_metrics_round_trip_and_plot(tmp_path):
   with metrics_lib.MetricsWriter(tmp_path / 'm.csv') as writer:
     writer.write(dict(step=0, avg_return=0.0))
-    writer.write_rows([dict(step=s, avg_return=float('nan') if s == 3 else
-                            s / 10) for s in range(1, 30)])
+    writer.write_rows(
+      [
+        dict(step=s, avg_return=float('nan') if s == 3 else s / 10)
+        for s in range(1, 30)
+      ]
+    )
   metrics = metrics_lib.read_metrics(tmp_path / 'm.csv')
   np.testing.assert_array_equal(metrics['step'], np.arange(30))
   assert np.isnan(metrics['avg_return'][3])
   np.testing.assert_allclose(metrics['avg_return'][4:], np.arange(4, 30) / 10)
-  png = plots.plot_curve(metrics['step'], metrics['avg_return'],
-                             tmp_path / 'c.png', 'step', 'avg_return', 't',
-                             smooth=5)
+  png = plots.plot_curve(
+    metrics['step'],
+    metrics['avg_return'],
+    tmp_path / 'c.png',
+    'step',
+    'avg_return',
+    't',
+    smooth=5,
+  )
   data = png.read_bytes()
   assert data[:8] == b'\x89PNG\r\n\x1a\n' and len(data) > 5000
 
@@ -43,8 +52,9 @@ def test_resident_memory_follows_an_allocation():
 def test_read_rows_cut_then_append_continues_the_file(tmp_path):
   path = tmp_path / 'm.csv'
   with metrics_lib.MetricsWriter(path) as writer:
-    writer.write_rows([dict(step=i, value=i / 3, missing=float('nan'))
-                       for i in range(5)])
+    writer.write_rows(
+      [dict(step=i, value=i / 3, missing=float('nan')) for i in range(5)]
+    )
   before = path.read_bytes()
   assert len(metrics_lib.read_rows(path, 3)) == 3  # Reading alone: no cut.
   assert path.read_bytes() == before
@@ -59,8 +69,9 @@ def test_read_rows_cut_then_append_continues_the_file(tmp_path):
   table = metrics_lib.read_table(path)
   assert list(table['step']) == [0, 1, 2, 3]
   assert np.isnan(table['missing'][:3]).all() and table['missing'][3] == 2.0
-  with pytest.raises(ValueError, match='has 4 metrics rows; the checkpoint '
-                     'needs 9'):
+  with pytest.raises(
+    ValueError, match='has 4 metrics rows; the checkpoint needs 9'
+  ):
     metrics_lib.read_rows(path, 9, cut=True)
   assert metrics_lib.read_rows(tmp_path / 'absent.csv', 0) == []
 
@@ -76,8 +87,7 @@ def test_append_to_a_missing_or_empty_file_writes_a_header(tmp_path):
 
 def test_smoothed_skips_nan():
   y = [np.nan, 1.0, 3.0, np.nan, 5.0]
-  np.testing.assert_allclose(plots.smoothed(y, 2),
-                             [np.nan, 1.0, 2.0, 3.0, 5.0])
+  np.testing.assert_allclose(plots.smoothed(y, 2), [np.nan, 1.0, 2.0, 3.0, 5.0])
 
 
 # ----------------------------------------------------------------------------
@@ -89,11 +99,23 @@ def test_the_live_curves_hold_the_rows_of_the_csv(tmp_path, fast_compile):
   TensorBoard and W&B, a curve per seed, as the CSV has them."""
   del fast_compile
   config = config_lib.EvalConfig(
-      rule='actor_critic', batch_size=4, replay_ratio=2, buffer_capacity=8,
-      rollout_len=5, dense=(8,), model_lstm_size=4, model_head_hiddens=(4,),
-      num_devices=1, steps_per_call=2, num_steps=3, num_seeds=2, seed=3)
-  run = trainer_lib.Trainer(config, tmp_path / 'run', progress=False,
-                            loggers=('tensorboard', 'wandb'))
+    rule='actor_critic',
+    batch_size=4,
+    replay_ratio=2,
+    buffer_capacity=8,
+    rollout_len=5,
+    dense=(8,),
+    model_lstm_size=4,
+    model_head_hiddens=(4,),
+    num_devices=1,
+    steps_per_call=2,
+    num_steps=3,
+    num_seeds=2,
+    seed=3,
+  )
+  run = trainer_lib.Trainer(
+    config, tmp_path / 'run', progress=False, loggers=('tensorboard', 'wandb')
+  )
   run.fit()
   rows = metrics_lib.read_table(tmp_path / 'run/metrics.csv')
   board = tensorboard_curves(tmp_path / 'run/tensorboard')
@@ -112,15 +134,25 @@ def test_the_live_curves_hold_the_rows_of_the_csv(tmp_path, fast_compile):
 
 def test_loggers_are_checked_before_anything_is_built(tmp_path, hide_package):
   config = config_lib.EvalConfig()
-  with pytest.raises(ValueError, match=r"Unknown logger 'csv'; expected one "
-                     r"of \('tensorboard', 'wandb'\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"Unknown logger 'csv'; expected one "
+    r"of \('tensorboard', 'wandb'\)",
+  ):
     trainer_lib.Trainer(config, tmp_path / 'a', loggers=('csv',))
-  with pytest.raises(ValueError, match=r"loggers \['tensorboard'\] write "
-                     "into the run's directory: pass output_dir"):
+  with pytest.raises(
+    ValueError,
+    match=r"loggers \['tensorboard'\] write "
+    "into the run's directory: pass output_dir",
+  ):
     trainer_lib.Trainer(config, loggers=('tensorboard',))
   hide_package('wandb')
-  with pytest.raises(metrics_lib.MissingLoggerError, match=(
+  with pytest.raises(
+    metrics_lib.MissingLoggerError,
+    match=(
       r"--log wandb needs the 'wandb' package, which is not installed .*"
-      r"pip install 'disco_rl\[wandb\]'")):
+      r"pip install 'disco_rl\[wandb\]'"
+    ),
+  ):
     trainer_lib.Trainer(config, tmp_path / 'b', loggers=('wandb',))
   assert not (tmp_path / 'a').exists() and not (tmp_path / 'b').exists()

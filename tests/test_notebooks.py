@@ -11,7 +11,6 @@ JAX compilation cache for the session with the CLI runs of test_examples.py
 """
 
 import math
-import os
 import pathlib
 import re
 
@@ -19,7 +18,6 @@ import nbformat
 import numpy as np
 import papermill
 import pytest
-
 from smoke_env import fast_jax_env
 
 from disco_rl import metrics as metrics_lib
@@ -32,25 +30,50 @@ PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 CELL_TIMEOUT_S = 1800
 
 # Papermill passes a tuple as text ('(16,)'), a list as a list: both are used.
-EVAL_TINY = dict(num_steps=4, replay_ratio=2, rollout_len=6, dense=(16,),
-                 model_lstm_size=8, model_head_hiddens=[8])
+EVAL_TINY = dict(
+  num_steps=4,
+  replay_ratio=2,
+  rollout_len=6,
+  dense=(16,),
+  model_lstm_size=8,
+  model_head_hiddens=[8],
+)
 # Per device count: 2 environments per device, a learner batch of 4 and a
 # buffer of 8 trajectories per device.
-EVAL_SPLIT = {1: dict(batch_size=4, buffer_capacity=8),
-              2: dict(batch_size=8, buffer_capacity=16)}
+EVAL_SPLIT = {
+  1: dict(batch_size=4, buffer_capacity=8),
+  2: dict(batch_size=8, buffer_capacity=16),
+}
 # One agent update per meta-step (the notebook's default is 2): a smaller
 # program to trace and compile; the paper section has its own.
-META_TINY = dict(num_steps=3, num_agents=2, batch_size_per_device=2,
-                 rollout_len=3, dense=[16], model_lstm_size=8,
-                 model_head_hiddens=(8,), value_dense=[8], num_inner_steps=1)
+META_TINY = dict(
+  num_steps=3,
+  num_agents=2,
+  batch_size_per_device=2,
+  rollout_len=3,
+  dense=[16],
+  model_lstm_size=8,
+  model_head_hiddens=(8,),
+  value_dense=[8],
+  num_inner_steps=1,
+)
 # The paper's recipe on a two-task suite (Catch and CartPole): two meta-steps
 # of two agent updates, agents renewed after four updates (the second step).
-META_PAPER_TINY = dict(paper_steps=2, paper_num_agents=2, paper_inner_steps=2,
-                       paper_lifetime=4,
-                       paper_tasks=('catch[rows=5,columns=5]',
-                                    'gymnax:CartPole-v1'))
-META_PLOTS = ('pos_rewards', 'neg_rewards', 'meta_loss', 'meta_grad_norm',
-              'meta_up_norm', 'rewards')
+META_PAPER_TINY = dict(
+  paper_steps=2,
+  paper_num_agents=2,
+  paper_inner_steps=2,
+  paper_lifetime=4,
+  paper_tasks=('catch[rows=5,columns=5]', 'gymnax:CartPole-v1'),
+)
+META_PLOTS = (
+  'pos_rewards',
+  'neg_rewards',
+  'meta_loss',
+  'meta_grad_norm',
+  'meta_up_norm',
+  'rewards',
+)
 
 
 @pytest.fixture
@@ -64,8 +87,11 @@ def execute(tmp_path):
   """
 
   def run(name: str, parameters: dict, num_devices: int, weights_file=None):
-    env = dict(fast_jax_env(num_devices=num_devices), JAX_PLATFORMS='cpu',
-               MPLBACKEND='Agg')
+    env = dict(
+      fast_jax_env(num_devices=num_devices),
+      JAX_PLATFORMS='cpu',
+      MPLBACKEND='Agg',
+    )
     if weights_file is not None:
       env[weights.ENV_WEIGHTS] = str(weights_file)
     executed = tmp_path / f'{name}.executed.ipynb'
@@ -73,9 +99,14 @@ def execute(tmp_path):
       for key, value in env.items():
         patch.setenv(key, value)
       nb = papermill.execute_notebook(
-          str(COLABS / f'{name}.ipynb'), str(executed), parameters=parameters,
-          kernel_name='python3', cwd=str(tmp_path), progress_bar=False,
-          execution_timeout=CELL_TIMEOUT_S)
+        str(COLABS / f'{name}.ipynb'),
+        str(executed),
+        parameters=parameters,
+        kernel_name='python3',
+        cwd=str(tmp_path),
+        progress_bar=False,
+        execution_timeout=CELL_TIMEOUT_S,
+      )
     nbformat.validate(nbformat.read(str(executed), as_version=4))
     return nb
 
@@ -85,9 +116,11 @@ def execute(tmp_path):
 def stdout_of(nb, cell_id: str) -> str:
   """What a cell printed on stdout."""
   cell = next(c for c in nb.cells if c.get('id') == cell_id)
-  return ''.join(o.get('text', '') for o in cell.get('outputs', [])
-                 if o.get('output_type') == 'stream' and o.get('name') ==
-                 'stdout')
+  return ''.join(
+    o.get('text', '')
+    for o in cell.get('outputs', [])
+    if o.get('output_type') == 'stream' and o.get('name') == 'stdout'
+  )
 
 
 def images_of(nb, cell_id: str) -> int:
@@ -125,8 +158,11 @@ def test_notebook_is_clean(name):
       assert not cell.outputs and cell.execution_count is None, cell.id
   # Every parameter the tests override exists in the parameters cell.
   declared = papermill.inspect_notebook(str(COLABS / f'{name}.ipynb'))
-  overridden = (dict(EVAL_TINY, **EVAL_SPLIT[1], output_dir='', weights_path='')
-                if name == 'eval' else dict(META_TINY, output_dir=''))
+  overridden = (
+    dict(EVAL_TINY, **EVAL_SPLIT[1], output_dir='', weights_path='')
+    if name == 'eval'
+    else dict(META_TINY, output_dir='')
+  )
   assert set(overridden) <= set(declared), set(overridden) - set(declared)
 
 
@@ -137,18 +173,25 @@ def test_notebook_is_clean(name):
 @pytest.mark.weights
 # Two devices: slow (the default run covers both loops on 2 devices in
 # test_loops_multiprocess.py, the notebook on 1).
-@pytest.mark.parametrize('num_devices',
-                         [1, pytest.param(2, marks=pytest.mark.slow)])
-def test_eval_notebook(num_devices, tmp_path, execute, disco_103_path,
-                       disco_103_params):
+@pytest.mark.parametrize(
+  'num_devices', [1, pytest.param(2, marks=pytest.mark.slow)]
+)
+def test_eval_notebook(
+  num_devices, tmp_path, execute, disco_103_path, disco_103_params
+):
   out = tmp_path / 'out'
-  params = dict(EVAL_TINY, **EVAL_SPLIT[num_devices], output_dir=str(out),
-                weights_path=str(disco_103_path))
+  params = dict(
+    EVAL_TINY,
+    **EVAL_SPLIT[num_devices],
+    output_dir=str(out),
+    weights_path=str(disco_103_path),
+  )
   nb = execute('eval', params, num_devices, weights_file=disco_103_path)
 
   # Weights: the printed counts are those of the file.
-  leaves = [np.asarray(x) for m in disco_103_params.values()
-            for x in m.values()]
+  leaves = [
+    np.asarray(x) for m in disco_103_params.values() for x in m.values()
+  ]
   printed = stdout_of(nb, 'load-weights')
   assert f'{len(leaves)} tensors' in printed, printed
   assert f'{sum(x.size for x in leaves):,} parameters' in printed, printed
@@ -160,8 +203,10 @@ def test_eval_notebook(num_devices, tmp_path, execute, disco_103_path,
   # Devices: environments, buffer and batch split evenly.
   printed = stdout_of(nb, 'devices')
   assert f'training on {num_devices} device(s)' in printed, printed
-  assert ('runs 2 environment(s), stores up to 8 trajectories and learns '
-          'from 4 per step') in printed, printed
+  assert (
+    'runs 2 environment(s), stores up to 8 trajectories and learns '
+    'from 4 per step'
+  ) in printed, printed
 
   # Metrics: one row of scalars per iteration (and seed: one here);
   # num_steps counts learner steps, after replay_ratio - 1 iterations that
@@ -169,18 +214,32 @@ def test_eval_notebook(num_devices, tmp_path, execute, disco_103_path,
   metrics = metrics_lib.read_metrics(out / 'metrics.csv')
   steps = params['num_steps'] + params['replay_ratio'] - 1
   num_envs = params['batch_size'] // params['replay_ratio']
-  learner_keys = ('total_loss', 'global_gradient_norm', 'global_update_norm',
-                  'entropy', 'pi_loss', 'q_loss', 'aux_kl_loss',
-                  'pi_hat_entropy')
-  assert list(metrics)[:6] == ['step', 'seed', 'env_steps', 'episodes',
-                               'avg_return', 'learned']
+  learner_keys = (
+    'total_loss',
+    'global_gradient_norm',
+    'global_update_norm',
+    'entropy',
+    'pi_loss',
+    'q_loss',
+    'aux_kl_loss',
+    'pi_hat_entropy',
+  )
+  assert list(metrics)[:6] == [
+    'step',
+    'seed',
+    'env_steps',
+    'episodes',
+    'avg_return',
+    'learned',
+  ]
   assert len(set(metrics['seed'])) == 1  # One run.
   assert set(learner_keys) <= set(metrics), sorted(metrics)
   assert all(len(v) == steps for v in metrics.values())
   np.testing.assert_array_equal(metrics['step'], np.arange(steps))
   np.testing.assert_array_equal(
-      metrics['env_steps'],
-      np.arange(1, steps + 1) * num_envs * params['rollout_len'])
+    metrics['env_steps'],
+    np.arange(1, steps + 1) * num_envs * params['rollout_len'],
+  )
   # Each device's buffer holds a learner batch after the second rollout.
   np.testing.assert_array_equal(metrics['learned'], [0] + [1] * (steps - 1))
   learned = metrics['learned'] == 1
@@ -211,19 +270,30 @@ def test_eval_notebook(num_devices, tmp_path, execute, disco_103_path,
 # each family from the CLI (test_environments_*.py).
 @pytest.mark.slow
 @pytest.mark.weights
-@pytest.mark.parametrize('env,env_kwargs,package', [
+@pytest.mark.parametrize(
+  'env,env_kwargs,package',
+  [
     ('envpool:Breakout-v5', {}, 'envpool'),
     ('jumanji:Sokoban-v0', {'generator': 'toy'}, 'jumanji'),
-    ('craftax:Craftax-Classic-Pixels-v1', {}, 'craftax')])
-def test_eval_notebook_trains_a_pixel_family(env, env_kwargs, package,
-                                             tmp_path, execute,
-                                             disco_103_path):
+    ('craftax:Craftax-Classic-Pixels-v1', {}, 'craftax'),
+  ],
+)
+def test_eval_notebook_trains_a_pixel_family(
+  env, env_kwargs, package, tmp_path, execute, disco_103_path
+):
   pytest.importorskip(package)
   out = tmp_path / 'out'
-  params = dict(EVAL_TINY, **EVAL_SPLIT[1], output_dir=str(out),
-                weights_path=str(disco_103_path), env=env,
-                env_kwargs=env_kwargs, net='resnet', resnet_channels=(4,),
-                resnet_blocks=1)
+  params = dict(
+    EVAL_TINY,
+    **EVAL_SPLIT[1],
+    output_dir=str(out),
+    weights_path=str(disco_103_path),
+    env=env,
+    env_kwargs=env_kwargs,
+    net='resnet',
+    resnet_channels=(4,),
+    resnet_blocks=1,
+  )
   nb = execute('eval', params, 1, weights_file=disco_103_path)
   metrics = metrics_lib.read_metrics(out / 'metrics.csv')
   learned = metrics['learned'] == 1
@@ -231,8 +301,11 @@ def test_eval_notebook_trains_a_pixel_family(env, env_kwargs, package,
   assert np.isfinite(metrics['total_loss'][learned]).all()
   printed = stdout_of(nb, 'build-agent')
   assert "'resnet_blocks': 1" in printed, printed
-  acting = ('environments stepped on the host' if env.startswith('envpool:')
-            else 'acting compiled on the devices')
+  acting = (
+    'environments stepped on the host'
+    if env.startswith('envpool:')
+    else 'acting compiled on the devices'
+  )
   assert f'job: eval ({acting})' in printed, printed
   assert_png(out / 'returns.png')
 
@@ -245,9 +318,14 @@ def test_eval_notebook_trains_a_pixel_family(env, env_kwargs, package,
 # paper's recipe on a task suite compiles a second meta-training program
 # (about a minute); the default run covers that recipe through the Trainer
 # in test_loops_trainer.py (a two-task suite, per-agent Adam, lifetimes).
-@pytest.mark.parametrize('num_devices,paper', [
-    (1, False), pytest.param(1, True, marks=pytest.mark.slow),
-    pytest.param(2, True, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+  'num_devices,paper',
+  [
+    (1, False),
+    pytest.param(1, True, marks=pytest.mark.slow),
+    pytest.param(2, True, marks=pytest.mark.slow),
+  ],
+)
 def test_meta_train_notebook(num_devices, paper, tmp_path, execute):
   out = tmp_path / 'out'
   params = dict(META_TINY, **META_PAPER_TINY, output_dir=str(out))
@@ -269,8 +347,11 @@ def test_meta_train_notebook(num_devices, paper, tmp_path, execute):
     assert np.isfinite(values).all(), (key, values)
   # Counts of +1/-1 rewards in an agent's training rollouts (mean over
   # agents and devices): at most one per step.
-  most = (params['num_inner_steps'] * params['batch_size_per_device']
-          * params['rollout_len'])
+  most = (
+    params['num_inner_steps']
+    * params['batch_size_per_device']
+    * params['rollout_len']
+  )
   for key in ('pos_rewards', 'neg_rewards'):
     assert ((metrics[key] >= 0) & (metrics[key] <= most)).all(), metrics[key]
   assert (metrics['meta_grad_norm'] > 0).all()
@@ -279,8 +360,9 @@ def test_meta_train_notebook(num_devices, paper, tmp_path, execute):
   # Rule, meta-optimiser, agents and value functions: identical copies.
   printed = stdout_of(nb, 'replicas')
   assert f'ran on {num_devices} device(s)' in printed, printed
-  spreads = re.findall(r'^(.*): copies differ by at most (\S+)$', printed,
-                       re.MULTILINE)
+  spreads = re.findall(
+    r'^(.*): copies differ by at most (\S+)$', printed, re.MULTILINE
+  )
   assert len(spreads) == 4, printed
   assert all(float(value) == 0.0 for _, value in spreads), printed
 
@@ -293,11 +375,9 @@ def test_meta_train_notebook(num_devices, paper, tmp_path, execute):
   path = out / 'update_rule_params.npz'
   assert path.is_file()
   assert 'loaded it back' in stdout_of(nb, 'save')
-  loaded = weights.load_disco_103(path, download=False,
-                                  check_architecture=True)
+  loaded = weights.load_disco_103(path, download=False, check_architecture=True)
   weights.validate_params(loaded)
-  assert all(np.isfinite(x).all() for m in loaded.values()
-             for x in m.values())
+  assert all(np.isfinite(x).all() for m in loaded.values() for x in m.values())
   moved = number_after(stdout_of(nb, 'save'), 'rule parameters:')
   assert moved > 0
 
@@ -324,13 +404,20 @@ def test_meta_train_notebook(num_devices, paper, tmp_path, execute):
 
 def test_eval_notebook_on_minatar_with_the_conv_torso(tmp_path, execute):
   out = tmp_path / 'out'
-  params = dict(EVAL_TINY, **EVAL_SPLIT[1], output_dir=str(out),
-                rule='actor_critic', env='gymnax:Breakout-MinAtar',
-                env_kwargs={'max_steps_in_episode': 6}, net='conv',
-                conv_channels=(4,))
+  params = dict(
+    EVAL_TINY,
+    **EVAL_SPLIT[1],
+    output_dir=str(out),
+    rule='actor_critic',
+    env='gymnax:Breakout-MinAtar',
+    env_kwargs={'max_steps_in_episode': 6},
+    net='conv',
+    conv_channels=(4,),
+  )
   nb = execute('eval', params, 1)
   assert "'conv_channels': (4,)" in stdout_of(nb, 'build-agent') or (
-      "'conv_channels': [4]" in stdout_of(nb, 'build-agent'))
+    "'conv_channels': [4]" in stdout_of(nb, 'build-agent')
+  )
   metrics = metrics_lib.read_metrics(out / 'metrics.csv')
   assert len(metrics['step']) == params['num_steps'] + 1
   ended = metrics['episodes'] > 0

@@ -17,11 +17,11 @@ import shutil
 
 import pytest
 
+from disco_rl import metrics as metrics_lib
 from disco_rl.examples import eval as eval_command
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl.loops import trainer as trainer_lib
-from disco_rl import metrics as metrics_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OLD = pathlib.Path(__file__).resolve().parent / 'data' / 'runs_v0_1'
@@ -33,8 +33,7 @@ def test_an_old_eval_run_resumes_from_its_checkpoint(tmp_path):
   run = tmp_path / 'eval'
   shutil.copytree(OLD / 'eval', run)
   before = metrics_lib.read_table(run / 'metrics.csv')
-  trainer = trainer_lib.Trainer.resume(run, dict(num_steps=6),
-                                       progress=False)
+  trainer = trainer_lib.Trainer.resume(run, dict(num_steps=6), progress=False)
   assert trainer.config.env_kwargs == dict(rows=6, columns=5)
   assert trainer.step == len(before)  # The rows the checkpoint counts.
   summary = trainer.fit()
@@ -48,8 +47,10 @@ def test_an_old_eval_run_resumes_from_its_checkpoint(tmp_path):
 def test_an_old_eval_run_resumes_from_the_command_line(tmp_path, capsys):
   run = tmp_path / 'eval'
   shutil.copytree(OLD / 'eval', run)
-  assert eval_command.main(['--resume', str(run), '--steps', '5',
-                            '--no-progress']) == 0
+  assert (
+    eval_command.main(['--resume', str(run), '--steps', '5', '--no-progress'])
+    == 0
+  )
   assert json.loads((run / 'summary.json').read_text())['steps'] == 5
   assert 'final average return' in capsys.readouterr().out
 
@@ -58,19 +59,23 @@ def test_an_old_meta_training_record_loads():
   record = run_dir_lib.RunDir(OLD / 'meta', read_only=True)
   saved = record.saved_settings('meta_train')
   assert (saved['rows'], saved['columns'], saved['tasks']) == (4, 3, ())
-  config = config_lib.MetaTrainConfig(**config_lib.upgrade_settings(
-      config_lib.MetaTrainConfig, saved))
+  config = config_lib.MetaTrainConfig(
+    **config_lib.upgrade_settings(config_lib.MetaTrainConfig, saved)
+  )
   assert config.tasks == ('catch[rows=4,columns=3]',)
   assert config.suite[0].make_env(2).single_observation_spec()[
-      'observation'].shape == (4, 3, 1)
+    'observation'
+  ].shape == (4, 3, 1)
 
 
-@pytest.mark.parametrize('path', sorted(
-    str(p.relative_to(ROOT)) for p in (ROOT / 'docs/results').rglob(
-        'run.json')))
+@pytest.mark.parametrize(
+  'path',
+  sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / 'docs/results').rglob('run.json')
+  ),
+)
 def test_every_committed_record_loads(path):
-  job, saved = run_dir_lib.RunDir((ROOT / path).parent,
-                                  read_only=True).record()
+  job, saved = run_dir_lib.RunDir((ROOT / path).parent, read_only=True).record()
   cls = trainer_lib.CONFIGS[job]
   config = cls(**config_lib.upgrade_settings(cls, saved))
   assert config.num_steps == saved['num_steps']

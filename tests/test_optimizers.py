@@ -14,8 +14,10 @@ from disco_rl import optimizers
 
 def _grads(seed):
   k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
-  return {'w': jax.random.normal(k1, (3, 4)),
-          'b': 1e-3 * jax.random.normal(k2, (4,))}
+  return {
+    'w': jax.random.normal(k1, (3, 4)),
+    'b': 1e-3 * jax.random.normal(k2, (4,)),
+  }
 
 
 @pytest.mark.parametrize('b1, b2, eps', [(0.9, 0.999, 1e-8), (0.5, 0.9, 1e-3)])
@@ -42,17 +44,18 @@ def test_no_gradient_through_the_denominator():
   transform = optimizers.scale_by_adam_sg_denom(eps=eps)
   state = transform.init(g)
   first_update = lambda x: jnp.sum(transform.update(x, state)[0])
-  np.testing.assert_allclose(jax.grad(first_update)(g), 1 / (jnp.abs(g) + eps),
-                             rtol=1e-5)
+  np.testing.assert_allclose(
+    jax.grad(first_update)(g), 1 / (jnp.abs(g) + eps), rtol=1e-5
+  )
   adam = optax.scale_by_adam(eps=eps)
   adam_update = lambda x: jnp.sum(adam.update(x, adam.init(g))[0])
-  np.testing.assert_allclose(jax.grad(adam_update)(g),
-                             eps / (jnp.abs(g) + eps)**2, rtol=1e-4)
+  np.testing.assert_allclose(
+    jax.grad(adam_update)(g), eps / (jnp.abs(g) + eps) ** 2, rtol=1e-4
+  )
 
 
 def test_agent_optimizer_clips_then_descends():
-  optimizer = optimizers.agent_optimizer(learning_rate=0.1,
-                                         max_abs_update=0.5)
+  optimizer = optimizers.agent_optimizer(learning_rate=0.1, max_abs_update=0.5)
   g = {'w': jnp.array([3.0, -3.0, 0.0])}
   updates, _ = optimizer.update(g, optimizer.init(g))
   # Adam's first step is g / (|g| + eps) ~ sign(g), clipped to 0.5, times -lr.

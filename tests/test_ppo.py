@@ -23,24 +23,40 @@ from disco_rl.loops import trainer as trainer_lib
 from disco_rl.update_rules import ppo
 
 # Not the defaults, so that a default read in place of a setting shows.
-HYPER_PARAMS = dict(discount_factor=0.9, gae_lambda=0.8, clip_epsilon=0.2,
-                    value_cost=0.5, entropy_cost=0.01)
+HYPER_PARAMS = dict(
+  discount_factor=0.9,
+  gae_lambda=0.8,
+  clip_epsilon=0.2,
+  value_cost=0.5,
+  entropy_cost=0.01,
+)
 T, B, A = 3, 2, 3
 # Agent outputs [T+1, B, ...]: logits, values; rewards and ends [T, B].
-LOGITS = np.array([[[0.5, -0.2, 0.1], [1.0, 0.0, -1.0]],
-                   [[0.0, 0.3, -0.4], [-0.6, 0.2, 0.9]],
-                   [[0.2, 0.2, 0.2], [0.4, -0.7, 0.1]],
-                   [[0.1, -0.1, 0.0], [0.3, 0.5, -0.2]]], np.float32)
+LOGITS = np.array(
+  [
+    [[0.5, -0.2, 0.1], [1.0, 0.0, -1.0]],
+    [[0.0, 0.3, -0.4], [-0.6, 0.2, 0.9]],
+    [[0.2, 0.2, 0.2], [0.4, -0.7, 0.1]],
+    [[0.1, -0.1, 0.0], [0.3, 0.5, -0.2]],
+  ],
+  np.float32,
+)
 # The behaviour logits move the taken action's probability on some steps:
 # ratios 1.925 (t=0, b=0), 0.672 (1, 0), 1.344 (1, 1), 0.638 (2, 1); 1 or
 # near it elsewhere.
-MU_LOGITS = LOGITS + np.array([[[-1.0, 0, 0], [0, 0, 0]],
-                               [[0, 0.9, 0], [0, 0, -0.6]],
-                               [[0, 0, 0.1], [1.2, 0, 0]],
-                               [[0, 0, 0], [0, 0, 0]]], np.float32)
+MU_LOGITS = LOGITS + np.array(
+  [
+    [[-1.0, 0, 0], [0, 0, 0]],
+    [[0, 0.9, 0], [0, 0, -0.6]],
+    [[0, 0, 0.1], [1.2, 0, 0]],
+    [[0, 0, 0], [0, 0, 0]],
+  ],
+  np.float32,
+)
 ACTIONS = np.array([[0, 2], [1, 2], [2, 0], [1, 1]], np.int32)
-VALUES = np.array([[0.1, -0.3], [0.4, 0.2], [-0.5, 0.0], [0.3, 0.6]],
-                  np.float32)[..., None]
+VALUES = np.array(
+  [[0.1, -0.3], [0.4, 0.2], [-0.5, 0.0], [0.3, 0.6]], np.float32
+)[..., None]
 REWARDS = np.array([[0.0, 1.0], [0.0, 0.0], [-1.0, 0.5]], np.float32)
 IS_TERMINAL = np.array([[False, True], [False, False], [True, False]])
 # Where the clipped term is the smaller one: ratio > 1 + eps with a positive
@@ -52,10 +68,13 @@ CLIPPED = np.array([[False, False], [True, True], [False, False]])
 
 def _inputs(logits=LOGITS, values=VALUES) -> types.UpdateRuleInputs:
   return types.UpdateRuleInputs(
-      observations=jnp.zeros((T + 1, B)), actions=jnp.asarray(ACTIONS),
-      rewards=jnp.asarray(REWARDS), is_terminal=jnp.asarray(IS_TERMINAL),
-      agent_out=dict(logits=jnp.asarray(logits), v=jnp.asarray(values)),
-      behaviour_agent_out=dict(logits=jnp.asarray(MU_LOGITS)))
+    observations=jnp.zeros((T + 1, B)),
+    actions=jnp.asarray(ACTIONS),
+    rewards=jnp.asarray(REWARDS),
+    is_terminal=jnp.asarray(IS_TERMINAL),
+    agent_out=dict(logits=jnp.asarray(logits), v=jnp.asarray(values)),
+    behaviour_agent_out=dict(logits=jnp.asarray(MU_LOGITS)),
+  )
 
 
 def _log_softmax(x):
@@ -78,30 +97,49 @@ def _by_hand(hyper_params, normalize_adv):
     next_adv = delta + discount[t] * lam * next_adv
     adv[t] = next_adv
   target = adv + v[:-1]
-  pg_adv = ((adv - adv.mean()) / (adv.std() + 1e-8) if normalize_adv
-            else adv)
+  pg_adv = (adv - adv.mean()) / (adv.std() + 1e-8) if normalize_adv else adv
   # Ratio pi(a|s) / mu(a|s) of the taken actions.
   a = ACTIONS[:-1, :, None]
   log_pi = _log_softmax(LOGITS[:-1].astype(np.float64))
   log_mu = _log_softmax(MU_LOGITS[:-1].astype(np.float64))
-  ratio = np.exp(np.take_along_axis(log_pi, a, -1)[..., 0]
-                 - np.take_along_axis(log_mu, a, -1)[..., 0])
+  ratio = np.exp(
+    np.take_along_axis(log_pi, a, -1)[..., 0]
+    - np.take_along_axis(log_mu, a, -1)[..., 0]
+  )
   clipped_ratio = np.clip(ratio, 1 - eps, 1 + eps)
   pg_loss = -np.minimum(ratio * pg_adv, clipped_ratio * pg_adv)
   value_loss = 0.5 * (v[:-1] - target) ** 2
   entropy = -(np.exp(log_pi) * log_pi).sum(-1)
-  loss = (pg_loss + hyper_params['value_cost'] * value_loss
-          - hyper_params['entropy_cost'] * entropy)
-  return dict(loss=loss, pg_adv=pg_adv, adv=adv, ratio=ratio,
-              clipped_ratio=clipped_ratio, pi=np.exp(log_pi),
-              entropy=entropy, value_loss=value_loss, pg_loss=pg_loss)
+  loss = (
+    pg_loss
+    + hyper_params['value_cost'] * value_loss
+    - hyper_params['entropy_cost'] * entropy
+  )
+  return dict(
+    loss=loss,
+    pg_adv=pg_adv,
+    adv=adv,
+    ratio=ratio,
+    clipped_ratio=clipped_ratio,
+    pi=np.exp(log_pi),
+    entropy=entropy,
+    value_loss=value_loss,
+    pg_loss=pg_loss,
+  )
 
 
 def _rule_loss(rule, hyper_params, logits=LOGITS, values=VALUES):
   loss, meta_state, log = rule(
-      meta_params={}, params={}, state={}, rollout=_inputs(logits, values),
-      hyper_params=hyper_params, meta_state={}, unroll_policy_fn=None,
-      rng=jax.random.PRNGKey(0), axis_name=None)
+    meta_params={},
+    params={},
+    state={},
+    rollout=_inputs(logits, values),
+    hyper_params=hyper_params,
+    meta_state={},
+    unroll_policy_fn=None,
+    rng=jax.random.PRNGKey(0),
+    axis_name=None,
+  )
   assert meta_state == {}
   return loss, log
 
@@ -117,22 +155,27 @@ class LossTest(chex.TestCase):
     # The fixture covers both sides of the clipping.
     assert 0 < CLIPPED.sum() < CLIPPED.size
     np.testing.assert_array_equal(
-        expected['clipped_ratio'] * expected['pg_adv']
-        < expected['ratio'] * expected['pg_adv'], CLIPPED)
+      expected['clipped_ratio'] * expected['pg_adv']
+      < expected['ratio'] * expected['pg_adv'],
+      CLIPPED,
+    )
     loss, log = self.variant(
-        lambda logits, values: _rule_loss(rule, HYPER_PARAMS, logits,
-                                          values))(LOGITS, VALUES)
+      lambda logits, values: _rule_loss(rule, HYPER_PARAMS, logits, values)
+    )(LOGITS, VALUES)
     chex.assert_shape(loss, (T, B))
     np.testing.assert_allclose(loss, expected['loss'], rtol=1e-5, atol=1e-6)
-    for key, want in (('entropy', expected['entropy']),
-                      ('pg_advs', expected['pg_adv']),
-                      ('raw_advs', expected['adv']),
-                      ('avg_value', VALUES),
-                      ('ratio', expected['ratio']),
-                      ('value_loss', expected['value_loss']),
-                      ('pg_loss', expected['pg_loss'])):
-      np.testing.assert_allclose(log[key], np.mean(want), rtol=1e-5,
-                                 atol=1e-6, err_msg=key)
+    for key, want in (
+      ('entropy', expected['entropy']),
+      ('pg_advs', expected['pg_adv']),
+      ('raw_advs', expected['adv']),
+      ('avg_value', VALUES),
+      ('ratio', expected['ratio']),
+      ('value_loss', expected['value_loss']),
+      ('pg_loss', expected['pg_loss']),
+    ):
+      np.testing.assert_allclose(
+        log[key], np.mean(want), rtol=1e-5, atol=1e-6, err_msg=key
+      )
     outside = np.abs(expected['ratio'] - 1) > HYPER_PARAMS['clip_epsilon']
     np.testing.assert_allclose(log['clip_fraction'], outside.mean())
 
@@ -142,14 +185,17 @@ class LossTest(chex.TestCase):
     zero on clipped steps, -A rho (onehot(a) - pi) elsewhere."""
     rule = ppo.PPO(normalize_adv=True)
     hyper_params = dict(HYPER_PARAMS, entropy_cost=0.0)
-    grad = self.variant(jax.grad(
-        lambda logits: jnp.sum(_rule_loss(rule, hyper_params, logits)[0])))(
-            LOGITS)
+    grad = self.variant(
+      jax.grad(
+        lambda logits: jnp.sum(_rule_loss(rule, hyper_params, logits)[0])
+      )
+    )(LOGITS)
     chex.assert_shape(grad, (T + 1, B, A))
     expected = _by_hand(hyper_params, True)
     onehot = np.eye(A)[ACTIONS[:-1]]
-    by_hand = (-(expected['pg_adv'] * expected['ratio'])[..., None]
-               * (onehot - expected['pi']))
+    by_hand = -(expected['pg_adv'] * expected['ratio'])[..., None] * (
+      onehot - expected['pi']
+    )
     by_hand[CLIPPED] = 0.0
     np.testing.assert_array_equal(grad[:-1][CLIPPED], 0.0)
     assert np.all(np.abs(grad[:-1][~CLIPPED]).max(-1) > 1e-3)
@@ -158,13 +204,17 @@ class LossTest(chex.TestCase):
 
   def test_value_gradient_regresses_towards_gae_returns(self):
     rule = ppo.PPO()
-    grad = jax.grad(lambda values: jnp.sum(
-        _rule_loss(rule, HYPER_PARAMS, values=values)[0]))(VALUES)
+    grad = jax.grad(
+      lambda values: jnp.sum(_rule_loss(rule, HYPER_PARAMS, values=values)[0])
+    )(VALUES)
     expected = _by_hand(HYPER_PARAMS, True)
     # d/dv of value_cost * 0.5 (v - sg[A + v])^2 = -value_cost * A.
     np.testing.assert_allclose(
-        grad[:-1, :, 0], -HYPER_PARAMS['value_cost'] * expected['adv'],
-        rtol=1e-5, atol=1e-6)
+      grad[:-1, :, 0],
+      -HYPER_PARAMS['value_cost'] * expected['adv'],
+      rtol=1e-5,
+      atol=1e-6,
+    )
     np.testing.assert_array_equal(grad[-1], 0.0)
 
 
@@ -172,7 +222,9 @@ class LossTest(chex.TestCase):
 # Bad settings.
 
 
-@pytest.mark.parametrize('name, value, expected', [
+@pytest.mark.parametrize(
+  'name, value, expected',
+  [
     ('clip_epsilon', -0.2, 'in (0, 1)'),
     ('clip_epsilon', 0.0, 'in (0, 1)'),
     ('discount_factor', 1.5, 'in [0, 1]'),
@@ -180,12 +232,16 @@ class LossTest(chex.TestCase):
     ('value_cost', -1.0, '>= 0'),
     ('entropy_cost', float('nan'), '>= 0'),
     ('entropy_cost', 'high', '>= 0'),
-])
+  ],
+)
 def test_bad_hyper_parameter_is_named_with_expected_and_received(
-    name, value, expected):
+  name, value, expected
+):
   hyper_params = dict(ppo.DEFAULT_HYPER_PARAMS, **{name: value})
-  message = (f"ppo: hyper_params['{name}'] must be a finite number "
-             f'{expected}, got {value!r}.')
+  message = (
+    f"ppo: hyper_params['{name}'] must be a finite number "
+    f'{expected}, got {value!r}.'
+  )
   with pytest.raises(ValueError) as caught:
     ppo.check_hyper_params(hyper_params)
   assert str(caught.value) == message
@@ -203,14 +259,14 @@ def test_missing_or_unknown_hyper_parameter_is_named():
 
 
 def test_bad_normalize_adv_and_missing_behaviour_logits():
-  with pytest.raises(ValueError, match='normalize_adv must be a bool, got '
-                     "'yes'"):
+  with pytest.raises(
+    ValueError, match="normalize_adv must be a bool, got 'yes'"
+  ):
     ppo.PPO(normalize_adv='yes')
   inputs = _inputs()
   inputs.behaviour_agent_out = None
   with pytest.raises(ValueError, match=r"behaviour_agent_out\['logits'\]"):
-    ppo.PPO().unroll_meta_net({}, {}, {}, {}, inputs, HYPER_PARAMS, None,
-                              None)
+    ppo.PPO().unroll_meta_net({}, {}, {}, {}, inputs, HYPER_PARAMS, None, None)
 
 
 # ----------------------------------------------------------------------------
@@ -220,12 +276,15 @@ def test_bad_normalize_adv_and_missing_behaviour_logits():
 def _agent(settings):
   env_settings = jittable_envs.get_config_catch()
   env_settings.rows, env_settings.columns = 5, 5
-  env = jittable_envs.CatchJittableEnvironment(batch_size=3,
-                                               env_settings=env_settings)
+  env = jittable_envs.CatchJittableEnvironment(
+    batch_size=3, env_settings=env_settings
+  )
   return agent_lib.Agent(
-      single_observation_spec=env.single_observation_spec(),
-      single_action_spec=env.single_action_spec(),
-      agent_settings=settings, batch_axis_name=None), env
+    single_observation_spec=env.single_observation_spec(),
+    single_action_spec=env.single_action_spec(),
+    agent_settings=settings,
+    batch_axis_name=None,
+  ), env
 
 
 def _tiny_ppo_settings():
@@ -237,14 +296,19 @@ def test_settings_and_flags_name_the_rule():
   assert settings.update_rule_name == 'ppo'
   assert dict(settings.hyper_params) == ppo.DEFAULT_HYPER_PARAMS
   assert ppo.DEFAULT_HYPER_PARAMS == dict(
-      discount_factor=0.99, gae_lambda=0.95, clip_epsilon=0.2,
-      value_cost=0.5, entropy_cost=0.01)
+    discount_factor=0.99,
+    gae_lambda=0.95,
+    clip_epsilon=0.2,
+    value_cost=0.5,
+    entropy_cost=0.01,
+  )
   assert 'ppo' in config_lib.RULES
   assert config_lib.EvalConfig(rule='ppo').rule == 'ppo'
   parser = cli.make_parser('eval', config_lib.EvalConfig, 'runs/eval')
   args = parser.parse_args(['--rule', 'ppo'])
-  assert flags.values_from_flags(config_lib.EvalConfig,
-                                 args)[0]['rule'] == 'ppo'
+  assert (
+    flags.values_from_flags(config_lib.EvalConfig, args)[0]['rule'] == 'ppo'
+  )
 
 
 def test_learner_step_logs_what_the_eval_job_records():
@@ -252,18 +316,26 @@ def test_learner_step_logs_what_the_eval_job_records():
   state = agent.initial_learner_state(jax.random.PRNGKey(0))
   env_state, timestep = env.reset(jax.random.PRNGKey(1))
   rollout, *_ = actors.unroll_jittable_actor(
-      state.params, agent.initial_actor_state(jax.random.PRNGKey(0)),
-      timestep, env_state, jax.random.PRNGKey(2), env, 6, agent.actor_step)
+    state.params,
+    agent.initial_actor_state(jax.random.PRNGKey(0)),
+    timestep,
+    env_state,
+    jax.random.PRNGKey(2),
+    env,
+    6,
+    agent.actor_step,
+  )
   new_state, _, logs = jax.jit(agent.learner_step, static_argnums=5)(
-      jax.random.PRNGKey(3), rollout, state, {}, {'dummy': jnp.zeros(())},
-      False)
+    jax.random.PRNGKey(3), rollout, state, {}, {'dummy': jnp.zeros(())}, False
+  )
   keys = eval_setup.log_keys('ppo')
   assert set(keys) <= set(logs), sorted(logs)
   for key in keys:
     assert np.isfinite(float(logs[key])), key
   assert int(new_state.opt_state[0].count) == 1
-  moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))),
-                       new_state.params, state.params)
+  moved = jax.tree.map(
+    lambda a, b: float(jnp.max(jnp.abs(a - b))), new_state.params, state.params
+  )
   assert max(jax.tree.leaves(moved)) > 0
 
 
@@ -274,12 +346,23 @@ def test_agent_with_a_bad_hyper_parameter_fails_at_its_first_step():
   state = agent.initial_learner_state(jax.random.PRNGKey(0))
   env_state, timestep = env.reset(jax.random.PRNGKey(1))
   rollout, *_ = actors.unroll_jittable_actor(
-      state.params, agent.initial_actor_state(jax.random.PRNGKey(0)),
-      timestep, env_state, jax.random.PRNGKey(2), env, 3, agent.actor_step)
-  with pytest.raises(ValueError, match=r"hyper_params\['clip_epsilon'\] "
-                     r'must be a finite number in \(0, 1\), got -0.1'):
-    agent.learner_step(jax.random.PRNGKey(3), rollout, state, {},
-                       {'dummy': jnp.zeros(())}, False)
+    state.params,
+    agent.initial_actor_state(jax.random.PRNGKey(0)),
+    timestep,
+    env_state,
+    jax.random.PRNGKey(2),
+    env,
+    3,
+    agent.actor_step,
+  )
+  with pytest.raises(
+    ValueError,
+    match=r"hyper_params\['clip_epsilon'\] "
+    r'must be a finite number in \(0, 1\), got -0.1',
+  ):
+    agent.learner_step(
+      jax.random.PRNGKey(3), rollout, state, {}, {'dummy': jnp.zeros(())}, False
+    )
 
 
 # Random play on Catch 5x5: the paddle, starting in the middle column, makes
@@ -309,11 +392,20 @@ def test_ppo_learns_catch(tmp_path):
   """
   assert _random_play_return(5, 5) == pytest.approx(-0.6)
   config = config_lib.EvalConfig(
-      rule='ppo', env_kwargs=dict(rows=5, columns=5), num_steps=400,
-      batch_size=16,
-      replay_ratio=4, buffer_capacity=64, rollout_len=10, dense=(32,),
-      model_lstm_size=16, model_head_hiddens=(16,), learning_rate=1e-2,
-      steps_per_call=50, seed=0)
+    rule='ppo',
+    env_kwargs=dict(rows=5, columns=5),
+    num_steps=400,
+    batch_size=16,
+    replay_ratio=4,
+    buffer_capacity=64,
+    rollout_len=10,
+    dense=(32,),
+    model_lstm_size=16,
+    model_head_hiddens=(16,),
+    learning_rate=1e-2,
+    steps_per_call=50,
+    seed=0,
+  )
   trainer = trainer_lib.Trainer(config, tmp_path, progress=False)
   summary = trainer.fit()
   trainer.close()

@@ -8,22 +8,25 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from disco_rl import types
 from disco_rl import replay
+from disco_rl import types
 
 
 def _rollout(t, b, offset):
   """A rollout whose trajectory j carries the value offset + j everywhere."""
   ids = jnp.broadcast_to(offset + jnp.arange(b, dtype=jnp.float32), (t, b))
   return types.ActorRollout(
-      observations=ids[..., None], actions=ids.astype(jnp.int32),
-      rewards=ids, discounts=jnp.ones((t, b), bool),
-      agent_outs={'logits': jnp.stack([ids] * 3, -1), 'q': ids[..., None]},
-      states={}, logits=jnp.stack([ids] * 3, -1))
+    observations=ids[..., None],
+    actions=ids.astype(jnp.int32),
+    rewards=ids,
+    discounts=jnp.ones((t, b), bool),
+    agent_outs={'logits': jnp.stack([ids] * 3, -1), 'q': ids[..., None]},
+    states={},
+    logits=jnp.stack([ids] * 3, -1),
+  )
 
 
 class ReplayTest(chex.TestCase):
-
   @chex.variants(with_jit=True, without_jit=True)
   def test_add_is_fifo_and_wraps(self):
     add = self.variant(replay.add)
@@ -34,8 +37,7 @@ class ReplayTest(chex.TestCase):
     self.assertEqual(int(buffer.size), 5)
     self.assertEqual(int(buffer.next_index), 1)
     # Slot 0 was overwritten by the sixth trajectory (id 12), FIFO order.
-    np.testing.assert_array_equal(buffer.data.rewards[:, 0],
-                                  [12, 1, 2, 10, 11])
+    np.testing.assert_array_equal(buffer.data.rewards[:, 0], [12, 1, 2, 10, 11])
     # Trajectories are stored whole: [capacity, T, ...].
     self.assertEqual(buffer.data.observations.shape, (5, 4, 1))
     np.testing.assert_array_equal(buffer.data.rewards[3], [10] * 4)
@@ -50,8 +52,7 @@ class ReplayTest(chex.TestCase):
     ids = np.asarray(batch.rewards[0])
     self.assertEqual(set(ids.tolist()), {5.0, 6.0})  # Never an empty slot.
     # Each sampled column is one whole trajectory.
-    np.testing.assert_array_equal(batch.rewards,
-                                  np.broadcast_to(ids, (4, 64)))
+    np.testing.assert_array_equal(batch.rewards, np.broadcast_to(ids, (4, 64)))
     np.testing.assert_array_equal(batch.logits[..., 2], batch.rewards)
 
 
@@ -69,8 +70,9 @@ def test_keep_outputs_trims_agent_outputs_and_names_missing_ones():
 
 
 def test_bytes_per_trajectory_counts_every_stored_field():
-  buffer = replay.init(replay.keep_outputs(_rollout(4, 3, 0), ('logits',)),
-                       capacity=5)
+  buffer = replay.init(
+    replay.keep_outputs(_rollout(4, 3, 0), ('logits',)), capacity=5
+  )
   # Per step: observation 4 + action 4 + reward 4 + discount 1 + logits 12
   # bytes (stored once).
   assert replay.bytes_per_trajectory(buffer) == 4 * (4 + 4 + 4 + 1 + 12)

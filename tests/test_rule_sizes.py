@@ -17,14 +17,20 @@ from disco_rl.update_rules import disco
 pytestmark = pytest.mark.usefixtures('fast_compile')
 
 # LPG's prediction size, small LSTMs.
-_SMALL = dict(prediction_size=8, hidden_size=32, embedding_size=(8, 1),
-              meta_hidden_size=16, policy_target_channels=(8,))
+_SMALL = dict(
+  prediction_size=8,
+  hidden_size=32,
+  embedding_size=(8, 1),
+  meta_hidden_size=16,
+  policy_target_channels=(8,),
+)
 
 
 def _rule_shapes(rule):
   params = jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))[0]
-  return params, {k: {n: v.shape for n, v in p.items()}
-                  for k, p in params.items()}
+  return params, {
+    k: {n: v.shape for n, v in p.items()} for k, p in params.items()
+  }
 
 
 def _rule(sizes=None):
@@ -34,8 +40,11 @@ def _rule(sizes=None):
 
 def test_the_defaults_are_disco_103_s():
   net = agent_lib.get_settings_disco().update_rule.net
-  assert (net.prediction_size, net.hidden_size,
-          net.meta_rnn_kwargs.hidden_size) == (600, 256, 128)
+  assert (
+    net.prediction_size,
+    net.hidden_size,
+    net.meta_rnn_kwargs.hidden_size,
+  ) == (600, 256, 128)
   assert tuple(net.embedding_size) == (16, 1)
   params, shapes = _rule_shapes(_rule())
   assert disco.sizes_from_params(params) == disco.MetaNetSizes()
@@ -64,54 +73,77 @@ def test_a_smaller_rule_trains_a_tabular_agent():
   states: y and z have 8 categories, the step is finite and moves the
   agent."""
   env = lpg.make('lpg:delayed_chain_short', 2, {}, 0)
-  settings = agent_lib.make_settings('disco_103', 1e-2, (8,), 4, (4,),
-                                     net='tabular', rule_sizes=_SMALL)
+  settings = agent_lib.make_settings(
+    'disco_103', 1e-2, (8,), 4, (4,), net='tabular', rule_sizes=_SMALL
+  )
   agent = agent_lib.Agent(
-      single_observation_spec=env.single_observation_spec(),
-      single_action_spec=env.single_action_spec(), agent_settings=settings,
-      batch_axis_name=None)
+    single_observation_spec=env.single_observation_spec(),
+    single_action_spec=env.single_action_spec(),
+    agent_settings=settings,
+    batch_axis_name=None,
+  )
   learner = jax.jit(agent.initial_learner_state)(jax.random.PRNGKey(0))
-  rule_params, _ = jax.jit(agent.update_rule.init_params)(
-      jax.random.PRNGKey(1))
+  rule_params, _ = jax.jit(agent.update_rule.init_params)(jax.random.PRNGKey(1))
   # A rollout [T=5, B=2] along both chains, the last step rewarded.
   steps = np.arange(5)[:, None]
   states = np.where(steps == 0, 0, 1 + 2 * (steps - 1) + np.arange(2))
   observations = {'observation': jax.nn.one_hot(states, 59, dtype=np.uint8)}
   actor_state = agent.initial_actor_state(jax.random.PRNGKey(0))
-  outs, _ = agent.network.unroll(learner.params, actor_state, observations,
-                                 np.zeros((5, 2), bool))
+  outs, _ = agent.network.unroll(
+    learner.params, actor_state, observations, np.zeros((5, 2), bool)
+  )
   assert outs['y'].shape == (5, 2, 8) and outs['z'].shape == (5, 2, 2, 8)
   rollout = types.ActorTimestep(
-      observations=observations, actions=np.ones((5, 2), np.int32),
-      rewards=np.where(steps == 4, [1.0, -1.0], 0.0).astype(np.float32),
-      discounts=np.ones((5, 2), bool), agent_outs=outs,
-      logits=outs['logits'], states=actor_state)
+    observations=observations,
+    actions=np.ones((5, 2), np.int32),
+    rewards=np.where(steps == 4, [1.0, -1.0], 0.0).astype(np.float32),
+    discounts=np.ones((5, 2), bool),
+    agent_outs=outs,
+    logits=outs['logits'],
+    states=actor_state,
+  )
   step = jax.jit(agent.learner_step, static_argnames='is_meta_training')
-  new, _, logs = step(jax.random.PRNGKey(4), rollout, learner, actor_state,
-                      rule_params, is_meta_training=False)
+  new, _, logs = step(
+    jax.random.PRNGKey(4),
+    rollout,
+    learner,
+    actor_state,
+    rule_params,
+    is_meta_training=False,
+  )
   assert logs['meta_out']['y'].shape == (4, 2, 8)
   assert np.isfinite(float(logs['total_loss']))
-  moved = jax.tree.map(lambda a, b: np.abs(a - b).max(), new.params,
-                       learner.params)
+  moved = jax.tree.map(
+    lambda a, b: np.abs(a - b).max(), new.params, learner.params
+  )
   assert max(jax.tree.leaves(moved)) > 0
 
 
 def test_bad_sizes_are_named():
-  with pytest.raises(ValueError, match=r"Unknown meta-network size\(s\) "
-                     r"\['lstm_size'\]; expected some of \['prediction_size'"):
+  with pytest.raises(
+    ValueError,
+    match=r'Unknown meta-network size\(s\) '
+    r"\['lstm_size'\]; expected some of \['prediction_size'",
+  ):
     disco.as_sizes(dict(lstm_size=8))
-  with pytest.raises(ValueError, match='prediction_size must be a positive '
-                     'integer, got 0'):
+  with pytest.raises(
+    ValueError, match='prediction_size must be a positive integer, got 0'
+  ):
     disco.MetaNetSizes(prediction_size=0)
-  with pytest.raises(ValueError, match=r'embedding_size must be one or more '
-                     r'positive sizes, got \(\)'):
+  with pytest.raises(
+    ValueError,
+    match=r'embedding_size must be one or more '
+    r'positive sizes, got \(\)',
+  ):
     disco.MetaNetSizes(embedding_size=())
   with pytest.raises(ValueError, match="rule 'actor_critic' has none"):
-    agent_lib.make_settings('actor_critic', 1e-2, (8,), 4, (4,),
-                            rule_sizes=_SMALL)
+    agent_lib.make_settings(
+      'actor_critic', 1e-2, (8,), 4, (4,), rule_sizes=_SMALL
+    )
   with pytest.raises(ValueError, match='Not the parameters of a Disco'):
     disco.sizes_from_params({'mlp/linear': {'b': np.zeros(3)}})
   # Sequences become tuples; the fields are the settings a job may set.
   assert disco.MetaNetSizes(embedding_size=[4, 1]).embedding_size == (4, 1)
   assert agent_lib.RULE_SIZE_FIELDS == tuple(
-      f.name for f in dataclasses.fields(disco.MetaNetSizes))
+    f.name for f in dataclasses.fields(disco.MetaNetSizes)
+  )

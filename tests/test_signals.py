@@ -18,7 +18,6 @@ import sys
 import time
 
 import pytest
-
 from smoke_env import fast_jax_env
 
 from disco_rl import signals
@@ -47,15 +46,29 @@ def test_the_suite_started_with_sigint_ignored_still_tests_sigint():
   test above fails: the handler before is SIG_IGN)."""
   test = f'{__file__}::test_stop_on_signal_nests_and_restores_the_handlers'
   done = subprocess.run(
-      [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
-       '-p', 'no:xdist', test], cwd=pathlib.Path(__file__).parent.parent,
-      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-      capture_output=True, text=True, check=False, timeout=TIMEOUT_S)
+    [
+      sys.executable,
+      '-m',
+      'pytest',
+      '-q',
+      '-p',
+      'no:cacheprovider',
+      '-p',
+      'no:xdist',
+      test,
+    ],
+    cwd=pathlib.Path(__file__).parent.parent,
+    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    capture_output=True,
+    text=True,
+    check=False,
+    timeout=TIMEOUT_S,
+  )
   assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
   assert '1 passed' in done.stdout
 
 
-_TWO_SIGNALS_IN_ONE_C_CALL = '''
+_TWO_SIGNALS_IN_ONE_C_CALL = """
 import hashlib, os, signal, sys
 from disco_rl import signals
 
@@ -69,15 +82,18 @@ with signals.StopOnSignal(on_second_signal=stopped_at_once) as stop:
   # own handler would only run after it, once for both signals.
   hashlib.pbkdf2_hmac('sha256', b'key', b'salt', 10_000_000)
   print('survived', stop.signal_name, stop.second_signal, flush=True)
-'''
+"""
 
 
 def test_stop_on_signal_with_a_watcher_counts_signals_inside_a_c_call():
   """The CLI's mode: the second of two signals delivered during one long C
   call (a compilation, a compiled step) ends the process at once."""
-  proc = subprocess.Popen([sys.executable, '-c', _TWO_SIGNALS_IN_ONE_C_CALL],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True)
+  proc = subprocess.Popen(
+    [sys.executable, '-c', _TWO_SIGNALS_IN_ONE_C_CALL],
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
   try:
     assert proc.stdout.readline() == 'ready\n'
     time.sleep(0.2)
@@ -132,19 +148,43 @@ def test_a_job_module_run_as_a_command_catches_signals_from_its_first_line():
 # ----------------------------------------------------------------------------
 # The jobs as commands, signalled at several delays.
 
-EVAL_FOREVER = ['--steps', '100000', '--batch-size', '4', '--replay-ratio',
-                '2', '--buffer-capacity', '8', '--rollout-len', '6',
-                '--dense', '16', '--model-lstm-size', '8',
-                '--model-head-hiddens', '8', '--rule', 'actor_critic',
-                '--steps-per-call', '2', '--checkpoint-every', '0',
-                '--no-progress']
+EVAL_FOREVER = [
+  '--steps',
+  '100000',
+  '--batch-size',
+  '4',
+  '--replay-ratio',
+  '2',
+  '--buffer-capacity',
+  '8',
+  '--rollout-len',
+  '6',
+  '--dense',
+  '16',
+  '--model-lstm-size',
+  '8',
+  '--model-head-hiddens',
+  '8',
+  '--rule',
+  'actor_critic',
+  '--steps-per-call',
+  '2',
+  '--checkpoint-every',
+  '0',
+  '--no-progress',
+]
 # (how the job is started, the signal, its delay after the start in s):
 # while Python starts and imports (0.5 s), and while it trains (15 s). A
 # signal during compilation: tests/test_examples.py (the eval CLI; 4 s cases
 # here were two more processes compiling the same program at once).
-CASES = [('foreground', signal.SIGINT, 0.5), ('foreground', signal.SIGINT, 15),
-         ('foreground', signal.SIGTERM, 15), ('background', signal.SIGINT, 0.5),
-         ('background', signal.SIGINT, 15), ('background', signal.SIGTERM, 0.5)]
+CASES = [
+  ('foreground', signal.SIGINT, 0.5),
+  ('foreground', signal.SIGINT, 15),
+  ('foreground', signal.SIGTERM, 15),
+  ('background', signal.SIGINT, 0.5),
+  ('background', signal.SIGINT, 15),
+  ('background', signal.SIGTERM, 0.5),
+]
 
 
 def _rows(out: pathlib.Path) -> int:
@@ -162,17 +202,31 @@ class _Job:
   def __init__(self, mode, sig, delay, tmp_path, env):
     self.mode, self.sig, self.delay = mode, sig, delay
     self.out = tmp_path / f'{mode}_{sig.name}_{delay}'
-    command = [sys.executable, '-m', 'disco_rl.examples.eval', *EVAL_FOREVER,
-               '--out', str(self.out)]
+    command = [
+      sys.executable,
+      '-m',
+      'disco_rl.examples.eval',
+      *EVAL_FOREVER,
+      '--out',
+      str(self.out),
+    ]
     if mode == 'background':
       script = ' '.join(f"'{a}'" for a in command) + ' & echo $!; wait $!'
       command = ['bash', '-c', script]
-    self.proc = subprocess.Popen(command, cwd=tmp_path, env=env,
-                                 stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+    self.proc = subprocess.Popen(
+      command,
+      cwd=tmp_path,
+      env=env,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
     self.start = time.monotonic()
-    self.pid = (int(self.proc.stdout.readline()) if mode == 'background'
-                else self.proc.pid)
+    self.pid = (
+      int(self.proc.stdout.readline())
+      if mode == 'background'
+      else self.proc.pid
+    )
     self.signalled_at_rows = None
 
   def signal(self):
@@ -185,8 +239,12 @@ def test_one_rule_for_signals_at_every_delay(tmp_path):
   SIGINT in a foreground job: exit 128 + the signal's number, no traceback,
   the summary (once the run started) naming the signal. A background job
   ignores SIGINT at any delay (it trains on) until SIGTERM stops it."""
-  env = dict(os.environ, **fast_jax_env(num_devices=1),
-             JAX_PLATFORMS='cpu', MPLBACKEND='Agg')
+  env = dict(
+    os.environ,
+    **fast_jax_env(num_devices=1),
+    JAX_PLATFORMS='cpu',
+    MPLBACKEND='Agg',
+  )
   # The jobs start as a user's do: under `make coverage`, coverage.py's
   # start-up in each process would delay a command's first line past the
   # earliest signal (its code is measured by the other signal tests).
@@ -209,9 +267,9 @@ def test_one_rule_for_signals_at_every_delay(tmp_path):
   finally:
     for job in jobs:
       job.proc.kill()
-  for job, (stdout, stderr) in zip(jobs, outputs):
+  for job, (stdout, stderr) in zip(jobs, outputs, strict=True):
     what = f'{job.mode} {job.sig.name} at {job.delay} s: {stderr[-3000:]}'
-    stopped_by = (signal.SIGTERM if job.mode == 'background' else job.sig)
+    stopped_by = signal.SIGTERM if job.mode == 'background' else job.sig
     assert job.proc.returncode == 128 + stopped_by.value, what
     assert 'Traceback' not in stderr, what
     summary = job.out / 'summary.json'
@@ -222,8 +280,9 @@ def test_one_rule_for_signals_at_every_delay(tmp_path):
       assert f'interrupted by {stopped_by.name} after step' in stdout, what
     else:  # Before the run started: one line, nothing written.
       assert stderr.strip().splitlines()[-1] == (
-          f'interrupted by {stopped_by.name} before the run started: nothing '
-          'was written'), what
+        f'interrupted by {stopped_by.name} before the run started: nothing '
+        'was written'
+      ), what
       assert not (job.out / 'run.json').exists(), what
     if job.mode == 'background' and job.sig == signal.SIGINT:
       assert _rows(job.out) > job.signalled_at_rows, what

@@ -26,29 +26,39 @@ def test_fast_compile_asks_for_the_legacy_emitters_and_puts_back():
   outside = _overrides()
   with smoke_env.fast_compile():
     assert jax.config.values['jax_disable_most_optimizations']
-    expected = ({smoke_env.LEGACY_EMITTERS: False}
-                if smoke_env.legacy_emitters() else {})
+    expected = (
+      {smoke_env.LEGACY_EMITTERS: False} if smoke_env.legacy_emitters() else {}
+    )
     assert _overrides() == outside | expected
     # Options given at the call are kept, and win.
     options = compiler.get_compile_options(
-        num_replicas=1, num_partitions=1,
-        env_options_overrides={smoke_env.LEGACY_EMITTERS: True})
+      num_replicas=1,
+      num_partitions=1,
+      env_options_overrides={smoke_env.LEGACY_EMITTERS: True},
+    )
     assert dict(options.env_option_overrides) == {
-        smoke_env.LEGACY_EMITTERS: True}
+      smoke_env.LEGACY_EMITTERS: True
+    }
     # And programs compile and run with them.
     assert float(jax.jit(lambda x: 2 * x + 1)(1.5)) == 4.0
   assert compiler.get_compile_options is build
-  assert (jax.config.values['jax_disable_most_optimizations']
-          == optimisations_off)
+  assert (
+    jax.config.values['jax_disable_most_optimizations'] == optimisations_off
+  )
   assert _overrides() == outside
 
 
 def test_subprocess_flags_keep_this_process_flags(monkeypatch):
   monkeypatch.setenv('XLA_FLAGS', '--xla_dump_to=/tmp/x')
-  legacy = ([f'--{smoke_env.LEGACY_EMITTERS}=false']
-            if smoke_env.legacy_emitters() else [])
+  legacy = (
+    [f'--{smoke_env.LEGACY_EMITTERS}=false']
+    if smoke_env.legacy_emitters()
+    else []
+  )
   assert smoke_env.xla_flags().split() == ['--xla_dump_to=/tmp/x', *legacy]
   assert smoke_env.xla_flags(num_devices=3).split() == [
-      '--xla_dump_to=/tmp/x', *legacy,
-      '--xla_force_host_platform_device_count=3']
+    '--xla_dump_to=/tmp/x',
+    *legacy,
+    '--xla_force_host_platform_device_count=3',
+  ]
   assert smoke_env.fast_jax_env(2)['XLA_FLAGS'] == smoke_env.xla_flags(2)

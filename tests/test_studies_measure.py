@@ -16,10 +16,17 @@ from disco_rl.studies import measure
 def _rows(episodes, returns, seed=0, per_iteration=10):
   """One run's rows: iteration i ends at (i + 1) * per_iteration env steps
   with episodes[i] episodes of mean return returns[i] (NaN if none)."""
-  return [dict(step=i, seed=seed, env_steps=(i + 1) * per_iteration,
-               episodes=float(e), avg_return=float(r) if e else math.nan,
-               learned=int(i >= 2))
-          for i, (e, r) in enumerate(zip(episodes, returns))]
+  return [
+    dict(
+      step=i,
+      seed=seed,
+      env_steps=(i + 1) * per_iteration,
+      episodes=float(e),
+      avg_return=float(r) if e else math.nan,
+      learned=int(i >= 2),
+    )
+    for i, (e, r) in enumerate(zip(episodes, returns, strict=True))
+  ]
 
 
 def test_final_return_weights_each_episode_of_the_last_tenth_of_env_steps():
@@ -28,15 +35,18 @@ def test_final_return_weights_each_episode_of_the_last_tenth_of_env_steps():
   episodes = [1] * 17 + [5, 2, 1]
   returns = [100.0] * 17 + [50.0, 1.0, 4.0]
   assert measure.final_return(_rows(episodes, returns)) == pytest.approx(
-      (2 * 1.0 + 1 * 4.0) / 3)
+    (2 * 1.0 + 1 * 4.0) / 3
+  )
   # Not the mean of the rows' means (2.5): the episodes weigh the same.
   assert measure.final_return(_rows(episodes, returns), fraction=0.15) == (
-      pytest.approx((5 * 50.0 + 2 * 1.0 + 4.0) / 8))
+    pytest.approx((5 * 50.0 + 2 * 1.0 + 4.0) / 8)
+  )
   # A DataFrame or a dict of columns reads the same.
   table = pd.DataFrame(_rows(episodes, returns))
   assert measure.final_return(table) == pytest.approx(2.0)
   assert measure.final_return({k: table[k].to_numpy() for k in table}) == (
-      pytest.approx(2.0))
+    pytest.approx(2.0)
+  )
 
 
 def test_final_return_is_nan_when_no_episode_ended_in_the_last_tenth():
@@ -47,8 +57,9 @@ def test_final_return_is_nan_when_no_episode_ended_in_the_last_tenth():
 
 
 def test_final_returns_per_run():
-  rows = (_rows([0] * 9 + [2], [0.0] * 9 + [3.0], seed=1)
-          + _rows([0] * 10, [0.0] * 10, seed=0))
+  rows = _rows([0] * 9 + [2], [0.0] * 9 + [3.0], seed=1) + _rows(
+    [0] * 10, [0.0] * 10, seed=0
+  )
   finals = measure.final_returns(rows)
   assert finals.index.tolist() == [0, 1]
   assert math.isnan(finals[0]) and finals[1] == 3.0
@@ -61,17 +72,27 @@ def test_final_returns_per_run():
     measure.final_return(rows)
 
 
-@pytest.mark.parametrize('rows, fraction, match', [
+@pytest.mark.parametrize(
+  'rows, fraction, match',
+  [
     ([], 0.1, r'non-empty rows with columns .*got 0 rows'),
     ([dict(env_steps=1, episodes=1)], 0.1, r"missing \['avg_return'\]"),
-    (_rows([-1], [1.0]), 0.1, r'episodes must be finite and >= 0, got '
-     r'\[-1.0\]'),
-    ([dict(env_steps=10, episodes=2, avg_return=math.nan)], 0.1,
-     r'avg_return must be finite where episodes > 0, got \[nan\]'),
+    (
+      _rows([-1], [1.0]),
+      0.1,
+      r'episodes must be finite and >= 0, got '
+      r'\[-1.0\]',
+    ),
+    (
+      [dict(env_steps=10, episodes=2, avg_return=math.nan)],
+      0.1,
+      r'avg_return must be finite where episodes > 0, got \[nan\]',
+    ),
     (_rows([1], [1.0]), 0, r'fraction must be in \(0, 1\], got 0'),
     (_rows([1], [1.0]), 1.5, r'fraction must be in \(0, 1\], got 1.5'),
     ('rows', 0.1, r'rows must be rows .*got str'),
-])
+  ],
+)
 def test_final_return_names_bad_input(rows, fraction, match):
   with pytest.raises(ValueError, match=match):
     measure.final_return(rows, fraction)
@@ -82,14 +103,20 @@ def test_compact_curve_bins_env_steps_and_weights_episodes():
   episodes = [1, 0, 3, 0, 0, 0, 2, 2, 0, 1, 1, 2]
   returns = [4.0, 0, 8.0, 0, 0, 0, 1.0, 3.0, 0, 5.0, 6.0, 7.0]
   curve = measure.compact_curve(_rows(episodes, returns), points=4)
-  assert curve.columns.tolist() == ['step', 'env_steps', 'updates',
-                                    'episodes', 'avg_return']
+  assert curve.columns.tolist() == [
+    'step',
+    'env_steps',
+    'updates',
+    'episodes',
+    'avg_return',
+  ]
   assert curve['env_steps'].tolist() == [30, 60, 90, 120]
   assert curve['step'].tolist() == [2, 5, 8, 11]
   assert curve['updates'].tolist() == [1, 4, 7, 10]
   assert curve['episodes'].tolist() == [4, 0, 4, 4]
-  np.testing.assert_allclose(curve['avg_return'],
-                             [(4 + 24) / 4, np.nan, 2.0, (5 + 6 + 14) / 4])
+  np.testing.assert_allclose(
+    curve['avg_return'], [(4 + 24) / 4, np.nan, 2.0, (5 + 6 + 14) / 4]
+  )
   # A final stretch that starts at a bin's edge: the same final return.
   rows = _rows(episodes, returns)
   assert measure.final_return(curve, 0.25) == measure.final_return(rows, 0.25)
@@ -112,10 +139,12 @@ def test_compact_curves_of_several_runs_and_bad_points():
 
 
 def test_random_return_is_measured_once_and_cached_with_its_settings(
-    tmp_path, monkeypatch):
+  tmp_path, monkeypatch
+):
   cache = tmp_path / 'study' / 'random_play.json'
-  value = measure.random_return(cache, 'jittable_catch', num_envs=4,
-                                steps=60, seed=1)
+  value = measure.random_return(
+    cache, 'jittable_catch', num_envs=4, steps=60, seed=1
+  )
   record = json.loads(cache.read_text())['jittable_catch']
   assert record['env'] == 'jittable_catch' and record['env_settings'] == {}
   assert (record['num_envs'], record['steps'], record['seed']) == (4, 60, 1)
@@ -126,21 +155,34 @@ def test_random_return_is_measured_once_and_cached_with_its_settings(
     raise AssertionError('measured again')
 
   monkeypatch.setattr(measure, 'random_play', fail)
-  assert measure.random_return(cache, 'jittable_catch', num_envs=4,
-                               steps=60, seed=1) == value
+  assert (
+    measure.random_return(cache, 'jittable_catch', num_envs=4, steps=60, seed=1)
+    == value
+  )
   # Another setting is an error that names it, never the cached value.
-  with pytest.raises(ValueError, match=r'jittable_catch was measured with '
-                     r'steps=60, asked for steps=5000'):
+  with pytest.raises(
+    ValueError,
+    match=r'jittable_catch was measured with '
+    r'steps=60, asked for steps=5000',
+  ):
     measure.random_return(cache, 'jittable_catch', num_envs=4, seed=1)
-  with pytest.raises(ValueError, match=r'measured with seed=1, asked for '
-                     r'seed=0'):
+  with pytest.raises(
+    ValueError,
+    match=r'measured with seed=1, asked for '
+    r'seed=0',
+  ):
     measure.random_return(cache, 'jittable_catch', num_envs=4, steps=60)
 
 
 def test_random_play_that_ends_no_episode_is_an_error(tmp_path):
   with pytest.raises(ValueError, match='ended no episode in steps=2 steps'):
-    measure.random_return(tmp_path / 'r.json', 'jittable_catch',
-                          {'rows': 5, 'columns': 5}, num_envs=2, steps=2)
+    measure.random_return(
+      tmp_path / 'r.json',
+      'jittable_catch',
+      {'rows': 5, 'columns': 5},
+      num_envs=2,
+      steps=2,
+    )
   assert not (tmp_path / 'r.json').exists()
 
 
@@ -151,41 +193,73 @@ def test_random_play_names_bad_input(tmp_path):
     measure.random_return(old, 'jittable_catch')
   with pytest.raises(ValueError, match='one stepped on the host'):
     measure.random_play('catch', num_envs=1, steps=1)
-  with pytest.raises(ValueError, match=r'steps must be an integer >= 1, got '
-                     '0'):
+  with pytest.raises(
+    ValueError,
+    match=r'steps must be an integer >= 1, got '
+    '0',
+  ):
     measure.random_play('jittable_catch', steps=0)
   with pytest.raises(ValueError, match='env_settings must be a mapping'):
     measure.random_play('jittable_catch', env_settings=[('rows', 5)])
   assert measure.env_key('gymnax:DeepSea-bsuite', {'size': 8}) == (
-      'gymnax:DeepSea-bsuite[size=8]')
+    'gymnax:DeepSea-bsuite[size=8]'
+  )
   assert measure.env_key('jittable_catch', {'rows': 7, 'columns': 5}) == (
-      'jittable_catch[columns=5,rows=7]')
+    'jittable_catch[columns=5,rows=7]'
+  )
 
 
 def test_normalise_from_random_play_to_the_reference():
   assert measure.normalise(14.25, 0.5, 28.0) == 0.5
   assert measure.normalise(0.5, 0.5, 28.0) == 0.0
-  np.testing.assert_allclose(measure.normalise([0.0, 131.0], 4.0, 131.0),
-                             [-4 / 127, 1.0])
-  with pytest.raises(ValueError, match=r'reference must be above random '
-                     r'\(1.0\).*got 1.0'):
+  np.testing.assert_allclose(
+    measure.normalise([0.0, 131.0], 4.0, 131.0), [-4 / 127, 1.0]
+  )
+  with pytest.raises(
+    ValueError,
+    match=r'reference must be above random '
+    r'\(1.0\).*got 1.0',
+  ):
     measure.normalise(2.0, 1.0, 1.0)
-  with pytest.raises(ValueError, match='random must be a finite number, got '
-                     'nan'):
+  with pytest.raises(
+    ValueError, match='random must be a finite number, got nan'
+  ):
     measure.normalise(2.0, math.nan, 1.0)
 
 
 def _results():
   rows = []
-  for env, finals in (('a', {('x', 1e-3): [2.0, 4.0], ('x', 1e-2): [1.0, 1.0],
-                             ('y', 1e-3): [0.0, 1.0]}),
-                      ('b', {('x', 1e-3): [-1.0, -1.0],
-                             ('x', 1e-2): [-2.0, -1.0],
-                             ('y', 1e-3): [-3.0, -3.0]})):
+  for env, finals in (
+    (
+      'a',
+      {
+        ('x', 1e-3): [2.0, 4.0],
+        ('x', 1e-2): [1.0, 1.0],
+        ('y', 1e-3): [0.0, 1.0],
+      },
+    ),
+    (
+      'b',
+      {
+        ('x', 1e-3): [-1.0, -1.0],
+        ('x', 1e-2): [-2.0, -1.0],
+        ('y', 1e-3): [-3.0, -3.0],
+      },
+    ),
+  ):
     for (rule, rate), values in finals.items():
       for seed, value in enumerate(values):
-        rows.append(dict(study='s', stage='tune', env=env, rule=rule,
-                         learning_rate=rate, seed=seed, final_return=value))
+        rows.append(
+          dict(
+            study='s',
+            stage='tune',
+            env=env,
+            rule=rule,
+            learning_rate=rate,
+            seed=seed,
+            final_return=value,
+          )
+        )
   return pd.DataFrame(rows)
 
 
@@ -197,8 +271,9 @@ def test_normalised_scores_to_a_given_reference_or_the_best_mean():
   # beat random play (-1): every run scores 0.
   scored = measure.normalised_scores(results, {'a': 1.0, 'b': -1.0})
   on_a = scored[scored['env'] == 'a']
-  np.testing.assert_allclose(on_a['normalised_score'],
-                             [0.5, 1.5, 0.0, 0.0, -0.5, 0.0])
+  np.testing.assert_allclose(
+    on_a['normalised_score'], [0.5, 1.5, 0.0, 0.0, -0.5, 0.0]
+  )
   assert (on_a['reference_return'] == 3.0).all()
   assert (scored.loc[scored['env'] == 'b', 'normalised_score'] == 0).all()
   # A run without a final return has no score, and its cell's mean (NaN)
@@ -209,17 +284,24 @@ def test_normalised_scores_to_a_given_reference_or_the_best_mean():
   assert measure.best_means(holed)[('s', 'tune', 'a')] == 1.0
   scored = measure.normalised_scores(holed, {'a': 0.0, 'b': -1.0})
   assert scored['normalised_score'].isna().tolist() == (
-      [True] + [False] * 5 + [True] + [False] * 5)
+    [True] + [False] * 5 + [True] + [False] * 5
+  )
   # A given reference; an env without one is NaN (left out, by name).
-  scored = measure.normalised_scores(results, {'a': 1.0, 'b': -1.0},
-                                     {'a': 5.0})
+  scored = measure.normalised_scores(results, {'a': 1.0, 'b': -1.0}, {'a': 5.0})
   np.testing.assert_allclose(
-      scored.loc[scored['env'] == 'a', 'normalised_score'],
-      [0.25, 0.75, 0.0, 0.0, -0.25, 0.0])
+    scored.loc[scored['env'] == 'a', 'normalised_score'],
+    [0.25, 0.75, 0.0, 0.0, -0.25, 0.0],
+  )
   assert scored.loc[scored['env'] == 'b', 'normalised_score'].isna().all()
-  assert results.columns.tolist() == ['study', 'stage', 'env', 'rule',
-                                      'learning_rate', 'seed',
-                                      'final_return']  # Not changed.
+  assert results.columns.tolist() == [
+    'study',
+    'stage',
+    'env',
+    'rule',
+    'learning_rate',
+    'seed',
+    'final_return',
+  ]  # Not changed.
   with pytest.raises(ValueError, match=r"missing \['b'\]"):
     measure.normalised_scores(results, {'a': 1.0})
   with pytest.raises(ValueError, match=r"finite numbers, got \{'b': nan\}"):

@@ -25,18 +25,19 @@ from disco_rl.studies import stats as rl_stats
 
 def test_iqm_is_the_mean_of_the_middle_half():
   # 8 scores over 2 runs x 4 tasks: the middle four are 3, 4, 5, 6.
-  scores = np.array([[8., 1., 6., 3.], [2., 7., 4., 5.]])
+  scores = np.array([[8.0, 1.0, 6.0, 3.0], [2.0, 7.0, 4.0, 5.0]])
   assert rl_stats.iqm(scores) == pytest.approx(4.5)
   assert rl_stats.mean(scores) == pytest.approx(4.5)
-  assert rl_stats.iqm([[0., 0., 0., 100.]]) == pytest.approx(0.0)
+  assert rl_stats.iqm([[0.0, 0.0, 0.0, 100.0]]) == pytest.approx(0.0)
 
 
 def test_probability_of_improvement_is_the_mann_whitney_statistic():
   rng = np.random.default_rng(0)
   x = rng.integers(0, 5, size=(5, 3)).astype(float)  # Ties happen.
   y = rng.integers(0, 5, size=(4, 3)).astype(float)
-  expected = np.mean([stats.mannwhitneyu(x[:, t], y[:, t]).statistic / 20
-                      for t in range(3)])
+  expected = np.mean(
+    [stats.mannwhitneyu(x[:, t], y[:, t]).statistic / 20 for t in range(3)]
+  )
   assert rl_stats.probability_of_improvement(x, y) == pytest.approx(expected)
   assert rl_stats.probability_of_improvement(x, x) == pytest.approx(0.5)
   assert rl_stats.probability_of_improvement(x + 10, x) == 1.0
@@ -46,18 +47,19 @@ def test_probability_of_improvement_is_the_mann_whitney_statistic():
 def test_task_probability_counts_the_seed_pairs():
   # 2 x 3 pairs: 3 > (2 > 1, 5 > 1, 5 > 2) and one tie (2 = 2).
   assert rl_stats.task_probability([2.0, 5.0], [1.0, 2.0, 6.0]) == (
-      pytest.approx(3.5 / 6))
+    pytest.approx(3.5 / 6)
+  )
 
 
 def test_iqm_difference_and_its_interval_resample_each_side():
-  x = np.array([[1., 5.], [2., 6.], [3., 7.], [4., 8.]])
+  x = np.array([[1.0, 5.0], [2.0, 6.0], [3.0, 7.0], [4.0, 8.0]])
   assert rl_stats.iqm_difference(x, x - 1.0) == pytest.approx(1.0)
   # Every run equal within each task: no resample moves the difference.
   flat = np.ones((3, 2))
-  assert rl_stats.interval((flat * 2, flat), rl_stats.iqm_difference,
-                           reps=50) == (1.0, 1.0)
-  low, high = rl_stats.interval((x, x - 1.0), rl_stats.iqm_difference,
-                                reps=500)
+  assert rl_stats.interval(
+    (flat * 2, flat), rl_stats.iqm_difference, reps=50
+  ) == (1.0, 1.0)
+  low, high = rl_stats.interval((x, x - 1.0), rl_stats.iqm_difference, reps=500)
   # Two independent resamples: the interval spreads around 1 on both sides.
   assert low < 1.0 < high
 
@@ -67,10 +69,12 @@ def test_the_most_extreme_run_and_taking_it_out_at_the_median():
   y = np.array([[0.0, 0.0], [5.0, 0.0], [6.0, 0.0]])
   # x's 30 is 19 from its task's median (11); y's 0 is 5 from 5.
   assert rl_stats.most_extreme_run(x, y) == dict(
-      side='x', run=2, task=1, score=30.0, median=11.0)
+    side='x', run=2, task=1, score=30.0, median=11.0
+  )
   assert rl_stats.most_extreme_run(y, x)['side'] == 'y'
-  np.testing.assert_array_equal(rl_stats.at_median(x, 2, 1),
-                                [[0, 10], [1, 11], [2, 11]])
+  np.testing.assert_array_equal(
+    rl_stats.at_median(x, 2, 1), [[0, 10], [1, 11], [2, 11]]
+  )
   assert x[2, 1] == 30.0  # A copy.
 
 
@@ -78,8 +82,9 @@ def test_one_task_interval_is_the_percentile_bootstrap_of_the_mean():
   rng = np.random.default_rng(1)
   runs = rng.normal(3.0, 2.0, size=12)
   low, high = rl_stats.interval(runs[:, None], rl_stats.mean, reps=4000)
-  reference = stats.bootstrap((runs,), np.mean, n_resamples=4000,
-                              method='percentile', random_state=2)
+  reference = stats.bootstrap(
+    (runs,), np.mean, n_resamples=4000, method='percentile', random_state=2
+  )
   # Two Monte Carlo estimates of the same interval.
   assert low == pytest.approx(reference.confidence_interval.low, abs=0.15)
   assert high == pytest.approx(reference.confidence_interval.high, abs=0.15)
@@ -87,7 +92,7 @@ def test_one_task_interval_is_the_percentile_bootstrap_of_the_mean():
 
 
 def test_resampling_is_stratified_by_task():
-  scores = np.stack([np.arange(6.), 100 + np.arange(6.)], axis=1)
+  scores = np.stack([np.arange(6.0), 100 + np.arange(6.0)], axis=1)
   seen = []
 
   def record(resampled):
@@ -107,8 +112,7 @@ def test_a_pair_is_resampled_independently_and_intervals_shrink():
   low4, high4 = rl_stats.interval((x, y), rl_stats.probability_of_improvement)
   assert 0 <= low4 <= rl_stats.probability_of_improvement(x, y) <= high4 <= 1
   x, y = rng.normal(1, 1, (40, 5)), rng.normal(0, 1, (40, 5))
-  low40, high40 = rl_stats.interval((x, y),
-                                    rl_stats.probability_of_improvement)
+  low40, high40 = rl_stats.interval((x, y), rl_stats.probability_of_improvement)
   assert high40 - low40 < high4 - low4
 
 
@@ -123,81 +127,134 @@ def test_curve_intervals_at_each_point():
 
 
 def test_bad_scores_are_named():
-  with pytest.raises(ValueError, match=r'scores must be finite, got '
-                     r'\[\[1.0, nan\]\]'):
+  with pytest.raises(
+    ValueError,
+    match=r'scores must be finite, got '
+    r'\[\[1.0, nan\]\]',
+  ):
     rl_stats.iqm([[1.0, float('nan')]])
-  with pytest.raises(ValueError, match=r'must be a \[runs, tasks\] array, got '
-                     r'shape \(3,\)'):
+  with pytest.raises(
+    ValueError,
+    match=r'must be a \[runs, tasks\] array, got '
+    r'shape \(3,\)',
+  ):
     rl_stats.mean([1.0, 2.0, 3.0])
   with pytest.raises(ValueError, match='the same tasks, got 2 and 3'):
     rl_stats.probability_of_improvement(np.ones((2, 2)), np.ones((2, 3)))
-  with pytest.raises(ValueError, match=r'confidence must be in \(0, 1\), got '
-                     '95'):
+  with pytest.raises(
+    ValueError,
+    match=r'confidence must be in \(0, 1\), got '
+    '95',
+  ):
     rl_stats.interval(np.ones((2, 2)), rl_stats.mean, confidence=95)
-  with pytest.raises(ValueError, match=r'reps must be an integer >= 1, got '
-                     '0'):
+  with pytest.raises(
+    ValueError,
+    match=r'reps must be an integer >= 1, got '
+    '0',
+  ):
     rl_stats.interval(np.ones((2, 2)), rl_stats.mean, reps=0)
-  with pytest.raises(ValueError, match=r'seed must be an integer in \[0, '
-                     r'2\*\*32\) or a np.random.RandomState, got -1'):
+  with pytest.raises(
+    ValueError,
+    match=r'seed must be an integer in \[0, '
+    r'2\*\*32\) or a np.random.RandomState, got -1',
+  ):
     rl_stats.interval(np.ones((2, 2)), rl_stats.mean, seed=-1)
-  with pytest.raises(ValueError, match=r'taus must be a non-empty \[taus\] '
-                     r'array of finite thresholds, got \[\]'):
+  with pytest.raises(
+    ValueError,
+    match=r'taus must be a non-empty \[taus\] '
+    r'array of finite thresholds, got \[\]',
+  ):
     rl_stats.performance_profile(np.ones((2, 2)), [])
-  with pytest.raises(ValueError, match='gamma must be a finite number, got '
-                     'inf'):
+  with pytest.raises(
+    ValueError, match='gamma must be a finite number, got inf'
+  ):
     rl_stats.optimality_gap(np.ones((2, 2)), gamma=float('inf'))
-  with pytest.raises(ValueError, match=r'runs_y must be a non-empty \[runs\] '
-                     r'array, got shape \(0,\)'):
+  with pytest.raises(
+    ValueError,
+    match=r'runs_y must be a non-empty \[runs\] '
+    r'array, got shape \(0,\)',
+  ):
     rl_stats.task_probability([1.0], [])
-  with pytest.raises(ValueError, match=r'curves must be a \[runs, tasks, '
-                     r'points\] array, got shape \(2, 2\)'):
+  with pytest.raises(
+    ValueError,
+    match=r'curves must be a \[runs, tasks, '
+    r'points\] array, got shape \(2, 2\)',
+  ):
     rl_stats.curve_intervals(np.ones((2, 2)), rl_stats.iqm)
 
 
 def test_the_other_aggregates_and_the_profile_by_hand():
   # Task means 2, 5 and 8: their mean 5, median 5.
-  scores = np.array([[1., 4., 9.], [3., 6., 7.]])
+  scores = np.array([[1.0, 4.0, 9.0], [3.0, 6.0, 7.0]])
   assert rl_stats.mean(scores) == pytest.approx(5.0)
   assert rl_stats.median(scores) == pytest.approx(5.0)
-  assert rl_stats.median([[0., 1., 10.]]) == 1.0
+  assert rl_stats.median([[0.0, 1.0, 10.0]]) == 1.0
   # Clipped at 5: 1, 4, 5, 3, 5, 5 (mean 23 / 6).
   assert rl_stats.optimality_gap(scores, gamma=5.0) == pytest.approx(
-      5.0 - 23 / 6)
+    5.0 - 23 / 6
+  )
   # Strictly above: 6 of 6 scores above 0, 3 above 4 (6, 7, 9), none above 9.
-  np.testing.assert_allclose(rl_stats.performance_profile(scores, [0, 4, 9]),
-                             [1.0, 0.5, 0.0])
-  np.testing.assert_allclose(rl_stats.performance_profile(
-      scores, [0, 4, 5], task_means=True), [1.0, 2 / 3, 1 / 3])
+  np.testing.assert_allclose(
+    rl_stats.performance_profile(scores, [0, 4, 9]), [1.0, 0.5, 0.0]
+  )
+  np.testing.assert_allclose(
+    rl_stats.performance_profile(scores, [0, 4, 5], task_means=True),
+    [1.0, 2 / 3, 1 / 3],
+  )
 
 
 # ---------------------------------------------------------------------------
 # rliable's own numbers (expected.json: rliable 1.2.0, arch 7.2.0; its
 # `versions` says which numpy, pandas and Python).
 
-EXPECTED = json.loads((pathlib.Path(__file__).resolve().parent / 'data'
-                       / 'rliable_expected' / 'expected.json').read_text())
+EXPECTED = json.loads(
+  (
+    pathlib.Path(__file__).resolve().parent
+    / 'data'
+    / 'rliable_expected'
+    / 'expected.json'
+  ).read_text()
+)
 DATASETS = ('synthetic', 'minatar')
 TOLERANCE = dict(rel=0, abs=1e-9)
-AGGREGATES = dict(iqm=rl_stats.iqm, mean=rl_stats.mean,
-                  median=rl_stats.median,
-                  optimality_gap=rl_stats.optimality_gap)
-PAIRWISE = dict(probability_of_improvement=rl_stats.probability_of_improvement,
-                iqm_difference=rl_stats.iqm_difference)
-SAME = dict(reps=EXPECTED['reps'], confidence=EXPECTED['confidence'],
-            seed=EXPECTED['seed'])
+AGGREGATES = dict(
+  iqm=rl_stats.iqm,
+  mean=rl_stats.mean,
+  median=rl_stats.median,
+  optimality_gap=rl_stats.optimality_gap,
+)
+PAIRWISE = dict(
+  probability_of_improvement=rl_stats.probability_of_improvement,
+  iqm_difference=rl_stats.iqm_difference,
+)
+SAME = dict(
+  reps=EXPECTED['reps'],
+  confidence=EXPECTED['confidence'],
+  seed=EXPECTED['seed'],
+)
 
 
 def _scores(dataset: str) -> dict[str, np.ndarray]:
-  return {name: np.array(s)
-          for name, s in EXPECTED['datasets'][dataset]['scores'].items()}
+  return {
+    name: np.array(s)
+    for name, s in EXPECTED['datasets'][dataset]['scores'].items()
+  }
 
 
 def test_expected_records_what_produced_it():
   assert EXPECTED['versions']['rliable'] == '1.2.0'
-  assert set(EXPECTED['versions']) >= {'rliable', 'arch', 'numpy', 'pandas',
-                                       'python'}
+  assert set(EXPECTED['versions']) >= {
+    'rliable',
+    'arch',
+    'numpy',
+    'pandas',
+    'python',
+  }
   assert (EXPECTED['seed'], EXPECTED['reps'], EXPECTED['confidence']) == (
-      0, 2000, 0.95)
+    0,
+    2000,
+    0.95,
+  )
 
 
 @pytest.mark.parametrize('dataset', DATASETS)
@@ -206,10 +263,12 @@ def test_aggregates_and_their_intervals_are_rliables(dataset):
   for name, scores in _scores(dataset).items():
     for key, statistic in AGGREGATES.items():
       expected = results[name][key]
-      assert statistic(scores) == pytest.approx(expected['point'],
-                                                **TOLERANCE), (name, key)
+      assert statistic(scores) == pytest.approx(
+        expected['point'], **TOLERANCE
+      ), (name, key)
       assert rl_stats.interval(scores, statistic, **SAME) == pytest.approx(
-          expected['interval'], **TOLERANCE), (name, key)
+        expected['interval'], **TOLERANCE
+      ), (name, key)
 
 
 @pytest.mark.parametrize('dataset', DATASETS)
@@ -220,10 +279,12 @@ def test_pairwise_statistics_and_their_intervals_are_rliables(dataset):
     pair = (scores[x], scores[y])
     for key, statistic in PAIRWISE.items():
       expected = data['results']['pairs'][f'{x}>{y}'][key]
-      assert statistic(*pair) == pytest.approx(expected['point'],
-                                               **TOLERANCE), (x, y, key)
+      assert statistic(*pair) == pytest.approx(
+        expected['point'], **TOLERANCE
+      ), (x, y, key)
       assert rl_stats.interval(pair, statistic, **SAME) == pytest.approx(
-          expected['interval'], **TOLERANCE), (x, y, key)
+        expected['interval'], **TOLERANCE
+      ), (x, y, key)
 
 
 @pytest.mark.parametrize('dataset', DATASETS)
@@ -233,20 +294,25 @@ def test_performance_profiles_and_their_bands_are_rliables(dataset):
     for kind, task_means in (('runs', False), ('task_means', True)):
       expected = data['results']['profiles'][name][kind]
       profile, low, high = rl_stats.profile_intervals(
-          scores, data['taus'], task_means=task_means, **SAME)
+        scores, data['taus'], task_means=task_means, **SAME
+      )
       for got, key in ((profile, 'profile'), (low, 'low'), (high, 'high')):
         assert got.shape == (len(data['taus']),)
-        np.testing.assert_allclose(got, expected[key], rtol=0, atol=1e-9,
-                                   err_msg=f'{name} {kind} {key}')
+        np.testing.assert_allclose(
+          got, expected[key], rtol=0, atol=1e-9, err_msg=f'{name} {kind} {key}'
+        )
 
 
 def test_iqm_at_another_level_is_rliables():
   scores = _scores('synthetic')['A']
   expected = EXPECTED['iqm_90']
-  assert rl_stats.interval(scores, rl_stats.iqm, reps=EXPECTED['reps'],
-                           confidence=0.9, seed=EXPECTED['seed']) == (
-                               pytest.approx(expected['interval'],
-                                             **TOLERANCE))
+  assert rl_stats.interval(
+    scores,
+    rl_stats.iqm,
+    reps=EXPECTED['reps'],
+    confidence=0.9,
+    seed=EXPECTED['seed'],
+  ) == (pytest.approx(expected['interval'], **TOLERANCE))
 
 
 def test_one_stream_over_several_algorithms_is_rliables():
@@ -254,18 +320,20 @@ def test_one_stream_over_several_algorithms_is_rliables():
   # algorithm drawn from where the previous one left the generator.
   rng = np.random.RandomState(EXPECTED['seed'])
   for name, scores in _scores('synthetic').items():
-    assert rl_stats.interval(scores, rl_stats.iqm, reps=EXPECTED['reps'],
-                             seed=rng) == pytest.approx(
-                                 EXPECTED['iqm_stream'][name], **TOLERANCE)
+    assert rl_stats.interval(
+      scores, rl_stats.iqm, reps=EXPECTED['reps'], seed=rng
+    ) == pytest.approx(EXPECTED['iqm_stream'][name], **TOLERANCE)
 
 
 def test_iqm_curves_are_rliables():
   expected = EXPECTED['iqm_curve']
-  value, low, high = rl_stats.curve_intervals(expected['curves'],
-                                              rl_stats.iqm, **SAME)
+  value, low, high = rl_stats.curve_intervals(
+    expected['curves'], rl_stats.iqm, **SAME
+  )
   for got, key in ((value, 'point'), (low, 'low'), (high, 'high')):
-    np.testing.assert_allclose(got, expected[key], rtol=0, atol=1e-9,
-                               err_msg=key)
+    np.testing.assert_allclose(
+      got, expected[key], rtol=0, atol=1e-9, err_msg=key
+    )
 
 
 def test_the_minatar_scores_are_the_committed_runs():
@@ -273,7 +341,8 @@ def test_the_minatar_scores_are_the_committed_runs():
   docs/results/minatar, and rliable's numbers on them are those the study
   reports: IQM 0.152 and 0.100, P(improvement) 0.50."""
   results = pathlib.Path(__file__).resolve().parent.parent / (
-      'docs/results/minatar')
+    'docs/results/minatar'
+  )
   saved = json.loads((results / 'comparison.json').read_text())
   rates = json.loads((results / 'sweep.json').read_text())['chosen']
   scores = _scores('minatar')
@@ -282,12 +351,19 @@ def test_the_minatar_scores_are_the_committed_runs():
     for game in saved['games']:
       random = saved['random_returns'][game]
       reference = saved['reference_returns'][game]
-      finals = json.loads((results / game / rule / f'lr_{rates[rule]:g}'
-                           / 'summary.json').read_text())['final_returns']
+      finals = json.loads(
+        (
+          results / game / rule / f'lr_{rates[rule]:g}' / 'summary.json'
+        ).read_text()
+      )['final_returns']
       by_hand.append([(v - random) / (reference - random) for v in finals])
     np.testing.assert_allclose(scores[rule], np.array(by_hand).T, rtol=1e-12)
   got = EXPECTED['datasets']['minatar']['results']
   assert round(got['aggregates'][saved['x']]['iqm']['point'], 3) == 0.152
   assert round(got['aggregates'][saved['y']]['iqm']['point'], 3) == 0.100
-  assert got['pairs'][f'{saved["x"]}>{saved["y"]}'][
-      'probability_of_improvement']['point'] == 0.5
+  assert (
+    got['pairs'][f'{saved["x"]}>{saved["y"]}']['probability_of_improvement'][
+      'point'
+    ]
+    == 0.5
+  )

@@ -9,11 +9,9 @@ import json
 import os
 import pathlib
 
-import pytest
-
 TESTS_DIR = pathlib.Path(__file__).resolve().parent
 
-_TESTS = '''
+_TESTS = """
 import json
 import os
 import time
@@ -50,22 +48,34 @@ def test_alone(i):
 @shared
 def test_second_reader(built):
   _log(event='second_reader')
-'''
+"""
 
 
 def test_a_group_runs_on_one_worker_and_builds_its_fixture_once(
-    pytester, monkeypatch):
+  pytester, monkeypatch
+):
   log = pytester.path / 'log.jsonl'
   pytester.makeconftest((TESTS_DIR / 'conftest.py').read_text())
   pytester.makepyfile(test_grouped=_TESTS.format(log=str(log)))
   # The conftest imports smoke_env (tests/) in every test's fixture.
-  monkeypatch.setenv('PYTHONPATH', os.pathsep.join(
-      [str(TESTS_DIR), os.environ.get('PYTHONPATH', '')]))
+  monkeypatch.setenv(
+    'PYTHONPATH',
+    os.pathsep.join([str(TESTS_DIR), os.environ.get('PYTHONPATH', '')]),
+  )
   result = pytester.runpytest_subprocess(
-      '-n', '2', '--dist', 'loadgroup', '--no-loadscope-reorder',
-      '-p', 'no:cacheprovider')
+    '-n',
+    '2',
+    '--dist',
+    'loadgroup',
+    '--no-loadscope-reorder',
+    '-p',
+    'no:cacheprovider',
+  )
   result.assert_outcomes(passed=8)
   entries = [json.loads(line) for line in log.read_text().splitlines()]
-  assert [e['event'] for e in entries] == ['built', 'first_reader',
-                                           'second_reader'], entries
+  assert [e['event'] for e in entries] == [
+    'built',
+    'first_reader',
+    'second_reader',
+  ], entries
   assert len({e['worker'] for e in entries}) == 1, entries

@@ -18,9 +18,11 @@ def test_replica_spread_of_identical_copies_is_zero():
 
 
 def test_replica_spread_is_the_largest_difference_to_device_0():
-  tree = {'a': np.array([[1.0, 2.0], [1.0, 2.5], [0.0, 2.0]]),  # 0.5, 1.0
-          'b': np.array([3, 3, 3], np.int32),
-          'key': jax.numpy.stack([jax.random.key(0)] * 3)}
+  tree = {
+    'a': np.array([[1.0, 2.0], [1.0, 2.5], [0.0, 2.0]]),  # 0.5, 1.0
+    'b': np.array([3, 3, 3], np.int32),
+    'key': jax.numpy.stack([jax.random.key(0)] * 3),
+  }
   assert utils.replica_spread(tree) == 1.0
   tree['b'] = np.array([3, 1, 3], np.int32)
   assert utils.replica_spread(tree) == 2.0
@@ -38,8 +40,9 @@ def test_replica_spread_reports_nans_and_rejects_scalars():
 def test_replica_spread_of_a_replicated_array_on_one_device_is_zero():
   mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:1]), ('i',))
   replicated = jax.device_put(
-      {'w': np.arange(3.0), 'step': np.int32(2)},
-      jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()))
+    {'w': np.arange(3.0), 'step': np.int32(2)},
+    jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()),
+  )
   assert utils.replica_spread(replicated, replicated=True) == 0.0
   with pytest.raises(ValueError, match='expects jax.Arrays, got ndarray'):
     utils.replica_spread({'w': np.zeros(3)}, replicated=True)
@@ -47,11 +50,14 @@ def test_replica_spread_of_a_replicated_array_on_one_device_is_zero():
 
 @pytest.mark.parametrize('axis', [0, 1, -1])
 def test_tree_stack_stacks_each_leaf_on_a_new_axis(axis):
-  trees = [{'a': np.full((2, 3), i), 'b': (np.arange(3.0) * i,)}
-           for i in range(4)]
+  trees = [
+    {'a': np.full((2, 3), i), 'b': (np.arange(3.0) * i,)} for i in range(4)
+  ]
   stacked = utils.tree_stack(trees, axis=axis)
   assert jax.tree.structure(stacked) == jax.tree.structure(trees[0])
-  for got, *leaves in zip(*map(jax.tree.leaves, [stacked] + trees)):
+  for got, *leaves in zip(
+    *map(jax.tree.leaves, [stacked] + trees), strict=True
+  ):
     np.testing.assert_array_equal(got, np.stack(leaves, axis=axis))
 
 

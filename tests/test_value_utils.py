@@ -40,7 +40,8 @@ def _np_unsquash(y):
   y = np.asarray(y, np.float64)
   # With u = sqrt(|x| + 1): eps u^2 + u - (1 + eps + |y|) = 0.
   u = (-1.0 + np.sqrt(1.0 + 4.0 * _EPS_H * (1.0 + _EPS_H + np.abs(y)))) / (
-      2.0 * _EPS_H)
+    2.0 * _EPS_H
+  )
   return np.sign(y) * (u * u - 1.0)
 
 
@@ -68,8 +69,9 @@ def _np_vtrace(target_values, rewards, env_discounts, rho, discount, lambda_):
   return vs[:-1], adv
 
 
-def _np_retrace(target_q_taken, target_values, rewards, env_discounts, rho,
-                discount, lambda_):
+def _np_retrace(
+  target_q_taken, target_values, rewards, env_discounts, rho, discount, lambda_
+):
   """G_t = r_t + g_t (V_{t+1} + c_{t+1} (G_{t+1} - Q_{t+1})), G_T := V_T."""
   tv = np.asarray(target_values, np.float64)
   num_t, num_b = rewards.shape
@@ -122,15 +124,15 @@ def _random_case(seed, num_t=_T, num_b=_B, num_a=_A):
   env_discounts[1, 0] = 0.0
   env_discounts[3, 2] = 0.0
   return dict(
-      rewards=f32(rng.normal(size=(num_t, num_b))),
-      env_discounts=f32(env_discounts),
-      # Spans both sides of 1 so that clipping matters.
-      rho=f32(rng.uniform(0.2, 2.5, size=(num_t, num_b))),
-      values=f32(rng.normal(size=(num_t + 1, num_b))),
-      target_values=f32(rng.normal(size=(num_t + 1, num_b))),
-      q_values=f32(rng.normal(size=(num_t + 1, num_b, num_a))),
-      target_q_values=f32(rng.normal(size=(num_t + 1, num_b, num_a))),
-      actions=rng.integers(0, num_a, size=(num_t, num_b)).astype(np.int32),
+    rewards=f32(rng.normal(size=(num_t, num_b))),
+    env_discounts=f32(env_discounts),
+    # Spans both sides of 1 so that clipping matters.
+    rho=f32(rng.uniform(0.2, 2.5, size=(num_t, num_b))),
+    values=f32(rng.normal(size=(num_t + 1, num_b))),
+    target_values=f32(rng.normal(size=(num_t + 1, num_b))),
+    q_values=f32(rng.normal(size=(num_t + 1, num_b, num_a))),
+    target_q_values=f32(rng.normal(size=(num_t + 1, num_b, num_a))),
+    actions=rng.integers(0, num_a, size=(num_t, num_b)).astype(np.int32),
   )
 
 
@@ -139,17 +141,31 @@ def _random_case(seed, num_t=_T, num_b=_B, num_a=_A):
 
 
 class EstimatorsTest(chex.TestCase):
-
   @chex.variants(with_jit=True, without_jit=True)
   def test_vtrace_matches_numpy(self):
     case = _random_case(0)
     discount, lambda_ = 0.9, 0.8
-    fn = self.variant(lambda c: value_utils.estimate_values(
-        c['rewards'], c['actions'], c['env_discounts'], c['rho'],
-        c['values'], c['target_values'], discount, lambda_))
+    fn = self.variant(
+      lambda c: value_utils.estimate_values(
+        c['rewards'],
+        c['actions'],
+        c['env_discounts'],
+        c['rho'],
+        c['values'],
+        c['target_values'],
+        discount,
+        lambda_,
+      )
+    )
     out = fn(case)
-    vs, adv = _np_vtrace(case['target_values'], case['rewards'],
-                         case['env_discounts'], case['rho'], discount, lambda_)
+    vs, adv = _np_vtrace(
+      case['target_values'],
+      case['rewards'],
+      case['env_discounts'],
+      case['rho'],
+      discount,
+      lambda_,
+    )
     np.testing.assert_allclose(out.value_target, vs, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out.adv, adv, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out.td, vs - case['values'][:-1], atol=1e-5)
@@ -168,9 +184,18 @@ class EstimatorsTest(chex.TestCase):
     case = _random_case(1)
     case['rho'] = np.ones_like(case['rho'])
     discount = 0.7
-    out = self.variant(lambda c: value_utils.estimate_values(
-        c['rewards'], c['actions'], c['env_discounts'], c['rho'],
-        c['values'], c['target_values'], discount, 1.0))(case)
+    out = self.variant(
+      lambda c: value_utils.estimate_values(
+        c['rewards'],
+        c['actions'],
+        c['env_discounts'],
+        c['rho'],
+        c['values'],
+        c['target_values'],
+        discount,
+        1.0,
+      )
+    )(case)
     g = case['target_values'][-1].astype(np.float64)
     expected = np.zeros((_T, _B))
     for t in reversed(range(_T)):
@@ -182,13 +207,30 @@ class EstimatorsTest(chex.TestCase):
   def test_retrace_matches_numpy(self):
     case = _random_case(2)
     discount, lambda_ = 0.95, 0.7
-    out = self.variant(lambda c: value_utils.estimate_q_values(
-        c['rewards'], c['actions'], c['env_discounts'], c['rho'],
-        c['values'], c['target_values'], c['q_values'], c['target_q_values'],
-        discount, lambda_))(case)
+    out = self.variant(
+      lambda c: value_utils.estimate_q_values(
+        c['rewards'],
+        c['actions'],
+        c['env_discounts'],
+        c['rho'],
+        c['values'],
+        c['target_values'],
+        c['q_values'],
+        c['target_q_values'],
+        discount,
+        lambda_,
+      )
+    )(case)
     target_q_taken = _np_take(case['target_q_values'], case['actions'])
-    g = _np_retrace(target_q_taken, case['target_values'], case['rewards'],
-                    case['env_discounts'], case['rho'], discount, lambda_)
+    g = _np_retrace(
+      target_q_taken,
+      case['target_values'],
+      case['rewards'],
+      case['env_discounts'],
+      case['rho'],
+      discount,
+      lambda_,
+    )
     tv = case['target_values'].astype(np.float64)
     adv = g - tv[:-1]
     v_target = tv[:-1] + np.minimum(case['rho'], 1.0) * adv
@@ -196,11 +238,14 @@ class EstimatorsTest(chex.TestCase):
     np.testing.assert_allclose(out.adv, adv, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out.value_target, v_target, atol=1e-5)
     np.testing.assert_allclose(
-        out.td, v_target - case['values'][:-1], atol=1e-5)
+      out.td, v_target - case['values'][:-1], atol=1e-5
+    )
     np.testing.assert_allclose(
-        out.q_td, g - _np_take(case['q_values'], case['actions']), atol=1e-5)
+      out.q_td, g - _np_take(case['q_values'], case['actions']), atol=1e-5
+    )
     np.testing.assert_allclose(
-        out.qv_adv, case['target_q_values'] - tv[..., None], atol=1e-6)
+      out.qv_adv, case['target_q_values'] - tv[..., None], atol=1e-6
+    )
     np.testing.assert_array_equal(out.q_value, case['q_values'])
     np.testing.assert_array_equal(out.target_q_value, case['target_q_values'])
 
@@ -215,9 +260,17 @@ class EstimatorsTest(chex.TestCase):
         tq[t, b, case['actions'][t, b]] = case['target_values'][t, b]
     discount = 0.8
     out = jax.jit(value_utils.estimate_q_values)(
-        case['rewards'], case['actions'], case['env_discounts'], case['rho'],
-        case['values'], case['target_values'], case['q_values'], tq,
-        discount, 1.0)
+      case['rewards'],
+      case['actions'],
+      case['env_discounts'],
+      case['rho'],
+      case['values'],
+      case['target_values'],
+      case['q_values'],
+      tq,
+      discount,
+      1.0,
+    )
     g = case['target_values'][-1].astype(np.float64)
     expected = np.zeros((_T, _B))
     for t in reversed(range(_T)):
@@ -230,9 +283,15 @@ class EstimatorsTest(chex.TestCase):
 
     def total(tq):
       out = value_utils.estimate_q_values(
-          case['rewards'], case['actions'], case['env_discounts'],
-          case['rho'], case['values'], case['target_values'],
-          case['q_values'], tq)
+        case['rewards'],
+        case['actions'],
+        case['env_discounts'],
+        case['rho'],
+        case['values'],
+        case['target_values'],
+        case['q_values'],
+        tq,
+      )
       return jnp.sum(out.q_target)
 
     grad = jax.jit(jax.grad(total))(jnp.asarray(case['target_q_values']))
@@ -244,17 +303,19 @@ class EstimatorsTest(chex.TestCase):
 
 
 class TransformsTest(chex.TestCase):
-
   @chex.variants(with_jit=True, without_jit=True)
   def test_two_hot_round_trip(self):
     max_abs, num_bins = 5.0, 11
     rng = np.random.default_rng(5)
-    scalars = np.concatenate([
+    scalars = np.concatenate(
+      [
         rng.uniform(-max_abs, max_abs, size=40),
         np.linspace(-max_abs, max_abs, num_bins),  # exactly on bins
-    ]).astype(np.float32)
+      ]
+    ).astype(np.float32)
     to_probs = self.variant(
-        lambda v: value_utils.scalar_to_categorical_value(num_bins, v, max_abs))
+      lambda v: value_utils.scalar_to_categorical_value(num_bins, v, max_abs)
+    )
     probs = np.asarray(to_probs(scalars))
     self.assertEqual(probs.shape, (scalars.size, num_bins))
     self.assertTrue(np.all(probs >= -1e-7))
@@ -269,18 +330,21 @@ class TransformsTest(chex.TestCase):
     np.testing.assert_allclose(probs @ support, scalars, atol=1e-4)
     # ...and through the logits path.
     to_scalar = self.variant(
-        lambda p: value_utils.value_logits_to_scalar(jnp.log(p), max_abs))
+      lambda p: value_utils.value_logits_to_scalar(jnp.log(p), max_abs)
+    )
     np.testing.assert_allclose(to_scalar(probs), scalars, atol=1e-4)
 
   def test_two_hot_clips_out_of_range(self):
-    probs = jax.jit(value_utils.scalar_to_categorical_value,
-                    static_argnums=(0, 2))(7, jnp.array([-9.0, 9.0]), 3.0)
+    probs = jax.jit(
+      value_utils.scalar_to_categorical_value, static_argnums=(0, 2)
+    )(7, jnp.array([-9.0, 9.0]), 3.0)
     np.testing.assert_allclose(probs[0, 0], 1.0, atol=1e-5)
     np.testing.assert_allclose(probs[1, -1], 1.0, atol=1e-5)
 
   def test_value_logits_to_scalar_is_softmax_expectation(self):
-    logits = np.random.default_rng(6).normal(size=(_T, _B, 9)).astype(
-        np.float32)
+    logits = (
+      np.random.default_rng(6).normal(size=(_T, _B, 9)).astype(np.float32)
+    )
     expected = np.exp(_np_log_softmax(logits)) @ np.linspace(-2.0, 2.0, 9)
     to_scalar = jax.jit(lambda x: value_utils.value_logits_to_scalar(x, 2.0))
     np.testing.assert_allclose(to_scalar(logits), expected, atol=1e-5)
@@ -289,12 +353,15 @@ class TransformsTest(chex.TestCase):
   def test_signed_hyperbolic_round_trip_scalar(self):
     values = np.random.default_rng(7).uniform(-20, 20, size=(_T, _B))
     head = _np_squash(values)[..., None].astype(np.float32)
-    read = self.variant(lambda x: value_utils.get_values_from_net_outs(
-        x, categorical_value=False, max_abs_value=None,
-        nonlinear_transform=True))
+    read = self.variant(
+      lambda x: value_utils.get_values_from_net_outs(
+        x, categorical_value=False, max_abs_value=None, nonlinear_transform=True
+      )
+    )
     np.testing.assert_allclose(read(head), values, rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(
-        read(head), _np_unsquash(head[..., 0]), rtol=1e-3, atol=1e-3)
+      read(head), _np_unsquash(head[..., 0]), rtol=1e-3, atol=1e-3
+    )
 
   def test_signed_hyperbolic_round_trip_categorical(self):
     max_abs, num_bins = 6.0, 41
@@ -303,10 +370,14 @@ class TransformsTest(chex.TestCase):
     @jax.jit
     def round_trip(squashed):
       probs = value_utils.scalar_to_categorical_value(
-          num_bins, squashed, max_abs)
+        num_bins, squashed, max_abs
+      )
       return value_utils.get_values_from_net_outs(
-          jnp.log(probs), categorical_value=True, max_abs_value=max_abs,
-          nonlinear_transform=True)
+        jnp.log(probs),
+        categorical_value=True,
+        max_abs_value=max_abs,
+        nonlinear_transform=True,
+      )
 
     recovered = round_trip(jnp.asarray(_np_squash(values), jnp.float32))
     np.testing.assert_allclose(recovered, values, rtol=1e-3, atol=2e-3)
@@ -315,10 +386,16 @@ class TransformsTest(chex.TestCase):
     rng = np.random.default_rng(9)
     q_head = rng.normal(size=(_T, _B, _A, 1)).astype(np.float32)
     logits = rng.normal(size=(_T, _B, _A)).astype(np.float32)
-    extract = jax.jit(lambda v, q, pi: (
-        value_utils.extract_scalar_values_from_net_out(
-            v, q, pi, categorical_value=False, max_abs_value=None,
-            nonlinear_transform=False)))
+    extract = jax.jit(
+      lambda v, q, pi: value_utils.extract_scalar_values_from_net_out(
+        v,
+        q,
+        pi,
+        categorical_value=False,
+        max_abs_value=None,
+        nonlinear_transform=False,
+      )
+    )
     values, q_values = extract(None, q_head, logits)
     np.testing.assert_array_equal(q_values, q_head[..., 0])
     expected = (np.exp(_np_log_softmax(logits)) * q_head[..., 0]).sum(-1)
@@ -342,8 +419,13 @@ class TransformsTest(chex.TestCase):
   def test_importance_weight_has_no_gradient(self):
     pi = jnp.ones((2, 2, 3)) * jnp.arange(3.0)
     actions = jnp.zeros((2, 2), jnp.int32)
-    grad = jax.jit(jax.grad(lambda p: jnp.sum(
-        value_utils.importance_weight(p, jnp.zeros_like(p), actions))))(pi)
+    grad = jax.jit(
+      jax.grad(
+        lambda p: jnp.sum(
+          value_utils.importance_weight(p, jnp.zeros_like(p), actions)
+        )
+      )
+    )(pi)
     np.testing.assert_array_equal(grad, 0.0)
 
 
@@ -352,7 +434,6 @@ class TransformsTest(chex.TestCase):
 
 
 class LossesTest(chex.TestCase):
-
   @chex.variants(with_jit=True, without_jit=True)
   def test_value_loss_from_td_gradient(self):
     rng = np.random.default_rng(11)
@@ -373,10 +454,12 @@ class LossesTest(chex.TestCase):
     max_abs, num_bins = 4.0, 9
     logits = rng.normal(size=(_T, _B, num_bins)).astype(np.float32)
     target = rng.uniform(-3, 3, size=(_T, _B)).astype(np.float32)
+
     @jax.jit
     def loss_and_probs(logits, target):
       loss = value_utils.value_loss_from_target(
-          logits, target, categorical_value=True, max_abs_value=max_abs)
+        logits, target, categorical_value=True, max_abs_value=max_abs
+      )
       probs = value_utils.scalar_to_categorical_value(num_bins, target, max_abs)
       return loss, probs
 
@@ -388,10 +471,14 @@ class LossesTest(chex.TestCase):
   def test_value_loss_from_target_nonlinear_scalar(self):
     head = np.full((2, 3, 1), 0.5, np.float32)
     target = np.full((2, 3), 8.0, np.float32)
-    loss = jax.jit(lambda h, t: value_utils.value_loss_from_target(
-        h, t, nonlinear_transform=True))(head, target)
+    loss = jax.jit(
+      lambda h, t: value_utils.value_loss_from_target(
+        h, t, nonlinear_transform=True
+      )
+    )(head, target)
     np.testing.assert_allclose(
-        loss, 0.5 * (0.5 - _np_squash(8.0)) ** 2, rtol=1e-5)
+      loss, 0.5 * (0.5 - _np_squash(8.0)) ** 2, rtol=1e-5
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -403,13 +490,13 @@ def _actor_rollout(seed, num_t=6, num_b=2, num_a=3):
   discounts = np.ones((num_t, num_b), np.float32)
   discounts[2, 1] = 0.0
   return types.ActorRollout(
-      observations=np.zeros((num_t, num_b, 1), np.float32),
-      actions=rng.integers(0, num_a, size=(num_t, num_b)).astype(np.int32),
-      rewards=rng.normal(size=(num_t, num_b)).astype(np.float32),
-      discounts=discounts,
-      agent_outs={},
-      states={},
-      logits=rng.normal(size=(num_t, num_b, num_a)).astype(np.float32),
+    observations=np.zeros((num_t, num_b, 1), np.float32),
+    actions=rng.integers(0, num_a, size=(num_t, num_b)).astype(np.int32),
+    rewards=rng.normal(size=(num_t, num_b)).astype(np.float32),
+    discounts=discounts,
+    agent_outs={},
+    states={},
+    logits=rng.normal(size=(num_t, num_b, num_a)).astype(np.float32),
   )
 
 
@@ -420,15 +507,14 @@ def _update_inputs(seed, num_t=4, num_b=2, num_a=3, reward_steps=None):
   is_terminal = np.zeros((reward_steps, num_b), np.float32)
   is_terminal[1, 0] = 1.0
   return types.UpdateRuleInputs(
-      observations=np.zeros((num_t + 1, num_b, 1), np.float32),
-      actions=rng.integers(0, num_a, size=(num_t + 1, num_b)).astype(np.int32),
-      rewards=rng.normal(size=(reward_steps, num_b)).astype(np.float32),
-      is_terminal=is_terminal,
-      agent_out={},
-      behaviour_agent_out={
-          'logits': rng.normal(size=(num_t + 1, num_b, num_a)).astype(
-              np.float32)
-      },
+    observations=np.zeros((num_t + 1, num_b, 1), np.float32),
+    actions=rng.integers(0, num_a, size=(num_t + 1, num_b)).astype(np.int32),
+    rewards=rng.normal(size=(reward_steps, num_b)).astype(np.float32),
+    is_terminal=is_terminal,
+    agent_out={},
+    behaviour_agent_out={
+      'logits': rng.normal(size=(num_t + 1, num_b, num_a)).astype(np.float32)
+    },
   )
 
 
@@ -439,7 +525,6 @@ def _emas(decay=0.9, eps=1e-6):
 
 
 class GetValueOutsTest(chex.TestCase):
-
   @chex.variants(with_jit=True)
   def test_state_value_path(self):
     num_t, num_b, num_a = 6, 2, 3
@@ -452,19 +537,39 @@ class GetValueOutsTest(chex.TestCase):
     @self.variant
     def run(head, rollout, pi_logits, adv_state, td_state):
       return value_utils.get_value_outs(
-          value_net_out=head, q_net_out=None, target_value_net_out=None,
-          target_q_net_out=None, rollout=rollout, pi_logits=pi_logits,
-          discount=0.9, lambda_=0.8, nonlinear_transform=True,
-          adv_ema_state=adv_state, adv_ema_fn=adv_fn,
-          td_ema_state=td_state, td_ema_fn=td_fn)
+        value_net_out=head,
+        q_net_out=None,
+        target_value_net_out=None,
+        target_q_net_out=None,
+        rollout=rollout,
+        pi_logits=pi_logits,
+        discount=0.9,
+        lambda_=0.8,
+        nonlinear_transform=True,
+        adv_ema_state=adv_state,
+        adv_ema_fn=adv_fn,
+        td_ema_state=td_state,
+        td_ema_fn=td_fn,
+      )
 
-    out, adv_state, td_state = run(head, rollout, pi_logits,
-                                   adv_fn.init_state(), td_fn.init_state())
+    out, adv_state, td_state = run(
+      head, rollout, pi_logits, adv_fn.init_state(), td_fn.init_state()
+    )
     n = num_t - 1
     self.assertEqual(out.value.shape, (num_t, num_b))
-    for field in ('adv', 'value_target', 'td', 'rho', 'normalized_adv',
-                  'normalized_td', 'qv_adv', 'q_target', 'q_td',
-                  'normalized_q_td', 'normalized_qv_adv'):
+    for field in (
+      'adv',
+      'value_target',
+      'td',
+      'rho',
+      'normalized_adv',
+      'normalized_td',
+      'qv_adv',
+      'q_target',
+      'q_td',
+      'normalized_q_td',
+      'normalized_qv_adv',
+    ):
       self.assertEqual(getattr(out, field).shape, (n, num_b), field)
     np.testing.assert_allclose(adv_state.decay_product, 0.9, rtol=1e-6)
     np.testing.assert_allclose(td_state.decay_product, 0.9, rtol=1e-6)
@@ -475,11 +580,19 @@ class GetValueOutsTest(chex.TestCase):
     values = _np_unsquash(head[..., 0])
     np.testing.assert_allclose(out.value, values, rtol=1e-3, atol=1e-3)
     acts = rollout.actions[:-1]
-    rho = np.exp(_np_take(_np_log_softmax(pi_logits[:-1]), acts)
-                 - _np_take(_np_log_softmax(rollout.logits[:-1]), acts))
+    rho = np.exp(
+      _np_take(_np_log_softmax(pi_logits[:-1]), acts)
+      - _np_take(_np_log_softmax(rollout.logits[:-1]), acts)
+    )
     np.testing.assert_allclose(out.rho, rho, rtol=1e-5)
-    vs, adv = _np_vtrace(np.asarray(out.value), rollout.rewards[:-1],
-                         rollout.discounts[:-1], np.asarray(out.rho), 0.9, 0.8)
+    vs, adv = _np_vtrace(
+      np.asarray(out.value),
+      rollout.rewards[:-1],
+      rollout.discounts[:-1],
+      np.asarray(out.rho),
+      0.9,
+      0.8,
+    )
     np.testing.assert_allclose(out.value_target, vs, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(out.adv, adv, rtol=1e-4, atol=1e-4)
 
@@ -493,9 +606,18 @@ class GetValueOutsTest(chex.TestCase):
     @jax.jit
     def run(head, rollout, adv_state, td_state):
       return value_utils.get_value_outs(
-          head, None, None, None, rollout, rollout.logits, discount=0.9,
-          adv_ema_state=adv_state, adv_ema_fn=adv_fn,
-          td_ema_state=td_state, td_ema_fn=td_fn)
+        head,
+        None,
+        None,
+        None,
+        rollout,
+        rollout.logits,
+        discount=0.9,
+        adv_ema_state=adv_state,
+        adv_ema_fn=adv_fn,
+        td_ema_state=td_state,
+        td_ema_fn=td_fn,
+      )
 
     for step in range(4):
       rollout = _actor_rollout(100 + step)
@@ -504,25 +626,35 @@ class GetValueOutsTest(chex.TestCase):
       np_adv.update(out.adv)
       np_td.update(out.td)
       np.testing.assert_allclose(
-          out.normalized_adv,
-          np_adv.normalize(np.asarray(out.adv, np.float64), True),
-          rtol=1e-4, atol=1e-4)
+        out.normalized_adv,
+        np_adv.normalize(np.asarray(out.adv, np.float64), True),
+        rtol=1e-4,
+        atol=1e-4,
+      )
       np.testing.assert_allclose(
-          out.normalized_td,
-          np_td.normalize(np.asarray(out.td, np.float64), False),
-          rtol=1e-4, atol=1e-4)
+        out.normalized_td,
+        np_td.normalize(np.asarray(out.td, np.float64), False),
+        rtol=1e-4,
+        atol=1e-4,
+      )
       np.testing.assert_allclose(
-          td_state.decay_product, decay ** (step + 1), rtol=1e-5)
+        td_state.decay_product, decay ** (step + 1), rtol=1e-5
+      )
 
   def test_without_ema_normalised_fields_are_zero(self):
     rollout = _actor_rollout(16)
     head = np.ones((6, 2, 1), np.float32)
     out, adv_state, td_state = jax.jit(value_utils.get_value_outs)(
-        head, None, None, None, rollout, rollout.logits, discount=0.9)
+      head, None, None, None, rollout, rollout.logits, discount=0.9
+    )
     self.assertIsNone(adv_state)
     self.assertIsNone(td_state)
-    for field in ('normalized_adv', 'normalized_td', 'normalized_qv_adv',
-                  'normalized_q_td'):
+    for field in (
+      'normalized_adv',
+      'normalized_td',
+      'normalized_qv_adv',
+      'normalized_q_td',
+    ):
       np.testing.assert_array_equal(getattr(out, field), 0.0)
     # Bootstrapping from its own values, rho = 1 (on-policy): V-trace with
     # lambda = DEFAULT_TD_LAMBDA.
@@ -534,7 +666,8 @@ class GetValueOutsTest(chex.TestCase):
     inputs = _update_inputs(17, num_t, num_b, num_a)
     rng = np.random.default_rng(18)
     q_head = rng.normal(size=(num_t + 1, num_b, num_a, num_bins)).astype(
-        np.float32)
+      np.float32
+    )
     target_q_head = rng.normal(size=q_head.shape).astype(np.float32)
     pi_logits = rng.normal(size=(num_t + 1, num_b, num_a)).astype(np.float32)
     adv_fn, td_fn = _emas()
@@ -542,28 +675,50 @@ class GetValueOutsTest(chex.TestCase):
     @self.variant
     def run(q_head, target_q_head, inputs, pi_logits, adv_state, td_state):
       return value_utils.get_value_outs(
-          value_net_out=None, q_net_out=q_head, target_value_net_out=None,
-          target_q_net_out=target_q_head, rollout=inputs, pi_logits=pi_logits,
-          discount=0.97, lambda_=0.9, nonlinear_transform=True,
-          categorical_value=True, max_abs_value=max_abs, drop_last=False,
-          adv_ema_state=adv_state, adv_ema_fn=adv_fn,
-          td_ema_state=td_state, td_ema_fn=td_fn)
+        value_net_out=None,
+        q_net_out=q_head,
+        target_value_net_out=None,
+        target_q_net_out=target_q_head,
+        rollout=inputs,
+        pi_logits=pi_logits,
+        discount=0.97,
+        lambda_=0.9,
+        nonlinear_transform=True,
+        categorical_value=True,
+        max_abs_value=max_abs,
+        drop_last=False,
+        adv_ema_state=adv_state,
+        adv_ema_fn=adv_fn,
+        td_ema_state=td_state,
+        td_ema_fn=td_fn,
+      )
 
     init_adv, init_td = adv_fn.init_state(), td_fn.init_state()
-    out, adv_state, td_state = run(q_head, target_q_head, inputs, pi_logits,
-                                   init_adv, init_td)
+    out, adv_state, td_state = run(
+      q_head, target_q_head, inputs, pi_logits, init_adv, init_td
+    )
     for field in ('value', 'target_value'):
       self.assertEqual(getattr(out, field).shape, (num_t + 1, num_b), field)
     for field in ('q_value', 'target_q_value', 'qv_adv', 'normalized_qv_adv'):
       self.assertEqual(
-          getattr(out, field).shape, (num_t + 1, num_b, num_a), field)
-    for field in ('adv', 'value_target', 'td', 'rho', 'q_target', 'q_td',
-                  'normalized_adv', 'normalized_td', 'normalized_q_td'):
+        getattr(out, field).shape, (num_t + 1, num_b, num_a), field
+      )
+    for field in (
+      'adv',
+      'value_target',
+      'td',
+      'rho',
+      'q_target',
+      'q_td',
+      'normalized_adv',
+      'normalized_td',
+      'normalized_q_td',
+    ):
       self.assertEqual(getattr(out, field).shape, (num_t, num_b), field)
-    self.assertLess(float(adv_state.decay_product),
-                    float(init_adv.decay_product))
-    self.assertLess(float(td_state.decay_product),
-                    float(init_td.decay_product))
+    self.assertLess(
+      float(adv_state.decay_product), float(init_adv.decay_product)
+    )
+    self.assertLess(float(td_state.decay_product), float(init_td.decay_product))
     np.testing.assert_array_equal(out.normalized_td, 0.0)
 
     # Q read by hand: softmax expectation over bins, then unsquashed.
@@ -574,35 +729,51 @@ class GetValueOutsTest(chex.TestCase):
     tv = (pi * tq).sum(-1)
     np.testing.assert_allclose(out.q_value, q, rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(out.target_value, tv, rtol=1e-3, atol=1e-3)
-    np.testing.assert_allclose(out.value, (pi * q).sum(-1), rtol=1e-3,
-                               atol=1e-3)
+    np.testing.assert_allclose(
+      out.value, (pi * q).sum(-1), rtol=1e-3, atol=1e-3
+    )
     # Retrace on the hand-read quantities.
     acts = inputs.actions[:-1]
     rho = np.exp(
-        _np_take(_np_log_softmax(pi_logits[:-1]), acts)
-        - _np_take(_np_log_softmax(inputs.behaviour_agent_out['logits'][:-1]),
-                   acts))
+      _np_take(_np_log_softmax(pi_logits[:-1]), acts)
+      - _np_take(
+        _np_log_softmax(inputs.behaviour_agent_out['logits'][:-1]), acts
+      )
+    )
     np.testing.assert_allclose(out.rho, rho, rtol=1e-5)
-    g = _np_retrace(_np_take(tq, acts), tv, inputs.rewards,
-                    1.0 - inputs.is_terminal, rho, 0.97, 0.9)
+    g = _np_retrace(
+      _np_take(tq, acts),
+      tv,
+      inputs.rewards,
+      1.0 - inputs.is_terminal,
+      rho,
+      0.97,
+      0.9,
+    )
     np.testing.assert_allclose(out.q_target, g, rtol=1e-3, atol=1e-3)
-    np.testing.assert_allclose(out.q_td, g - _np_take(q, acts), rtol=1e-3,
-                               atol=1e-3)
-    np.testing.assert_allclose(out.qv_adv, tq - tv[..., None], rtol=1e-3,
-                               atol=1e-3)
+    np.testing.assert_allclose(
+      out.q_td, g - _np_take(q, acts), rtol=1e-3, atol=1e-3
+    )
+    np.testing.assert_allclose(
+      out.qv_adv, tq - tv[..., None], rtol=1e-3, atol=1e-3
+    )
     # TD statistics come from q_td; advantages are normalised with one state.
     np_td = _NpEma(0.9, 1e-6)
     np_td.update(out.q_td)
     np.testing.assert_allclose(
-        out.normalized_q_td,
-        np_td.normalize(np.asarray(out.q_td, np.float64), False),
-        rtol=1e-4, atol=1e-4)
+      out.normalized_q_td,
+      np_td.normalize(np.asarray(out.q_td, np.float64), False),
+      rtol=1e-4,
+      atol=1e-4,
+    )
     np_adv = _NpEma(0.9, 1e-6)
     np_adv.update(out.adv)
     np.testing.assert_allclose(
-        out.normalized_qv_adv,
-        np_adv.normalize(np.asarray(out.qv_adv, np.float64), True),
-        rtol=1e-4, atol=1e-4)
+      out.normalized_qv_adv,
+      np_adv.normalize(np.asarray(out.qv_adv, np.float64), True),
+      rtol=1e-4,
+      atol=1e-4,
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -621,81 +792,152 @@ def _outs(*heads, rollout=None, pi_logits=None, **kwargs):
     pi_logits = getattr(rollout, 'logits', None)
     if pi_logits is None:  # UpdateRuleInputs.
       pi_logits = rollout.behaviour_agent_out['logits']
-  return value_utils.get_value_outs(*heads, rollout, pi_logits, discount=0.9,
-                                    **kwargs)
+  return value_utils.get_value_outs(
+    *heads, rollout, pi_logits, discount=0.9, **kwargs
+  )
 
 
 _CATEGORICAL = r'max_abs_value.*categorical_value=True'
 _POSITIVE = r'max_abs_value.*greater than 0'
 _CASE = _random_case(0)
 _ERRORS = {
-    'both heads None': (
-        lambda: _outs(None, None, None, None), 'both are None'),
-    'categorical without bound, outs': (
-        lambda: _outs(np.zeros((6, 2, 5), np.float32), None, None, None,
-                      categorical_value=True), _CATEGORICAL),
-    'categorical without bound, net outs': (
-        lambda: value_utils.get_values_from_net_outs(
-            np.zeros((6, 2, 5)), True, None, False), _CATEGORICAL),
-    'categorical without bound, target loss': (
-        lambda: value_utils.value_loss_from_target(
-            np.zeros((6, 2, 5)), np.zeros((6, 2)), categorical_value=True),
-        _CATEGORICAL),
-    'categorical without bound, td loss': (
-        lambda: value_utils.value_loss_from_td(
-            np.zeros((6, 2, 5)), np.zeros((6, 2)), categorical_value=True),
-        _CATEGORICAL),
-    **{f'bound {bound}, {where}': (fn, _POSITIVE) for bound in (0.0, -1.0)
-       for where, fn in (
-           ('logits to scalar', lambda b=bound: value_utils.
-            value_logits_to_scalar(jnp.zeros((2, 5)), b)),
-           ('scalar to categorical', lambda b=bound: value_utils.
-            scalar_to_categorical_value(5, jnp.zeros((2,)), b)),
-           ('outs', lambda b=bound: _outs(
-               np.zeros((6, 2, 5), np.float32), None, None, None,
-               categorical_value=True, max_abs_value=b)))},
-    # Values have T+1 = 5 steps, so rewards need 4; given 5.
-    'rewards time axis, drop_last=False': (
-        lambda: _outs(np.zeros((5, 2, 1), np.float32), None, None, None,
-                      rollout=_update_inputs(0, reward_steps=5),
-                      drop_last=False),
-        r'rollout\.rewards.*\(4, 2\).*\(5, 2\).*T-1=4'),
-    'discounts time axis, drop_last=True': (
-        lambda: _outs(_v_head(), None, None, None, rollout=_actor_rollout(
-            0).replace(discounts=_actor_rollout(0).discounts[:-1])),
-        r'rollout\.discounts.*\(6, 2\).*\(5, 2\)'),
-    'pi_logits shape': (
-        lambda: _outs(_v_head(), None, None, None,
-                      pi_logits=_actor_rollout(0).logits[:-1]),
-        r'pi_logits.*\(6, 2\).*\(5, 2, 3\)'),
-    'missing target q': (
-        lambda: _outs(None, np.zeros((5, 2, 3, 1), np.float32),
-                      np.zeros((5, 2, 1), np.float32), None,
-                      rollout=_update_inputs(0), drop_last=False),
-        'target_q_net_out'),
-    'estimator rewards shape': (
-        lambda: value_utils.estimate_values(
-            _CASE['rewards'][:-1], _CASE['actions'], _CASE['env_discounts'],
-            _CASE['rho'], _CASE['values'], _CASE['target_values']),
-        r'rewards.*\(5, 3\).*\(4, 3\)'),
-    'estimator rho shape': (
-        lambda: value_utils.estimate_q_values(
-            _CASE['rewards'], _CASE['actions'], _CASE['env_discounts'],
-            np.ones((6, 3), np.float32), _CASE['values'],
-            _CASE['target_values'], _CASE['q_values'],
-            _CASE['target_q_values']),
-        r'rho.*\(5, 3\).*\(6, 3\)'),
-    'head rank': (
-        lambda: value_utils.get_values_from_net_outs(
-            np.zeros((6, 2)), False, None, False),
-        r'\[T, B, 1 or num_bins\].*\(6, 2\)'),
-    'scalar head size': (
-        lambda: value_utils.get_values_from_net_outs(
-            np.zeros((6, 2, 3)), False, None, False), r'size 1.*\(6, 2, 3\)'),
-    'td shape': (
-        lambda: value_utils.value_loss_from_td(
-            np.zeros((6, 2, 1)), np.zeros((5, 2))),
-        r'td.*\(6, 2\).*\(5, 2\)'),
+  'both heads None': (lambda: _outs(None, None, None, None), 'both are None'),
+  'categorical without bound, outs': (
+    lambda: _outs(
+      np.zeros((6, 2, 5), np.float32), None, None, None, categorical_value=True
+    ),
+    _CATEGORICAL,
+  ),
+  'categorical without bound, net outs': (
+    lambda: value_utils.get_values_from_net_outs(
+      np.zeros((6, 2, 5)), True, None, False
+    ),
+    _CATEGORICAL,
+  ),
+  'categorical without bound, target loss': (
+    lambda: value_utils.value_loss_from_target(
+      np.zeros((6, 2, 5)), np.zeros((6, 2)), categorical_value=True
+    ),
+    _CATEGORICAL,
+  ),
+  'categorical without bound, td loss': (
+    lambda: value_utils.value_loss_from_td(
+      np.zeros((6, 2, 5)), np.zeros((6, 2)), categorical_value=True
+    ),
+    _CATEGORICAL,
+  ),
+  **{
+    f'bound {bound}, {where}': (fn, _POSITIVE)
+    for bound in (0.0, -1.0)
+    for where, fn in (
+      (
+        'logits to scalar',
+        lambda b=bound: value_utils.value_logits_to_scalar(
+          jnp.zeros((2, 5)), b
+        ),
+      ),
+      (
+        'scalar to categorical',
+        lambda b=bound: value_utils.scalar_to_categorical_value(
+          5, jnp.zeros((2,)), b
+        ),
+      ),
+      (
+        'outs',
+        lambda b=bound: _outs(
+          np.zeros((6, 2, 5), np.float32),
+          None,
+          None,
+          None,
+          categorical_value=True,
+          max_abs_value=b,
+        ),
+      ),
+    )
+  },
+  # Values have T+1 = 5 steps, so rewards need 4; given 5.
+  'rewards time axis, drop_last=False': (
+    lambda: _outs(
+      np.zeros((5, 2, 1), np.float32),
+      None,
+      None,
+      None,
+      rollout=_update_inputs(0, reward_steps=5),
+      drop_last=False,
+    ),
+    r'rollout\.rewards.*\(4, 2\).*\(5, 2\).*T-1=4',
+  ),
+  'discounts time axis, drop_last=True': (
+    lambda: _outs(
+      _v_head(),
+      None,
+      None,
+      None,
+      rollout=_actor_rollout(0).replace(
+        discounts=_actor_rollout(0).discounts[:-1]
+      ),
+    ),
+    r'rollout\.discounts.*\(6, 2\).*\(5, 2\)',
+  ),
+  'pi_logits shape': (
+    lambda: _outs(
+      _v_head(), None, None, None, pi_logits=_actor_rollout(0).logits[:-1]
+    ),
+    r'pi_logits.*\(6, 2\).*\(5, 2, 3\)',
+  ),
+  'missing target q': (
+    lambda: _outs(
+      None,
+      np.zeros((5, 2, 3, 1), np.float32),
+      np.zeros((5, 2, 1), np.float32),
+      None,
+      rollout=_update_inputs(0),
+      drop_last=False,
+    ),
+    'target_q_net_out',
+  ),
+  'estimator rewards shape': (
+    lambda: value_utils.estimate_values(
+      _CASE['rewards'][:-1],
+      _CASE['actions'],
+      _CASE['env_discounts'],
+      _CASE['rho'],
+      _CASE['values'],
+      _CASE['target_values'],
+    ),
+    r'rewards.*\(5, 3\).*\(4, 3\)',
+  ),
+  'estimator rho shape': (
+    lambda: value_utils.estimate_q_values(
+      _CASE['rewards'],
+      _CASE['actions'],
+      _CASE['env_discounts'],
+      np.ones((6, 3), np.float32),
+      _CASE['values'],
+      _CASE['target_values'],
+      _CASE['q_values'],
+      _CASE['target_q_values'],
+    ),
+    r'rho.*\(5, 3\).*\(6, 3\)',
+  ),
+  'head rank': (
+    lambda: value_utils.get_values_from_net_outs(
+      np.zeros((6, 2)), False, None, False
+    ),
+    r'\[T, B, 1 or num_bins\].*\(6, 2\)',
+  ),
+  'scalar head size': (
+    lambda: value_utils.get_values_from_net_outs(
+      np.zeros((6, 2, 3)), False, None, False
+    ),
+    r'size 1.*\(6, 2, 3\)',
+  ),
+  'td shape': (
+    lambda: value_utils.value_loss_from_td(
+      np.zeros((6, 2, 1)), np.zeros((5, 2))
+    ),
+    r'td.*\(6, 2\).*\(5, 2\)',
+  ),
 }
 
 
@@ -708,5 +950,6 @@ def test_bad_inputs_are_named(call, match):
 def test_error_ema_state_type():
   adv_fn, _ = _emas()
   with pytest.raises(TypeError, match='adv_ema_state'):
-    _outs(_v_head(), None, None, None, adv_ema_state={'m': 0.0},
-          adv_ema_fn=adv_fn)
+    _outs(
+      _v_head(), None, None, None, adv_ema_state={'m': 0.0}, adv_ema_fn=adv_fn
+    )

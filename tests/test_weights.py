@@ -97,8 +97,8 @@ def _check_disco_103_tree(params, source):
 @contextlib.contextmanager
 def _serve(directory):
   """Serves `directory` over HTTP on 127.0.0.1; yields the base URL."""
-  class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
+  class QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
       del args
 
@@ -128,14 +128,22 @@ def server_dir(real_file, tmp_path):
 
 def _leftovers(directory):
   """Files in `directory` other than a finished download."""
-  return sorted(p.name for p in pathlib.Path(directory).glob('*')
-                if p.name != weights.FILENAME)
+  return sorted(
+    p.name
+    for p in pathlib.Path(directory).glob('*')
+    if p.name != weights.FILENAME
+  )
 
 
 def _run_cli(*args, env=None):
   return subprocess.run(
-      [sys.executable, '-m', 'disco_rl.weights', *args],
-      capture_output=True, text=True, timeout=300, env=env, check=False)
+    [sys.executable, '-m', 'disco_rl.weights', *args],
+    capture_output=True,
+    text=True,
+    timeout=300,
+    env=env,
+    check=False,
+  )
 
 
 # ---------------------------------------------------------------------------
@@ -184,7 +192,8 @@ def test_load_without_a_path(real_file, isolated, monkeypatch, route):
     where = real_file
   else:
     where = (checkout if route == 'source checkout' else cache) / (
-        weights.FILENAME)
+      weights.FILENAME
+    )
     where.parent.mkdir(exist_ok=True)
     shutil.copyfile(real_file, where)
   assert weights.find_disco_103() == where
@@ -199,8 +208,9 @@ def test_cache_dir_resolution(tmp_path, monkeypatch):
   monkeypatch.setenv(weights.ENV_CACHE_DIR, str(tmp_path / 'mine'))
   assert weights.cache_dir() == tmp_path / 'mine'
   monkeypatch.delenv(weights.ENV_CACHE_DIR)
-  assert weights.cache_dir() == platformdirs.user_cache_path('disco_rl',
-                                                             appauthor=False)
+  assert weights.cache_dir() == platformdirs.user_cache_path(
+    'disco_rl', appauthor=False
+  )
   if not sys.platform.startswith('linux'):
     return
   monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'xdg'))
@@ -245,8 +255,9 @@ def test_download_into_cache(server_dir, isolated, monkeypatch):
 @pytest.mark.weights
 def test_fetch_to_dest(server_dir, tmp_path):
   with _serve(server_dir) as base:
-    dest = weights.fetch_disco_103(tmp_path / 'out' / 'w.npz',
-                                   url=f'{base}/good.npz')
+    dest = weights.fetch_disco_103(
+      tmp_path / 'out' / 'w.npz', url=f'{base}/good.npz'
+    )
     assert dest == tmp_path / 'out' / 'w.npz'
     assert weights.sha256_of(dest) == weights.DISCO_103_SHA256
     # A directory as dest gets the standard file name.
@@ -282,9 +293,13 @@ def test_nothing_found_lists_every_place(isolated):
   with pytest.raises(FileNotFoundError) as info:
     weights.load_disco_103(download=False)
   message = str(info.value)
-  for expected in (weights.ENV_WEIGHTS, str(checkout / weights.FILENAME),
-                   str(cache / weights.FILENAME), 'download=False',
-                   'python -m disco_rl.weights'):
+  for expected in (
+    weights.ENV_WEIGHTS,
+    str(checkout / weights.FILENAME),
+    str(cache / weights.FILENAME),
+    'download=False',
+    'python -m disco_rl.weights',
+  ):
     assert expected in message
 
 
@@ -293,9 +308,13 @@ def test_failed_download_lists_every_place(isolated):
   with pytest.raises(FileNotFoundError) as info:
     weights.load_disco_103()
   message = str(info.value)
-  for expected in (str(checkout / weights.FILENAME),
-                   str(cache / weights.FILENAME), UNREACHABLE_URL,
-                   'python -m disco_rl.weights', weights.ENV_WEIGHTS):
+  for expected in (
+    str(checkout / weights.FILENAME),
+    str(cache / weights.FILENAME),
+    UNREACHABLE_URL,
+    'python -m disco_rl.weights',
+    weights.ENV_WEIGHTS,
+  ):
     assert expected in message
   assert not cache.exists() or not _leftovers(cache)
 
@@ -305,10 +324,14 @@ def test_offline_message_names_the_url_and_the_way_by_hand(isolated):
   with pytest.raises(weights.DownloadError) as info:
     weights.fetch_disco_103()
   message = str(info.value)
-  for expected in (UNREACHABLE_URL, 'Without network access',
-                   str(cache / weights.FILENAME), weights.ENV_WEIGHTS,
-                   f'python -m disco_rl.weights --verify {cache}',
-                   weights.DISCO_103_SHA256):
+  for expected in (
+    UNREACHABLE_URL,
+    'Without network access',
+    str(cache / weights.FILENAME),
+    weights.ENV_WEIGHTS,
+    f'python -m disco_rl.weights --verify {cache}',
+    weights.DISCO_103_SHA256,
+  ):
     assert expected in message
   assert isinstance(info.value, OSError)
 
@@ -359,7 +382,7 @@ def test_npy_is_not_an_npz(tmp_path):
 def test_truncated_npz(real_file, tmp_path):
   data = real_file.read_bytes()
   bad = tmp_path / 'truncated.npz'
-  bad.write_bytes(data[:len(data) // 2])
+  bad.write_bytes(data[: len(data) // 2])
   with pytest.raises(ValueError, match='not a valid npz') as info:
     weights.load_disco_103(bad)
   assert str(bad) in str(info.value)
@@ -373,8 +396,10 @@ def test_corrupt_member(server_dir):
 
 def test_keys_must_be_module_w_or_b(tmp_path):
   for key in ('lstm/linear/kernel', 'w', '/w'):
-    bad = _save_flat(tmp_path / 'keys.npz', {
-        'lstm/linear/w': np.zeros((2, 2), np.float32), key: np.zeros(2)})
+    bad = _save_flat(
+      tmp_path / 'keys.npz',
+      {'lstm/linear/w': np.zeros((2, 2), np.float32), key: np.zeros(2)},
+    )
     with pytest.raises(ValueError, match='MODULE/w or MODULE/b') as info:
       weights.load_disco_103(bad, check_architecture=False)
     assert repr(key) in str(info.value)
@@ -383,7 +408,8 @@ def test_keys_must_be_module_w_or_b(tmp_path):
 @pytest.mark.weights
 def test_missing_parameter_is_named(real_file, tmp_path):
   flat = weights.flatten_params(
-      weights.load_disco_103(real_file, check_architecture=False))
+    weights.load_disco_103(real_file, check_architecture=False)
+  )
   del flat['lstm/mlp_1/~/linear_1/b']
   bad = _save_flat(tmp_path / 'dropped.npz', flat)
   with pytest.raises(weights.ArchitectureError) as info:
@@ -398,42 +424,49 @@ def test_missing_parameter_is_named(real_file, tmp_path):
 @pytest.mark.weights
 def test_wrong_shape_is_named(real_file, tmp_path):
   flat = weights.flatten_params(
-      weights.load_disco_103(real_file, check_architecture=False))
+    weights.load_disco_103(real_file, check_architecture=False)
+  )
   flat['lstm/linear/w'] = flat['lstm/linear/w'][:, :255]
   bad = _save_flat(tmp_path / 'reshaped.npz', flat)
   with pytest.raises(
-      weights.ArchitectureError,
-      match=r"does not match the Disco103 meta-network: parameter "
-            r"'lstm/linear/w': shapes: \(128, 255\) != \(128, 256\) "
-            r'\(given != expected\)'):
+    weights.ArchitectureError,
+    match=r'does not match the Disco103 meta-network: parameter '
+    r"'lstm/linear/w': shapes: \(128, 255\) != \(128, 256\) "
+    r'\(given != expected\)',
+  ):
     weights.load_disco_103(bad)
 
 
 @pytest.mark.weights
 def test_validate_params(disco_103_params):
   weights.validate_params(disco_103_params)
-  weights.validate_params(disco_103_params,
-                          weights.expected_disco_103_shapes())
+  weights.validate_params(disco_103_params, weights.expected_disco_103_shapes())
   # Works on jax arrays too.
   weights.validate_params(jax.tree.map(jax.numpy.asarray, disco_103_params))
 
   extra = {**disco_103_params, 'lstm/zzz': {'w': np.zeros(1, np.float32)}}
-  with pytest.raises(weights.ArchitectureError,
-                     match=r"unexpected parameter 'lstm/zzz/w'"):
+  with pytest.raises(
+    weights.ArchitectureError, match=r"unexpected parameter 'lstm/zzz/w'"
+  ):
     weights.validate_params(extra)
 
   # Only the first difference, in sorted order, is named.
   broken = {m: dict(leaves) for m, leaves in disco_103_params.items()}
   broken['lstm/linear_4']['w'] = np.zeros((16, 2), np.float32)
   del broken['lstm/linear_1']['b']
-  with pytest.raises(weights.ArchitectureError,
-                     match=r"^missing parameter 'lstm/linear_1/b'"):
+  with pytest.raises(
+    weights.ArchitectureError, match=r"^missing parameter 'lstm/linear_1/b'"
+  ):
     weights.validate_params(broken)
 
-  as_f64 = {m: {k: v.astype(np.float64) for k, v in leaves.items()}
-            for m, leaves in disco_103_params.items()}
-  with pytest.raises(weights.ArchitectureError,
-                     match=r"^parameter '.*': types: float64 != float32"):
+  as_f64 = {
+    m: {k: v.astype(np.float64) for k, v in leaves.items()}
+    for m, leaves in disco_103_params.items()
+  }
+  with pytest.raises(
+    weights.ArchitectureError,
+    match=r"^parameter '.*': types: float64 != float32",
+  ):
     weights.validate_params(as_f64)
 
   with pytest.raises(TypeError, match='must map module names'):
@@ -462,8 +495,9 @@ def test_expected_shapes_match_golden_init(load_golden):
   spec = weights.expected_disco_103_shapes()
   case = load_golden('disco_init')
   recorded = case.under('params')
-  derived = {f'{m}|{leaf}': s for m, leaves in spec.items()
-             for leaf, s in leaves.items()}
+  derived = {
+    f'{m}|{leaf}': s for m, leaves in spec.items() for leaf, s in leaves.items()
+  }
   assert sorted(derived) == sorted(recorded)
   for key, value in recorded.items():
     assert tuple(derived[key].shape) == value.shape, key
@@ -491,8 +525,7 @@ def test_cli_verify(real_file):
 
 @pytest.mark.weights
 def test_cli_verify_rejects_bad_files(server_dir, tmp_path):
-  result = _run_cli('--verify', str(server_dir / 'corrupt.npz'),
-                    env=_cli_env())
+  result = _run_cli('--verify', str(server_dir / 'corrupt.npz'), env=_cli_env())
   assert result.returncode != 0
   assert 'sha256 mismatch' in result.stderr
   assert weights.DISCO_103_SHA256 in result.stderr
@@ -504,14 +537,21 @@ def test_cli_verify_rejects_bad_files(server_dir, tmp_path):
 
 def test_cli_offline_says_how_to_put_the_file_in_place(tmp_path):
   cache = tmp_path / 'cache'
-  result = _run_cli(env=_cli_env(DISCO_RL_WEIGHTS_URL=UNREACHABLE_URL,
-                                 DISCO_RL_CACHE_DIR=str(cache)))
+  result = _run_cli(
+    env=_cli_env(
+      DISCO_RL_WEIGHTS_URL=UNREACHABLE_URL, DISCO_RL_CACHE_DIR=str(cache)
+    )
+  )
   assert result.returncode == 1
-  error, = [line for line in result.stderr.splitlines()
-            if line.startswith('error:')]
+  (error,) = [
+    line for line in result.stderr.splitlines() if line.startswith('error:')
+  ]
   assert error.startswith(f'error: Downloading {UNREACHABLE_URL} failed')
-  for expected in ('Without network access', str(cache / weights.FILENAME),
-                   'python -m disco_rl.weights --verify'):
+  for expected in (
+    'Without network access',
+    str(cache / weights.FILENAME),
+    'python -m disco_rl.weights --verify',
+  ):
     assert expected in result.stderr
   assert not result.stdout
 
@@ -520,14 +560,22 @@ def test_cli_offline_says_how_to_put_the_file_in_place(tmp_path):
 def test_cli_fetch(server_dir, tmp_path):
   dest = tmp_path / 'fetched' / weights.FILENAME
   with _serve(server_dir) as base:
-    result = _run_cli('--dest', str(dest), env=_cli_env(
+    result = _run_cli(
+      '--dest',
+      str(dest),
+      env=_cli_env(
         DISCO_RL_WEIGHTS_URL=f'{base}/good.npz',
-        DISCO_RL_CACHE_DIR=str(tmp_path / 'unused-cache')))
+        DISCO_RL_CACHE_DIR=str(tmp_path / 'unused-cache'),
+      ),
+    )
     assert result.returncode == 0, result.stderr
     assert dest.is_file() and str(dest) in result.stdout
 
-    result = _run_cli('--dest', str(tmp_path / 'x.npz'), env=_cli_env(
-        DISCO_RL_WEIGHTS_URL=f'{base}/corrupt.npz'))
+    result = _run_cli(
+      '--dest',
+      str(tmp_path / 'x.npz'),
+      env=_cli_env(DISCO_RL_WEIGHTS_URL=f'{base}/corrupt.npz'),
+    )
   assert result.returncode != 0
   assert 'sha256 mismatch' in result.stderr
   assert not (tmp_path / 'x.npz').exists()
@@ -553,8 +601,9 @@ def test_plain_skip():
 
 
 @pytest.mark.parametrize('ci', ['true', '1', ''])
-def test_ci_turns_golden_and_weights_skips_into_failures(pytester, monkeypatch,
-                                                         ci):
+def test_ci_turns_golden_and_weights_skips_into_failures(
+  pytester, monkeypatch, ci
+):
   conftest = pathlib.Path(__file__).with_name('conftest.py')
   pytester.makeconftest(conftest.read_text())
   pytester.makepyfile(test_policy=_POLICY_TESTS)
@@ -577,12 +626,15 @@ def test_starting_rule_params_load_or_draw_fresh(monkeypatch, disco_103_path):
   fresh = weights.starting_rule_params(rule, False, seed=3)
   # The rule's init_params, compiled as one program: what it computes op by
   # op, to float rounding.
-  chex.assert_trees_all_close(fresh, rule.init_params(jax.random.PRNGKey(3))[0],
-                              rtol=1e-6, atol=1e-7)
+  chex.assert_trees_all_close(
+    fresh, rule.init_params(jax.random.PRNGKey(3))[0], rtol=1e-6, atol=1e-7
+  )
   chex.assert_trees_all_equal_shapes(fresh, loaded)
   assert not np.allclose(fresh['lstm/linear']['w'], loaded['lstm/linear']['w'])
   hand_written = actor_critic.ActorCritic(
-      **agent_lib.get_settings_actor_critic().update_rule)
+    **agent_lib.get_settings_actor_critic().update_rule
+  )
   chex.assert_trees_all_equal(  # Its placeholder ({'dummy': 0.0}).
-      weights.starting_rule_params(hand_written, False),
-      hand_written.init_params(jax.random.PRNGKey(0))[0])
+    weights.starting_rule_params(hand_written, False),
+    hand_written.init_params(jax.random.PRNGKey(0))[0],
+  )

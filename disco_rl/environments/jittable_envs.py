@@ -39,20 +39,22 @@ class _SingleStreamCatch:
   def initial_state(self, rng):
     """A new episode: ball at the top of a random column, paddle centred."""
     ball_x = jax.random.randint(rng, (), 0, self._columns)
-    return jnp.stack([
+    return jnp.stack(
+      [
         jnp.int32(0),
         ball_x.astype(jnp.int32),
         jnp.int32(self._rows - 1),
         jnp.int32(self._columns // 2),
-    ])
+      ]
+    )
 
   def step(self, rng, state, action):
     """Moves the paddle (clipped to the board) and drops the ball one row."""
     del rng  # Catch is deterministic between resets.
     paddle_x = jnp.clip(state[_PADDLE_X] + action - 1, 0, self._columns - 1)
-    return (state
-            .at[_BALL_Y].add(1)
-            .at[_PADDLE_X].set(paddle_x.astype(state.dtype)))
+    return (
+      state.at[_BALL_Y].add(1).at[_PADDLE_X].set(paddle_x.astype(state.dtype))
+    )
 
   def episode_reset(self, rng, state):
     """The state a finished episode continues from (independent of `state`)."""
@@ -73,15 +75,17 @@ class _SingleStreamCatch:
   def reward(self, state):
     caught = state[_BALL_X] == state[_PADDLE_X]
     on_paddle_row = self.is_terminal(state)
-    return jnp.where(on_paddle_row, jnp.where(caught, 1.0, -1.0),
-                     0.0).astype(jnp.float32)
+    return jnp.where(on_paddle_row, jnp.where(caught, 1.0, -1.0), 0.0).astype(
+      jnp.float32
+    )
 
 
 class CatchJittableEnvironment(batched_jittable_env.BatchedJittableEnvironment):
   """A batch of jittable Catch games (settings: `rows`, `columns`)."""
 
-  def __init__(self, batch_size: int,
-               env_settings: config_dict.ConfigDict) -> None:
+  def __init__(
+    self, batch_size: int, env_settings: config_dict.ConfigDict
+  ) -> None:
     super().__init__(_SingleStreamCatch, batch_size, env_settings)
 
 
@@ -90,8 +94,9 @@ def get_config_catch() -> config_dict.ConfigDict:
   return config_dict.ConfigDict(dict(rows=8, columns=8))
 
 
-def make_catch(name: str, batch_size: int, settings: Mapping[str, Any],
-               seed: int) -> CatchJittableEnvironment:
+def make_catch(
+  name: str, batch_size: int, settings: Mapping[str, Any], seed: int
+) -> CatchJittableEnvironment:
   """`CatchJittableEnvironment` by the registry's `make` signature.
 
   Args:

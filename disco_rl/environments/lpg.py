@@ -28,12 +28,14 @@ CHAIN_SETTINGS = ('layout_seed', 'length')
 
 def lpg_names() -> list[str]:
   """Every name of the family: the gridworlds, then the chains."""
-  return ([PREFIX + n for n in lpg_gridworld.CONFIGS]
-          + [PREFIX + CHAIN + n for n in delayed_chain.CONFIGS])
+  return [PREFIX + n for n in lpg_gridworld.CONFIGS] + [
+    PREFIX + CHAIN + n for n in delayed_chain.CONFIGS
+  ]
 
 
-def make(name: str, batch_size: int, settings: Mapping[str, Any],
-         seed: int) -> base.Environment:
+def make(
+  name: str, batch_size: int, settings: Mapping[str, Any], seed: int
+) -> base.Environment:
   """The environment called `name` ('lpg:<id>') by the registry's `make`.
 
   Args:
@@ -48,16 +50,21 @@ def make(name: str, batch_size: int, settings: Mapping[str, Any],
     ValueError: an unknown id or setting.
   """
   del seed
-  env_id = name[len(PREFIX):]
+  env_id = name[len(PREFIX) :]
   settings = dict(settings)
-  if env_id.startswith(CHAIN) and env_id[len(CHAIN):] in delayed_chain.CONFIGS:
+  if env_id.startswith(CHAIN) and env_id[len(CHAIN) :] in delayed_chain.CONFIGS:
     base.check_setting_keys(settings, CHAIN_SETTINGS, repr(name))
     return delayed_chain.DelayedChain(
-        batch_size, delayed_chain.CONFIGS[env_id[len(CHAIN):]],
-        name=name, **settings)
+      batch_size,
+      delayed_chain.CONFIGS[env_id[len(CHAIN) :]],
+      name=name,
+      **settings,
+    )
   if env_id in lpg_gridworld.CONFIGS:
     base.check_setting_keys(settings, GRID_SETTINGS, repr(name))
     return lpg_gridworld.LPGGridworld(
-        batch_size, lpg_gridworld.CONFIGS[env_id], name=name, **settings)
-  raise ValueError(f'Unknown LPG environment {name!r}; expected one of '
-                   f'{lpg_names()}.')
+      batch_size, lpg_gridworld.CONFIGS[env_id], name=name, **settings
+    )
+  raise ValueError(
+    f'Unknown LPG environment {name!r}; expected one of {lpg_names()}.'
+  )

@@ -33,8 +33,10 @@ def as_stored(x: chex.Array, as_bytes: bool) -> chex.Array:
 
 def observation_spec(example: chex.ArrayTree) -> types.Specs:
   """{'observation': spec} of one array, or one spec per leaf of a mapping."""
+
   def spec(x):
     return specs.Array(shape=tuple(x.shape), dtype=np.dtype(x.dtype))
+
   if isinstance(example, Mapping):
     return jax.tree.map(spec, dict(example))
   return {'observation': spec(example)}

@@ -85,25 +85,29 @@ _FAMILIES: dict[str, Family] = {}
 
 def _check_key(name_or_prefix: Any) -> None:
   """Raises unless `name_or_prefix` is 'name' or 'prefix:' (one ':')."""
-  if (not isinstance(name_or_prefix, str) or not name_or_prefix.strip(':')
-      or ':' in name_or_prefix[:-1]
-      or name_or_prefix != name_or_prefix.strip()):
+  if (
+    not isinstance(name_or_prefix, str)
+    or not name_or_prefix.strip(':')
+    or ':' in name_or_prefix[:-1]
+    or name_or_prefix != name_or_prefix.strip()
+  ):
     raise ValueError(
-        'name_or_prefix must be an exact name without ":" (e.g. '
-        "'jittable_catch') or a prefix ending in one \":\" (e.g. 'gymnax:'), "
-        f'got {name_or_prefix!r}.')
+      'name_or_prefix must be an exact name without ":" (e.g. '
+      "'jittable_catch') or a prefix ending in one \":\" (e.g. 'gymnax:'), "
+      f'got {name_or_prefix!r}.'
+    )
 
 
 def register(
-    name_or_prefix: str,
-    make: MakeFn,
-    *,
-    on_host: bool = False,
-    jittable: str | None = None,
-    names: Callable[[], Sequence[str]] | None = None,
-    package: tuple[str, str] | None = None,
-    defaults: Callable[[], Mapping[str, Any]] | None = None,
-    replace: bool = False,
+  name_or_prefix: str,
+  make: MakeFn,
+  *,
+  on_host: bool = False,
+  jittable: str | None = None,
+  names: Callable[[], Sequence[str]] | None = None,
+  package: tuple[str, str] | None = None,
+  defaults: Callable[[], Mapping[str, Any]] | None = None,
+  replace: bool = False,
 ) -> Family:
   """Registers a family of environments; see `Family` for the arguments.
 
@@ -130,33 +134,50 @@ def register(
   _check_key(name_or_prefix)
   is_prefix = name_or_prefix.endswith(':')
   if not callable(make):
-    raise ValueError(f'make must be callable as make(name, batch_size, '
-                     f'settings, seed), got {make!r}.')
+    raise ValueError(
+      f'make must be callable as make(name, batch_size, '
+      f'settings, seed), got {make!r}.'
+    )
   if jittable is not None and (not on_host or not isinstance(jittable, str)):
     raise ValueError(
-        'jittable names the jittable twin (a str) of a family stepped on the '
-        f'host (on_host=True); got jittable={jittable!r} with '
-        f'on_host={on_host!r}.')
+      'jittable names the jittable twin (a str) of a family stepped on the '
+      f'host (on_host=True); got jittable={jittable!r} with '
+      f'on_host={on_host!r}.'
+    )
   if names is not None and (not is_prefix or not callable(names)):
     raise ValueError(
-        'names must be a function returning the full names of a prefix '
-        f"family ('pkg:'); got names={names!r} for {name_or_prefix!r}.")
+      'names must be a function returning the full names of a prefix '
+      f"family ('pkg:'); got names={names!r} for {name_or_prefix!r}."
+    )
   if package is not None and (
-      not isinstance(package, tuple) or len(package) != 2
-      or not all(isinstance(p, str) for p in package)):
-    raise ValueError('package must be (module, pip extra), e.g. '
-                     f"('jumanji', 'disco_rl[jumanji]'), got {package!r}.")
+    not isinstance(package, tuple)
+    or len(package) != 2
+    or not all(isinstance(p, str) for p in package)
+  ):
+    raise ValueError(
+      'package must be (module, pip extra), e.g. '
+      f"('jumanji', 'disco_rl[jumanji]'), got {package!r}."
+    )
   if defaults is not None and not callable(defaults):
-    raise ValueError(f'defaults must be a function returning the default '
-                     f'settings, got {defaults!r}.')
+    raise ValueError(
+      f'defaults must be a function returning the default '
+      f'settings, got {defaults!r}.'
+    )
   if name_or_prefix in _FAMILIES and not replace:
     raise ValueError(
-        f'An environment family {name_or_prefix!r} is already registered '
-        f'(make={_FAMILIES[name_or_prefix].make!r}); pass replace=True to '
-        'replace it, or choose another name.')
-  family_ = Family(name=name_or_prefix, make=make, on_host=bool(on_host),
-                   jittable=jittable, names=names, package=package,
-                   defaults=defaults)
+      f'An environment family {name_or_prefix!r} is already registered '
+      f'(make={_FAMILIES[name_or_prefix].make!r}); pass replace=True to '
+      'replace it, or choose another name.'
+    )
+  family_ = Family(
+    name=name_or_prefix,
+    make=make,
+    on_host=bool(on_host),
+    jittable=jittable,
+    names=names,
+    package=package,
+    defaults=defaults,
+  )
   _FAMILIES[name_or_prefix] = family_
   return family_
 
@@ -169,8 +190,9 @@ def unregister(name_or_prefix: str) -> Family:
   """
   if name_or_prefix not in _FAMILIES:
     raise ValueError(
-        f'No environment family {name_or_prefix!r} is registered; '
-        f'registered: {", ".join(map(repr, _FAMILIES))}.')
+      f'No environment family {name_or_prefix!r} is registered; '
+      f'registered: {", ".join(map(repr, _FAMILIES))}.'
+    )
   return _FAMILIES.pop(name_or_prefix)
 
 
@@ -249,9 +271,10 @@ def unknown_name(name: Any, what: str = 'environment') -> ValueError:
       note = ''
     valid.append(f"'{family_.name}<id>'{note}")
   matches = packages.close_matches(str(name), candidates)
-  hint = (f' Close matches: {", ".join(map(repr, matches))}.' if matches
-          else '')
-  listed = (', '.join(valid[:-1]) + ' and ' + valid[-1] if len(valid) > 1
-            else ''.join(valid))
-  return ValueError(
-      f'Unknown {what} {name!r}; valid names are {listed}.{hint}')
+  hint = f' Close matches: {", ".join(map(repr, matches))}.' if matches else ''
+  listed = (
+    ', '.join(valid[:-1]) + ' and ' + valid[-1]
+    if len(valid) > 1
+    else ''.join(valid)
+  )
+  return ValueError(f'Unknown {what} {name!r}; valid names are {listed}.{hint}')

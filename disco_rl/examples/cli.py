@@ -13,22 +13,22 @@ number; a second signal stops at once (the last checkpoint stays).
 """
 
 import argparse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 import json
 import os
 import signal
 import sys
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 
 from disco_rl import distributed
-from disco_rl.examples import flags
-from disco_rl.loops import run_dir as run_dir_lib
-from disco_rl.loops import trainer
 from disco_rl import metrics as metrics_lib
 from disco_rl import signals
 from disco_rl import weights
+from disco_rl.examples import flags
+from disco_rl.loops import run_dir as run_dir_lib
+from disco_rl.loops import trainer
 
 # Errors that are the user's input (a bad setting, path or file).
 USER_ERRORS = (ValueError, FileNotFoundError, TypeError, KeyError)
@@ -43,38 +43,71 @@ def user_error(e: Exception) -> int:
   return EXIT_BAD_INPUT
 
 
-def make_parser(description: str, config_cls, default_out: str,
-                weights_help: str = "a rule's parameters (npz)",
-                presets: Sequence[str] = ()) -> argparse.ArgumentParser:
+def make_parser(
+  description: str,
+  config_cls,
+  default_out: str,
+  weights_help: str = "a rule's parameters (npz)",
+  presets: Collection[str] | None = None,
+) -> argparse.ArgumentParser:
   """Flags of every setting of `config_cls`, the run's and the processes'."""
   parser = argparse.ArgumentParser(description=description)
   group = parser.add_argument_group('run')
-  group.add_argument('--out', default=default_out,
-                     help=f'output directory (default: {default_out})')
-  group.add_argument('--resume', metavar='DIR', default=None,
-                     help='continue the run in DIR from its last checkpoint '
-                     '(its saved settings; --steps may raise the total)')
-  group.add_argument('--overwrite', action='store_true',
-                     help='replace a run already in --out')
-  group.add_argument('--checkpoint-every', type=int, default=None,
-                     metavar='N', help='checkpoint every N steps (default: '
-                     '10 times per run; 0: only at the end and on a signal)')
-  group.add_argument('--keep-checkpoints', type=int, default=3, metavar='K',
-                     help='checkpoints kept (default: 3)')
-  group.add_argument('--no-progress', action='store_true',
-                     help='no progress bar')
-  group.add_argument('--log', nargs='*', default=[], metavar='LOGGER',
-                     choices=metrics_lib.LOGGERS,
-                     help='live curves of the metrics besides metrics.csv: '
-                     'tensorboard (OUT/tensorboard; pip install '
-                     "'disco_rl[tensorboard]'), wandb (OUT/wandb, offline "
-                     "unless $WANDB_MODE; pip install 'disco_rl[wandb]')")
-  group.add_argument('--weights', default=None, metavar='NPZ',
-                     help=weights_help)
+  group.add_argument(
+    '--out',
+    default=default_out,
+    help=f'output directory (default: {default_out})',
+  )
+  group.add_argument(
+    '--resume',
+    metavar='DIR',
+    default=None,
+    help='continue the run in DIR from its last checkpoint '
+    '(its saved settings; --steps may raise the total)',
+  )
+  group.add_argument(
+    '--overwrite', action='store_true', help='replace a run already in --out'
+  )
+  group.add_argument(
+    '--checkpoint-every',
+    type=int,
+    default=None,
+    metavar='N',
+    help='checkpoint every N steps (default: '
+    '10 times per run; 0: only at the end and on a signal)',
+  )
+  group.add_argument(
+    '--keep-checkpoints',
+    type=int,
+    default=3,
+    metavar='K',
+    help='checkpoints kept (default: 3)',
+  )
+  group.add_argument(
+    '--no-progress', action='store_true', help='no progress bar'
+  )
+  group.add_argument(
+    '--log',
+    nargs='*',
+    default=[],
+    metavar='LOGGER',
+    choices=metrics_lib.LOGGERS,
+    help='live curves of the metrics besides metrics.csv: '
+    'tensorboard (OUT/tensorboard; pip install '
+    "'disco_rl[tensorboard]'), wandb (OUT/wandb, offline "
+    "unless $WANDB_MODE; pip install 'disco_rl[wandb]')",
+  )
+  group.add_argument(
+    '--weights', default=None, metavar='NPZ', help=weights_help
+  )
   if presets:
-    group.add_argument('--preset', choices=tuple(presets), default=None,
-                       help='start from these settings (flags given '
-                       'override them): ' + ', '.join(presets))
+    group.add_argument(
+      '--preset',
+      choices=tuple(presets),
+      default=None,
+      help='start from these settings (flags given '
+      'override them): ' + ', '.join(presets),
+    )
   flags.add_flags(parser, config_cls)
   flags.add_board_flags(parser, config_cls)
   flags.add_distributed_flags(parser)
@@ -99,14 +132,22 @@ def load_weights(args, why_not: str | None):
   if not args.weights:
     return None
   if args.resume is not None:
-    raise ValueError('--weights cannot be given with --resume: the resumed '
-                     'run continues with the rule saved in its checkpoint.')
+    raise ValueError(
+      '--weights cannot be given with --resume: the resumed '
+      'run continues with the rule saved in its checkpoint.'
+    )
   if why_not is not None:
     raise ValueError(why_not)
   return weights.load_disco_103(args.weights)
 
 
-def command(**settings) -> Callable[[Sequence[str] | None], int]:
+class Main(Protocol):
+  """A command's `main(argv=None) -> exit status`."""
+
+  def __call__(self, argv: Sequence[str] | None = None) -> int: ...
+
+
+def command(**settings: Any) -> Main:
   """A command's `main(argv=None) -> exit status`: `run` with these
   settings (the command's description, config class, report, ...)."""
 
@@ -116,11 +157,17 @@ def command(**settings) -> Callable[[Sequence[str] | None], int]:
   return main
 
 
-def run(argv: Sequence[str] | None, *, description: str, config_cls,
-        default_out: str, weights_help: str,
-        weights_unusable: Callable[[Any], str | None],
-        report: Callable[[dict[str, Any]], None],
-        presets: Mapping[str, Mapping[str, Any]] | None = None) -> int:
+def run(
+  argv: Sequence[str] | None,
+  *,
+  description: str,
+  config_cls,
+  default_out: str,
+  weights_help: str,
+  weights_unusable: Callable[[Any], str | None],
+  report: Callable[[dict[str, Any]], None],
+  presets: Mapping[str, Mapping[str, Any]] | None = None,
+) -> int:
   """Parses, trains and reports; returns the exit status.
 
   Args:
@@ -138,16 +185,20 @@ def run(argv: Sequence[str] | None, *, description: str, config_cls,
   argv = list(sys.argv[1:] if argv is None else argv)
   # The rule for signals is the command's first line's
   # (`signals.catch_from_here`); the run watches for them (`run.run`).
-  parser = make_parser(description, config_cls, default_out, weights_help,
-                       presets)
+  parser = make_parser(
+    description, config_cls, default_out, weights_help, presets
+  )
   args = parser.parse_args(argv)
   try:
-    run_trainer = _trainer(parser, argv, args, config_cls, weights_unusable,
-                           presets or {})
+    run_trainer = _trainer(
+      parser, argv, args, config_cls, weights_unusable, presets or {}
+    )
     if run_trainer is None:
-      name = signals.received()
-      print(f'interrupted by {name} before the run started: nothing was '
-            'written', file=sys.stderr)
+      name = signals.name_received()
+      print(
+        f'interrupted by {name} before the run started: nothing was written',
+        file=sys.stderr,
+      )
       return 128 + signal.Signals[name].value
     try:
       summary = run_trainer.fit()
@@ -158,8 +209,11 @@ def run(argv: Sequence[str] | None, *, description: str, config_cls,
   except jax.errors.JaxRuntimeError as e:
     if jax.process_count() == 1:
       raise
-    return _end(user_error(RuntimeError(
-        f'another process of the run stopped or failed ({e})')))
+    return _end(
+      user_error(
+        RuntimeError(f'another process of the run stopped or failed ({e})')
+      )
+    )
   return _report(summary, report)
 
 
@@ -174,23 +228,30 @@ def _end(status: int) -> int:
   return status
 
 
-def _trainer(parser, argv, args, config_cls, weights_unusable,
-             presets) -> trainer.Trainer | None:
+def _trainer(
+  parser, argv, args, config_cls, weights_unusable, presets
+) -> trainer.Trainer | None:
   """The run's Trainer from the flags (None: a signal came first)."""
   if args.keep_checkpoints < 1:
-    raise ValueError(f'--keep-checkpoints must be >= 1, got '
-                     f'{args.keep_checkpoints}.')
+    raise ValueError(
+      f'--keep-checkpoints must be >= 1, got {args.keep_checkpoints}.'
+    )
   given = given_flags(parser, argv)
   values, shorthands = flags.values_from_flags(config_cls, args)
   given |= shorthands
   preset = getattr(args, 'preset', None)
-  run_args = dict(checkpoint_every=args.checkpoint_every,
-                  keep_checkpoints=args.keep_checkpoints,
-                  progress=not args.no_progress, loggers=args.log)
+  run_args = dict(
+    checkpoint_every=args.checkpoint_every,
+    keep_checkpoints=args.keep_checkpoints,
+    progress=not args.no_progress,
+    loggers=args.log,
+  )
   if args.resume is not None:
     if preset is not None:
-      raise ValueError('--preset cannot be given with --resume: the resumed '
-                       'run keeps the settings it was started with.')
+      raise ValueError(
+        '--preset cannot be given with --resume: the resumed '
+        'run keeps the settings it was started with.'
+      )
     if args.overwrite:
       raise ValueError('--resume and --overwrite exclude each other.')
     if 'out' in given:
@@ -201,20 +262,23 @@ def _trainer(parser, argv, args, config_cls, weights_unusable,
       return None
     distributed.initialize(flags.distributed_config(args))
     return trainer.Trainer.resume(
-        run_dir, {k: v for k, v in values.items() if k in given},
-        config_cls=config_cls, **run_args)
+      run_dir,
+      {k: v for k, v in values.items() if k in given},
+      config_cls=config_cls,
+      **run_args,
+    )
   if preset is None:
     config = config_cls(**values)
   else:
-    config = config_cls(**{**presets[preset], **{
-        k: v for k, v in values.items() if k in given}})
+    config = config_cls(
+      **{**presets[preset], **{k: v for k, v in values.items() if k in given}}
+    )
   run_dir = run_dir_lib.RunDir(args.out, overwrite=args.overwrite)
   rule_params = load_weights(args, weights_unusable(config))
   if signals.received():
     return None
   distributed.initialize(flags.distributed_config(args))
-  return trainer.Trainer(config, run_dir, rule_params=rule_params,
-                         **run_args)
+  return trainer.Trainer(config, run_dir, rule_params=rule_params, **run_args)
 
 
 def _report(summary, report) -> int:
@@ -233,11 +297,15 @@ def _report(summary, report) -> int:
       print(f'{late} came after the run ended: its outputs are complete')
     return 128 + signal.Signals[late].value
   if summary.get('completed'):
-    print(f'interrupted by {interrupted} after the last step '
-          f'({summary["stopped_at_step"]}): the run is complete and saved in '
-          f'{summary["output_dir"]}')
+    print(
+      f'interrupted by {interrupted} after the last step '
+      f'({summary["stopped_at_step"]}): the run is complete and saved in '
+      f'{summary["output_dir"]}'
+    )
   else:
-    print(f'interrupted by {interrupted} after step '
-          f'{summary["stopped_at_step"]}: checkpoint, metrics and outputs '
-          f'saved; continue with --resume {summary["output_dir"]}')
+    print(
+      f'interrupted by {interrupted} after step '
+      f'{summary["stopped_at_step"]}: checkpoint, metrics and outputs '
+      f'saved; continue with --resume {summary["output_dir"]}'
+    )
   return 128 + signal.Signals[interrupted].value

@@ -31,31 +31,44 @@ from disco_rl.loops import config as config_lib
 def _weights_unusable(config) -> str | None:
   if config.rule == 'disco_103':
     return None
-  return (f'--weights is for the disco_103 rule; rule {config.rule!r} has no '
-          'meta-parameters to load.')
+  return (
+    f'--weights is for the disco_103 rule; rule {config.rule!r} has no '
+    'meta-parameters to load.'
+  )
 
 
 def _report(summary) -> None:
   final = summary['final_avg_return']
-  per_seed = summary['final_avg_return_per_seed']
+  per_run = summary['final_avg_return_per_run']
   text = lambda x: f'{x:.3f}' if x is not None else 'none'
-  print('final average return (last 100 steps): ' + (
-      text(final) if final is not None else
-      'none (no episode ended; run more steps)'))
-  if len(per_seed) > 1:
-    print('  per seed: ' + ', '.join(f'{seed}: {text(value)}'
-                                     for seed, value in per_seed.items()))
+  print(
+    'final average return (last 100 steps): '
+    + (
+      text(final)
+      if final is not None
+      else 'none (no episode ended; run more steps)'
+    )
+  )
+  if len(per_run) > 1:
+    print(
+      '  per run: '
+      + '; '.join(f'{run}: {text(value)}' for run, value in per_run.items())
+    )
   print(f'metrics: {summary["metrics_csv"]}')
   print(f'plot:    {summary["plot_png"]}')
 
 
 # The command: main(argv=None) -> exit status.
-main = cli.command(description=__doc__.split('\n\n')[0],
-                   config_cls=config_lib.EvalConfig, default_out='runs/eval',
-                   weights_help="the rule's parameters: disco_103.npz or a "
-                   'meta-trained update_rule_params.npz (default: Disco103, '
-                   'found by disco_rl.weights)',
-                   weights_unusable=_weights_unusable, report=_report)
+main = cli.command(
+  description=__doc__.split('\n\n')[0],
+  config_cls=config_lib.EvalConfig,
+  default_out='runs/eval',
+  weights_help="the rule's parameters: disco_103.npz or a "
+  'meta-trained update_rule_params.npz (default: Disco103, '
+  'found by disco_rl.weights)',
+  weights_unusable=_weights_unusable,
+  report=_report,
+)
 
 
 if __name__ == '__main__':

@@ -31,20 +31,27 @@ from disco_rl.loops import meta
 
 def make_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('run', metavar='RUN_DIR',
-                      help='the meta-training run directory')
-  parser.add_argument('--step', type=int, default=None,
-                      help='the checkpoint (meta-step) to read; default: the '
-                      'latest')
-  parser.add_argument('--out', required=True, metavar='NPZ',
-                      help='the file to write')
-  parser.add_argument('--overwrite', action='store_true',
-                      help='replace an existing --out')
+  parser.add_argument(
+    'run', metavar='RUN_DIR', help='the meta-training run directory'
+  )
+  parser.add_argument(
+    '--step',
+    type=int,
+    default=None,
+    help='the checkpoint (meta-step) to read; default: the latest',
+  )
+  parser.add_argument(
+    '--out', required=True, metavar='NPZ', help='the file to write'
+  )
+  parser.add_argument(
+    '--overwrite', action='store_true', help='replace an existing --out'
+  )
   return parser
 
 
-def export(run, out, step: int | None = None,
-           overwrite: bool = False) -> int | None:
+def export(
+  run, out, step: int | None = None, overwrite: bool = False
+) -> int | None:
   """Writes the rule of `run`'s checkpoint `step` to `out`; returns the step
   (None: the command's signal rule saw a signal before the file was
   written, and it was not).
@@ -79,9 +86,8 @@ def main(argv=None) -> int:
   except cli.USER_ERRORS as e:
     return cli.user_error(e)
   if step is None:
-    name = signals.received()
-    print(f'interrupted by {name}: {args.out} was not written',
-          file=sys.stderr)
+    name = signals.name_received()
+    print(f'interrupted by {name}: {args.out} was not written', file=sys.stderr)
     return 128 + signal.Signals[name].value
   print(f'rule of meta-step {step} of {args.run}: {args.out}')
   return 0

@@ -49,11 +49,12 @@ def parse_sizes(text: str) -> tuple[int, ...]:
     sizes = tuple(int(x) for x in text.split(',') if x.strip())
   except ValueError:
     raise argparse.ArgumentTypeError(
-        f'expected comma-separated integers such as 512,512, got {text!r}'
+      f'expected comma-separated integers such as 512,512, got {text!r}'
     ) from None
   if not sizes or min(sizes) < 1:
     raise argparse.ArgumentTypeError(
-        f'expected positive layer sizes such as 512,512, got {text!r}')
+      f'expected positive layer sizes such as 512,512, got {text!r}'
+    )
   return sizes
 
 
@@ -75,8 +76,9 @@ def _flag_type(annotation) -> tuple[Any, bool]:
     optional = len(args) < len(typing.get_args(annotation))
     annotation = args[0]
   if typing.get_origin(annotation) is tuple:
-    if typing.get_args(annotation)[0] is str:  # Several words: nargs='*'.
-      return str, optional
+    element = typing.get_args(annotation)[0]
+    if element in (str, float):  # Several words: nargs='*'.
+      return element, optional
     return parse_sizes, optional
   if typing.get_origin(annotation) is dict:
     return parse_kwargs, optional
@@ -102,18 +104,24 @@ def field_value(config_cls, assignment: str) -> tuple[str, Any]:
   fields = {f.name for f in dataclasses.fields(config_cls)}
   if not sep or name not in fields:
     raise argparse.ArgumentTypeError(
-        f'expected NAME=VALUE with NAME a {config_cls.__name__} field, got '
-        f'{assignment!r}' + ('' if not sep else
-                             f' (fields: {", ".join(sorted(fields))})'))
+      f'expected NAME=VALUE with NAME a {config_cls.__name__} field, got '
+      f'{assignment!r}'
+      + ('' if not sep else f' (fields: {", ".join(sorted(fields))})')
+    )
   hint = typing.get_type_hints(config_cls)[name]
   flag_type, optional = _flag_type(hint)
   text = text.strip()
   if optional and text.lower() == 'none':
     return name, None
-  words = typing.get_origin(hint) is tuple and flag_type is str
+  field = config_cls.__dataclass_fields__[name]
+  words = typing.get_origin(hint) is tuple and (
+    flag_type in (str, float) or field.metadata.get('words', False)
+  )
+  if words:
+    flag_type = typing.get_args(hint)[0]
   try:
     if words:
-      return name, tuple(text.split())
+      return name, tuple(flag_type(word) for word in text.split())
     if flag_type is bool:
       if text.lower() not in ('true', 'false'):
         raise ValueError(text)
@@ -121,20 +129,24 @@ def field_value(config_cls, assignment: str) -> tuple[str, Any]:
     return name, flag_type(text)
   except (ValueError, argparse.ArgumentTypeError):
     raise argparse.ArgumentTypeError(
-        f'{name} expects {_EXPECTED.get(flag_type, "a value")}, got '
-        f'{text!r}') from None
+      f'{name} expects {_EXPECTED.get(flag_type, "a value")}, got {text!r}'
+    ) from None
 
 
-_EXPECTED = {int: 'an integer', float: 'a number', bool: 'true or false',
-             parse_sizes: 'comma-separated sizes such as 128,128',
-             parse_kwargs: 'name=value pairs'}
+_EXPECTED = {
+  int: 'an integer',
+  float: 'a number',
+  bool: 'true or false',
+  parse_sizes: 'comma-separated sizes such as 128,128',
+  parse_kwargs: 'name=value pairs',
+}
 
 
 def _shown(default) -> Any:
   """A default as its flag would be written ('512,512', 'size=10', 'none')."""
   if isinstance(default, tuple):
-    if default and isinstance(default[0], str):
-      return ' '.join(default)
+    if default and isinstance(default[0], (str, float)):
+      return ' '.join(map(str, default))
     return ','.join(map(str, default)) or 'none'
   if isinstance(default, dict):
     return ','.join(f'{k}={v}' for k, v in default.items()) or 'none'
@@ -154,41 +166,66 @@ def add_flags(parser: argparse.ArgumentParser, config_cls) -> None:
     if aliases == ():
       continue
     flag_type, optional = _flag_type(hints[field.name])
-    default = (field.default_factory() if field.default is dataclasses.MISSING
-               else field.default)
+    if field.default is not dataclasses.MISSING:
+      default = field.default
+    elif field.default_factory is not dataclasses.MISSING:
+      default = field.default_factory()
+    else:
+      raise TypeError(
+        f'{config_cls.__name__}.{field.name} has no default: every '
+        'setting with a flag needs one.'
+      )
     shown = _shown(default)
     help_text = field.metadata.get('help', '')
-    help_text += ' (default: %s)' % ('none' if optional and default is None
-                                     else shown)
+    help_text += ' (default: %s)' % (
+      'none' if optional and default is None else shown
+    )
     if flag_type is bool:  # --name / --no-name
-      group.add_argument(f'--{field.name.replace("_", "-")}', dest=field.name,
-                         action=argparse.BooleanOptionalAction,
-                         default=default, help=help_text.replace('%', '%%'))
+      group.add_argument(
+        f'--{field.name.replace("_", "-")}',
+        dest=field.name,
+        action=argparse.BooleanOptionalAction,
+        default=default,
+        help=help_text.replace('%', '%%'),
+      )
       continue
-    words = flag_type is str and isinstance(default, tuple)
+    words = isinstance(default, tuple) and (
+      flag_type in (str, float) or field.metadata.get('words', False)
+    )
+    if words:
+      flag_type = typing.get_args(hints[field.name])[0]
     group.add_argument(
-        f'--{field.name.replace("_", "-")}', *(aliases or ()),
-        dest=field.name, type=flag_type, default=default,
-        nargs='*' if words else None,
-        choices=field.metadata.get('choices'),
-        help=help_text.replace('%', '%%'))
+      f'--{field.name.replace("_", "-")}',
+      *(aliases or ()),
+      dest=field.name,
+      type=flag_type,
+      default=default,
+      nargs='*' if words else None,
+      choices=field.metadata.get('choices'),
+      help=help_text.replace('%', '%%'),
+    )
 
 
 def add_board_flags(parser: argparse.ArgumentParser, config_cls) -> None:
   """--rows and --columns: Catch's board, written into the settings of the
   Catch environment (eval) or of every Catch task naming none
   (meta-training)."""
-  where = ('--env-kwargs rows=R,columns=C' if config_cls is
-           config_lib.EvalConfig else 'the board of every catch task that '
-           'names none, e.g. --tasks catch[rows=R,columns=C]')
-  group = parser.add_argument_group('shorthands', f'Catch\'s board: {where}')
+  where = (
+    '--env-kwargs rows=R,columns=C'
+    if config_cls is config_lib.EvalConfig
+    else 'the board of every catch task that '
+    'names none, e.g. --tasks catch[rows=R,columns=C]'
+  )
+  group = parser.add_argument_group('shorthands', f"Catch's board: {where}")
   for name in BOARD:
-    group.add_argument(f'--{name}', type=int, default=None,
-                       help=f'Catch board {name}')
+    group.add_argument(
+      f'--{name}', type=int, default=None, help=f'Catch board {name}'
+    )
 
 
-def values_from_flags(config_cls, args: argparse.Namespace
-                      ) -> tuple[dict[str, Any], set[str]]:
+def values_from_flags(
+  config_cls, args: argparse.Namespace
+) -> tuple[dict[str, Any], set[str]]:
   """({field: value} of the flags `add_flags` made (lists as tuples), the
   fields the board shorthands set).
 
@@ -196,26 +233,32 @@ def values_from_flags(config_cls, args: argparse.Namespace
     ValueError: a shorthand that disagrees with the settings it fills in,
       or that no Catch environment takes.
   """
-  values = {f.name: getattr(args, f.name) for f in dataclasses.fields(
-      config_cls) if hasattr(args, f.name)}
-  values = {k: tuple(v) if isinstance(v, list) else v
-            for k, v in values.items()}
-  board = {k: getattr(args, k) for k in BOARD
-           if getattr(args, k, None) is not None}
+  values = {
+    f.name: getattr(args, f.name)
+    for f in dataclasses.fields(config_cls)
+    if hasattr(args, f.name)
+  }
+  values = {
+    k: tuple(v) if isinstance(v, list) else v for k, v in values.items()
+  }
+  board = {
+    k: getattr(args, k) for k in BOARD if getattr(args, k, None) is not None
+  }
   if not board:
     return values, set()
   if config_cls is config_lib.EvalConfig:
     if values['env'] not in _CATCH:
-      raise ValueError(f'--rows/--columns set the board of Catch; env is '
-                       f'{values["env"]!r}.')
-    values['env_kwargs'] = _with_board(dict(values['env_kwargs']), board,
-                                       f'--env-kwargs of env {values["env"]}')
+      raise ValueError(
+        f'--rows/--columns set the board of Catch; env is {values["env"]!r}.'
+      )
+    values['env_kwargs'] = _with_board(
+      dict(values['env_kwargs']), board, f'--env-kwargs of env {values["env"]}'
+    )
     return values, {'env_kwargs'}
   default = config_lib.MetaTrainConfig.__dataclass_fields__['tasks'].default
   if tuple(values['tasks']) == default:  # The default task, resized.
     name, settings = environments.parse_spec(default[0])
-    values['tasks'] = ('%s[%s]' % (name, ','.join(
-        f'{k}={v}' for k, v in {**settings, **board}.items())),)
+    values['tasks'] = (environments.format_spec(name, {**settings, **board}),)
     return values, {'tasks'}
   tasks = []
   for text in values['tasks']:
@@ -225,41 +268,56 @@ def values_from_flags(config_cls, args: argparse.Namespace
       settings = _with_board(settings, board, f'task {text!r}')
       if net is not None:
         settings['net'] = net
-      text = '%s[%s]' % (name, ','.join(f'{k}={v}'
-                                        for k, v in settings.items()))
+      text = environments.format_spec(name, settings)
     tasks.append(text)
   if tasks == list(values['tasks']):
-    raise ValueError('--rows/--columns set the board of catch tasks; tasks '
-                     f'{list(values["tasks"])} have none.')
+    raise ValueError(
+      '--rows/--columns set the board of catch tasks; tasks '
+      f'{list(values["tasks"])} have none.'
+    )
   values['tasks'] = tuple(tasks)
   return values, {'tasks'}
 
 
-def _with_board(settings: dict[str, Any], board: dict[str, int],
-                what: str) -> dict[str, Any]:
+def _with_board(
+  settings: dict[str, Any], board: dict[str, int], what: str
+) -> dict[str, Any]:
   """`settings` with the board's rows and columns (which must agree)."""
   for name, value in board.items():
     if settings.get(name, value) != value:
-      raise ValueError(f'--{name} {value} disagrees with {name}='
-                       f'{settings[name]} in {what}.')
+      raise ValueError(
+        f'--{name} {value} disagrees with {name}={settings[name]} in {what}.'
+      )
   return {**board, **settings}
 
 
 def add_distributed_flags(parser: argparse.ArgumentParser) -> None:
   """--coordinator-address, --num-processes and --process-id."""
   group = parser.add_argument_group(
-      'several processes', f'also read from ${distributed.ENV_COORDINATOR}, '
-      f'${distributed.ENV_NUM_PROCESSES} and ${distributed.ENV_PROCESS_ID}')
-  group.add_argument('--coordinator-address', default=None,
-                     help="process 0's address, HOST:PORT")
-  group.add_argument('--num-processes', type=int, default=None,
-                     help='processes in the run (default 1)')
-  group.add_argument('--process-id', type=int, default=None,
-                     help="this process's index")
+    'several processes',
+    f'also read from ${distributed.ENV_COORDINATOR}, '
+    f'${distributed.ENV_NUM_PROCESSES} and ${distributed.ENV_PROCESS_ID}',
+  )
+  group.add_argument(
+    '--coordinator-address', default=None, help="process 0's address, HOST:PORT"
+  )
+  group.add_argument(
+    '--num-processes',
+    type=int,
+    default=None,
+    help='processes in the run (default 1)',
+  )
+  group.add_argument(
+    '--process-id', type=int, default=None, help="this process's index"
+  )
 
 
-def distributed_config(args: argparse.Namespace) -> distributed.DistributedConfig:
+def distributed_config(
+  args: argparse.Namespace,
+) -> distributed.DistributedConfig:
   """The processes' settings from the flags (else the environment)."""
   return distributed.DistributedConfig.from_environment(
-      coordinator_address=args.coordinator_address,
-      num_processes=args.num_processes, process_id=args.process_id)
+    coordinator_address=args.coordinator_address,
+    num_processes=args.num_processes,
+    process_id=args.process_id,
+  )

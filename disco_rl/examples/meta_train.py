@@ -28,30 +28,42 @@ from disco_rl.loops import config as config_lib
 # Named starting points (`--preset`); flags given override them, e.g.
 # `MetaTrainConfig(**PRESETS['paper'], num_agents=2)` from Python.
 PRESETS = {
-    # The upstream meta-training notebook (the MetaTrainConfig defaults).
-    'notebook': {},
-    # The paper's meta-optimisation (Oh et al. 2025, Methods): Adam
-    # normalisation per agent, meta learning rate 1e-3 with clipping 1.0,
-    # backpropagation through 20 agent updates, 96 trajectories of 29 steps
-    # per agent update. The population size and lifetime are this project's
-    # choice for Catch on a small machine (the paper's is far larger).
-    'paper': dict(meta_grad_norm='per_agent_adam', meta_learning_rate=1e-3,
-                  meta_grad_clip=1.0, num_inner_steps=20, remat=True,
-                  batch_size_per_device=96, rollout_len=29, num_agents=8,
-                  agent_lifetime=2000),
+  # The upstream meta-training notebook (the MetaTrainConfig defaults).
+  'notebook': {},
+  # The paper's meta-optimisation (Oh et al. 2025, Methods): Adam
+  # normalisation per agent, meta learning rate 1e-3 with clipping 1.0,
+  # backpropagation through 20 agent updates, 96 trajectories of 29 steps
+  # per agent update. The population size and lifetime are this project's
+  # choice for Catch on a small machine (the paper's is far larger).
+  'paper': dict(
+    meta_grad_norm='per_agent_adam',
+    meta_learning_rate=1e-3,
+    meta_grad_clip=1.0,
+    num_inner_steps=20,
+    remat=True,
+    batch_size_per_device=96,
+    rollout_len=29,
+    num_agents=8,
+    agent_lifetime=2000,
+  ),
 }
 
 
 def _report(summary) -> None:
   final = summary['final_pos_rewards']
-  print('positive rewards per meta-step (last 100): '
-        + (f'{final:.1f}' if final is not None else 'none (no meta-step ran)'))
+  print(
+    'positive rewards per meta-step (last 100): '
+    + (f'{final:.1f}' if final is not None else 'none (no meta-step ran)')
+  )
   speed, compile_s = summary['meta_steps_per_second'], summary['compile_s']
   if compile_s is None:  # Nothing ran: e.g. --resume of a finished run.
     print('meta-steps/s: n/a (no meta-step ran in this call)')
   else:
-    print('meta-steps/s: ' + (f'{speed:.3f}' if speed is not None else 'n/a')
-          + f' after {compile_s:.0f}s of compilation')
+    print(
+      'meta-steps/s: '
+      + (f'{speed:.3f}' if speed is not None else 'n/a')
+      + f' after {compile_s:.0f}s of compilation'
+    )
   print(f'metrics: {summary["metrics_csv"]}')
   print(f'rule:    {summary["params_npz"]}')
 
@@ -59,19 +71,24 @@ def _report(summary) -> None:
 def _weights_unusable(config) -> str | None:
   if config.init == 'disco_103':
     return None
-  return ('--weights is the rule to fine-tune: it needs --init disco_103, '
-          f'got --init {config.init}.')
+  return (
+    '--weights is the rule to fine-tune: it needs --init disco_103, '
+    f'got --init {config.init}.'
+  )
 
 
 # The command: main(argv=None) -> exit status.
-main = cli.command(description=__doc__.split('\n\n')[0],
-                   config_cls=config_lib.MetaTrainConfig,
-                   default_out='runs/meta_train',
-                   weights_help='with --init disco_103: the rule to fine-tune '
-                   "(disco_103.npz or a previous run's update_rule_params.npz; "
-                   'default: Disco103)',
-                   weights_unusable=_weights_unusable, report=_report,
-                   presets=PRESETS)
+main = cli.command(
+  description=__doc__.split('\n\n')[0],
+  config_cls=config_lib.MetaTrainConfig,
+  default_out='runs/meta_train',
+  weights_help='with --init disco_103: the rule to fine-tune '
+  "(disco_103.npz or a previous run's update_rule_params.npz; "
+  'default: Disco103)',
+  weights_unusable=_weights_unusable,
+  report=_report,
+  presets=PRESETS,
+)
 
 
 if __name__ == '__main__':

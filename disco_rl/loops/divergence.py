@@ -26,17 +26,26 @@ class DivergedError(ValueError):
 
 def all_finite(tree: chex.ArrayTree) -> chex.Array:
   """[] float32: 1.0 if every entry of every floating leaf is finite."""
-  flags = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
-           if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)]
+  flags = [
+    jnp.all(jnp.isfinite(x))
+    for x in jax.tree.leaves(tree)
+    if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)
+  ]
   if not flags:
     return jnp.ones((), jnp.float32)
   return jnp.all(jnp.stack(flags)).astype(jnp.float32)
 
 
-def raise_if_diverged(metrics: dict[str, np.ndarray], names: Sequence[str],
-                      first_step: int, what: str, params: str,
-                      active: np.ndarray | None = None, hint: str = '',
-                      until: int | None = None) -> None:
+def raise_if_diverged(
+  metrics: dict[str, np.ndarray],
+  names: Sequence[str],
+  first_step: int,
+  what: str,
+  params: str,
+  active: np.ndarray | None = None,
+  hint: str = '',
+  until: int | None = None,
+) -> None:
   """Pops `KEY` from [K] host `metrics`; raises at the first diverged step.
 
   Args:
@@ -56,16 +65,21 @@ def raise_if_diverged(metrics: dict[str, np.ndarray], names: Sequence[str],
   """
   flag = metrics.pop(KEY, None)
   count = len(next(iter(metrics.values()))) if metrics else 0
-  active = (np.ones(count, bool) if active is None
-            else np.asarray(active, bool))
+  active = np.ones(count, bool) if active is None else np.asarray(active, bool)
   if until is not None:
     active = active & (np.arange(count) < until)
   for i in np.flatnonzero(active):
-    bad = [f'{name} = {float(metrics[name][i])}' for name in names
-           if name in metrics and not np.isfinite(metrics[name][i])]
+    bad = [
+      f'{name} = {float(metrics[name][i])}'
+      for name in names
+      if name in metrics and not np.isfinite(metrics[name][i])
+    ]
     if flag is not None and not flag[i]:
       bad.append(f'{params} not finite')
     if bad:
       raise DivergedError(
-          f'learning diverged at {what} {first_step + int(i)}: '
-          + ', '.join(bad) + '.' + (f' {hint}' if hint else ''))
+        f'learning diverged at {what} {first_step + int(i)}: '
+        + ', '.join(bad)
+        + '.'
+        + (f' {hint}' if hint else '')
+      )

@@ -40,9 +40,15 @@ import chex
 import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
+import numpy as np
 
 from disco_rl import actors
 from disco_rl import environments
+from disco_rl import plots
+from disco_rl import replay
+from disco_rl import rollout_checks
+from disco_rl import types
+from disco_rl import weights
 from disco_rl.loops import compiled
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import divergence
@@ -50,12 +56,7 @@ from disco_rl.loops import eval_report
 from disco_rl.loops import eval_setup
 from disco_rl.loops import host_acting
 from disco_rl.loops import mesh as mesh_lib
-from disco_rl import replay
 from disco_rl.loops import run as run_lib
-from disco_rl import plots
-from disco_rl import rollout_checks
-from disco_rl import types
-from disco_rl import weights
 
 AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS
 
@@ -77,8 +78,9 @@ def actor_keys(act_key: chex.PRNGKey, rollout_len: int) -> chex.PRNGKey:
   return jax.random.split(device_key(act_key), rollout_len)
 
 
-def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
-              devices=None) -> run_lib.Job:
+def make_eval(
+  config: config_lib.EvalConfig, *, env=None, rule_params=None, devices=None
+) -> run_lib.Job:
   """The eval job of `config` (see the module's docstring).
 
   Args:
@@ -96,9 +98,14 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
   def per_seed(fn):
     """`fn(state, *args)` of one run mapped over the S runs (and over the
     leading axis of `args`); its outputs get [S]."""
+
     def mapped(state, *args):
-      return jax.vmap(fn, in_axes=(eval_setup.SEED_AXES,) + (0,) * len(args),
-                      out_axes=(eval_setup.SEED_AXES, 0))(state, *args)
+      return jax.vmap(
+        fn,
+        in_axes=(eval_setup.SEED_AXES,) + (0,) * len(args),
+        out_axes=(eval_setup.SEED_AXES, 0),
+      )(state, *args)
+
     return mapped
 
   # -- The initial state (under `jit`, outside `shard_map`). ---------------
@@ -106,51 +113,73 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
   def init_runs(rngs, env_state, timestep, rule_params):
     """The S runs from [S, 2] keys, their environments' state and first
     timestep ([D, S, ...]) and the rule's parameters."""
+
     def one_run(rng, env_state, timestep):
       learner_rng, actor_rng, loop_rng = jax.random.split(rng, 3)
       per_device = lambda x: jnp.broadcast_to(x, (num_devices,) + x.shape)
       return eval_setup.EvalState(
-          learner_state=agent.initial_learner_state(learner_rng),
-          actor_state=jax.tree.map(per_device,
-                                   agent.initial_actor_state(actor_rng)),
-          env_state=env_state, timestep=timestep,
-          acc_rewards=jnp.zeros((num_devices, setup.envs_per_device),
-                                jnp.float32),
-          replay=jax.tree.map(per_device, replay.init(
-              example_rollout(mesh_lib.local_block(timestep)),
-              setup.capacity_per_device)),
-          rule_params=rule_params, rng=loop_rng,
-          step=jnp.zeros((), jnp.int32))
+        learner_state=agent.initial_learner_state(learner_rng),
+        actor_state=jax.tree.map(
+          per_device, agent.initial_actor_state(actor_rng)
+        ),
+        env_state=env_state,
+        timestep=timestep,
+        acc_rewards=jnp.zeros(
+          (num_devices, setup.envs_per_device), jnp.float32
+        ),
+        replay=jax.tree.map(
+          per_device,
+          replay.init(
+            example_rollout(mesh_lib.local_block(timestep)),
+            setup.capacity_per_device,
+          ),
+        ),
+        rule_params=rule_params,
+        rng=loop_rng,
+        step=jnp.zeros((), jnp.int32),
+      )
 
-    states = jax.vmap(one_run, in_axes=(0, 1, 1), out_axes=eval_setup.SEED_AXES)(
-        rngs, env_state, timestep)
+    states = jax.vmap(
+      one_run, in_axes=(0, 1, 1), out_axes=eval_setup.SEED_AXES
+    )(rngs, env_state, timestep)
     return mesh_lib.map_per_device(  # [S, D, ...] -> [D, S, ...]
-        lambda part: jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), part),
-        eval_setup.state_specs(), states)
+      lambda part: jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), part),
+      eval_setup.state_specs(),
+      states,
+    )
 
   def example_rollout(timestep):
     """Zeros shaped like one device's [T, E, ...] stored rollout."""
     key = jax.random.PRNGKey(0)
     params = jax.eval_shape(agent.initial_learner_state, key).params
     actor_state = jax.eval_shape(agent.initial_actor_state, key)
-    recorded, _ = jax.eval_shape(agent.actor_step, params, key, timestep,
-                                 actor_state)
-    rollout = replay.keep_outputs(types.ActorRollout.from_timestep(recorded),
-                                  config.behaviour_outputs)
+    recorded, _ = jax.eval_shape(
+      agent.actor_step, params, key, timestep, actor_state
+    )
+    rollout = replay.keep_outputs(
+      types.ActorRollout.from_timestep(recorded), config.behaviour_outputs
+    )
     return jax.tree.map(
-        lambda s: jnp.zeros((config.rollout_len,) + s.shape, s.dtype),
-        rollout)
+      lambda s: jnp.zeros((config.rollout_len,) + s.shape, s.dtype), rollout
+    )
 
   # -- One iteration of one run, on one device's view. ---------------------
 
   def act(state: eval_setup.EvalState, key):
     """One rollout of `rollout_len` steps in jittable environments."""
     rollout, actor_state, timestep, env_state = actors.unroll_jittable_actor(
-        state.learner_state.params, state.actor_state, state.timestep,
-        state.env_state, device_key(key), setup.env, config.rollout_len,
-        agent.actor_step)
-    return state.replace(actor_state=actor_state, timestep=timestep,
-                         env_state=env_state), rollout
+      state.learner_state.params,
+      state.actor_state,
+      state.timestep,
+      state.env_state,
+      device_key(key),
+      setup.env,
+      config.rollout_len,
+      agent.actor_step,
+    )
+    return state.replace(
+      actor_state=actor_state, timestep=timestep, env_state=env_state
+    ), rollout
 
   def store(state: eval_setup.EvalState, rollout: types.ActorRollout):
     """Episode statistics of a [T, E] rollout, and the rollout buffered.
@@ -160,61 +189,90 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
     """
     checks = {}
     if config.debug_checks:
-      fault = rollout_checks.find_fault(rollout.actions, rollout.rewards,
-                                        agent.num_actions, state.step,
-                                        logits_t=rollout.logits)
+      fault = rollout_checks.find_fault(
+        rollout.actions,
+        rollout.rewards,
+        agent.num_actions,
+        state.step,
+        logits_t=rollout.logits,
+      )
       checks[rollout_checks.KEY] = rollout_checks.first_over_devices(
-          fault, AXIS, rollout.rewards.shape[1])
+        fault, AXIS, rollout.rewards.shape[1]
+      )
     acc_rewards, returns = actors.accumulate_rewards(
-        state.acc_rewards, (rollout.rewards, rollout.discounts))
+      state.acc_rewards, (rollout.rewards, rollout.discounts)
+    )
     total, episodes = actors.episode_returns(returns, rollout.discounts)
-    buffer = replay.add(state.replay, replay.keep_outputs(
-        rollout, config.behaviour_outputs))
+    buffer = replay.add(
+      state.replay, replay.keep_outputs(rollout, config.behaviour_outputs)
+    )
     return state.replace(acc_rewards=acc_rewards, replay=buffer), dict(
-        return_sum=jax.lax.psum(total, AXIS),
-        episodes=jax.lax.psum(episodes, AXIS), **checks)
+      return_sum=jax.lax.psum(total, AXIS),
+      episodes=jax.lax.psum(episodes, AXIS),
+      **checks,
+    )
 
-  def learn(state: eval_setup.EvalState, key):
-    """One learner step on a sampled batch; scalar logs averaged."""
+  def learn(state: eval_setup.EvalState, key, learning_rate):
+    """One learner step on a sampled batch at the run's learning rate;
+    scalar logs averaged."""
     sample_key, step_key = jax.random.split(device_key(key))
     batch = replay.sample(state.replay, sample_key, setup.batch_per_device)
     learner_state, _, logs = agent.learner_step(
-        step_key, batch, state.learner_state, state.actor_state,
-        state.rule_params, False)
+      step_key,
+      batch,
+      state.learner_state,
+      state.actor_state,
+      state.rule_params,
+      False,
+      learning_rate=learning_rate,
+    )
     scalars = jax.lax.pmean({k: logs[k] for k in setup.log_keys}, AXIS)
     scalars[divergence.KEY] = jax.lax.pmin(
-        divergence.all_finite(learner_state.params), AXIS)
+      divergence.all_finite(learner_state.params), AXIS
+    )
     return state.replace(learner_state=learner_state), scalars
 
-  def maybe_learn(state: eval_setup.EvalState, key):
+  def maybe_learn(state: eval_setup.EvalState, key, learning_rate):
     """`learn` once each buffer holds a learner batch (else NaN logs).
 
     Every device's and run's buffer holds `min(C, (step + 1) * E)`
     trajectories after this iteration's rollout: the shared `step` decides,
     so all take the same branch.
     """
-    stored = jnp.minimum(setup.capacity_per_device,
-                         (state.step + 1) * setup.envs_per_device)
+    stored = jnp.minimum(
+      setup.capacity_per_device, (state.step + 1) * setup.envs_per_device
+    )
     learn_now = stored >= setup.batch_per_device
 
-    def skip(state, key):
-      del key
+    def skip(state, key, learning_rate):
+      del key, learning_rate
       nan = jnp.full((), jnp.nan, jnp.float32)
-      return state, dict({k: nan for k in setup.log_keys},
-                         **{divergence.KEY: jnp.ones((), jnp.float32)})
+      return state, dict(
+        {k: nan for k in setup.log_keys},
+        **{divergence.KEY: jnp.ones((), jnp.float32)},
+      )
 
-    state, logs = jax.lax.cond(learn_now, learn, skip, state, key)
+    state, logs = jax.lax.cond(
+      learn_now, learn, skip, state, key, learning_rate
+    )
     return state, dict(logs, learned=learn_now.astype(jnp.float32))
 
-  def iteration(state: eval_setup.EvalState, rollout=None):
-    """Act (unless the host acted: `rollout`), store, maybe learn: one
-    iteration of one run."""
+  def iteration(state: eval_setup.EvalState, learning_rate, rollout=None):
+    """Act (unless the host acted: `rollout`), store, maybe learn (at the
+    run's [] `learning_rate`): one iteration of one run."""
     rng, act_key, learn_key = iteration_keys(state.rng)
     if rollout is None:
       state, rollout = act(state, act_key)
     state, stats = store(state, rollout)
-    state, logs = maybe_learn(state, learn_key)
+    state, logs = maybe_learn(state, learn_key, learning_rate)
     return state.replace(rng=rng, step=state.step + 1), dict(stats, **logs)
+
+  # The runs' learning rates [S]: an operand of the programs (split over the
+  # seed groups like the runs), so a sweep of any rates is one program.
+  rates = mesh_lib.place(
+    np.asarray([run.learning_rate for run in config.runs], np.float32),
+    mesh_lib.shardings(mesh, P(SEED)),
+  )
 
   def default_rule_params():
     params = rule_params
@@ -226,8 +284,10 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
     return jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))[0]
 
   init_program = compiled.placed(
-      init_runs, mesh_lib.shardings(mesh, eval_setup.state_specs()),
-      config.matmul_precision)
+    init_runs,
+    mesh_lib.shardings(mesh, eval_setup.state_specs()),
+    config.matmul_precision,
+  )
 
   def check(metrics, first_step):
     eval_report.raise_first_problem(config, metrics, first_step)
@@ -236,59 +296,91 @@ def make_eval(config: config_lib.EvalConfig, *, env=None, rule_params=None,
 
   def compiled_acting():
     """Every iteration of every run in one program: jit(shard_map(scan))."""
+
     def reset_and_init(rule_params):
       def reset(rng):  # One run's environments, [D, ...].
         env_rng, rng = jax.random.split(rng)
         env_state, timestep = jax.vmap(setup.env.reset)(
-            jax.random.split(env_rng, num_devices))
+          jax.random.split(env_rng, num_devices)
+        )
         return rng, env_state, timestep
+
       rngs, env_state, timestep = jax.vmap(reset, out_axes=(0, 1, 1))(
-          eval_setup.seed_keys(config))
+        eval_setup.seed_keys(config)
+      )
       return init_program(rngs, env_state, timestep, rule_params)
 
     program = compiled.program(
-        per_seed(iteration), length=config.steps_per_call, mesh=mesh,
-        state_specs=eval_setup.state_specs(), output_specs=P(SEED),
-        precision=config.matmul_precision)
+      per_seed(iteration),
+      length=config.steps_per_call,
+      mesh=mesh,
+      state_specs=eval_setup.state_specs(),
+      operand_specs=(P(SEED),),
+      output_specs=P(SEED),
+      precision=config.matmul_precision,
+    ).bind(rates)
 
     def step(state, count):
       state, metrics = program(state, count)
       check(metrics, int(mesh_lib.fetch(state.step)) - count)
       return state, metrics
 
-    return dict(init=lambda: reset_and_init(default_rule_params()),
-                state_shapes=lambda: jax.eval_shape(reset_and_init,
-                                                    rule_shapes()),
-                step=step, program=program)
+    return dict(
+      init=lambda: reset_and_init(default_rule_params()),
+      state_shapes=lambda: jax.eval_shape(reset_and_init, rule_shapes()),
+      step=step,
+      program=program,
+    )
 
   if setup.host_envs:
     acting = host_acting.make(
-        setup, state_specs=eval_setup.state_specs(), seed_keys=eval_setup.seed_keys(config),
-        iteration_keys=iteration_keys,
-        actor_keys=lambda key: actor_keys(key, config.rollout_len),
-        actor_step=agent.actor_step, learn_iteration=per_seed(iteration),
-        init_program=init_program, rule_params=default_rule_params,
-        rule_shapes=rule_shapes, check=check)
+      setup,
+      state_specs=eval_setup.state_specs(),
+      seed_keys=eval_setup.seed_keys(config),
+      iteration_keys=iteration_keys,
+      actor_keys=lambda key: actor_keys(key, config.rollout_len),
+      actor_step=agent.actor_step,
+      learn_iteration=per_seed(iteration),
+      rates=rates,
+      init_program=init_program,
+      rule_params=default_rule_params,
+      rule_shapes=rule_shapes,
+      check=check,
+    )
   else:
     acting = compiled_acting()
   rule_title = plots.rule_title(config.rule, rule_params is not None)
   return run_lib.Job(
-      name='eval', config=config, setup=setup,
-      rows=lambda metrics, first: eval_report.rows(
-          config, setup.log_keys, metrics, first),
-      summary=functools.partial(eval_report.summary, setup),
-      outputs=lambda state, rows, run_dir, lead: eval_report.outputs(
-          config, rule_title, rows, run_dir, lead),
-      progress=lambda rows: dict(
-          avg_return=f'{eval_report.recent_return(rows):.3f}'),
-      steps_per_call=config.steps_per_call, warmup=setup.warmup,
-      description=f'eval {config.rule} {eval_report.seeds_title(config)}',
-      **acting)
+    name='eval',
+    config=config,
+    setup=setup,
+    rows=lambda metrics, first: eval_report.rows(
+      config, setup.log_keys, metrics, first
+    ),
+    summary=functools.partial(eval_report.summary, setup),
+    outputs=lambda state, rows, run_dir, lead: eval_report.outputs(
+      config, rule_title, rows, run_dir, lead
+    ),
+    progress=lambda rows: dict(
+      avg_return=f'{eval_report.recent_return(rows):.3f}'
+    ),
+    steps_per_call=config.steps_per_call,
+    warmup=setup.warmup,
+    description=f'eval {config.rule} {eval_report.seeds_title(config)}',
+    **acting,
+  )
 
 
-def evaluate(job: run_lib.Job, state: eval_setup.EvalState, *, params=None, env=None,
-             num_rollouts: int = 20, seed: int = 0,
-             run: int = 0) -> dict[str, float]:
+def evaluate(
+  job: run_lib.Job,
+  state: eval_setup.EvalState,
+  *,
+  params=None,
+  env=None,
+  num_rollouts: int = 20,
+  seed: int = 0,
+  run: int = 0,
+) -> dict[str, float]:
   """An eval job's policy acting without learning
   (`actors.evaluate_policy`): {'avg_return', 'episodes'}.
 
@@ -300,28 +392,37 @@ def evaluate(job: run_lib.Job, state: eval_setup.EvalState, *, params=None, env=
       (default: the run's own; for a host one its jittable twin).
     num_rollouts: rollouts of `rollout_len` steps.
     seed: the acting key's seed.
-    run: which of the `num_seeds` runs (0: the one of `config.seed`).
+    run: which of the program's runs (`config.runs`; 0: the first).
   """
   setup, config = job.setup, job.config
-  if not 0 <= run < config.num_seeds:
-    raise ValueError(f'run must be in [0, num_seeds={config.num_seeds}), '
-                     f'got {run}.')
+  if not 0 <= run < config.num_runs:
+    raise ValueError(
+      f'run must be in [0, num_runs={config.num_runs}), got {run}.'
+    )
   if params is None:
-    params = jax.tree.map(lambda x: x[run],
-                          mesh_lib.fetch(state.learner_state.params))
+    params = jax.tree.map(
+      lambda x: x[run], mesh_lib.fetch(state.learner_state.params)
+    )
   if env is None and config.env == config_lib.CUSTOM_ENV:
     env = setup.env
   elif env is None and setup.jittable_env is None:
     raise ValueError(
-        f'evaluate needs a jittable environment; env={config.env!r} is '
-        'stepped on the host: pass env= (a jittable Environment).')
+      f'evaluate needs a jittable environment; env={config.env!r} is '
+      'stepped on the host: pass env= (a jittable Environment).'
+    )
   elif env is None:
     env = environments.get_environment(
-        setup.jittable_env, config.num_envs,
-        dict(config.env_kwargs))
-  return actors.evaluate_policy(setup.agent, params, env,
-                                jax.random.PRNGKey(seed), num_rollouts,
-                                config.rollout_len, config.matmul_precision)
+      setup.jittable_env, config.num_envs, dict(config.env_kwargs)
+    )
+  return actors.evaluate_policy(
+    setup.agent,
+    params,
+    env,
+    jax.random.PRNGKey(seed),
+    num_rollouts,
+    config.rollout_len,
+    config.matmul_precision,
+  )
 
 
 def rule(job: run_lib.Job, state: eval_setup.EvalState):

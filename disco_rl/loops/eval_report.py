@@ -12,38 +12,45 @@ from typing import Any
 import jax
 import numpy as np
 
-from disco_rl.loops import divergence
-from disco_rl import replay
-from disco_rl.loops import run as run_lib
-from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl import metrics as metrics_lib
 from disco_rl import plots
+from disco_rl import replay
 from disco_rl import rollout_checks
+from disco_rl.loops import divergence
+from disco_rl.loops import run as run_lib
+from disco_rl.loops import run_dir as run_dir_lib
 
 RETURNS_PLOT = 'returns.png'
 # The window of the final average return, in iterations.
 RECENT = 100
 
 
-def raise_first_problem(config, metrics: dict[str, np.ndarray],
-                        first_step: int) -> None:
+def raise_first_problem(
+  config, metrics: dict[str, np.ndarray], first_step: int
+) -> None:
   """Raises for the first problem of a call's [K, S] `metrics` (and drops
   the checks' entries): a rollout that failed the debug checks
   (`RolloutError`) or a learner step whose loss or parameters are not
   finite (`DivergedError`), whichever came first, in run order."""
   faults = metrics.pop(rollout_checks.KEY, None)
   flags = metrics.pop(divergence.KEY)
-  for j in range(config.num_seeds):
-    name = '' if config.num_seeds == 1 else f'seed {config.seed + j} '
-    run_faults = (None if faults is None
-                  else jax.tree.map(lambda x, j=j: x[:, j], faults))
+  for j, run in enumerate(config.runs):
+    name = '' if config.num_runs == 1 else f'{run_name(config, run)} '
+    run_faults = (
+      None if faults is None else jax.tree.map(lambda x, j=j: x[:, j], faults)
+    )
     columns = {k: v[:, j] for k, v in metrics.items()}
     columns[divergence.KEY] = flags[:, j]
     divergence.raise_if_diverged(
-        columns, ('total_loss',), first_step, name + 'loop step',
-        "the agent's parameters", active=columns['learned'] > 0,
-        hint='Try a smaller learning_rate (--learning-rate).',
-        until=rollout_checks.first_index(run_faults))
+      columns,
+      ('total_loss',),
+      first_step,
+      name + 'loop step',
+      "the agent's parameters",
+      active=columns['learned'] > 0,
+      hint='Try a smaller learning_rate (--learning-rate).',
+      until=rollout_checks.first_index(run_faults),
+    )
     rollout_checks.raise_if_faulty(run_faults, name + 'rollout')
 
 
@@ -52,36 +59,54 @@ def rows(config, log_keys, metrics, first_step: int) -> run_lib.Rows:
   per_iteration = config.num_envs * config.rollout_len
   out = []
   for i in range(len(metrics['episodes'])):
-    for j in range(config.num_seeds):
+    for j, run in enumerate(config.runs):
       episodes = float(metrics['episodes'][i, j])
-      out.append(dict(
-          step=first_step + i, seed=config.seed + j,
+      out.append(
+        dict(
+          step=first_step + i,
+          seed=run.seed,
+          learning_rate=run.learning_rate,
           env_steps=(first_step + i + 1) * per_iteration,
           episodes=episodes,
-          avg_return=(float(metrics['return_sum'][i, j]) / episodes
-                      if episodes else float('nan')),
+          avg_return=(
+            float(metrics['return_sum'][i, j]) / episodes
+            if episodes
+            else float('nan')
+          ),
           learned=int(metrics['learned'][i, j]),
-          **{k: float(metrics[k][i, j]) for k in log_keys}))
+          **{k: float(metrics[k][i, j]) for k in log_keys},
+        )
+      )
   return out
 
 
 def run_rows(config, rows: run_lib.Rows) -> list[run_lib.Rows]:
   """The rows of each run, in run order (rows alternate over runs)."""
-  return [rows[j::config.num_seeds] for j in range(config.num_seeds)]
+  return [rows[j :: config.num_runs] for j in range(config.num_runs)]
+
+
+def run_name(config, run) -> str:
+  """'seed 3', or 'seed 3, lr 0.001' in a program of several rates."""
+  if len({r.learning_rate for r in config.runs}) == 1:
+    return f'seed {run.seed}'
+  return f'seed {run.seed}, lr {run.learning_rate:g}'
 
 
 def recent_return(rows: run_lib.Rows) -> float:
   """The mean `avg_return` of the last `RECENT` iterations' rows (of every
   run in `rows`)."""
   last = run_lib.steps_done(rows) - RECENT
-  recent = np.asarray([r['avg_return'] for r in rows if r['step'] >= last],
-                      float)
-  return (float(np.nanmean(recent)) if np.isfinite(recent).any()
-          else float('nan'))
+  recent = np.asarray(
+    [r['avg_return'] for r in rows if r['step'] >= last], float
+  )
+  return (
+    float(np.nanmean(recent)) if np.isfinite(recent).any() else float('nan')
+  )
 
 
-def summary(setup, state, rows: run_lib.Rows,
-            timing: run_lib.Timing) -> dict[str, Any]:
+def summary(
+  setup, state, rows: run_lib.Rows, timing: run_lib.Timing
+) -> dict[str, Any]:
   """Final average return (last 100 iterations; over the runs and per
   run), speed, memory. Every process calls it (it reads sharded state)."""
   config = setup.config
@@ -89,42 +114,65 @@ def summary(setup, state, rows: run_lib.Rows,
   rss = [r['rss_mb'] for r in per_run[0]] or [float('nan')]
   one_buffer = jax.tree.map(lambda x: x[0, 0], state.replay)
   return dict(
-      final_avg_return=recent_return(rows),
-      final_avg_return_per_seed={
-          str(config.seed + j): recent_return(run)
-          for j, run in enumerate(per_run)},
-      steps=max(0, len(per_run[0]) - setup.warmup),
-      iterations=len(per_run[0]),
-      compile_and_first_step_s=timing.first_call_s,
-      steps_per_second=timing.steps_per_second,
-      peak_memory_mb=metrics_lib.peak_memory_mb(),
-      rss_mb_at_100=rss[min(99, len(rss) - 1)], rss_mb_final=rss[-1],
-      devices=setup.num_devices, processes=jax.process_count(),
-      replay_bytes_per_trajectory=replay.bytes_per_trajectory(one_buffer))
+    final_avg_return=recent_return(rows),
+    final_avg_return_per_run={
+      run_name(config, run): recent_return(run_rows_)
+      for run, run_rows_ in zip(config.runs, per_run, strict=True)
+    },
+    steps=max(0, len(per_run[0]) - setup.warmup),
+    iterations=len(per_run[0]),
+    compile_and_first_step_s=timing.first_call_s,
+    steps_per_second=timing.steps_per_second,
+    peak_memory_mb=metrics_lib.peak_memory_mb(),
+    rss_mb_at_100=rss[min(99, len(rss) - 1)],
+    rss_mb_final=rss[-1],
+    devices=setup.num_devices,
+    processes=jax.process_count(),
+    replay_bytes_per_trajectory=replay.bytes_per_trajectory(one_buffer),
+  )
 
 
-def outputs(config, rule_title: str, rows: run_lib.Rows,
-            run_dir: run_dir_lib.RunDir, lead: bool) -> dict[str, str]:
+def outputs(
+  config,
+  rule_title: str,
+  rows: run_lib.Rows,
+  run_dir: run_dir_lib.RunDir,
+  lead: bool,
+) -> dict[str, str]:
   """The learning curve of every run (`returns.png`, by the `lead`
   process)."""
   if not lead:
     return {}
   per_run = run_rows(config, rows)
   path = plots.plot_runs(
-      [r['env_steps'] for r in per_run[0]],
-      {f'seed {config.seed + j}': [r['avg_return'] for r in run]
-       for j, run in enumerate(per_run)},
-      run_dir.file(RETURNS_PLOT), 'environment steps', 'average return',
-      f'{rule_title} on {env_title(config)} ({seeds_title(config)})',
-      smooth=20)
+    [r['env_steps'] for r in per_run[0]],
+    {
+      run_name(config, run): [r['avg_return'] for r in run_rows_]
+      for run, run_rows_ in zip(config.runs, per_run, strict=True)
+    },
+    run_dir.file(RETURNS_PLOT),
+    'environment steps',
+    'average return',
+    f'{rule_title} on {env_title(config)} ({seeds_title(config)})',
+    smooth=20,
+  )
   return dict(plot_png=str(path))
 
 
 def seeds_title(config) -> str:
-  """'seed 3' or 'seeds 0-7'."""
-  if config.num_seeds == 1:
-    return f'seed {config.seed}'
-  return f'seeds {config.seed}-{config.seed + config.num_seeds - 1}'
+  """'seed 3', 'seeds 0-7', 'seeds 0, 5' (and 'x lr 0.001, 0.003' with
+  several rates)."""
+  seeds = sorted({run.seed for run in config.runs})
+  if len(seeds) == 1:
+    title = f'seed {seeds[0]}'
+  elif seeds == list(range(seeds[0], seeds[-1] + 1)):
+    title = f'seeds {seeds[0]}-{seeds[-1]}'
+  else:
+    title = 'seeds ' + ', '.join(map(str, seeds))
+  rates = sorted({run.learning_rate for run in config.runs})
+  if len(rates) > 1:
+    title += ' x lr ' + ', '.join(f'{r:g}' for r in rates)
+  return title
 
 
 def env_title(config) -> str:

@@ -19,12 +19,12 @@ from jax.sharding import PartitionSpec as P
 
 from disco_rl import agent as agent_lib
 from disco_rl import environments
+from disco_rl import replay
+from disco_rl import types
 from disco_rl.environments import base as base_env
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import mesh as mesh_lib
-from disco_rl import replay
 from disco_rl.networks import nets
-from disco_rl import types
 
 AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS
 PER_DEVICE = P(AXIS, SEED)  # [D, S, ...]: a row per device, the seeds split.
@@ -66,16 +66,31 @@ class EvalState:
 
 def state_specs() -> EvalState:
   """The `PartitionSpec` of each part of an `EvalState` (a tree prefix)."""
-  return EvalState(learner_state=P(SEED), actor_state=PER_DEVICE,
-                   env_state=PER_DEVICE, timestep=PER_DEVICE,
-                   acc_rewards=PER_DEVICE, replay=PER_DEVICE,
-                   rule_params=P(), rng=P(SEED), step=P())
+  return EvalState(
+    learner_state=P(SEED),
+    actor_state=PER_DEVICE,
+    env_state=PER_DEVICE,
+    timestep=PER_DEVICE,
+    acc_rewards=PER_DEVICE,
+    replay=PER_DEVICE,
+    rule_params=P(),
+    rng=P(SEED),
+    step=P(),
+  )
 
 
 # The seed axis of each part once the device axis is gone (a `vmap` prefix).
-SEED_AXES = EvalState(learner_state=0, actor_state=0, env_state=0,
-                       timestep=0, acc_rewards=0, replay=0, rule_params=None,
-                       rng=0, step=None)
+SEED_AXES = EvalState(
+  learner_state=0,
+  actor_state=0,
+  env_state=0,
+  timestep=0,
+  acc_rewards=0,
+  replay=0,
+  rule_params=None,
+  rng=0,
+  step=None,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,15 +144,20 @@ class EvalSetup:
 
 def log_keys(rule: str) -> tuple[str, ...]:
   """The learner scalars the eval job records per step, for a rule."""
-  common = ('total_loss', 'global_gradient_norm', 'global_update_norm',
-            'entropy')
+  common = (
+    'total_loss',
+    'global_gradient_norm',
+    'global_update_norm',
+    'entropy',
+  )
   if rule == 'disco_103':
     return common + ('pi_loss', 'q_loss', 'aux_kl_loss', 'pi_hat_entropy')
   return common + ('pg_advs', 'avg_value')
 
 
-def make_setup(config: config_lib.EvalConfig, devices=None,
-               env=None) -> EvalSetup:
+def make_setup(
+  config: config_lib.EvalConfig, devices=None, env=None
+) -> EvalSetup:
   """The run's devices, mesh, environment and agent, from `config`.
 
   Args:
@@ -155,18 +175,21 @@ def make_setup(config: config_lib.EvalConfig, devices=None,
   """
   if (env is not None) != (config.env == config_lib.CUSTOM_ENV):
     raise ValueError(
-        "An Environment object goes with env='custom' and env='custom' "
-        "needs one: pass both EvalConfig(env='custom', ...) and env= "
-        f'(got env={config.env!r} and an env object: {env is not None}).')
-  shares = {'number of environments (batch_size // replay_ratio)':
-                config.num_envs, 'batch_size': config.batch_size,
-            'buffer_capacity': config.buffer_capacity}
+      "An Environment object goes with env='custom' and env='custom' "
+      "needs one: pass both EvalConfig(env='custom', ...) and env= "
+      f'(got env={config.env!r} and an env object: {env is not None}).'
+    )
+  shares = {
+    'number of environments (batch_size // replay_ratio)': config.num_envs,
+    'batch_size': config.batch_size,
+    'buffer_capacity': config.buffer_capacity,
+  }
   if devices is None:
-    devices = mesh_lib.pick_devices(shares, config.num_devices,
-                                    config.num_seeds)
-  mesh_lib.check_shares(shares, len(devices), config.num_seeds)
-  mesh = mesh_lib.make_mesh(devices, mesh_lib.seed_shards(config.num_seeds,
-                                                          len(devices)))
+    devices = mesh_lib.pick_devices(shares, config.num_devices, config.num_runs)
+  mesh_lib.check_shares(shares, len(devices), config.num_runs)
+  mesh = mesh_lib.make_mesh(
+    devices, mesh_lib.seed_shards(config.num_runs, len(devices))
+  )
   num = mesh.shape[AXIS]
   per_device, host_envs, jittable_env = config.num_envs // num, (), None
   if env is not None:
@@ -175,43 +198,61 @@ def make_setup(config: config_lib.EvalConfig, devices=None,
     base_env.check_jittable_environment(env)
     if env.batch_size != per_device:
       raise ValueError(
-          'env.batch_size must be the environments per device, batch_size '
-          f'// replay_ratio // devices = {config.batch_size} // '
-          f'{config.replay_ratio} // {num} = {per_device}, got '
-          f'{env.batch_size}.')
+        'env.batch_size must be the environments per device, batch_size '
+        f'// replay_ratio // devices = {config.batch_size} // '
+        f'{config.replay_ratio} // {num} = {per_device}, got '
+        f'{env.batch_size}.'
+      )
   elif environments.family(config.env).on_host:
     # Host or compiled acting: the one place that decides.
     if jax.process_count() > 1:
-      raise ValueError(f'env={config.env!r} is stepped on the host, in one '
-                       f'process; got {jax.process_count()} processes.')
+      raise ValueError(
+        f'env={config.env!r} is stepped on the host, in one '
+        f'process; got {jax.process_count()} processes.'
+      )
     host_envs = tuple(
-        environments.get_environment(config.env, config.num_envs, dict(
-            config.env_kwargs, random_seed=config.seed + i))
-        for i in range(config.num_seeds))
-    env, jittable_env = host_envs[0], environments.family(
-        config.env).jittable
+      environments.get_environment(
+        config.env,
+        config.num_envs,
+        dict(config.env_kwargs, random_seed=run.seed),
+      )
+      for run in config.runs
+    )
+    env, jittable_env = host_envs[0], environments.family(config.env).jittable
   else:
-    env = environments.get_environment(config.env, per_device,
-                                       dict(config.env_kwargs))
+    env = environments.get_environment(
+      config.env, per_device, dict(config.env_kwargs)
+    )
     jittable_env = config.env
   nets.check_observation_spec(
-      config.net, env.single_observation_spec(),
-      f'env {config.env!r} (its single_observation_spec())')
+    config.net,
+    env.single_observation_spec(),
+    f'env {config.env!r} (its single_observation_spec())',
+  )
   agent = agent_lib.Agent(
-      single_observation_spec=env.single_observation_spec(),
-      single_action_spec=env.single_action_spec(),
-      agent_settings=config.agent_settings(config.rule,
-                                           precision=config.precision),
-      batch_axis_name=AXIS)
-  return EvalSetup(config=config, devices=tuple(devices), mesh=mesh, env=env,
-                   host_envs=host_envs, jittable_env=jittable_env,
-                   agent=agent, envs_per_device=per_device,
-                   batch_per_device=config.batch_size // num,
-                   capacity_per_device=config.buffer_capacity // num,
-                   log_keys=log_keys(config.rule))
+    single_observation_spec=env.single_observation_spec(),
+    single_action_spec=env.single_action_spec(),
+    agent_settings=config.agent_settings(
+      config.rule, precision=config.precision
+    ),
+    batch_axis_name=AXIS,
+  )
+  return EvalSetup(
+    config=config,
+    devices=tuple(devices),
+    mesh=mesh,
+    env=env,
+    host_envs=host_envs,
+    jittable_env=jittable_env,
+    agent=agent,
+    envs_per_device=per_device,
+    batch_per_device=config.batch_size // num,
+    capacity_per_device=config.buffer_capacity // num,
+    log_keys=log_keys(config.rule),
+  )
 
 
 def seed_keys(config: config_lib.EvalConfig) -> chex.PRNGKey:
-  """[S, 2]: the key of each run, `PRNGKey(config.seed + i)`."""
-  return jnp.stack([jax.random.PRNGKey(config.seed + i)
-                    for i in range(config.num_seeds)])
+  """[S, 2]: the key of each run, `PRNGKey(run.seed)` (runs of one seed
+  at several rates share it: they differ in the rate alone)."""
+  return jnp.stack([jax.random.PRNGKey(run.seed) for run in config.runs])

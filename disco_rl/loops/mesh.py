@@ -25,14 +25,15 @@ import math
 
 import jax
 from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec
 import numpy as np
 
 from disco_rl import utils
 
 AXIS = utils.DEFAULT_AXIS_NAME
 SEED_AXIS = 'seed'
-
 
 
 def seed_shards(num_seeds: int, num_devices: int) -> int:
@@ -43,8 +44,9 @@ def seed_shards(num_seeds: int, num_devices: int) -> int:
   return math.gcd(num_seeds, num_devices)
 
 
-def pick_devices(shares: Mapping[str, int], num_devices: int | None = None,
-                 num_seeds: int = 1) -> list[jax.Device]:
+def pick_devices(
+  shares: Mapping[str, int], num_devices: int | None = None, num_seeds: int = 1
+) -> list[jax.Device]:
   """The devices of a run; every share must split evenly across them.
 
   Args:
@@ -69,40 +71,52 @@ def pick_devices(shares: Mapping[str, int], num_devices: int | None = None,
       num_devices = len(available)
     else:
       num_devices = max(
-          d for d in range(1, len(available) + 1)
-          if all(s % (d // seed_shards(num_seeds, d)) == 0
-                 for s in shares.values()))
+        d
+        for d in range(1, len(available) + 1)
+        if all(
+          s % (d // seed_shards(num_seeds, d)) == 0 for s in shares.values()
+        )
+      )
   if not 1 <= num_devices <= len(available):
-    raise ValueError(f'num_devices={num_devices} but {len(available)} '
-                     'devices are available.')
+    raise ValueError(
+      f'num_devices={num_devices} but {len(available)} devices are available.'
+    )
   if multi_process and num_devices != len(available):
     raise ValueError(
-        f'num_devices={num_devices}: with {jax.process_count()} processes '
-        f'every one of the {len(available)} devices must take part.')
+      f'num_devices={num_devices}: with {jax.process_count()} processes '
+      f'every one of the {len(available)} devices must take part.'
+    )
   check_shares(shares, num_devices, num_seeds)
   return list(available[:num_devices])
 
 
-def check_shares(shares: Mapping[str, int], num_devices: int,
-                 num_seeds: int = 1) -> None:
+def check_shares(
+  shares: Mapping[str, int], num_devices: int, num_seeds: int = 1
+) -> None:
   """Raises ValueError naming a share that does not split evenly across
   the devices of a seed group (see `pick_devices`)."""
   groups = seed_shards(num_seeds, num_devices)
   for name, size in shares.items():
-    utils.check_divisible(size, num_devices // groups, name if groups == 1
-                          else f'{name} (the {num_seeds} seeds split '
-                          f'{num_devices} devices into {groups} groups)')
+    utils.check_divisible(
+      size,
+      num_devices // groups,
+      name
+      if groups == 1
+      else f'{name} (the {num_seeds} seeds split '
+      f'{num_devices} devices into {groups} groups)',
+    )
 
 
-def make_mesh(devices: Sequence[jax.Device],
-              num_seed_shards: int | None = None) -> Mesh:
+def make_mesh(
+  devices: Sequence[jax.Device], num_seed_shards: int | None = None
+) -> Mesh:
   """A one-axis mesh named `AXIS` over `devices`; with `num_seed_shards`,
   a [num_seed_shards, devices / num_seed_shards] mesh (`SEED_AXIS`,
   `AXIS`): group g is devices g * n ... (g + 1) * n - 1."""
-  devices = np.asarray(list(devices))
+  grid = np.asarray(list(devices))
   if num_seed_shards is None:
-    return Mesh(devices, (AXIS,))
-  return Mesh(devices.reshape(num_seed_shards, -1), (SEED_AXIS, AXIS))
+    return Mesh(grid, (AXIS,))
+  return Mesh(grid.reshape(num_seed_shards, -1), (SEED_AXIS, AXIS))
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
@@ -112,8 +126,11 @@ def replicated(mesh: Mesh) -> NamedSharding:
 
 def shardings(mesh: Mesh, specs):
   """A tree of `NamedSharding`s from a tree (prefix) of `PartitionSpec`s."""
-  return jax.tree.map(lambda spec: NamedSharding(mesh, spec), specs,
-                      is_leaf=lambda x: isinstance(x, PartitionSpec))
+  return jax.tree.map(
+    lambda spec: NamedSharding(mesh, spec),
+    specs,
+    is_leaf=lambda x: isinstance(x, PartitionSpec),
+  )
 
 
 def map_per_device(fn, specs, tree):
@@ -125,8 +142,11 @@ def map_per_device(fn, specs, tree):
   `map_per_device(device_block, specs, state)` turns it back.
   """
   return jax.tree.map(
-      lambda spec, sub: fn(sub) if spec[:1] == (AXIS,) else sub,
-      specs, tree, is_leaf=lambda x: isinstance(x, PartitionSpec))
+    lambda spec, sub: fn(sub) if spec[:1] == (AXIS,) else sub,
+    specs,
+    tree,
+    is_leaf=lambda x: isinstance(x, PartitionSpec),
+  )
 
 
 def local_block(tree):
@@ -148,8 +168,9 @@ def place(tree, sharding: NamedSharding):
 
   def _place(x):
     x = np.asarray(x)
-    return jax.make_array_from_callback(x.shape, sharding,
-                                        lambda index: x[index])
+    return jax.make_array_from_callback(
+      x.shape, sharding, lambda index: x[index]
+    )
 
   return jax.tree.map(_place, tree)
 

@@ -30,9 +30,13 @@ on one device a run repeats the upstream's). `compiled.program` runs
 `steps_per_call` meta-steps in one jit(shard_map(scan)).
 """
 
+from collections.abc import Mapping, Sequence
 import dataclasses
 import functools
+import os
+from typing import Any
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,6 +46,7 @@ from disco_rl import meta_objective
 from disco_rl import metrics as metrics_lib
 from disco_rl import plots
 from disco_rl import rollout_checks
+from disco_rl import types
 from disco_rl import weights
 from disco_rl.loops import compiled
 from disco_rl.loops import config as config_lib
@@ -64,7 +69,10 @@ PLOTS = (
 
 
 def make_meta_train(
-  config: config_lib.MetaTrainConfig, *, rule_params=None, devices=None
+  config: config_lib.MetaTrainConfig,
+  *,
+  rule_params: types.MetaParams | None = None,
+  devices: Sequence[jax.Device] | None = None,
 ) -> run_lib.Job:
   """The meta-training job of `config` (see the module's docstring).
 
@@ -82,7 +90,9 @@ def make_meta_train(
 
   # -- The initial state (under `jit`, outside `shard_map`). ---------------
 
-  def init_population(rng, update_rule_params) -> meta_setup.PopulationState:
+  def init_population(
+    rng: chex.PRNGKey, update_rule_params: types.MetaParams
+  ) -> meta_setup.PopulationState:
     """Agent i starts from `split(init_rng, N)[i]` with `_, init_rng =
     split(rng)`, as in the upstream notebook."""
     loop_rng, init_rng = jax.random.split(rng)
@@ -119,8 +129,19 @@ def make_meta_train(
   # -- The meta-step, on one device's view. --------------------------------
 
   def agent_meta_gradient(
-    member, update_rule_params, step, agent_state, act_rng, grad_rng
-  ):
+    member: meta_objective.MetaTrainAgent,
+    update_rule_params: types.MetaParams,
+    step: chex.Array,
+    agent_state: meta_objective.MetaTrainState,
+    act_rng: chex.PRNGKey,
+    grad_rng: chex.PRNGKey,
+  ) -> tuple[
+    types.MetaParams,
+    meta_objective.MetaTrainState,
+    types.LogDict,
+    types.LogDict,
+    rollout_checks.Fault | None,
+  ]:
     """One agent's rollouts and meta-gradient."""
     # Unrolled: a few rollouts, and XLA optimises across them.
     agent_state, train_rollouts = jax.lax.scan(
@@ -175,8 +196,17 @@ def make_meta_train(
     )
 
   def group_meta_gradients(
-    state: meta_setup.PopulationState, act_keys, grad_keys
-  ):
+    state: meta_setup.PopulationState,
+    act_keys: chex.PRNGKey,
+    grad_keys: chex.PRNGKey,
+  ) -> tuple[
+    types.MetaParams,
+    tuple[meta_objective.MetaTrainState, ...],
+    types.LogDict,
+    types.LogDict,
+    list[chex.Array],
+    rollout_checks.Fault | None,
+  ]:
     """Every group's agents, concatenated over the groups [N, ...]:
     (meta-gradients, new agents per group, metrics {k: [N]}, meta logs
     {k: [N]}, each group's mean reward, [N] rollout faults or None)."""
@@ -206,7 +236,11 @@ def make_meta_train(
     task_rewards = [jnp.mean(log['rewards']) for _, _, log, _ in outputs]
     return grads, tuple(agents), metrics, meta_log, task_rewards, fault
 
-  def renew_old_agents(agents, ages, rng):
+  def renew_old_agents(
+    agents: tuple[meta_objective.MetaTrainState, ...],
+    ages: chex.Array,
+    rng: chex.PRNGKey,
+  ) -> tuple[tuple[meta_objective.MetaTrainState, ...], chex.Array]:
     """Agents of age >= lifetime start afresh at age 0 (keys from `rng`
     folded with their index; their environments go on). New agents are
     drawn only in a meta-step that renews one."""
@@ -225,7 +259,13 @@ def make_meta_train(
         value_state=group.value_state,
       )
 
-      def renew_some(learned, member=member, mask=mask, start=start, size=size):
+      def renew_some(
+        learned: dict[str, Any],
+        member: meta_objective.MetaTrainAgent = member,
+        mask: chex.Array = mask,
+        start: int = start,
+        size: int = size,
+      ) -> dict[str, Any]:
         fresh = jax.vmap(member.fresh_agent)(keys[start : start + size])
         return jax.tree.map(
           lambda new, old: jnp.where(
@@ -239,7 +279,9 @@ def make_meta_train(
       renewed.append(dataclasses.replace(group, **learned))
     return tuple(renewed), jnp.where(renew, 0, ages)
 
-  def meta_step(state: meta_setup.PopulationState):
+  def meta_step(
+    state: meta_setup.PopulationState,
+  ) -> tuple[meta_setup.PopulationState, types.LogDict]:
     """One meta-step: (new state, scalar logs)."""
     rng, step_rng = jax.random.split(state.rng)
     device_rng = jax.random.split(step_rng, num_devices)[
@@ -328,7 +370,9 @@ def make_meta_train(
       jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))[0],
     )
 
-  def step(state: meta_setup.PopulationState, count: int):
+  def step(
+    state: meta_setup.PopulationState, count: int
+  ) -> tuple[meta_setup.PopulationState, dict[str, np.ndarray]]:
     """`count` meta-steps; raises for the first problem: a training
     rollout that failed the debug checks (`RolloutError`) or a meta-step
     whose losses or parameters are not finite (`DivergedError`)."""
@@ -347,13 +391,17 @@ def make_meta_train(
     rollout_checks.raise_if_faulty(faults, 'training rollout of agent {source}')
     return state, logs
 
-  def rows(logs, first_step: int) -> run_lib.Rows:
+  def rows(logs: Mapping[str, np.ndarray], first_step: int) -> run_lib.Rows:
     return [
       dict(step=first_step + i, **{k: float(v[i]) for k, v in logs.items()})
       for i in range(len(logs['meta_loss']))
     ]
 
-  def summary(state, rows, timing: run_lib.Timing):
+  def summary(
+    state: meta_setup.PopulationState,
+    rows: run_lib.Rows,
+    timing: run_lib.Timing,
+  ) -> dict[str, Any]:
     """Positive rewards (last 100 meta-steps), speed, memory."""
     del state
     pos_rewards = [r['pos_rewards'] for r in rows] or [float('nan')]
@@ -370,7 +418,12 @@ def make_meta_train(
       agents_per_task=list(setup.group_sizes),
     )
 
-  def outputs(state, rows, run_dir: run_dir_lib.RunDir, lead: bool):
+  def outputs(
+    state: meta_setup.PopulationState,
+    rows: run_lib.Rows,
+    run_dir: run_dir_lib.RunDir,
+    lead: bool,
+  ) -> dict[str, Any]:
     """A plot per logged curve, and the learned rule's parameters."""
     params = mesh_lib.fetch(state.update_rule_params)  # Every process.
     if not lead:
@@ -422,10 +475,10 @@ def evaluate(
   job: run_lib.Job,
   state: meta_setup.PopulationState,
   *,
-  params=None,
+  params: types.MetaParams | None = None,
   env: config_lib.EvalConfig | None = None,
   progress: bool = False,
-) -> dict:
+) -> dict[str, Any]:
   """A fresh agent trained by a meta-training job's rule: the eval job's
   summary (nothing is written).
 
@@ -452,7 +505,7 @@ def evaluate(
       f'meta-learned rule), got {env!r}.'
     )
   eval_job = eval_lib.make_eval(env, rule_params=params)
-  rows = []
+  rows: run_lib.Rows = []
   outcome = run_lib.run(
     eval_job,
     eval_job.init(),
@@ -463,7 +516,7 @@ def evaluate(
   return eval_job.summary(outcome.state, rows, outcome.timing)
 
 
-def rule(job: run_lib.Job, state: meta_setup.PopulationState):
+def rule(job: run_lib.Job, state: meta_setup.PopulationState) -> weights.Params:
   """The rule's meta-parameters of a meta-training job's state, as NumPy
   arrays ({module: {name: array}}, the layout of `disco_103.npz`)."""
   del job
@@ -471,8 +524,8 @@ def rule(job: run_lib.Job, state: meta_setup.PopulationState):
 
 
 def read_rule(
-  output_dir, step: int | None = None
-) -> tuple[dict[str, dict[str, np.ndarray]], int]:
+  output_dir: str | os.PathLike[str], step: int | None = None
+) -> tuple[weights.Params, int]:
   """A meta-training run's rule at one of its checkpoints, read only:
   nothing in `output_dir` changes.
 
@@ -501,8 +554,8 @@ def read_rule(
   job = make_meta_train(config)
   checkpoints = run_dir.checkpoints()
   try:
+    step = checkpoints.resolve_step(step)
     state, _ = checkpoints.restore(job.state_shapes(), step)
-    step = checkpoints.latest_step() if step is None else step
   finally:
     checkpoints.close()
-  return rule(job, state), int(step)
+  return rule(job, state), step

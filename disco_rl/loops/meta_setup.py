@@ -9,7 +9,9 @@ value function and environment), how many agents each task gets
 `PopulationState` is what a meta-step carries to the next.
 """
 
+from collections.abc import Sequence
 import dataclasses
+from typing import Any
 
 import chex
 import jax
@@ -55,20 +57,24 @@ class PopulationState:
 
 def state_specs(num_tasks: int = 1) -> PopulationState:
   """The `PartitionSpec` of each part of a `PopulationState`."""
+  # A spec stands for a whole part of the state, whatever the type the
+  # field declares for that part: typed Any.
+  replicated: Any = P()
+  sharded: Any = P(AXIS)
   group = meta_objective.MetaTrainState(
-    learner_state=P(),
-    actor_state=P(),
-    value_state=P(),
-    env_state=P(AXIS),
-    env_timestep=P(AXIS),
+    learner_state=replicated,
+    actor_state=replicated,
+    value_state=replicated,
+    env_state=sharded,
+    env_timestep=sharded,
   )
   return PopulationState(
-    update_rule_params=P(),
-    meta_opt_state=P(),
+    update_rule_params=replicated,
+    meta_opt_state=replicated,
     agents=(group,) * num_tasks,
-    ages=P(),
-    rng=P(),
-    step=P(),
+    ages=replicated,
+    rng=replicated,
+    step=replicated,
   )
 
 
@@ -145,7 +151,10 @@ def make_member(
   )
 
 
-def make_setup(config: config_lib.MetaTrainConfig, devices=None) -> MetaSetup:
+def make_setup(
+  config: config_lib.MetaTrainConfig,
+  devices: Sequence[jax.Device] | None = None,
+) -> MetaSetup:
   """The run's devices, tasks and agents from `config`.
 
   Raises:

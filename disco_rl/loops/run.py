@@ -18,16 +18,20 @@ path through the collectives of the steps, checkpoints and outputs.
 
 from collections.abc import Callable
 import dataclasses
+import operator
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 import tqdm
 
-from disco_rl.loops import mesh
 from disco_rl import metrics as metrics_lib
 from disco_rl import signals
+from disco_rl.loops import mesh
+
+if TYPE_CHECKING:
+  from disco_rl.loops import trainer as trainer_lib
 
 Rows = list[dict[str, Any]]
 # Why a run stopped early, as agreed across processes (0: it did not).
@@ -51,8 +55,9 @@ class Timing:
   @property
   def steps_per_second(self) -> float:
     """Steps per second after the first call (NaN if there were none)."""
-    return (self.steady_steps / self.steady_s if self.steady_steps
-            else float('nan'))
+    return (
+      self.steady_steps / self.steady_s if self.steady_steps else float('nan')
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,13 +143,20 @@ def _agreed(reason: str | None) -> str | None:
   return REASONS[mesh.first_over_processes(REASONS.index(reason))]
 
 
-def run(job: Job, state, target: int, rows: Rows, *,
-        write: Callable[[Rows], None] | None = None,
-        save: Callable[[Any, int], None] | None = None,
-        checkpoint_every: int = 0,
-        on_call: Callable[[Any, Rows], bool] | None = None,
-        finish: Callable[[Any, Timing], dict[str, Any]] | None = None,
-        progress: bool = True, log_every: int = 0) -> Outcome:
+def run(
+  job: Job,
+  state: Any,
+  target: int,
+  rows: Rows,
+  *,
+  write: Callable[[Rows], None] | None = None,
+  save: Callable[[Any, int], None] | None = None,
+  checkpoint_every: int = 0,
+  on_call: Callable[[Any, Rows], bool] | None = None,
+  finish: Callable[[Any, Timing], dict[str, Any]] | None = None,
+  progress: bool = True,
+  log_every: int = 0,
+) -> Outcome:
   """Runs `job` from the step `rows` end at until `target` steps are done.
 
   Args:
@@ -181,8 +193,12 @@ def run(job: Job, state, target: int, rows: Rows, *,
     compile_s = 0.0
     if done < target and not should_stop():
       compile_s = job.program.compile(state)
-    bar = tqdm.tqdm(total=target, initial=done, desc=job.description,
-                    disable=not (progress and lead))
+    bar = tqdm.tqdm(
+      total=target,
+      initial=done,
+      desc=job.description,
+      disable=not (progress and lead),
+    )
     first = done
     try:
       while done < target and not should_stop():
@@ -206,17 +222,27 @@ def run(job: Job, state, target: int, rows: Rows, *,
         figures = job.progress(rows)
         bar.update(count)
         bar.set_postfix(figures)
-        if log_every and lead and done // log_every != (done - count) // (
-            log_every):
-          print(f'step {done}/{target} ' + ' '.join(
-              f'{k}={v}' for k, v in figures.items()) + f' rss={rss:.0f}MB',
-                flush=True)
-        if should_stop('callback' if on_call is not None
-                       and on_call(state, new) else None):
+        if (
+          log_every
+          and lead
+          and done // log_every != (done - count) // (log_every)
+        ):
+          print(
+            f'step {done}/{target} '
+            + ' '.join(f'{k}={v}' for k, v in figures.items())
+            + f' rss={rss:.0f}MB',
+            flush=True,
+          )
+        if should_stop(
+          'callback' if on_call is not None and on_call(state, new) else None
+        ):
           break
-        if (save is not None and checkpoint_every and done < target
-            and done // checkpoint_every != (done - count) // (
-                checkpoint_every)):
+        if (
+          save is not None
+          and checkpoint_every
+          and done < target
+          and done // checkpoint_every != (done - count) // (checkpoint_every)
+        ):
           save(state, done)
     finally:
       bar.close()
@@ -226,24 +252,33 @@ def run(job: Job, state, target: int, rows: Rows, *,
   return Outcome(state, timing, interrupted, finished)
 
 
-def stop_when(metric: str, *, above: float | None = None,
-              below: float | None = None, window: int = 1) -> Callable[[Any, Rows], bool]:
+def stop_when(
+  metric: str,
+  *,
+  above: float | None = None,
+  below: float | None = None,
+  window: int = 1,
+) -> Callable[['trainer_lib.Trainer', Rows], bool]:
   """A `Trainer.fit` callback that stops the run once the mean of `metric`
   over the last `window` steps' rows (of every run in the program; NaN
   skipped) is >= `above` or <= `below` (exactly one of them)."""
-  if (above is None) == (below is None):
+  if above is not None and below is None:
+    bound, reached = above, operator.ge
+  elif below is not None and above is None:
+    bound, reached = below, operator.le
+  else:
     raise ValueError('stop_when needs exactly one of above= or below=.')
   if window < 1:
     raise ValueError(f'window must be >= 1, got {window}.')
 
-  def callback(trainer, new_rows) -> bool:
+  def callback(trainer: 'trainer_lib.Trainer', new_rows: Rows) -> bool:
     del new_rows
     first = steps_done(trainer.rows) - window
-    values = np.asarray([r[metric] for r in trainer.rows
-                         if r['step'] >= first], float)
+    values = np.asarray(
+      [r[metric] for r in trainer.rows if r['step'] >= first], float
+    )
     if first < 0 or not np.isfinite(values).any():
       return False
-    mean = float(np.nanmean(values))
-    return mean >= above if above is not None else mean <= below
+    return reached(float(np.nanmean(values)), bound)
 
   return callback

@@ -48,26 +48,35 @@ def check_writable(path) -> pathlib.Path:
       directory (/proc, /sys, /dev) or cannot be written.
   """
   path = pathlib.Path(path).expanduser().absolute()
-  if any(path == pathlib.Path(root) or pathlib.Path(root) in path.parents
-         for root in _SYSTEM_ROOTS):
-    raise ValueError(f'output directory {path} is inside a system directory '
-                     f'({", ".join(_SYSTEM_ROOTS)}); expected a directory '
-                     'for run files.')
+  if any(
+    path == pathlib.Path(root) or pathlib.Path(root) in path.parents
+    for root in _SYSTEM_ROOTS
+  ):
+    raise ValueError(
+      f'output directory {path} is inside a system directory '
+      f'({", ".join(_SYSTEM_ROOTS)}); expected a directory '
+      'for run files.'
+    )
   if path.exists() and not path.is_dir():
-    raise ValueError(f'output directory {path} is a file; expected a '
-                     'directory (or a path that does not exist yet).')
+    raise ValueError(
+      f'output directory {path} is a file; expected a '
+      'directory (or a path that does not exist yet).'
+    )
   existing = path
   while not existing.exists():
     existing = existing.parent
   if not existing.is_dir():
-    raise ValueError(f'output directory {path} cannot be created: '
-                     f'{existing} is a file.')
+    raise ValueError(
+      f'output directory {path} cannot be created: {existing} is a file.'
+    )
   try:  # Root passes os.access everywhere: write a probe file instead.
     with tempfile.TemporaryFile(dir=existing):
       pass
   except OSError as e:
-    raise ValueError(f'output directory {path} cannot be written: '
-                     f'{existing}: {e.strerror or e}.') from None
+    raise ValueError(
+      f'output directory {path} cannot be written: '
+      f'{existing}: {e.strerror or e}.'
+    ) from None
   return path
 
 
@@ -92,8 +101,14 @@ class RunDir:
     resume: whether the run there is being continued.
   """
 
-  def __init__(self, path, *, overwrite: bool = False, resume: bool = False,
-               read_only: bool = False):
+  def __init__(
+    self,
+    path,
+    *,
+    overwrite: bool = False,
+    resume: bool = False,
+    read_only: bool = False,
+  ):
     """Checks, changing nothing, that `path` can take a new or resumed run
     (`read_only`: that it holds a run to read).
 
@@ -103,26 +118,34 @@ class RunDir:
         flags are set.
     """
     if overwrite and resume:
-      raise ValueError('overwrite and resume exclude each other: resume '
-                       'continues the run that overwrite would remove.')
-    self.path = (pathlib.Path(path).expanduser().absolute() if read_only
-                 else check_writable(path))
+      raise ValueError(
+        'overwrite and resume exclude each other: resume '
+        'continues the run that overwrite would remove.'
+      )
+    self.path = (
+      pathlib.Path(path).expanduser().absolute()
+      if read_only
+      else check_writable(path)
+    )
     self.resume, self._overwrite = resume, overwrite
-    self._record = None
+    self._record: tuple[str, dict[str, Any]] | None = None
     if (resume or read_only) and not (self.path / SETTINGS).is_file():
-      raise ValueError(f'{"No run" if read_only else "Nothing to resume"} in '
-                       f'{self.path}: it has no {SETTINGS} (the record every '
-                       'run writes when it starts).')
+      raise ValueError(
+        f'{"No run" if read_only else "Nothing to resume"} in '
+        f'{self.path}: it has no {SETTINGS} (the record every '
+        'run writes when it starts).'
+      )
     if not (resume or read_only) and self.holds_run() and not overwrite:
       raise ValueError(
-          f'output directory {self.path} already holds a run; resume it '
-          '(--resume / resume=True), replace it (--overwrite / '
-          'overwrite=True) or choose another directory.')
+        f'output directory {self.path} already holds a run; resume it '
+        '(--resume / resume=True), replace it (--overwrite / '
+        'overwrite=True) or choose another directory.'
+      )
 
   def holds_run(self) -> bool:
     return self.path.is_dir() and any(
-        (self.path / name).exists() for name in (SETTINGS, METRICS,
-                                                 CHECKPOINTS))
+      (self.path / name).exists() for name in (SETTINGS, METRICS, CHECKPOINTS)
+    )
 
   def file(self, name: str) -> pathlib.Path:
     """The path of one of the run's files (e.g. METRICS, 'returns.png')."""
@@ -144,33 +167,43 @@ class RunDir:
         job, values = record['job'], dict(record['settings'])
       except (OSError, ValueError, KeyError, TypeError) as e:
         raise ValueError(f'Cannot read the run record {file}: {e}.') from None
-      self._record = job, {k: tuple(v) if isinstance(v, list) else v
-                           for k, v in values.items()}
+      self._record = (
+        job,
+        {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()},
+      )
     return self._record
 
   def saved_settings(self, job: str) -> dict[str, Any]:
     """The settings of the run, which must be a `job` run."""
     recorded, values = self.record()
     if recorded != job:
-      raise ValueError(f'{self.path} holds a {recorded} run, not a {job} '
-                       'run.')
+      raise ValueError(f'{self.path} holds a {recorded} run, not a {job} run.')
     return values
 
-  def check_same_settings(self, saved: dict[str, Any],
-                          given: dict[str, Any],
-                          changeable=RESUMABLE_CHANGES) -> None:
+  def check_same_settings(
+    self,
+    saved: dict[str, Any],
+    given: dict[str, Any],
+    changeable=RESUMABLE_CHANGES,
+  ) -> None:
     """Raises ValueError naming each setting `given` that differs from the
     saved ones (but `changeable`), or that the record does not know."""
     unknown = sorted(set(given) - set(saved))
     if unknown:
-      raise ValueError(f'{self.path / SETTINGS} has no settings {unknown} '
-                       '(written by another version?).')
-    differ = [f'{name}: saved {saved[name]!r}, given {value!r}'
-              for name, value in given.items()
-              if name not in changeable and saved[name] != value]
+      raise ValueError(
+        f'{self.path / SETTINGS} has no settings {unknown} '
+        '(written by another version?).'
+      )
+    differ = [
+      f'{name}: saved {saved[name]!r}, given {value!r}'
+      for name, value in given.items()
+      if name not in changeable and saved[name] != value
+    ]
     if differ:
-      raise ValueError('A resumed run keeps the settings it was started '
-                       'with; these differ: ' + '; '.join(differ) + '.')
+      raise ValueError(
+        'A resumed run keeps the settings it was started '
+        'with; these differ: ' + '; '.join(differ) + '.'
+      )
 
   def resumed_config(self, given, configs: dict[str, Any]):
     """The resumed run's config: its saved settings (upgraded), checked
@@ -179,12 +212,19 @@ class RunDir:
     if isinstance(given, dict):
       name = self.record()[0]
       if name not in configs:
-        raise ValueError(f'{self.path} holds a {name!r} run, which this '
-                         'version cannot resume.')
+        raise ValueError(
+          f'{self.path} holds a {name!r} run, which this version cannot resume.'
+        )
       cls, given = configs[name], dict(given)
     else:
       cls, given = type(given), dataclasses.asdict(given)
-      name = next((n for n, c in configs.items() if c is cls), None)
+      names = [n for n, c in configs.items() if c is cls]
+      if not names:
+        raise TypeError(
+          f'A {cls.__name__} is not the config of a job '
+          f'({", ".join(c.__name__ for c in configs.values())}).'
+        )
+      name = names[0]
     saved = config_lib.upgrade_settings(cls, self.saved_settings(name))
     self.check_same_settings(saved, given)
     return cls(**{**saved, **given})
@@ -202,17 +242,20 @@ class RunDir:
       for target in self.path.glob(_PLOTS):
         target.unlink()
     self.path.mkdir(parents=True, exist_ok=True)
-    record = dict(job=job, settings={
+    record = dict(
+      job=job,
+      settings={
         f.name: (list(v) if isinstance(v, tuple) else v)
         for f in dataclasses.fields(config)
-        for v in (getattr(config, f.name),)})
+        for v in (getattr(config, f.name),)
+      },
+    )
     self._write(SETTINGS, json.dumps(record, indent=2) + '\n')
 
   def write_summary(self, summary: dict[str, Any]) -> dict[str, Any]:
     """Writes `summary.json` (NaN as null); returns the JSON-safe summary."""
     summary = json_safe(summary)
-    self._write(SUMMARY, json.dumps(summary, indent=2, allow_nan=False)
-                + '\n')
+    self._write(SUMMARY, json.dumps(summary, indent=2, allow_nan=False) + '\n')
     return summary
 
   def _write(self, name: str, text: str) -> None:

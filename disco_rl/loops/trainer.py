@@ -17,28 +17,39 @@ job's own results: `eval.evaluate(trainer.job, trainer.state)`,
 `meta.rule(trainer.job, trainer.state)`.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 import contextlib
 import dataclasses
+import os
 from typing import Any
 
 import jax
 
 from disco_rl import checkpoints as checkpoints_lib
+from disco_rl import metrics as metrics_lib
+from disco_rl import types
+from disco_rl.environments import base as env_base
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import mesh
 from disco_rl.loops import meta as meta_lib
 from disco_rl.loops import run as run_lib
 from disco_rl.loops import run_dir as run_dir_lib
-from disco_rl import metrics as metrics_lib
 
 # The job each config makes: (its name in run.json, its maker).
-JOBS = {config_lib.EvalConfig: ('eval', eval_lib.make_eval),
-        config_lib.MetaTrainConfig: ('meta_train', meta_lib.make_meta_train)}
+JOBS: dict[type[config_lib.RunConfig], tuple[str, Callable[..., run_lib.Job]]]
+JOBS = {
+  config_lib.EvalConfig: ('eval', eval_lib.make_eval),
+  config_lib.MetaTrainConfig: ('meta_train', meta_lib.make_meta_train),
+}
 CONFIGS = {name: cls for cls, (name, _) in JOBS.items()}
 # callback(trainer, new rows) -> True stops the run (e.g. run.stop_when).
 Callback = Callable[['Trainer', run_lib.Rows], bool | None]
+# A directory (of the run, of checkpoints).
+Directory = str | os.PathLike[str]
+# An eval run's own environment (EvalConfig(env='custom')), or what builds
+# it from its batch size.
+CustomEnv = env_base.Environment | Callable[[int], env_base.Environment]
 
 
 class Trainer:
@@ -53,11 +64,29 @@ class Trainer:
     interrupted: why the last `fit` stopped early, or None.
   """
 
-  def __init__(self, config, output_dir=None, *, rule_params=None,
-               resume: bool = False, overwrite: bool = False,
-               checkpoint_every: int | None = None, keep_checkpoints: int = 3,
-               progress: bool = True, log_every: int = 0, devices=None,
-               env=None, loggers: Sequence[str] = ()):
+  config: config_lib.RunConfig
+  run_dir: run_dir_lib.RunDir | None
+  job: run_lib.Job
+  state: Any
+  rows: run_lib.Rows
+  interrupted: str | None
+
+  def __init__(
+    self,
+    config: config_lib.RunConfig | dict[str, Any],
+    output_dir: Directory | run_dir_lib.RunDir | None = None,
+    *,
+    rule_params: types.MetaParams | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    checkpoint_every: int | None = None,
+    keep_checkpoints: int = 3,
+    progress: bool = True,
+    log_every: int = 0,
+    devices: Sequence[jax.Device] | None = None,
+    env: CustomEnv | None = None,
+    loggers: Sequence[str] = (),
+  ) -> None:
     """Builds the job and its state: the initial one, or the resumed one.
 
     Args:
@@ -81,36 +110,58 @@ class Trainer:
       ValueError: bad arguments, an unusable output directory, a resumed
         run whose settings differ (before anything is built).
     """
-    for name, value, least in (('checkpoint_every', checkpoint_every, 0),
-                               ('keep_checkpoints', keep_checkpoints, 1)):
+    for name, value, least in (
+      ('checkpoint_every', checkpoint_every, 0),
+      ('keep_checkpoints', keep_checkpoints, 1),
+    ):
       if value is not None and value < least:
         raise ValueError(f'{name} must be >= {least}, got {value}.')
-    self.run_dir = output_dir if output_dir is None or isinstance(
-        output_dir, run_dir_lib.RunDir) else run_dir_lib.RunDir(
-            output_dir, overwrite=overwrite, resume=resume)
-    if resume and self.run_dir is None:
-      raise ValueError('resume=True needs the output_dir of the run.')
-    config = (self.run_dir.resumed_config(config, CONFIGS) if resume
-              else config)
-    if type(config) not in JOBS:
-      raise TypeError('config must be an EvalConfig or a MetaTrainConfig, '
-                      f'got {type(config).__name__}.')
+    self.run_dir = (
+      output_dir
+      if output_dir is None or isinstance(output_dir, run_dir_lib.RunDir)
+      else run_dir_lib.RunDir(output_dir, overwrite=overwrite, resume=resume)
+    )
+    if resume:
+      if self.run_dir is None:
+        raise ValueError('resume=True needs the output_dir of the run.')
+      config = self.run_dir.resumed_config(config, CONFIGS)
+    if not isinstance(config, config_lib.RunConfig) or type(config) not in JOBS:
+      raise TypeError(
+        'config must be an EvalConfig or a MetaTrainConfig, '
+        f'got {type(config).__name__}.'
+      )
     name, maker = JOBS[type(config)]
     self.loggers = metrics_lib.check_loggers(loggers)
     if self.loggers and self.run_dir is None:
-      raise ValueError(f'loggers {list(self.loggers)} write into the run\'s '
-                       'directory: pass output_dir.')
+      raise ValueError(
+        f"loggers {list(self.loggers)} write into the run's "
+        'directory: pass output_dir.'
+      )
     if env is not None and name != 'eval':
-      raise ValueError("env= is for an EvalConfig run (env='custom'); got a "
-                       f'{type(config).__name__}.')
-    self.config, self.job = config, maker(
-        config, rule_params=rule_params, devices=devices,
-        **({} if env is None else dict(env=env)))
+      raise ValueError(
+        "env= is for an EvalConfig run (env='custom'); got a "
+        f'{type(config).__name__}.'
+      )
+    self.config, self.job = (
+      config,
+      maker(
+        config,
+        rule_params=rule_params,
+        devices=devices,
+        **({} if env is None else dict(env=env)),
+      ),
+    )
     self.progress, self.log_every, self.checkpoint_every = (
-        progress, log_every, checkpoint_every)
-    self.keep_checkpoints, self._lead = (keep_checkpoints,
-                                         jax.process_index() == 0)
-    self._checkpointer, self.interrupted, self.rows = None, None, []
+      progress,
+      log_every,
+      checkpoint_every,
+    )
+    self.keep_checkpoints, self._lead = (
+      keep_checkpoints,
+      jax.process_index() == 0,
+    )
+    self._checkpointer: checkpoints_lib.Checkpointer | None = None
+    self.interrupted, self.rows = None, []
     mesh.sync('disco_rl: run directory checked')  # Before anything writes.
     if resume:
       try:
@@ -125,12 +176,20 @@ class Trainer:
     mesh.sync('disco_rl: run directory ready')
 
   @classmethod
-  def resume(cls, output_dir, changes: dict[str, Any] | None = None,
-             config_cls=None, **kwargs) -> 'Trainer':
+  def resume(
+    cls,
+    output_dir: Directory | run_dir_lib.RunDir,
+    changes: dict[str, Any] | None = None,
+    config_cls: type[config_lib.RunConfig] | None = None,
+    **kwargs: Any,
+  ) -> 'Trainer':
     """Continues the run in `output_dir` as saved; `changes` may raise
     `num_steps`; `config_cls`: the job it must be (default: any)."""
-    run_dir = output_dir if isinstance(output_dir, run_dir_lib.RunDir) else (
-        run_dir_lib.RunDir(output_dir, resume=True))
+    run_dir = (
+      output_dir
+      if isinstance(output_dir, run_dir_lib.RunDir)
+      else (run_dir_lib.RunDir(output_dir, resume=True))
+    )
     if config_cls is not None:
       run_dir.saved_settings(JOBS[config_cls][0])  # Raises for another job.
     return cls(changes or {}, run_dir, resume=True, **kwargs)
@@ -140,11 +199,14 @@ class Trainer:
     return run_lib.steps_done(self.rows)
 
   @contextlib.contextmanager
-  def _checkpoints(self, directory=None):
+  def _checkpoints(
+    self, directory: Directory | None = None
+  ) -> Iterator[checkpoints_lib.Checkpointer]:
     """The run's checkpoints, or a one-off directory's (closed after)."""
     if directory is not None:
-      checkpoints = checkpoints_lib.Checkpointer(directory,
-                                                 self.keep_checkpoints)
+      checkpoints = checkpoints_lib.Checkpointer(
+        directory, self.keep_checkpoints
+      )
       try:
         yield checkpoints
       finally:
@@ -156,21 +218,26 @@ class Trainer:
       self._checkpointer = self.run_dir.checkpoints(self.keep_checkpoints)
     yield self._checkpointer
 
-  def save(self, directory=None) -> int:
+  def save(self, directory: Directory | None = None) -> int:
     """Checkpoints the whole state now (default: the run's `checkpoints/`;
     every process calls it). Returns the checkpoint's step."""
     host = self.job.host_state
     with self._checkpoints(directory) as checkpoints:
-      checkpoints.save(self.step, self.state, dict(
-          rows=len(self.rows), **(host.save() if host else {})))
+      checkpoints.save(
+        self.step,
+        self.state,
+        dict(rows=len(self.rows), **(host.save() if host else {})),
+      )
     return self.step
 
-  def restore(self, directory=None, step: int | None = None) -> int:
+  def restore(
+    self, directory: Directory | None = None, step: int | None = None
+  ) -> int:
     """Continues from a checkpoint (default: the run's latest); the rows
     after it leave `metrics.csv` (they come again, the same). Returns the
     restored step."""
     with self._checkpoints(directory) as checkpoints:
-      step = checkpoints.latest_step() if step is None else step
+      step = checkpoints.resolve_step(step)
       self.state, extra = checkpoints.restore(self.job.state_shapes(), step)
     if self.job.host_state is not None:
       self.job.host_state.load(extra)
@@ -181,11 +248,13 @@ class Trainer:
     else:  # Every process reads them; process 0 also cuts the file (whole
       # or not at all), so all read the same first `count` rows.
       self.rows = metrics_lib.read_rows(
-          self.run_dir.file(run_dir_lib.METRICS), count, cut=self._lead)
+        self.run_dir.file(run_dir_lib.METRICS), count, cut=self._lead
+      )
     return self.step
 
-  def fit(self, num_steps: int | None = None,
-          callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
+  def fit(
+    self, num_steps: int | None = None, callbacks: Sequence[Callback] = ()
+  ) -> dict[str, Any]:
     """Trains until `num_steps` learner steps (eval) or meta-steps are done
     in all (default: the config's), writing rows and checkpoints as it
     goes; stops early when a callback returns True (`run.stop_when`) or a
@@ -197,52 +266,83 @@ class Trainer:
     if num_steps < 1:
       raise ValueError(f'num_steps must be >= 1, got {num_steps}.')
     target = num_steps + self.job.warmup
-    every = (max(1, target // 10) if self.checkpoint_every is None
-             else self.checkpoint_every)
-    writers = metrics_lib.open_writers(
-        self.run_dir.file(run_dir_lib.METRICS), self.loggers,
-        self.run_dir.path, self.run_dir.path.name, dataclasses.asdict(
-            self.config)) if self.run_dir is not None and self._lead else []
+    every = (
+      max(1, target // 10)
+      if self.checkpoint_every is None
+      else self.checkpoint_every
+    )
+    writers = (
+      metrics_lib.open_writers(
+        self.run_dir.file(run_dir_lib.METRICS),
+        self.loggers,
+        self.run_dir.path,
+        self.run_dir.path.name,
+        dataclasses.asdict(self.config),
+      )
+      if self.run_dir is not None and self._lead
+      else []
+    )
 
-    def on_call(state, new_rows) -> bool:
+    def write(rows: run_lib.Rows) -> None:
+      for writer in writers:
+        writer.write_rows(rows)
+
+    def on_call(state: Any, new_rows: run_lib.Rows) -> bool:
       self.state = state
       return any([bool(callback(self, new_rows)) for callback in callbacks])
 
-    def save(state, step):
+    def save(state: Any, step: int) -> None:
       del step
       self.state = state
-      return self.save()
+      self.save()
 
-    def finish(state, timing):  # Every process: each enters collectives.
+    # Every process: each enters collectives.
+    def finish(state: Any, timing: run_lib.Timing) -> dict[str, Any]:
       summary = self.job.summary(state, self.rows, timing)
       if self.run_dir is not None:
         with self._checkpoints() as checkpoints:
           if checkpoints.latest_step() != self.step:
             save(state, self.step)
-        summary.update(self.job.outputs(state, self.rows, self.run_dir,
-                                        self._lead))
-        summary.update(output_dir=str(self.run_dir.path), metrics_csv=str(
-            self.run_dir.file(run_dir_lib.METRICS)), checkpoint_step=self.step)
+        summary.update(
+          self.job.outputs(state, self.rows, self.run_dir, self._lead)
+        )
+        summary.update(
+          output_dir=str(self.run_dir.path),
+          metrics_csv=str(self.run_dir.file(run_dir_lib.METRICS)),
+          checkpoint_step=self.step,
+        )
       return summary
 
     try:
       outcome = run_lib.run(
-          self.job, self.state, target, self.rows,
-          write=(lambda rows: [w.write_rows(rows) for w in writers])
-          if writers else None,
-          save=None if self.run_dir is None else save,
-          checkpoint_every=every, on_call=on_call, finish=finish,
-          progress=self.progress, log_every=self.log_every)
+        self.job,
+        self.state,
+        target,
+        self.rows,
+        write=write if writers else None,
+        save=None if self.run_dir is None else save,
+        checkpoint_every=every,
+        on_call=on_call,
+        finish=finish,
+        progress=self.progress,
+        log_every=self.log_every,
+      )
     finally:
       for writer in writers:
         writer.close()
     self.state, self.interrupted = outcome.state, outcome.interrupted
-    summary = dict(outcome.finished, interrupted=self.interrupted,
-                   completed=self.step >= target)
+    summary = dict(
+      outcome.finished,
+      interrupted=self.interrupted,
+      completed=self.step >= target,
+    )
     if self.interrupted is not None:
       summary['stopped_at_step'] = max(0, self.step - self.job.warmup)
-    return (self.run_dir.write_summary(summary) if self.run_dir is not None
-            and self._lead else run_dir_lib.json_safe(summary))
+    return (
+      self.run_dir.write_summary(summary)
+      if self.run_dir is not None and self._lead
+      else run_dir_lib.json_safe(summary)
+    )
 
   def close(self) -> None:
     """Finishes pending checkpoint I/O."""

@@ -14,11 +14,14 @@ from disco_rl import types
 from disco_rl import utils
 
 
-def get_action_model(name: str, *args, **kwargs) -> 'LSTMModel':
-  """Builds the action model called `name` (only 'lstm' exists)."""
+def get_action_model(name: str | None, *args, **kwargs) -> 'LSTMModel':
+  """Builds the action model called `name` (only 'lstm' exists; None is
+  an error)."""
   if name not in ACTION_MODELS:
-    raise ValueError(f'Unknown action model name {name!r}; expected one of '
-                     f'{sorted(ACTION_MODELS)}.')
+    raise ValueError(
+      f'Unknown action model name {name!r}; expected one of '
+      f'{sorted(ACTION_MODELS)}.'
+    )
   return ACTION_MODELS[name](*args, **kwargs)
 
 
@@ -32,11 +35,11 @@ class LSTMModel:
   """
 
   def __init__(
-      self,
-      action_spec: types.ActionSpec,
-      out_spec: Mapping[str, types.ArraySpec],
-      head_mlp_hiddens: Sequence[int],
-      lstm_size: int,
+    self,
+    action_spec: types.ActionSpec,
+    out_spec: Mapping[str, types.ArraySpec],
+    head_mlp_hiddens: Sequence[int],
+    lstm_size: int,
   ) -> None:
     self._action_spec = action_spec
     self._out_spec = out_spec
@@ -54,11 +57,14 @@ class LSTMModel:
     num_actions = self._num_actions
     batch = root.cell.shape[0]
     actions_one_hot = jnp.tile(
-        jnp.eye(num_actions, dtype=root.cell.dtype), (batch, 1))
+      jnp.eye(num_actions, dtype=root.cell.dtype), (batch, 1)
+    )
     root_per_action = jax.tree.map(
-        lambda x: jnp.repeat(x, num_actions, axis=0), root)
+      lambda x: jnp.repeat(x, num_actions, axis=0), root
+    )
     outputs, _ = hk.LSTM(self._lstm_size, name='action_cond')(
-        actions_one_hot, root_per_action)
+      actions_one_hot, root_per_action
+    )
     return outputs
 
   def _predict(self, per_action: chex.Array) -> dict[str, chex.Array]:
@@ -69,7 +75,8 @@ class LSTMModel:
       size = int(np.prod(spec.shape))
       flat = hk.nets.MLP(self._head_mlp_hiddens + (size,))(per_action)
       predictions[key] = flat.reshape(
-          (batch, self._num_actions) + tuple(spec.shape))
+        (batch, self._num_actions) + tuple(spec.shape)
+      )
     return predictions
 
   def model_step(self, embedding: hk.LSTMState) -> dict[str, chex.Array]:

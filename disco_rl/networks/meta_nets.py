@@ -20,7 +20,7 @@ Module and parameter names match the upstream checkpoints, e.g.
 
 from collections.abc import Callable, Mapping, Sequence
 import functools
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import chex
 import haiku as hk
@@ -37,8 +37,9 @@ _Fn = Callable[[chex.Array], chex.Array]
 class MetaNet(hk.Module):
   """Interface of meta-networks: `UpdateRuleInputs` -> dict of targets."""
 
-  def __call__(self, inputs: types.UpdateRuleInputs,
-               axis_name: str | None) -> types.UpdateRuleOuts:
+  def __call__(
+    self, inputs: types.UpdateRuleInputs, axis_name: str | None
+  ) -> types.UpdateRuleOuts:
     raise NotImplementedError
 
 
@@ -50,13 +51,14 @@ class _Embedders(NamedTuple):
   policy_net: _Fn  # [T, B, A, C] -> [T, B, A, C']
 
 
-def _make_embedders(prediction_hiddens: Sequence[int],
-                    policy_channels: Sequence[int]) -> _Embedders:
+def _make_embedders(
+  prediction_hiddens: Sequence[int], policy_channels: Sequence[int]
+) -> _Embedders:
   # Construction order fixes the module names: mlp, mlp_1, sequential.
   return _Embedders(
-      y_net=_batch_mlp(prediction_hiddens, num_dims=2),
-      z_net=_batch_mlp(prediction_hiddens, num_dims=3),
-      policy_net=_conv1d_net(policy_channels),
+    y_net=_batch_mlp(prediction_hiddens, num_dims=2),
+    z_net=_batch_mlp(prediction_hiddens, num_dims=3),
+    policy_net=_conv1d_net(policy_channels),
   )
 
 
@@ -64,14 +66,20 @@ class LSTM(MetaNet):
   """The Disco meta-network (see the module docstring)."""
 
   def __init__(
-      self, hidden_size: int, embedding_size: Sequence[int],
-      prediction_size: int, meta_rnn_kwargs: Mapping[str, Any],
-      input_option: types.MetaNetInputOption,
-      policy_channels: Sequence[int] = (16, 2),
-      policy_target_channels: Sequence[int] = (128,),
-      policy_target_stddev: float | None = None,
-      output_stddev: float | None = None, aux_stddev: float | None = None,
-      state_stddev: float | None = None, name: str | None = None) -> None:
+    self,
+    hidden_size: int,
+    embedding_size: Sequence[int],
+    prediction_size: int,
+    meta_rnn_kwargs: Mapping[str, Any],
+    input_option: types.MetaNetInputOption,
+    policy_channels: Sequence[int] = (16, 2),
+    policy_target_channels: Sequence[int] = (128,),
+    policy_target_stddev: float | None = None,
+    output_stddev: float | None = None,
+    aux_stddev: float | None = None,
+    state_stddev: float | None = None,
+    name: str | None = None,
+  ) -> None:
     """Builds the meta-network.
 
     Args:
@@ -99,11 +107,11 @@ class LSTM(MetaNet):
     self._output_init = _truncated_normal_or_none(output_stddev)
     self._aux_init = _truncated_normal_or_none(aux_stddev)
     self._state_init = _truncated_normal_or_none(state_stddev)
-    self._meta_rnn_core = MetaLSTM(input_option=input_option,
-                                   **meta_rnn_kwargs)
+    self._meta_rnn_core = MetaLSTM(input_option=input_option, **meta_rnn_kwargs)
 
-  def __call__(self, inputs: types.UpdateRuleInputs,
-               axis_name: str | None) -> types.UpdateRuleOuts:
+  def __call__(
+    self, inputs: types.UpdateRuleInputs, axis_name: str | None
+  ) -> types.UpdateRuleOuts:
     """Computes the targets.
 
     Args:
@@ -117,32 +125,50 @@ class LSTM(MetaNet):
       advanced by one step.
     """
     initial_lifetime_state = self._meta_rnn_core.initial_state()
-    lifetime_state = hk.get_state(
+    # Haiku's annotations say a state is one array; this one is a tree.
+    lifetime_state = cast(
+      hk.LSTMState,
+      hk.get_state(
         'meta_rnn_state',
         shape=jax.tree.map(jnp.shape, initial_lifetime_state),
         dtype=jax.tree.map(lambda x: x.dtype, initial_lifetime_state),
-        init=lambda *_: initial_lifetime_state)
+        init=lambda *_: initial_lifetime_state,  # type: ignore[arg-type]
+      ),
+    )
     logits = inputs.agent_out['logits']
     if jnp.ndim(logits) != 3:
       raise ValueError(
-          "inputs.agent_out['logits'] must be a [T+1, B, A] array, got "
-          f'{getattr(logits, "shape", type(logits))}.')
+        "inputs.agent_out['logits'] must be a [T+1, B, A] array, got "
+        f'{getattr(logits, "shape", type(logits))}.'
+      )
     _, batch_size, num_actions = logits.shape
 
     embedders = _make_embedders(self._embedding_size, self._policy_channels)
     x, per_action_emb = _construct_input(
-        inputs, input_option=self._input_option, axis_name=axis_name,
-        **embedders._asdict())
+      inputs,
+      input_option=self._input_option,
+      axis_name=axis_name,
+      **embedders._asdict(),
+    )
+    if per_action_emb is None:
+      raise ValueError(
+        'The LSTM meta-network computes its policy target per action: '
+        'input_option.action_conditional must name at least one input.'
+      )
 
     # Backward LSTM over time, restarting at episode boundaries, so that each
     # step's features summarise the rest of its episode within the unroll.
     backward_core = hk.ResetCore(hk.LSTM(self._hidden_size))
     is_terminal_t = inputs.should_reset_mask_bwd[:-1]  # [T, B]
     x, _ = hk.dynamic_unroll(
-        backward_core, (x, is_terminal_t),
-        backward_core.initial_state(batch_size=batch_size), reverse=True)
+      backward_core,
+      (x, is_terminal_t),
+      backward_core.initial_state(batch_size=batch_size),
+      reverse=True,
+    )
     x = _multiplicative_interaction(
-        x, self._meta_rnn_core.output(lifetime_state), self._state_init)
+      x, self._meta_rnn_core.output(lifetime_state), self._state_init
+    )
 
     linear = lambda size, w_init: hk.BatchApply(hk.Linear(size, w_init=w_init))
     meta_input_emb = linear(1, self._output_init)(x)  # [T, B, 1]
@@ -158,18 +184,25 @@ class LSTM(MetaNet):
 
     meta_out = dict(pi=pi_hat, y=y_hat, z=z_hat, meta_input_emb=meta_input_emb)
     hk.set_state(
-        'meta_rnn_state',
-        self._meta_rnn_core.unroll(inputs, meta_out, lifetime_state,
-                                   axis_name=axis_name))
+      'meta_rnn_state',
+      self._meta_rnn_core.unroll(
+        inputs, meta_out, lifetime_state, axis_name=axis_name
+      ),
+    )
     return meta_out
 
 
 class MetaLSTM(hk.Module):
   """The lifetime LSTM: one step per update, on a pooled trajectory summary."""
 
-  def __init__(self, input_option: types.MetaNetInputOption,
-               policy_channels: Sequence[int], embedding_size: Sequence[int],
-               pred_embedding_size: Sequence[int], hidden_size: int):
+  def __init__(
+    self,
+    input_option: types.MetaNetInputOption,
+    policy_channels: Sequence[int],
+    embedding_size: Sequence[int],
+    pred_embedding_size: Sequence[int],
+    hidden_size: int,
+  ):
     super().__init__()
     self._input_option = input_option
     self._policy_channels = tuple(policy_channels)
@@ -177,18 +210,27 @@ class MetaLSTM(hk.Module):
     self._pred_embedding_size = tuple(pred_embedding_size)
     self._hidden_size = hidden_size
 
-  def unroll(self, inputs: types.UpdateRuleInputs,
-             meta_out: types.UpdateRuleOuts, state: hk.LSTMState,
-             axis_name: str | None) -> hk.LSTMState:
+  def unroll(
+    self,
+    inputs: types.UpdateRuleInputs,
+    meta_out: types.UpdateRuleOuts,
+    state: hk.LSTMState,
+    axis_name: str | None,
+  ) -> hk.LSTMState:
     """Advances `state` by one step summarising this trajectory's update."""
-    embedders = _make_embedders(self._pred_embedding_size,
-                                self._policy_channels)
+    embedders = _make_embedders(
+      self._pred_embedding_size, self._policy_channels
+    )
     features, _ = _construct_input(
-        inputs, input_option=self._input_option, axis_name=axis_name,
-        **embedders._asdict())  # [T, B, F]
+      inputs,
+      input_option=self._input_option,
+      axis_name=axis_name,
+      **embedders._asdict(),
+    )  # [T, B, F]
     y_target_emb = embedders.y_net(jax.nn.softmax(meta_out['y']))
     summary = jnp.concatenate(
-        [features, meta_out['meta_input_emb'], y_target_emb], axis=-1)
+      [features, meta_out['meta_input_emb'], y_target_emb], axis=-1
+    )
     summary = _batch_mlp(self._embedding_size)(summary)  # [T, B, E]
     pooled = summary.mean(axis=(0, 1))  # [E]
     if axis_name is not None:
@@ -209,12 +251,13 @@ class MetaLSTM(hk.Module):
 def _lookup_path(root: Any, path: str) -> Any:
   """`root[k0][k1]...` for `path` 'k0/k1/...', keys being keys or attributes."""
   node = root
-  walked = []
+  walked: list[str] = []
   for key in path.split('/'):
     if node is None:
       raise ValueError(
-          f'Input {"/".join(walked) or "<root>"} is None, so meta-network '
-          f'input {path!r} cannot be read.')
+        f'Input {"/".join(walked) or "<root>"} is None, so meta-network '
+        f'input {path!r} cannot be read.'
+      )
     if isinstance(node, Mapping) and key in node:
       node = node[key]
     elif hasattr(node, key):
@@ -222,8 +265,9 @@ def _lookup_path(root: Any, path: str) -> Any:
     else:
       available = list(node.keys()) if isinstance(node, Mapping) else None
       raise KeyError(
-          f'Meta-network input {path!r}: {"/".join(walked) or "<root>"} has '
-          f'no entry {key!r}' + (f' (has {available}).' if available else '.'))
+        f'Meta-network input {path!r}: {"/".join(walked) or "<root>"} has '
+        f'no entry {key!r}' + (f' (has {available}).' if available else '.')
+      )
     walked.append(key)
   return node
 
@@ -233,17 +277,16 @@ def _needs_feature_axis(source: str) -> bool:
   # the target network's outputs already have one, except its Q-values.
   if source == 'extra_from_rule/target_out/q':
     return True
-  return (source.startswith('extra_from_rule')
-          and 'target_out' not in source)
+  return source.startswith('extra_from_rule') and 'target_out' not in source
 
 
 def _apply_transforms(
-    x: chex.Array,
-    names: Sequence[str],
-    embedders: _Embedders,
-    actions: chex.Array,
-    policy: chex.Array,
-    axis_name: str | None,
+  x: chex.Array,
+  names: Sequence[str],
+  embedders: _Embedders,
+  actions: chex.Array,
+  policy: chex.Array,
+  axis_name: str | None,
 ) -> chex.Array:
   for name in names:
     if name == 'y_net':
@@ -254,18 +297,19 @@ def _apply_transforms(
       x = input_transforms.TRANSFORMS[name]()(x, actions, policy, axis_name)
     else:
       raise KeyError(
-          f'Unknown input transform {name!r} in {list(names)}; expected one of '
-          f"{sorted(input_transforms.TRANSFORMS) + ['y_net', 'z_net']}.")
+        f'Unknown input transform {name!r} in {list(names)}; expected one of '
+        f'{sorted(input_transforms.TRANSFORMS) + ["y_net", "z_net"]}.'
+      )
   return x
 
 
 def _construct_input(
-    inputs: types.UpdateRuleInputs,
-    input_option: types.MetaNetInputOption,
-    y_net: _Fn,
-    z_net: _Fn,
-    policy_net: _Fn,
-    axis_name: str | None = None,
+  inputs: types.UpdateRuleInputs,
+  input_option: types.MetaNetInputOption,
+  y_net: _Fn,
+  z_net: _Fn,
+  policy_net: _Fn,
+  axis_name: str | None = None,
 ) -> tuple[chex.Array, chex.Array | None]:
   """Reads, transforms and concatenates the configured inputs.
 
@@ -277,7 +321,8 @@ def _construct_input(
   num_steps, batch_size = inputs.is_terminal.shape
   a_t = inputs.actions[:-1]  # [T, B]
   policy = jax.lax.stop_gradient(
-      jax.nn.softmax(inputs.agent_out['logits']))  # [T+1, B, A]
+    jax.nn.softmax(inputs.agent_out['logits'])
+  )  # [T+1, B, A]
   num_actions = policy.shape[-1]
 
   def read_all(configs, prefix_shape):
@@ -286,20 +331,24 @@ def _construct_input(
       x = _lookup_path(inputs, config.source)
       if _needs_feature_axis(config.source):
         x = x[..., None]
-      x = _apply_transforms(x, config.transforms, embedders, a_t, policy,
-                            axis_name)
+      x = _apply_transforms(
+        x, config.transforms, embedders, a_t, policy, axis_name
+      )
       features.append(x.reshape(prefix_shape + (-1,)))
     return features
 
   features = read_all(input_option.base, (num_steps, batch_size))
   per_action_emb = None
   if input_option.action_conditional:
-    per_action = read_all(input_option.action_conditional,
-                          (num_steps, batch_size, num_actions))
+    per_action = read_all(
+      input_option.action_conditional, (num_steps, batch_size, num_actions)
+    )
     per_action.append(
-        jax.nn.one_hot(a_t, num_actions, dtype=jnp.float32)[..., None])
+      jax.nn.one_hot(a_t, num_actions, dtype=jnp.float32)[..., None]
+    )
     per_action_emb = embedders.policy_net(
-        jnp.concatenate(per_action, axis=-1))  # [T, B, A, C]
+      jnp.concatenate(per_action, axis=-1)
+    )  # [T, B, A, C]
     features.append(jnp.mean(per_action_emb, axis=2))
     features.append(utils.batch_lookup(per_action_emb, a_t))
 
@@ -309,15 +358,16 @@ def _construct_input(
 
 
 def _truncated_normal_or_none(
-    stddev: float | None) -> hk.initializers.Initializer | None:
+  stddev: float | None,
+) -> hk.initializers.Initializer | None:
   if stddev is None:
     return None
   return hk.initializers.TruncatedNormal(stddev=stddev)
 
 
 def _multiplicative_interaction(
-    x: chex.Array, y: chex.Array,
-    initializer: hk.initializers.Initializer | None) -> chex.Array:
+  x: chex.Array, y: chex.Array, initializer: hk.initializers.Initializer | None
+) -> chex.Array:
   """x * Linear(y) for a non-scalar y; x unchanged for a scalar y.
 
   Decided on the static rank of `y`, so it behaves the same eagerly and under
@@ -336,7 +386,8 @@ def _batch_mlp(hiddens: Sequence[int], num_dims: int = 2) -> _Fn:
 def _conv1d_block(x: chex.Array, n_channels: int) -> chex.Array:
   """[T, B, A, C] -> [T, B, A, n]: each action sees itself and the mean."""
   mean_over_actions = jnp.broadcast_to(
-      jnp.mean(x, axis=2, keepdims=True), x.shape)
+    jnp.mean(x, axis=2, keepdims=True), x.shape
+  )
   x = jnp.concatenate([x, mean_over_actions], axis=-1)
   x = hk.BatchApply(hk.Conv1D(output_channels=n_channels, kernel_shape=1))(x)
   return jax.nn.relu(x)
@@ -344,4 +395,5 @@ def _conv1d_block(x: chex.Array, n_channels: int) -> chex.Array:
 
 def _conv1d_net(channels: Sequence[int]) -> _Fn:
   return hk.Sequential(
-      [functools.partial(_conv1d_block, n_channels=c) for c in channels])
+    [functools.partial(_conv1d_block, n_channels=c) for c in channels]
+  )

@@ -36,25 +36,33 @@ def get_network(name: str, *args, **kwargs) -> types.PolicyNetwork:
   """
   if name not in NETWORKS:
     raise ValueError(
-        f'Unknown network name {name!r}; expected one of {sorted(NETWORKS)}.')
+      f'Unknown network name {name!r}; expected one of {sorted(NETWORKS)}.'
+    )
 
   def one_step(observations, should_reset=None):
     return NETWORKS[name](*args, **kwargs)(
-        float_observations(observations), should_reset)
+      float_observations(observations), should_reset
+    )
 
   def unroll(observations, should_reset=None):
     return NETWORKS[name](*args, **kwargs).unroll(
-        float_observations(observations), should_reset)
+      float_observations(observations), should_reset
+    )
 
-  init, one_step_apply = hk.without_apply_rng(
-      hk.transform_with_state(one_step))
-  _, unroll_apply = hk.without_apply_rng(hk.transform_with_state(unroll))
+  one_step_fns: hk.TransformedWithState = hk.without_apply_rng(
+    hk.transform_with_state(one_step)
+  )
+  unroll_fns: hk.TransformedWithState = hk.without_apply_rng(
+    hk.transform_with_state(unroll)
+  )
   return types.PolicyNetwork(
-      init=init, one_step=one_step_apply, unroll=unroll_apply)
+    init=one_step_fns.init, one_step=one_step_fns.apply, unroll=unroll_fns.apply
+  )
 
 
-def float_observations(observations: chex.ArrayTree,
-                       scales: list[float] | None = None) -> chex.ArrayTree:
+def float_observations(
+  observations: chex.ArrayTree, scales: list[float] | None = None
+) -> chex.ArrayTree:
   """Observations with every integer or bool leaf (bytes as stored, e.g.
   MinAtar's uint8 channels) as float32, times its entry of `scales` (one per
   leaf in tree order, `observation_scales`; None: 1); floating leaves
@@ -69,8 +77,10 @@ def float_observations(observations: chex.ArrayTree,
       return x
     x = x.astype(jnp.float32)
     return x if scale == 1.0 else x * scale
-  return jax.tree.unflatten(tree, [to_float(x, s)
-                                   for x, s in zip(leaves, scales)])
+
+  return jax.tree.unflatten(
+    tree, [to_float(x, s) for x, s in zip(leaves, scales, strict=True)]
+  )
 
 
 def observation_scales(observation_spec: Any) -> list[float]:
@@ -78,19 +88,30 @@ def observation_scales(observation_spec: Any) -> list[float]:
   multiplied by as floats: 1 / maximum for integer leaves whose spec bounds
   them to [0, maximum] with maximum > 1 (Atari's 0..255 frames: 1/255),
   else 1 (MinAtar's 0/1 bytes, floats)."""
+
   def scale(spec) -> float:
     maximum = getattr(spec, 'maximum', None)
-    if (maximum is None or not np.issubdtype(np.dtype(spec.dtype), np.integer)
-        or np.ndim(maximum) != 0 or float(maximum) <= 1
-        or float(getattr(spec, 'minimum', 0)) != 0):
+    if (
+      maximum is None
+      or not np.issubdtype(np.dtype(spec.dtype), np.integer)
+      or np.ndim(maximum) != 0
+      or float(maximum) <= 1
+      or float(getattr(spec, 'minimum', 0)) != 0
+    ):
       return 1.0
     return 1.0 / float(maximum)
-  return [scale(s) for s in jax.tree.leaves(
-      observation_spec, is_leaf=lambda x: hasattr(x, 'dtype'))]
+
+  return [
+    scale(s)
+    for s in jax.tree.leaves(
+      observation_spec, is_leaf=lambda x: hasattr(x, 'dtype')
+    )
+  ]
 
 
-def with_observation_scales(network: types.PolicyNetwork,
-                            observation_spec: Any) -> types.PolicyNetwork:
+def with_observation_scales(
+  network: types.PolicyNetwork, observation_spec: Any
+) -> types.PolicyNetwork:
   """The network taking observations of `observation_spec` as stored:
   integer leaves become float32 times `observation_scales` (e.g. Atari's
   uint8 frames divided by 255) before the network (and its precision
@@ -101,20 +122,25 @@ def with_observation_scales(network: types.PolicyNetwork,
 
   def wrap(apply):
     def apply_scaled(params, state, observations, should_reset=None):
-      return apply(params, state, float_observations(observations, scales),
-                   should_reset)
+      return apply(
+        params, state, float_observations(observations, scales), should_reset
+      )
+
     return apply_scaled
 
-  return types.PolicyNetwork(init=network.init,
-                             one_step=wrap(network.one_step),
-                             unroll=wrap(network.unroll))
+  return types.PolicyNetwork(
+    init=network.init,
+    one_step=wrap(network.one_step),
+    unroll=wrap(network.unroll),
+  )
 
 
 PRECISIONS = ('float32', 'bfloat16')
 
 
-def with_precision(network: types.PolicyNetwork,
-                   precision: str) -> types.PolicyNetwork:
+def with_precision(
+  network: types.PolicyNetwork, precision: str
+) -> types.PolicyNetwork:
   """The network computing in `precision`, with float32 parameters and outputs.
 
   A `jmp.Policy`: `one_step` and `unroll` cast the parameters and the
@@ -128,26 +154,34 @@ def with_precision(network: types.PolicyNetwork,
     precision: 'float32' (returns `network` itself) or 'bfloat16'.
   """
   if precision not in PRECISIONS:
-    raise ValueError(f'Unknown precision {precision!r}; expected one of '
-                     f'{PRECISIONS}.')
+    raise ValueError(
+      f'Unknown precision {precision!r}; expected one of {PRECISIONS}.'
+    )
   if precision == 'float32':
     return network
-  policy = jmp.Policy(param_dtype=jnp.float32,
-                      compute_dtype=jnp.dtype(precision),
-                      output_dtype=jnp.float32)
+  policy = jmp.Policy(
+    param_dtype=jnp.float32,
+    compute_dtype=jnp.dtype(precision),
+    output_dtype=jnp.float32,
+  )
 
   def wrap(apply):
     def apply_in_precision(params, state, observations, should_reset=None):
       outputs, state = apply(
-          policy.cast_to_compute(params), state,
-          policy.cast_to_compute(float_observations(observations)),
-          should_reset)
+        policy.cast_to_compute(params),
+        state,
+        policy.cast_to_compute(float_observations(observations)),
+        should_reset,
+      )
       return policy.cast_to_output(outputs), state
+
     return apply_in_precision
 
-  return types.PolicyNetwork(init=network.init,
-                             one_step=wrap(network.one_step),
-                             unroll=wrap(network.unroll))
+  return types.PolicyNetwork(
+    init=network.init,
+    one_step=wrap(network.one_step),
+    unroll=wrap(network.unroll),
+  )
 
 
 class MLPHeadNet(hk.Module):
@@ -158,25 +192,34 @@ class MLPHeadNet(hk.Module):
   """
 
   def __init__(
-      self, out_spec: chex.ArrayTree, action_spec: types.Specs,
-      head_w_init_std: float | None,
-      model_out_spec: chex.ArrayTree | None = None,
-      model_arch_name: str | None = None,
-      model_kwargs: Mapping[str, Any] | None = None,
-      module_name: str | None = None):
+    self,
+    out_spec: chex.ArrayTree,
+    action_spec: types.Specs,
+    head_w_init_std: float | None,
+    model_out_spec: chex.ArrayTree | None = None,
+    model_arch_name: str | None = None,
+    model_kwargs: Mapping[str, Any] | None = None,
+    module_name: str | None = None,
+  ):
     super().__init__(name=module_name)
     self._out_spec, self._action_spec = out_spec, action_spec
     self._head_w_init = (
-        hk.initializers.TruncatedNormal(head_w_init_std)
-        if head_w_init_std else None)
+      hk.initializers.TruncatedNormal(head_w_init_std)
+      if head_w_init_std
+      else None
+    )
     self._model = None
     if model_out_spec:
       self._model = action_models.get_action_model(
-          model_arch_name, action_spec=action_spec, out_spec=model_out_spec,
-          **(model_kwargs or {}))
+        model_arch_name,
+        action_spec=action_spec,
+        out_spec=model_out_spec,
+        **(model_kwargs or {}),
+      )
 
-  def _embedding_pass(self, inputs: chex.ArrayTree,
-                      should_reset: chex.Array | None = None) -> chex.Array:
+  def _embedding_pass(
+    self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
+  ) -> chex.Array:
     """Maps [B, ...] inputs to a [B, E] embedding."""
     raise NotImplementedError
 
@@ -187,14 +230,16 @@ class MLPHeadNet(hk.Module):
 
     def head(spec):
       size = int(np.prod(spec.shape))
-      out = hk.nets.MLP((size,), w_init=self._head_w_init,
-                        name='torso_head')(flat)
+      out = hk.nets.MLP((size,), w_init=self._head_w_init, name='torso_head')(
+        flat
+      )
       return out.reshape((batch,) + tuple(spec.shape))
 
     return jax.tree.map(head, self._out_spec)
 
-  def __call__(self, inputs: chex.ArrayTree,
-               should_reset: chex.Array | None = None) -> dict[str, chex.Array]:
+  def __call__(
+    self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
+  ) -> dict[str, chex.Array]:
     """Outputs for one step: every leaf of `inputs` is [B, ...]."""
     torso = self._embedding_pass(inputs)
     outputs = self._head_pass(torso)
@@ -203,8 +248,9 @@ class MLPHeadNet(hk.Module):
       outputs.update(self._model.model_step(root))
     return outputs
 
-  def unroll(self, inputs: chex.ArrayTree,
-             should_reset: chex.Array | None = None) -> dict[str, chex.Array]:
+  def unroll(
+    self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
+  ) -> dict[str, chex.Array]:
     """Outputs for a sequence: every leaf of `inputs` is [T, B, ...]."""
     return hk.BatchApply(self.__call__)(inputs, should_reset)
 
@@ -213,31 +259,43 @@ class MLP(MLPHeadNet):
   """Feed-forward agent: observations flattened, concatenated, then an MLP."""
 
   def __init__(
-      self, out_spec: chex.ArrayTree, dense: Iterable[int],
-      action_spec: types.Specs, head_w_init_std: float | None,
-      model_out_spec: chex.ArrayTree | None = None,
-      model_arch_name: str | None = None,
-      model_kwargs: Mapping[str, Any] | None = None,
-      module_name: str | None = None) -> None:
+    self,
+    out_spec: chex.ArrayTree,
+    dense: Iterable[int],
+    action_spec: types.Specs,
+    head_w_init_std: float | None,
+    model_out_spec: chex.ArrayTree | None = None,
+    model_arch_name: str | None = None,
+    model_kwargs: Mapping[str, Any] | None = None,
+    module_name: str | None = None,
+  ) -> None:
     super().__init__(
-        out_spec, action_spec=action_spec, head_w_init_std=head_w_init_std,
-        model_out_spec=model_out_spec, model_arch_name=model_arch_name,
-        model_kwargs=model_kwargs, module_name=module_name)
+      out_spec,
+      action_spec=action_spec,
+      head_w_init_std=head_w_init_std,
+      model_out_spec=model_out_spec,
+      model_arch_name=model_arch_name,
+      model_kwargs=model_kwargs,
+      module_name=module_name,
+    )
     self._dense = tuple(dense)
 
   # The upstream MLP's torso ends in a linear layer (golden numbers).
   TORSO_ACTIVATE_FINAL = False
 
-  def _embedding_pass(self, inputs: chex.ArrayTree,
-                      should_reset: chex.Array | None = None) -> chex.Array:
+  def _embedding_pass(
+    self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
+  ) -> chex.Array:
     del should_reset  # Stateless.
     leaves = [hk.Flatten()(leaf) for leaf in jax.tree.leaves(inputs)]
-    return hk.nets.MLP(self._dense, activate_final=self.TORSO_ACTIVATE_FINAL,
-                       name='torso')(jnp.concatenate(leaves, -1))
+    return hk.nets.MLP(
+      self._dense, activate_final=self.TORSO_ACTIVATE_FINAL, name='torso'
+    )(jnp.concatenate(leaves, -1))
 
 
-def check_observation_spec(name: str, observation_spec: Any,
-                           what: str = 'single_observation_spec()') -> None:
+def check_observation_spec(
+  name: str, observation_spec: Any, what: str = 'single_observation_spec()'
+) -> None:
   """Raises unless observations of `observation_spec` fit network `name`.
 
   'mlp' flattens every observation, so any shape fits; 'conv' and
@@ -252,17 +310,23 @@ def check_observation_spec(name: str, observation_spec: Any,
   """
   if name not in IMAGE_NETWORKS:
     return
-  shapes = [tuple(s.shape) for s in jax.tree.leaves(
-      observation_spec, is_leaf=lambda x: hasattr(x, 'shape'))]
+  shapes = [
+    tuple(s.shape)
+    for s in jax.tree.leaves(
+      observation_spec, is_leaf=lambda x: hasattr(x, 'shape')
+    )
+  ]
   if sum(len(shape) == 3 for shape in shapes) != 1:
     raise ValueError(
-        f"net={name!r} needs one image observation of shape [H, W, C]; {what} "
-        f'gives shape(s) {shapes or "(none)"}. Use net=\'mlp\' for vector '
-        'observations (other observations may go beside one image).')
+      f'net={name!r} needs one image observation of shape [H, W, C]; {what} '
+      f"gives shape(s) {shapes or '(none)'}. Use net='mlp' for vector "
+      'observations (other observations may go beside one image).'
+    )
 
 
-def split_image(inputs: chex.ArrayTree, name: str = 'conv'
-                ) -> tuple[chex.Array, list[chex.Array]]:
+def split_image(
+  inputs: chex.ArrayTree, name: str = 'conv'
+) -> tuple[chex.Array, list[chex.Array]]:
   """The one [B, H, W, C] image among batched observations, and the others
   (in tree order).
 
@@ -270,10 +334,11 @@ def split_image(inputs: chex.ArrayTree, name: str = 'conv'
     ValueError: unless exactly one observation is an image.
   """
   leaves = jax.tree.leaves(inputs)
-  check_observation_spec(name, [x[0] for x in leaves],
-                         'the observation (without its batch axis)')
+  check_observation_spec(
+    name, [x[0] for x in leaves], 'the observation (without its batch axis)'
+  )
   index = next(i for i, x in enumerate(leaves) if x.ndim == 4)
-  return leaves[index], leaves[:index] + leaves[index + 1:]
+  return leaves[index], leaves[:index] + leaves[index + 1 :]
 
 
 class ConvNet(MLP):
@@ -284,37 +349,55 @@ class ConvNet(MLP):
   convolutions (`conv_kernel` x `conv_kernel`, stride 1, SAME padding, ReLU
   after each); the `MLP`'s torso (flatten, hidden sizes `dense`, here with a
   ReLU after its last layer too, as MinAtar's reference network: conv 16
-  3x3, ReLU, 128 hidden, ReLU), heads and action model follow. Parameters: `conv_net/~_embedding_pass/conv_0` ...,
-  then the `MLP`'s names under `conv_net/`.
+  3x3, ReLU, 128 hidden, ReLU), heads and action model follow. Parameters:
+  `conv_net/~_embedding_pass/conv_0` ..., then the `MLP`'s names under
+  `conv_net/`.
   """
 
   def __init__(
-      self, out_spec: chex.ArrayTree, dense: Iterable[int],
-      action_spec: types.Specs, head_w_init_std: float | None,
-      conv_channels: Iterable[int] = (16,), conv_kernel: int = 3,
-      model_out_spec: chex.ArrayTree | None = None,
-      model_arch_name: str | None = None,
-      model_kwargs: Mapping[str, Any] | None = None,
-      module_name: str | None = None) -> None:
-    super().__init__(out_spec, dense, action_spec, head_w_init_std,
-                     model_out_spec, model_arch_name, model_kwargs,
-                     module_name)
+    self,
+    out_spec: chex.ArrayTree,
+    dense: Iterable[int],
+    action_spec: types.Specs,
+    head_w_init_std: float | None,
+    conv_channels: Iterable[int] = (16,),
+    conv_kernel: int = 3,
+    model_out_spec: chex.ArrayTree | None = None,
+    model_arch_name: str | None = None,
+    model_kwargs: Mapping[str, Any] | None = None,
+    module_name: str | None = None,
+  ) -> None:
+    super().__init__(
+      out_spec,
+      dense,
+      action_spec,
+      head_w_init_std,
+      model_out_spec,
+      model_arch_name,
+      model_kwargs,
+      module_name,
+    )
     self._channels = tuple(conv_channels)
     self._kernel = conv_kernel
     if not self._channels or min(self._channels) < 1 or conv_kernel < 1:
       raise ValueError(
-          f'conv_channels must be positive sizes and conv_kernel >= 1, got '
-          f'conv_channels={self._channels} and conv_kernel={conv_kernel}.')
+        f'conv_channels must be positive sizes and conv_kernel >= 1, got '
+        f'conv_channels={self._channels} and conv_kernel={conv_kernel}.'
+      )
 
   TORSO_ACTIVATE_FINAL = True  # MinAtar's reference network.
 
-  def _embedding_pass(self, inputs: chex.ArrayTree,
-                      should_reset: chex.Array | None = None) -> chex.Array:
+  def _embedding_pass(
+    self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
+  ) -> chex.Array:
     """[B, H, W, C] image (and other observations) -> [B, dense[-1]]."""
     x, others = split_image(inputs)
     for i, channels in enumerate(self._channels):
-      x = jax.nn.relu(hk.Conv2D(channels, self._kernel, stride=1,
-                                padding='SAME', name=f'conv_{i}')(x))
+      x = jax.nn.relu(
+        hk.Conv2D(
+          channels, self._kernel, stride=1, padding='SAME', name=f'conv_{i}'
+        )(x)
+      )
     return super()._embedding_pass([x] + others, should_reset)
 
 
@@ -334,41 +417,61 @@ class ResNet(MLP):
   """
 
   def __init__(
-      self, out_spec: chex.ArrayTree, dense: Iterable[int],
-      action_spec: types.Specs, head_w_init_std: float | None,
-      resnet_channels: Iterable[int] = (16, 32, 32), resnet_blocks: int = 2,
-      model_out_spec: chex.ArrayTree | None = None,
-      model_arch_name: str | None = None,
-      model_kwargs: Mapping[str, Any] | None = None,
-      module_name: str | None = None) -> None:
-    super().__init__(out_spec, dense, action_spec, head_w_init_std,
-                     model_out_spec, model_arch_name, model_kwargs,
-                     module_name)
+    self,
+    out_spec: chex.ArrayTree,
+    dense: Iterable[int],
+    action_spec: types.Specs,
+    head_w_init_std: float | None,
+    resnet_channels: Iterable[int] = (16, 32, 32),
+    resnet_blocks: int = 2,
+    model_out_spec: chex.ArrayTree | None = None,
+    model_arch_name: str | None = None,
+    model_kwargs: Mapping[str, Any] | None = None,
+    module_name: str | None = None,
+  ) -> None:
+    super().__init__(
+      out_spec,
+      dense,
+      action_spec,
+      head_w_init_std,
+      model_out_spec,
+      model_arch_name,
+      model_kwargs,
+      module_name,
+    )
     self._channels = tuple(resnet_channels)
     self._blocks = resnet_blocks
-    if (not self._channels or min(self._channels) < 1
-        or resnet_blocks < 0):
+    if not self._channels or min(self._channels) < 1 or resnet_blocks < 0:
       raise ValueError(
-          f'resnet_channels must be positive sizes and resnet_blocks >= 0, '
-          f'got resnet_channels={self._channels} and '
-          f'resnet_blocks={resnet_blocks}.')
+        f'resnet_channels must be positive sizes and resnet_blocks >= 0, '
+        f'got resnet_channels={self._channels} and '
+        f'resnet_blocks={resnet_blocks}.'
+      )
 
   TORSO_ACTIVATE_FINAL = True
 
-  def _embedding_pass(self, inputs: chex.ArrayTree,
-                      should_reset: chex.Array | None = None) -> chex.Array:
+  def _embedding_pass(
+    self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
+  ) -> chex.Array:
     """[B, H, W, C] image (and other observations) -> [B, dense[-1]]."""
     x, others = split_image(inputs, 'resnet')
     for i, channels in enumerate(self._channels):
-      x = hk.Conv2D(channels, 3, stride=1, padding='SAME',
-                    name=f'stage_{i}_conv')(x)
-      x = hk.max_pool(x, window_shape=(1, 3, 3, 1), strides=(1, 2, 2, 1),
-                      padding='SAME')
+      x = hk.Conv2D(
+        channels, 3, stride=1, padding='SAME', name=f'stage_{i}_conv'
+      )(x)
+      x = hk.max_pool(
+        x, window_shape=(1, 3, 3, 1), strides=(1, 2, 2, 1), padding='SAME'
+      )
       for j in range(self._blocks):
         y = x
         for k in range(2):
-          y = hk.Conv2D(channels, 3, stride=1, padding='SAME',
-                        name=f'stage_{i}_block_{j}_conv_{k}')(jax.nn.relu(y))
+          y = hk.Conv2D(
+            channels,
+            3,
+            stride=1,
+            padding='SAME',
+            name=f'stage_{i}_block_{j}_conv_{k}',
+          )(jax.nn.relu(y))
         x = x + y
     return super()._embedding_pass([jax.nn.relu(x)] + others, should_reset)
 
@@ -388,12 +491,14 @@ class Tabular(MLP):
   under `tabular/` (`tabular/linear`, `tabular/action_cond/linear`, ...).
   """
 
-  def _embedding_pass(self, inputs: chex.ArrayTree,
-                      should_reset: chex.Array | None = None) -> chex.Array:
+  def _embedding_pass(
+    self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
+  ) -> chex.Array:
     """[B, ...] observations -> [B, F], flattened and concatenated."""
     del should_reset  # Stateless.
     return jnp.concatenate(
-        [hk.Flatten()(leaf) for leaf in jax.tree.leaves(inputs)], -1)
+      [hk.Flatten()(leaf) for leaf in jax.tree.leaves(inputs)], -1
+    )
 
 
 NETWORKS = {'mlp': MLP, 'conv': ConvNet, 'resnet': ResNet, 'tabular': Tabular}

@@ -59,26 +59,34 @@ def _table(rows, what: str, columns=ROW_COLUMNS) -> pd.DataFrame:
   try:
     table = pd.DataFrame(rows)
   except (TypeError, ValueError) as e:
-    raise ValueError(f'{what} must be rows (a DataFrame, a list of dicts or '
-                     f'a dict of columns), got {type(rows).__name__}: '
-                     f'{e}.') from None
+    raise ValueError(
+      f'{what} must be rows (a DataFrame, a list of dicts or '
+      f'a dict of columns), got {type(rows).__name__}: '
+      f'{e}.'
+    ) from None
   missing = [c for c in columns if c not in table.columns]
   if missing or table.empty:
-    raise ValueError(f'{what} must be non-empty rows with columns '
-                     f'{list(columns)}; got {len(table)} rows with columns '
-                     f'{list(table.columns)} (missing {missing}).')
+    raise ValueError(
+      f'{what} must be non-empty rows with columns '
+      f'{list(columns)}; got {len(table)} rows with columns '
+      f'{list(table.columns)} (missing {missing}).'
+    )
   table = table.copy()
   for column in ('env_steps', 'episodes'):
     values = pd.to_numeric(table[column], errors='coerce')
     if not (np.isfinite(values) & (values >= 0)).all():
-      raise ValueError(f'{what}: {column} must be finite and >= 0, got '
-                       f'{table[column].tolist()}.')
+      raise ValueError(
+        f'{what}: {column} must be finite and >= 0, got '
+        f'{table[column].tolist()}.'
+      )
     table[column] = values.astype(float)
   table['avg_return'] = pd.to_numeric(table['avg_return'], errors='coerce')
   ended = table['episodes'] > 0
   if not np.isfinite(table.loc[ended, 'avg_return']).all():
-    raise ValueError(f'{what}: avg_return must be finite where episodes > 0, '
-                     f'got {table.loc[ended, "avg_return"].tolist()}.')
+    raise ValueError(
+      f'{what}: avg_return must be finite where episodes > 0, '
+      f'got {table.loc[ended, "avg_return"].tolist()}.'
+    )
   return table
 
 
@@ -95,9 +103,11 @@ def _run_keys(table: pd.DataFrame) -> list[str]:
 def _check_one_run(table: pd.DataFrame, what: str) -> None:
   for key in _run_keys(table):
     if table[key].nunique(dropna=False) > 1:
-      raise ValueError(f'{what} must be the rows of one run, got '
-                       f'{key} {sorted(table[key].unique().tolist())} '
-                       '(final_returns / compact_curves take several).')
+      raise ValueError(
+        f'{what} must be the rows of one run, got '
+        f'{key} {sorted(table[key].unique().tolist())} '
+        '(final_returns / compact_curves take several).'
+      )
 
 
 def _episode_mean(table: pd.DataFrame) -> float:
@@ -173,11 +183,14 @@ def final_returns(rows, fraction: float = FINAL_FRACTION) -> pd.Series:
   table = _table(rows, 'rows')
   keys = _run_keys(table)
   if not keys:
-    raise ValueError(f'rows must have a column naming the run '
-                     f'({" or ".join(RUN_KEYS)}), got {list(table.columns)}.')
-  finals = {key: final_return(group, fraction)
-            for key, group in table.groupby(keys if len(keys) > 1
-                                            else keys[0])}
+    raise ValueError(
+      f'rows must have a column naming the run '
+      f'({" or ".join(RUN_KEYS)}), got {list(table.columns)}.'
+    )
+  finals = {
+    key: final_return(group, fraction)
+    for key, group in table.groupby(keys if len(keys) > 1 else keys[0])
+  }
   series = pd.Series(finals, name='final_return', dtype=float)
   series.index.names = keys
   return series
@@ -211,12 +224,14 @@ def compact_curve(rows, points: int = CURVE_POINTS) -> pd.DataFrame:
   last = table['env_steps'].iloc[-1]
   if last <= 0:
     raise ValueError(f'rows: the last env_steps must be > 0, got {last}.')
-  bins = np.clip(np.ceil(table['env_steps'].to_numpy() * points / last) - 1,
-                 0, points - 1).astype(int)
+  bins = np.clip(
+    np.ceil(table['env_steps'].to_numpy() * points / last) - 1, 0, points - 1
+  ).astype(int)
   ended = table['episodes'] > 0
   table = table.assign(
-      bin=bins, weighted=np.where(ended, table['avg_return'] *
-                                  table['episodes'], 0.0))
+    bin=bins,
+    weighted=np.where(ended, table['avg_return'] * table['episodes'], 0.0),
+  )
   if 'learned' in table.columns:
     table['updates'] = pd.to_numeric(table['learned']).cumsum()
   grouped = table.groupby('bin', sort=True)
@@ -226,8 +241,9 @@ def compact_curve(rows, points: int = CURVE_POINTS) -> pd.DataFrame:
   if 'updates' in table.columns:
     out['updates'] = grouped['updates'].last()
   out['episodes'] = grouped['episodes'].sum()
-  out['avg_return'] = (grouped['weighted'].sum() /
-                       out['episodes'].where(out['episodes'] > 0))
+  out['avg_return'] = grouped['weighted'].sum() / out['episodes'].where(
+    out['episodes'] > 0
+  )
   return out.reset_index(drop=True)
 
 
@@ -237,12 +253,14 @@ def compact_curves(rows, points: int = CURVE_POINTS) -> pd.DataFrame:
   table = _table(rows, 'rows')
   keys = _run_keys(table)
   if not keys:
-    raise ValueError(f'rows must have a column naming the run '
-                     f'({" or ".join(RUN_KEYS)}), got {list(table.columns)}.')
+    raise ValueError(
+      f'rows must have a column naming the run '
+      f'({" or ".join(RUN_KEYS)}), got {list(table.columns)}.'
+    )
   parts = []
   for key, group in table.groupby(keys, sort=True):
     curve = compact_curve(group, points)
-    for name, value in zip(keys, key):
+    for name, value in zip(keys, key, strict=True):
       curve.insert(list(keys).index(name), name, value)
     parts.append(curve)
   return pd.concat(parts, ignore_index=True)
@@ -258,28 +276,36 @@ def env_key(env: str, env_settings: Mapping[str, Any] | None = None) -> str:
   settings = _settings(env_settings)
   if not settings:
     return env
-  return '%s[%s]' % (env, ','.join(f'{k}={settings[k]}'
-                                   for k in sorted(settings)))
+  return environments.format_spec(
+    env, {k: settings[k] for k in sorted(settings)}
+  )
 
 
 def _settings(env_settings) -> dict[str, Any]:
   if env_settings is None:
     return {}
   if not isinstance(env_settings, Mapping):
-    raise ValueError(f'env_settings must be a mapping of setting names to '
-                     f'values or None, got {env_settings!r}.')
+    raise ValueError(
+      f'env_settings must be a mapping of setting names to '
+      f'values or None, got {env_settings!r}.'
+    )
   settings = dict(env_settings)
   try:
     json.dumps(settings)
   except TypeError:
-    raise ValueError(f'env_settings must hold JSON values (numbers, text, '
-                     f'lists) to be recorded, got {settings!r}.') from None
+    raise ValueError(
+      f'env_settings must hold JSON values (numbers, text, '
+      f'lists) to be recorded, got {settings!r}.'
+    ) from None
   return settings
 
 
 def _check_count(name: str, value, low: int) -> int:
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (
-      value < low):
+  if (
+    isinstance(value, bool)
+    or not isinstance(value, (int, np.integer))
+    or (value < low)
+  ):
     raise ValueError(f'{name} must be an integer >= {low}, got {value!r}.')
   return int(value)
 
@@ -291,9 +317,11 @@ def random_play_returns(env, steps: int, seed: int) -> np.ndarray:
   scripts/comparison.py's `random_play_returns` (the committed random-play
   returns were measured with it)."""
   if env.on_host:
-    raise ValueError(f'env must be a jittable environment (random play is '
-                     f'one compiled scan), got one stepped on the host: '
-                     f'{env!r}.')
+    raise ValueError(
+      f'env must be a jittable environment (random play is '
+      f'one compiled scan), got one stepped on the host: '
+      f'{env!r}.'
+    )
   num_envs = env.batch_size
   num_actions = int(env.single_action_spec().maximum) + 1
 
@@ -310,16 +338,22 @@ def random_play_returns(env, steps: int, seed: int) -> np.ndarray:
       return (state, jnp.where(last, 0.0, acc)), (acc, last)
 
     _, (acc, last) = jax.lax.scan(
-        step, (state, jnp.zeros(num_envs)), jax.random.split(key, steps))
+      step, (state, jnp.zeros(num_envs)), jax.random.split(key, steps)
+    )
     return acc, last
 
   acc, last = jax.device_get(play(jax.random.PRNGKey(seed)))
   return np.asarray(acc, float)[np.asarray(last, bool)]
 
 
-def random_play(env: str, env_settings: Mapping[str, Any] | None = None, *,
-                num_envs: int = RANDOM_NUM_ENVS, steps: int = RANDOM_STEPS,
-                seed: int = RANDOM_SEED) -> dict[str, Any]:
+def random_play(
+  env: str,
+  env_settings: Mapping[str, Any] | None = None,
+  *,
+  num_envs: int = RANDOM_NUM_ENVS,
+  steps: int = RANDOM_STEPS,
+  seed: int = RANDOM_SEED,
+) -> dict[str, Any]:
   """Uniform random play in an environment, measured.
 
   Args:
@@ -341,9 +375,15 @@ def random_play(env: str, env_settings: Mapping[str, Any] | None = None, *,
   # No settings: the family's defaults (the same record as None).
   environment = environments.get_environment(env, num_envs, settings or None)
   returns = random_play_returns(environment, steps, seed)
-  return dict(env=env, env_settings=settings, num_envs=num_envs, steps=steps,
-              seed=seed, episodes=int(returns.size),
-              mean_return=float(returns.mean()) if returns.size else math.nan)
+  return dict(
+    env=env,
+    env_settings=settings,
+    num_envs=num_envs,
+    steps=steps,
+    seed=seed,
+    episodes=int(returns.size),
+    mean_return=float(returns.mean()) if returns.size else math.nan,
+  )
 
 
 def read_random_play(path) -> dict[str, dict[str, Any]]:
@@ -358,20 +398,32 @@ def read_random_play(path) -> dict[str, dict[str, Any]]:
   if not path.is_file():
     return {}
   records = json.loads(path.read_text())
-  bad = [k for k, v in (records.items() if isinstance(records, dict) else ())
-         if not (isinstance(v, dict) and {'episodes', 'mean_return',
-                                          *RANDOM_SETTINGS} <= set(v))]
+  bad = [
+    k
+    for k, v in (records.items() if isinstance(records, dict) else ())
+    if not (
+      isinstance(v, dict)
+      and {'episodes', 'mean_return', *RANDOM_SETTINGS} <= set(v)
+    )
+  ]
   if not isinstance(records, dict) or bad:
-    raise ValueError(f'{path} must hold random-play records ({{key: {{'
-                     f'{", ".join(RANDOM_SETTINGS)}, episodes, mean_return'
-                     f'}}}}), got entries {bad or records!r} without them.')
+    raise ValueError(
+      f'{path} must hold random-play records ({{key: {{'
+      f'{", ".join(RANDOM_SETTINGS)}, episodes, mean_return'
+      f'}}}}), got entries {bad or records!r} without them.'
+    )
   return records
 
 
-def random_return(cache, env: str,
-                  env_settings: Mapping[str, Any] | None = None, *,
-                  num_envs: int = RANDOM_NUM_ENVS, steps: int = RANDOM_STEPS,
-                  seed: int = RANDOM_SEED) -> float:
+def random_return(
+  cache,
+  env: str,
+  env_settings: Mapping[str, Any] | None = None,
+  *,
+  num_envs: int = RANDOM_NUM_ENVS,
+  steps: int = RANDOM_STEPS,
+  seed: int = RANDOM_SEED,
+) -> float:
   """Random play's mean return in an environment, measured once and kept.
 
   Read from the JSON file `cache` (e.g. the study's random_play.json,
@@ -394,10 +446,13 @@ def random_return(cache, env: str,
       the first that differs), or no episode ended in the play.
   """
   path = pathlib.Path(cache)
-  request = dict(env=env, env_settings=_settings(env_settings),
-                 num_envs=_check_count('num_envs', num_envs, 1),
-                 steps=_check_count('steps', steps, 1),
-                 seed=_check_count('seed', seed, 0))
+  request = dict(
+    env=env,
+    env_settings=_settings(env_settings),
+    num_envs=_check_count('num_envs', num_envs, 1),
+    steps=_check_count('steps', steps, 1),
+    seed=_check_count('seed', seed, 0),
+  )
   key = env_key(env, env_settings)
   records = read_random_play(path)
   if key in records:
@@ -405,15 +460,17 @@ def random_return(cache, env: str,
     for name in RANDOM_SETTINGS:
       if record[name] != request[name]:
         raise ValueError(
-            f'{path}: random play of {key} was measured with {name}='
-            f'{record[name]!r}, asked for {name}={request[name]!r}; ask for '
-            f'{name}={record[name]!r}, or remove its entry to measure again.')
+          f'{path}: random play of {key} was measured with {name}='
+          f'{record[name]!r}, asked for {name}={request[name]!r}; ask for '
+          f'{name}={record[name]!r}, or remove its entry to measure again.'
+        )
   else:
     record = random_play(**request)
     if not record['episodes']:
       raise ValueError(
-          f'random play of {key} ended no episode in steps={steps} steps of '
-          f'{num_envs} instances: give more steps.')
+        f'random play of {key} ended no episode in steps={steps} steps of '
+        f'{num_envs} instances: give more steps.'
+      )
     records[key] = record
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + '.tmp')
@@ -440,14 +497,18 @@ def normalise(returns, random: float, reference: float):
     A float, or an array shaped as `returns`.
   """
   for name, value in (('random', random), ('reference', reference)):
-    if isinstance(value, bool) or not isinstance(
-        value, (int, float, np.floating, np.integer)) or not math.isfinite(
-            value):
+    if (
+      isinstance(value, bool)
+      or not isinstance(value, (int, float, np.floating, np.integer))
+      or not math.isfinite(value)
+    ):
       raise ValueError(f'{name} must be a finite number, got {value!r}.')
   if not reference > random:
-    raise ValueError(f'reference must be above random ({random!r}) for a '
-                     f'score from random play (0) to the reference (1), got '
-                     f'{reference!r}.')
+    raise ValueError(
+      f'reference must be above random ({random!r}) for a '
+      f'score from random play (0) to the reference (1), got '
+      f'{reference!r}.'
+    )
   scores = (np.asarray(returns, float) - random) / (reference - random)
   return float(scores) if scores.ndim == 0 else scores
 
@@ -457,12 +518,15 @@ RESULT_KEYS = ('study', 'stage')  # The columns that group compared runs.
 
 def _check_results(results, columns) -> pd.DataFrame:
   if not isinstance(results, pd.DataFrame):
-    raise ValueError(f'results must be a pandas DataFrame, got '
-                     f'{type(results).__name__}.')
+    raise ValueError(
+      f'results must be a pandas DataFrame, got {type(results).__name__}.'
+    )
   missing = [c for c in columns if c not in results.columns]
   if missing:
-    raise ValueError(f'results must have columns {list(columns)}, got '
-                     f'{list(results.columns)} (missing {missing}).')
+    raise ValueError(
+      f'results must have columns {list(columns)}, got '
+      f'{list(results.columns)} (missing {missing}).'
+    )
   return results
 
 
@@ -482,14 +546,18 @@ def best_means(results: pd.DataFrame) -> pd.Series:
   _check_results(results, ('env', 'rule', 'learning_rate', 'final_return'))
   groups = [c for c in RESULT_KEYS if c in results.columns] + ['env']
   means = results.groupby(groups + ['rule', 'learning_rate'], sort=False)[
-      'final_return'].agg(lambda finals: finals.mean(skipna=False))
-  return means.groupby(level=groups, sort=False).max().rename(
-      'reference_return')
+    'final_return'
+  ].agg(lambda finals: finals.mean(skipna=False))
+  return (
+    means.groupby(level=groups, sort=False).max().rename('reference_return')
+  )
 
 
-def normalised_scores(results: pd.DataFrame, randoms: Mapping[str, float],
-                      references: Mapping[str, float] | None = None
-                      ) -> pd.DataFrame:
+def normalised_scores(
+  results: pd.DataFrame,
+  randoms: Mapping[str, float],
+  references: Mapping[str, float] | None = None,
+) -> pd.DataFrame:
   """`results` with each run's normalisation: columns random_return,
   reference_return and normalised_score added.
 
@@ -509,8 +577,10 @@ def normalised_scores(results: pd.DataFrame, randoms: Mapping[str, float],
   envs = list(dict.fromkeys(results['env']))
   missing = [e for e in envs if e not in randoms]
   if missing:
-    raise ValueError(f'randoms must have a random-play return for every env '
-                     f'of results: missing {missing}.')
+    raise ValueError(
+      f'randoms must have a random-play return for every env '
+      f'of results: missing {missing}.'
+    )
   bad = {e: randoms[e] for e in envs if not math.isfinite(randoms[e])}
   if bad:
     raise ValueError(f'randoms must be finite numbers, got {bad}.')
@@ -519,23 +589,30 @@ def normalised_scores(results: pd.DataFrame, randoms: Mapping[str, float],
   if references is None:
     best = best_means(results)
     out['reference_return'] = out.merge(
-        best.reset_index(), how='left', on=list(best.index.names),
-        validate='many_to_one')['reference_return'].to_numpy()
+      best.reset_index(),
+      how='left',
+      on=list(best.index.names),
+      validate='many_to_one',
+    )['reference_return'].to_numpy()
     span = out['reference_return'] - out['random_return']
-    scores = (out['final_return'] - out['random_return']) / span.where(
-        span > 0)
+    scores = (out['final_return'] - out['random_return']) / span.where(span > 0)
     # Nothing beat random play: 0, for every run that has a final return.
     out['normalised_score'] = scores.where(
-        ~(span <= 0) | out['final_return'].isna(), 0.0)
+      ~(span <= 0) | out['final_return'].isna(), 0.0
+    )
     return out
   if not isinstance(references, Mapping):
-    raise ValueError(f'references must be a mapping of env to return or '
-                     f'None, got {references!r}.')
+    raise ValueError(
+      f'references must be a mapping of env to return or '
+      f'None, got {references!r}.'
+    )
   for env in envs:
     if env in references:
       normalise(0.0, randoms[env], references[env])  # Checks the pair.
   out['reference_return'] = out['env'].map(
-      {e: float(references[e]) for e in envs if e in references})
-  out['normalised_score'] = ((out['final_return'] - out['random_return']) /
-                             (out['reference_return'] - out['random_return']))
+    {e: float(references[e]) for e in envs if e in references}
+  )
+  out['normalised_score'] = (out['final_return'] - out['random_return']) / (
+    out['reference_return'] - out['random_return']
+  )
   return out

@@ -49,11 +49,29 @@ from disco_rl import plots
 from disco_rl.studies import measure
 from disco_rl.studies import stats
 
-RESULT_COLUMNS = ('study', 'stage', 'env', 'rule', 'seed', 'learning_rate',
-                  'budget', 'final_return', 'random_return',
-                  'reference_return', 'normalised_score')
-CURVE_COLUMNS = ('study', 'stage', 'env', 'rule', 'seed', 'learning_rate',
-                 'env_steps', 'avg_return')
+RESULT_COLUMNS = (
+  'study',
+  'stage',
+  'env',
+  'rule',
+  'seed',
+  'learning_rate',
+  'budget',
+  'final_return',
+  'random_return',
+  'reference_return',
+  'normalised_score',
+)
+CURVE_COLUMNS = (
+  'study',
+  'stage',
+  'env',
+  'rule',
+  'seed',
+  'learning_rate',
+  'env_steps',
+  'avg_return',
+)
 CELL = ('env', 'rule', 'learning_rate')  # A cell of a stage.
 REPS = 2000  # Bootstrap resamples of the final scores.
 CURVE_REPS = 500  # Of each point of the IQM curve.
@@ -61,8 +79,13 @@ SEED = 0  # Every interval's resampling seed.
 CONFIDENCE = 0.95
 PROFILE_POINTS = 101  # Thresholds of the performance profiles.
 DPI = 100
-FILES = ('report.md', 'report.json', 'curves.png', 'profiles.png',
-         'iqm_curve.png')
+FILES = (
+  'report.md',
+  'report.json',
+  'curves.png',
+  'profiles.png',
+  'iqm_curve.png',
+)
 
 
 # Reading.
@@ -83,18 +106,23 @@ def read_curves(path) -> pd.DataFrame:
 
 def _check_table(table, what: str, columns) -> pd.DataFrame:
   if not isinstance(table, pd.DataFrame):
-    raise ValueError(f'{what} must be a pandas DataFrame, got '
-                     f'{type(table).__name__}.')
+    raise ValueError(
+      f'{what} must be a pandas DataFrame, got {type(table).__name__}.'
+    )
   missing = [c for c in columns if c not in table.columns]
   if missing or table.empty:
-    raise ValueError(f'{what} must be non-empty with columns {list(columns)}, '
-                     f'got {len(table)} rows with columns '
-                     f'{list(table.columns)} (missing {missing}).')
+    raise ValueError(
+      f'{what} must be non-empty with columns {list(columns)}, '
+      f'got {len(table)} rows with columns '
+      f'{list(table.columns)} (missing {missing}).'
+    )
   numeric = [c for c in columns if c not in ('study', 'stage', 'env', 'rule')]
   bad = [c for c in numeric if not pd.api.types.is_numeric_dtype(table[c])]
   if bad:
-    raise ValueError(f'{what}: columns {bad} must be numbers, got dtypes '
-                     f'{[str(table[c].dtype) for c in bad]}.')
+    raise ValueError(
+      f'{what}: columns {bad} must be numbers, got dtypes '
+      f'{[str(table[c].dtype) for c in bad]}.'
+    )
   return table
 
 
@@ -109,15 +137,20 @@ def check_results(results) -> pd.DataFrame:
   run = ['study', 'stage', *CELL, 'seed']
   repeated = results[results.duplicated(run, keep=False)]
   if not repeated.empty:
-    raise ValueError(f'results must have one row per run ({", ".join(run)}), '
-                     f'got repeated runs {repeated[run].to_dict("records")}.')
+    raise ValueError(
+      f'results must have one row per run ({", ".join(run)}), '
+      f'got repeated runs {repeated[run].to_dict("records")}.'
+    )
   for column in ('random_return', 'reference_return'):
     per_env = results.groupby(['study', 'stage', 'env'])[column].nunique(
-        dropna=False)
+      dropna=False
+    )
     if (per_env > 1).any():
       several = per_env[per_env > 1].index.tolist()
-      raise ValueError(f'results: {column} must be one value per '
-                       f'environment, got several for {several}.')
+      raise ValueError(
+        f'results: {column} must be one value per '
+        f'environment, got several for {several}.'
+      )
   return results
 
 
@@ -127,14 +160,16 @@ def check_curves(curves) -> pd.DataFrame:
   _check_table(curves, 'curves', CURVE_COLUMNS)
   point = ['study', 'stage', *CELL, 'seed', 'env_steps']
   if curves.duplicated(point).any():
-    raise ValueError(f'curves must have one row per run and env_steps, got '
-                     f'{int(curves.duplicated(point).sum())} repeated.')
+    raise ValueError(
+      f'curves must have one row per run and env_steps, got '
+      f'{int(curves.duplicated(point).sum())} repeated.'
+    )
   return curves
 
 
-def select_stage(results: pd.DataFrame, curves: pd.DataFrame,
-                 stage: str | None = None
-                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def select_stage(
+  results: pd.DataFrame, curves: pd.DataFrame, stage: str | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
   """The results and curves of one study's stage: `stage`, or the only one.
 
   Raises:
@@ -145,26 +180,38 @@ def select_stage(results: pd.DataFrame, curves: pd.DataFrame,
   check_curves(curves)
   if stage is not None:
     if stage not in set(results['stage']):
-      raise ValueError(f'stage must be one of the results\' stages '
-                       f'{sorted(set(results["stage"]))}, got {stage!r}.')
+      raise ValueError(
+        f"stage must be one of the results' stages "
+        f'{sorted(set(results["stage"]))}, got {stage!r}.'
+      )
     results = results[results['stage'] == stage]
   pairs = results[['study', 'stage']].drop_duplicates()
   if len(pairs) != 1:
-    raise ValueError(f'results must hold one study\'s stage (or give stage=), '
-                     f'got {pairs.to_records(index=False).tolist()}.')
+    raise ValueError(
+      f"results must hold one study's stage (or give stage=), "
+      f'got {pairs.to_records(index=False).tolist()}.'
+    )
   study, stage = pairs.iloc[0]
   curves = curves[(curves['study'] == study) & (curves['stage'] == stage)]
   have = set(curves[list(CELL)].itertuples(index=False, name=None))
-  lacking = [c for c in results[list(CELL)].drop_duplicates().itertuples(
-      index=False, name=None) if c not in have]
+  lacking = [
+    c
+    for c in results[list(CELL)]
+    .drop_duplicates()
+    .itertuples(index=False, name=None)
+    if c not in have
+  ]
   if lacking:
-    raise ValueError(f'curves must have every cell of the results; missing '
-                     f'(env, rule, learning_rate) {lacking}.')
+    raise ValueError(
+      f'curves must have every cell of the results; missing '
+      f'(env, rule, learning_rate) {lacking}.'
+    )
   return results.reset_index(drop=True), curves.reset_index(drop=True)
 
 
-def with_algorithms(results: pd.DataFrame, curves: pd.DataFrame
-                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def with_algorithms(
+  results: pd.DataFrame, curves: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
   """Both tables with an `algorithm` column: the rule where every rule ran
   at one learning rate per environment, else 'rule (lr R)'."""
   rates = results.groupby(['env', 'rule'])['learning_rate'].nunique()
@@ -174,10 +221,13 @@ def with_algorithms(results: pd.DataFrame, curves: pd.DataFrame
     if not by_rate:
       return table['rule'].astype(str)
     return table['rule'].astype(str) + table['learning_rate'].map(
-        lambda r: f' (lr {r:g})')
+      lambda r: f' (lr {r:g})'
+    )
 
-  return (results.assign(algorithm=name(results)),
-          curves.assign(algorithm=name(curves)))
+  return (
+    results.assign(algorithm=name(results)),
+    curves.assign(algorithm=name(curves)),
+  )
 
 
 # Computing.
@@ -193,9 +243,11 @@ def label(algorithm: str) -> str:
 
 def _mean_range(values: pd.Series) -> dict[str, float]:
   values = values.astype(float)
-  return dict(mean=float(values.mean(skipna=False)),
-              min=float(values.min(skipna=False)),
-              max=float(values.max(skipna=False)))
+  return dict(
+    mean=float(values.mean(skipna=False)),
+    min=float(values.min(skipna=False)),
+    max=float(values.max(skipna=False)),
+  )
 
 
 def cells(results: pd.DataFrame) -> list[dict[str, Any]]:
@@ -208,21 +260,28 @@ def cells(results: pd.DataFrame) -> list[dict[str, Any]]:
   """
   out = []
   for (env, algorithm, rate), group in results.groupby(
-      ['env', 'algorithm', 'learning_rate'], sort=False):
-    out.append(dict(
-        env=env, algorithm=algorithm, rule=group['rule'].iloc[0],
-        learning_rate=float(rate), seeds=sorted(group['seed'].tolist()),
+    ['env', 'algorithm', 'learning_rate'], sort=False
+  ):
+    out.append(
+      dict(
+        env=env,
+        algorithm=algorithm,
+        rule=group['rule'].iloc[0],
+        learning_rate=float(rate),
+        seeds=sorted(group['seed'].tolist()),
         budget=sorted(set(group['budget'].tolist())),
         final_return=_mean_range(group['final_return']),
         random_return=float(group['random_return'].iloc[0]),
         reference_return=float(group['reference_return'].iloc[0]),
-        normalised_score=_mean_range(group['normalised_score'])))
+        normalised_score=_mean_range(group['normalised_score']),
+      )
+    )
   return out
 
 
-def score_matrices(results: pd.DataFrame
-                   ) -> tuple[list[str], dict[str, str],
-                              dict[str, pd.DataFrame]]:
+def score_matrices(
+  results: pd.DataFrame,
+) -> tuple[list[str], dict[str, str], dict[str, pd.DataFrame]]:
   """The [seeds, envs] normalised scores of each algorithm, over the
   environments where every run of every algorithm has a finite one.
 
@@ -243,43 +302,54 @@ def score_matrices(results: pd.DataFrame
       envs.append(env)
   matrices = {}
   for algorithm in algorithms:
-    rows = results[(results['algorithm'] == algorithm)
-                   & results['env'].isin(envs)]
-    table = rows.pivot(index='seed', columns='env',
-                       values='normalised_score')
+    rows = results[
+      (results['algorithm'] == algorithm) & results['env'].isin(envs)
+    ]
+    table = rows.pivot(index='seed', columns='env', values='normalised_score')
     matrices[algorithm] = table.reindex(columns=envs)
   for algorithm, m in matrices.items():
     lacking = [e for e in envs if m[e].isna().any()]
     if lacking:
-      raise ValueError(f'results: every environment of the aggregate needs '
-                       f'the same seeds of each rule; {algorithm} lacks some '
-                       f'of seeds {m.index.tolist()} on {lacking}.')
+      raise ValueError(
+        f'results: every environment of the aggregate needs '
+        f'the same seeds of each rule; {algorithm} lacks some '
+        f'of seeds {m.index.tolist()} on {lacking}.'
+      )
   return envs, left_out, matrices
 
 
 def _interval(scores, statistic, reps: int, seed: int) -> list[float]:
-  return list(stats.interval(scores, statistic, confidence=CONFIDENCE,
-                             reps=reps, seed=seed))
+  return list(
+    stats.interval(
+      scores, statistic, confidence=CONFIDENCE, reps=reps, seed=seed
+    )
+  )
 
 
-def compare(x: np.ndarray, y: np.ndarray, reps: int = REPS,
-            seed: int = SEED) -> dict[str, Any]:
+def compare(
+  x: np.ndarray, y: np.ndarray, reps: int = REPS, seed: int = SEED
+) -> dict[str, Any]:
   """X against Y from [seeds, envs] normalised scores: IQM(X) - IQM(Y) and
   P(X > Y), each with its interval, and P(X > Y) per environment."""
   pair = (x, y)
   return dict(
-      iqm_x=stats.iqm(x), iqm_y=stats.iqm(y),
-      difference=stats.iqm_difference(*pair),
-      difference_ci=_interval(pair, stats.iqm_difference, reps, seed),
-      probability=stats.probability_of_improvement(*pair),
-      probability_ci=_interval(pair, stats.probability_of_improvement, reps,
-                               seed),
-      per_env=[stats.task_probability(x[:, t], y[:, t])
-               for t in range(x.shape[1])])
+    iqm_x=stats.iqm(x),
+    iqm_y=stats.iqm(y),
+    difference=stats.iqm_difference(*pair),
+    difference_ci=_interval(pair, stats.iqm_difference, reps, seed),
+    probability=stats.probability_of_improvement(*pair),
+    probability_ci=_interval(
+      pair, stats.probability_of_improvement, reps, seed
+    ),
+    per_env=[
+      stats.task_probability(x[:, t], y[:, t]) for t in range(x.shape[1])
+    ],
+  )
 
 
-def sensitivity(x: pd.DataFrame, y: pd.DataFrame, reps: int = REPS,
-                seed: int = SEED) -> dict[str, Any]:
+def sensitivity(
+  x: pd.DataFrame, y: pd.DataFrame, reps: int = REPS, seed: int = SEED
+) -> dict[str, Any]:
   """`compare` again with the most extreme run of either side (the
   farthest from its environment's median) set to that median.
 
@@ -294,11 +364,17 @@ def sensitivity(x: pd.DataFrame, y: pd.DataFrame, reps: int = REPS,
   extreme = stats.most_extreme_run(x.to_numpy(), y.to_numpy())
   side = x if extreme['side'] == 'x' else y
   moved = stats.at_median(side.to_numpy(), extreme['run'], extreme['task'])
-  xs, ys = ((moved, y.to_numpy()) if extreme['side'] == 'x'
-            else (x.to_numpy(), moved))
-  return dict(side=extreme['side'], seed=int(side.index[extreme['run']]),
-              env=str(side.columns[extreme['task']]), score=extreme['score'],
-              median=extreme['median'], **compare(xs, ys, reps, seed))
+  xs, ys = (
+    (moved, y.to_numpy()) if extreme['side'] == 'x' else (x.to_numpy(), moved)
+  )
+  return dict(
+    side=extreme['side'],
+    seed=int(side.index[extreme['run']]),
+    env=str(side.columns[extreme['task']]),
+    score=extreme['score'],
+    median=extreme['median'],
+    **compare(xs, ys, reps, seed),
+  )
 
 
 def profile_taus(matrices: dict[str, pd.DataFrame]) -> np.ndarray:
@@ -308,8 +384,12 @@ def profile_taus(matrices: dict[str, pd.DataFrame]) -> np.ndarray:
   return np.linspace(min(0.0, values.min()), values.max(), PROFILE_POINTS)
 
 
-def aggregate(results: pd.DataFrame, baseline_rule: str | None = None,
-              reps: int = REPS, seed: int = SEED) -> dict[str, Any]:
+def aggregate(
+  results: pd.DataFrame,
+  baseline_rule: str | None = None,
+  reps: int = REPS,
+  seed: int = SEED,
+) -> dict[str, Any]:
   """The numbers across environments of one stage.
 
   Args:
@@ -328,60 +408,78 @@ def aggregate(results: pd.DataFrame, baseline_rule: str | None = None,
   envs, left_out, matrices = score_matrices(results)
   algorithms = list(matrices)
   if baseline_rule is not None and baseline_rule not in algorithms:
-    raise ValueError(f'baseline_rule must be one of the compared rules '
-                     f'{algorithms}, got {baseline_rule!r}.')
-  out = dict(envs=envs, left_out=left_out,
-             seeds={a: [int(s) for s in m.index] for a, m in matrices.items()},
-             iqm={}, comparisons=[], profiles={})
+    raise ValueError(
+      f'baseline_rule must be one of the compared rules '
+      f'{algorithms}, got {baseline_rule!r}.'
+    )
+  out = dict(
+    envs=envs,
+    left_out=left_out,
+    seeds={a: [int(s) for s in m.index] for a, m in matrices.items()},
+    iqm={},
+    comparisons=[],
+    profiles={},
+  )
   if not envs:
     return out
   for algorithm, m in matrices.items():
     out['iqm'][algorithm] = dict(
-        value=stats.iqm(m.to_numpy()),
-        ci=_interval(m.to_numpy(), stats.iqm, reps, seed))
+      value=stats.iqm(m.to_numpy()),
+      ci=_interval(m.to_numpy(), stats.iqm, reps, seed),
+    )
   if baseline_rule is not None:
     y = matrices[baseline_rule]
     for algorithm in algorithms:
       if algorithm != baseline_rule:
         x = matrices[algorithm]
-        out['comparisons'].append(dict(
-            x=algorithm, y=baseline_rule,
+        out['comparisons'].append(
+          dict(
+            x=algorithm,
+            y=baseline_rule,
             **compare(x.to_numpy(), y.to_numpy(), reps, seed),
-            sensitivity=sensitivity(x, y, reps, seed)))
+            sensitivity=sensitivity(x, y, reps, seed),
+          )
+        )
   taus = profile_taus(matrices)
   out['profiles'] = dict(taus=taus.tolist(), by_algorithm={})
   for algorithm, m in matrices.items():
     profile, low, high = stats.profile_intervals(
-        m.to_numpy(), taus, confidence=CONFIDENCE, reps=reps, seed=seed)
+      m.to_numpy(), taus, confidence=CONFIDENCE, reps=reps, seed=seed
+    )
     out['profiles']['by_algorithm'][algorithm] = dict(
-        profile=profile.tolist(), low=np.asarray(low).tolist(),
-        high=np.asarray(high).tolist())
+      profile=profile.tolist(),
+      low=np.asarray(low).tolist(),
+      high=np.asarray(high).tolist(),
+    )
   return out
 
 
 def filled(values, start: float = math.nan) -> np.ndarray:
   """A curve's NaN points (no episode ended in that bin) take the last
   finite value before them; `start` before the first."""
-  return pd.Series(np.asarray(values, float)).ffill().fillna(
-      start).to_numpy()
+  return pd.Series(np.asarray(values, float)).ffill().fillna(start).to_numpy()
 
 
-def panel_curves(curves: pd.DataFrame, env: str
-                 ) -> dict[str, pd.DataFrame]:
+def panel_curves(curves: pd.DataFrame, env: str) -> dict[str, pd.DataFrame]:
   """{algorithm: DataFrame indexed by env_steps, a column per seed} of
   `filled` returns on `env`, in order of first appearance."""
   out = {}
   on_env = curves[curves['env'] == env]
   for algorithm, group in on_env.groupby('algorithm', sort=False):
-    table = group.pivot(index='env_steps', columns='seed',
-                        values='avg_return').sort_index()
+    table = group.pivot(
+      index='env_steps', columns='seed', values='avg_return'
+    ).sort_index()
     out[algorithm] = table.apply(filled)
   return out
 
 
-def iqm_curves(results: pd.DataFrame, curves: pd.DataFrame, envs,
-               reps: int = CURVE_REPS, seed: int = SEED
-               ) -> dict[str, Any]:
+def iqm_curves(
+  results: pd.DataFrame,
+  curves: pd.DataFrame,
+  envs,
+  reps: int = CURVE_REPS,
+  seed: int = SEED,
+) -> dict[str, Any]:
   """Each algorithm's IQM over `envs` and seeds of normalised returns at
   each curve point, with its stratified-bootstrap interval.
 
@@ -393,72 +491,103 @@ def iqm_curves(results: pd.DataFrame, curves: pd.DataFrame, envs,
   Returns:
     dict(x, x_label, {algorithm: dict(value, low, high)}), lists.
   """
-  ends = results.groupby('env').first()[['random_return',
-                                         'reference_return']]
+  ends = results.groupby('env').first()[['random_return', 'reference_return']]
   data, grids = {}, []
   for algorithm in dict.fromkeys(results['algorithm']):
     per_env = []
     for env in envs:
-      table = panel_curves(curves[curves['algorithm'] == algorithm],
-                           env)[algorithm]
+      table = panel_curves(curves[curves['algorithm'] == algorithm], env)[
+        algorithm
+      ]
       random, reference = ends.loc[env]
       grids.append(table.index.to_numpy())
-      per_env.append(measure.normalise(table.to_numpy().T, random,
-                                       reference))
+      per_env.append(measure.normalise(table.to_numpy().T, random, reference))
     seeds = {p.shape[0] for p in per_env}
     if len(seeds) > 1:
-      raise ValueError(f'curves: {algorithm} must have the same seeds on '
-                       f'every environment of the aggregate, got '
-                       f'{[p.shape[0] for p in per_env]} on {list(envs)}.')
+      raise ValueError(
+        f'curves: {algorithm} must have the same seeds on '
+        f'every environment of the aggregate, got '
+        f'{[p.shape[0] for p in per_env]} on {list(envs)}.'
+      )
     data[algorithm] = per_env
   length = min(len(g) for g in grids)
   same = all(np.array_equal(g[:length], grids[0][:length]) for g in grids)
-  x = (grids[0][:length] if same else np.arange(1, length + 1))
-  out = dict(x=[float(v) for v in x],
-             x_label='environment steps' if same else 'curve point',
-             by_algorithm={})
+  x = grids[0][:length] if same else np.arange(1, length + 1)
+  out = dict(
+    x=[float(v) for v in x],
+    x_label='environment steps' if same else 'curve point',
+    by_algorithm={},
+  )
   for algorithm, per_env in data.items():
     # Runs whose curve starts NaN: score 0 (random play) until their first.
-    runs = np.stack([np.nan_to_num(p[:, :length], nan=0.0)
-                     for p in per_env], axis=1)  # [seeds, envs, points]
+    runs = np.stack(
+      [np.nan_to_num(p[:, :length], nan=0.0) for p in per_env], axis=1
+    )  # [seeds, envs, points]
     value, low, high = stats.curve_intervals(
-        runs, stats.iqm, confidence=CONFIDENCE, reps=reps, seed=seed)
+      runs, stats.iqm, confidence=CONFIDENCE, reps=reps, seed=seed
+    )
     out['by_algorithm'][algorithm] = dict(
-        value=value.tolist(), low=np.asarray(low).tolist(),
-        high=np.asarray(high).tolist())
+      value=value.tolist(),
+      low=np.asarray(low).tolist(),
+      high=np.asarray(high).tolist(),
+    )
   return out
 
 
-def prepare(results: pd.DataFrame, curves: pd.DataFrame,
-            stage: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def prepare(
+  results: pd.DataFrame, curves: pd.DataFrame, stage: str | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
   """One stage's results and curves (`select_stage`), checked, with their
   `algorithm` column (`with_algorithms`)."""
   return with_algorithms(*select_stage(results, curves, stage))
 
 
-def numbers_of(results: pd.DataFrame, curves: pd.DataFrame, *,
-               baseline_rule: str | None = None, title: str = '',
-               reps: int = REPS, curve_reps: int = CURVE_REPS,
-               seed: int = SEED) -> dict[str, Any]:
+def numbers_of(
+  results: pd.DataFrame,
+  curves: pd.DataFrame,
+  *,
+  baseline_rule: str | None = None,
+  title: str = '',
+  reps: int = REPS,
+  curve_reps: int = CURVE_REPS,
+  seed: int = SEED,
+) -> dict[str, Any]:
   """`summarise` of tables already `prepare`d."""
   numbers = aggregate(results, baseline_rule, reps, seed)
   study, stage = results[['study', 'stage']].iloc[0]
   return dict(
-      study=str(study), stage=str(stage),
-      title=title or f'Study {study}, stage {stage}',
-      settings=dict(final_fraction=measure.FINAL_FRACTION, reps=reps,
-                    curve_reps=curve_reps, seed=seed,
-                    confidence=CONFIDENCE, baseline_rule=baseline_rule),
-      cells=cells(results), aggregate=numbers,
-      iqm_curve=(iqm_curves(results, curves, numbers['envs'], curve_reps,
-                            seed) if numbers['envs'] else None))
+    study=str(study),
+    stage=str(stage),
+    title=title or f'Study {study}, stage {stage}',
+    settings=dict(
+      final_fraction=measure.FINAL_FRACTION,
+      reps=reps,
+      curve_reps=curve_reps,
+      seed=seed,
+      confidence=CONFIDENCE,
+      baseline_rule=baseline_rule,
+    ),
+    cells=cells(results),
+    aggregate=numbers,
+    iqm_curve=(
+      iqm_curves(results, curves, numbers['envs'], curve_reps, seed)
+      if numbers['envs']
+      else None
+    ),
+  )
 
 
-def summarise(results: pd.DataFrame, curves: pd.DataFrame, *,
-              baseline_rule: str | None = None, stage: str | None = None,
-              title: str = '', reps: int = REPS,
-              curve_reps: int = CURVE_REPS, seed: int = SEED
-              ) -> dict[str, Any]:
+def summarise(
+  results: pd.DataFrame,
+  curves: pd.DataFrame,
+  *,
+  baseline_rule: str | None = None,
+  stage: str | None = None,
+  title: str = '',
+  reps: int = REPS,
+  curve_reps: int = CURVE_REPS,
+  seed: int = SEED,
+) -> dict[str, Any]:
   """Every number of the report of one stage (no files).
 
   Args:
@@ -476,8 +605,15 @@ def summarise(results: pd.DataFrame, curves: pd.DataFrame, *,
     content of report.json.
   """
   results, curves = prepare(results, curves, stage)
-  return numbers_of(results, curves, baseline_rule=baseline_rule,
-                    title=title, reps=reps, curve_reps=curve_reps, seed=seed)
+  return numbers_of(
+    results,
+    curves,
+    baseline_rule=baseline_rule,
+    title=title,
+    reps=reps,
+    curve_reps=curve_reps,
+    seed=seed,
+  )
 
 
 # Writing: text.
@@ -506,19 +642,26 @@ def _reading(ci) -> str:
 def cell_lines(numbers: dict[str, Any]) -> list[str]:
   """report.md's per-cell table."""
   lines = [
-      '| env | rule | learning rate | seeds | budget | final return, mean '
-      '(min to max) | random play | reference | normalised, mean (min to '
-      'max) |', '|---|---|---|---|---|---|---|---|---|']
+    '| env | rule | learning rate | seeds | budget | final return, mean '
+    '(min to max) | random play | reference | normalised, mean (min to '
+    'max) |',
+    '|---|---|---|---|---|---|---|---|---|',
+  ]
   for c in numbers['cells']:
     reference = c['reference_return']
     lines.append(
-        f'| {c["env"]} | {label(c["algorithm"])} | {c["learning_rate"]:g} | '
-        f'{len(c["seeds"])} | {", ".join(f"{b:g}" for b in c["budget"])} | '
-        f'{_mean_range_text(c["final_return"])} | '
-        f'{_f(c["random_return"])} | '
-        f'{_f(reference) if math.isfinite(reference) else "-"} | '
-        + (_mean_range_text(c['normalised_score'])
-           if math.isfinite(reference) else '-') + ' |')
+      f'| {c["env"]} | {label(c["algorithm"])} | {c["learning_rate"]:g} | '
+      f'{len(c["seeds"])} | {", ".join(f"{b:g}" for b in c["budget"])} | '
+      f'{_mean_range_text(c["final_return"])} | '
+      f'{_f(c["random_return"])} | '
+      f'{_f(reference) if math.isfinite(reference) else "-"} | '
+      + (
+        _mean_range_text(c['normalised_score'])
+        if math.isfinite(reference)
+        else '-'
+      )
+      + ' |'
+    )
   return lines
 
 
@@ -527,45 +670,55 @@ def aggregate_lines(numbers: dict[str, Any]) -> list[str]:
   a, s = numbers['aggregate'], numbers['settings']
   left_out = '; '.join(f'{e} ({why})' for e, why in a['left_out'].items())
   if not a['envs']:
-    return ['No environment has normalised scores for every run: no '
-            f'aggregate. Left out: {left_out}.']
+    return [
+      'No environment has normalised scores for every run: no '
+      f'aggregate. Left out: {left_out}.'
+    ]
   seeds = sorted({len(v) for v in a['seeds'].values()})
   lines = [
-      f'Over {len(a["envs"])} '
-      f'environment{"s" if len(a["envs"]) > 1 else ""} '
-      f'({", ".join(a["envs"])}), '
-      f'{" or ".join(map(str, seeds))} seeds each: normalised score = '
-      '(final return - random play) / (reference - random play). '
-      + (f'Left out: {left_out}. ' if left_out else '')
-      + f'Intervals: {s["confidence"]:.0%} stratified bootstrap (seeds '
-      'resampled within each environment, each rule on its own; '
-      f'{s["reps"]:,} resamples, seed {s["seed"]}).', '',
-      f'| statistic | value [{s["confidence"]:.0%} CI] |', '|---|---|']
+    f'Over {len(a["envs"])} '
+    f'environment{"s" if len(a["envs"]) > 1 else ""} '
+    f'({", ".join(a["envs"])}), '
+    f'{" or ".join(map(str, seeds))} seeds each: normalised score = '
+    '(final return - random play) / (reference - random play). '
+    + (f'Left out: {left_out}. ' if left_out else '')
+    + f'Intervals: {s["confidence"]:.0%} stratified bootstrap (seeds '
+    'resampled within each environment, each rule on its own; '
+    f'{s["reps"]:,} resamples, seed {s["seed"]}).',
+    '',
+    f'| statistic | value [{s["confidence"]:.0%} CI] |',
+    '|---|---|',
+  ]
   for algorithm, v in a['iqm'].items():
     lines.append(f'| IQM, {label(algorithm)} | {_ci(v["value"], v["ci"])} |')
   for c in a['comparisons']:
     x, y = label(c['x']), label(c['y'])
-    lines += [f'| IQM difference, {x} - {y} | '
-              f'{_ci(c["difference"], c["difference_ci"], "+")} |',
-              f'| P({x} > {y}) | '
-              f'{_ci(c["probability"], c["probability_ci"])} |']
+    lines += [
+      f'| IQM difference, {x} - {y} | '
+      f'{_ci(c["difference"], c["difference_ci"], "+")} |',
+      f'| P({x} > {y}) | {_ci(c["probability"], c["probability_ci"])} |',
+    ]
   for c in a['comparisons']:
     x, y = label(c['x']), label(c['y'])
-    per_env = ', '.join(f'{e} {p:.2f}' for e, p in zip(a['envs'],
-                                                      c['per_env']))
+    per_env = ', '.join(
+      f'{e} {p:.2f}' for e, p in zip(a['envs'], c['per_env'], strict=False)
+    )
     t = c['sensitivity']
     who = x if t['side'] == 'x' else y
     lines += [
-        '', f'{x} against {y}: IQM difference: '
-        f'{_reading(c["difference_ci"])}; '
-        f'P({x} > {y}) per environment: {per_env}.', '',
-        f'Sensitivity: the most extreme run ({who}, {t["env"]}, seed '
-        f'{t["seed"]}: normalised {_f(t["score"])}, the farthest of any run '
-        f'from its environment\'s median, {_f(t["median"])}) set to that '
-        f'median: IQM {x} {_f(t["iqm_x"])}, {y} {_f(t["iqm_y"])}, difference '
-        f'{_ci(t["difference"], t["difference_ci"], "+")} '
-        f'({_reading(t["difference_ci"])}), P({x} > {y}) '
-        f'{_ci(t["probability"], t["probability_ci"])}.']
+      '',
+      f'{x} against {y}: IQM difference: '
+      f'{_reading(c["difference_ci"])}; '
+      f'P({x} > {y}) per environment: {per_env}.',
+      '',
+      f'Sensitivity: the most extreme run ({who}, {t["env"]}, seed '
+      f'{t["seed"]}: normalised {_f(t["score"])}, the farthest of any run '
+      f"from its environment's median, {_f(t['median'])}) set to that "
+      f'median: IQM {x} {_f(t["iqm_x"])}, {y} {_f(t["iqm_y"])}, difference '
+      f'{_ci(t["difference"], t["difference_ci"], "+")} '
+      f'({_reading(t["difference_ci"])}), P({x} > {y}) '
+      f'{_ci(t["probability"], t["probability_ci"])}.',
+    ]
   return lines
 
 
@@ -573,19 +726,30 @@ def markdown(numbers: dict[str, Any]) -> str:
   """report.md from `summarise`'s numbers."""
   s = numbers['settings']
   lines = [
-      f'# {numbers["title"]}', '',
-      f'Study `{numbers["study"]}`, stage `{numbers["stage"]}`. Final return: '
-      'the mean return of the episodes that ended in the last '
-      f'{s["final_fraction"]:.0%} of a run\'s environment steps. Per cell '
-      '(environment and rule at its learning rate): the mean over seeds and '
-      'their range (min to max), not an interval.', '',
-      *cell_lines(numbers), '', '## Across environments', '',
-      *aggregate_lines(numbers), '',
-      'Figures: [curves](curves.png) (per environment, the mean over seeds '
-      'and their range; random play dashed)'
-      + (', [performance profiles](profiles.png), [IQM curve](iqm_curve.png) '
-         f'({s["curve_reps"]:,} resamples per point)'
-         if numbers['aggregate']['envs'] else '') + '.']
+    f'# {numbers["title"]}',
+    '',
+    f'Study `{numbers["study"]}`, stage `{numbers["stage"]}`. Final return: '
+    'the mean return of the episodes that ended in the last '
+    f"{s['final_fraction']:.0%} of a run's environment steps. Per cell "
+    '(environment and rule at its learning rate): the mean over seeds and '
+    'their range (min to max), not an interval.',
+    '',
+    *cell_lines(numbers),
+    '',
+    '## Across environments',
+    '',
+    *aggregate_lines(numbers),
+    '',
+    'Figures: [curves](curves.png) (per environment, the mean over seeds '
+    'and their range; random play dashed)'
+    + (
+      ', [performance profiles](profiles.png), [IQM curve](iqm_curve.png) '
+      f'({s["curve_reps"]:,} resamples per point)'
+      if numbers['aggregate']['envs']
+      else ''
+    )
+    + '.',
+  ]
   return '\n'.join(lines) + '\n'
 
 
@@ -612,8 +776,10 @@ def to_json(numbers: dict[str, Any]) -> str:
 
 def _pyplot():
   import matplotlib  # pylint: disable=g-import-not-at-top
+
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
   return plt
 
 
@@ -629,8 +795,7 @@ def _styles(algorithms) -> dict[str, dict[str, Any]]:
     else:
       colour = others.setdefault(rule, plots.other_colour(len(others)))
     n = rates[rule] = rates.get(rule, -1) + 1
-    out[algorithm] = dict(color=colour,
-                          linestyle=('-', '--', ':', '-.')[n % 4])
+    out[algorithm] = dict(color=colour, linestyle=('-', '--', ':', '-.')[n % 4])
   return out
 
 
@@ -646,16 +811,22 @@ def save(fig, path) -> pathlib.Path:
 def _legend(fig, axes) -> None:
   entries = {}
   for ax in np.ravel(axes):
-    for handle, text in zip(*ax.get_legend_handles_labels()):
+    for handle, text in zip(*ax.get_legend_handles_labels(), strict=False):
       entries.setdefault(text, handle)
-  fig.legend(list(entries.values()), list(entries), loc='lower center',
-             ncol=min(4, len(entries)), frameon=False)
+  fig.legend(
+    list(entries.values()),
+    list(entries),
+    loc='lower center',
+    ncol=min(4, len(entries)),
+    frameon=False,
+  )
 
 
 def draw_curves(numbers: dict[str, Any], curves: pd.DataFrame):
   """curves.png's figure: a panel per environment, per algorithm the mean
   over seeds of `filled` returns and their range, random play dashed."""
   from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+
   plt = _pyplot()
   envs = list(dict.fromkeys(c['env'] for c in numbers['cells']))
   randoms = {c['env']: c['random_return'] for c in numbers['cells']}
@@ -663,18 +834,27 @@ def draw_curves(numbers: dict[str, Any], curves: pd.DataFrame):
   columns = min(3, len(envs))
   rows = math.ceil(len(envs) / columns)
   height = 3.2 * rows + 0.9
-  fig, axes = plt.subplots(rows, columns, squeeze=False,
-                           figsize=(4.2 * columns, height))
-  for ax, env in zip(axes.flat, envs):
+  fig, axes = plt.subplots(
+    rows, columns, squeeze=False, figsize=(4.2 * columns, height)
+  )
+  for ax, env in zip(axes.flat, envs, strict=False):
     for algorithm, table in panel_curves(curves, env).items():
       values = table.to_numpy()
       with warnings.catch_warnings():
         warnings.simplefilter('ignore', RuntimeWarning)  # All-NaN points.
-        ax.plot(table.index, np.nanmean(values, axis=1),
-                label=label(algorithm), **styles[algorithm])
-        ax.fill_between(table.index, np.nanmin(values, axis=1),
-                        np.nanmax(values, axis=1), alpha=0.2,
-                        color=styles[algorithm]['color'])
+        ax.plot(
+          table.index,
+          np.nanmean(values, axis=1),
+          label=label(algorithm),
+          **styles[algorithm],
+        )
+        ax.fill_between(
+          table.index,
+          np.nanmin(values, axis=1),
+          np.nanmax(values, axis=1),
+          alpha=0.2,
+          color=styles[algorithm]['color'],
+        )
     plots.random_play_line(ax, randoms[env])
     ax.set_title(env, fontsize=9)
     ax.set_xlabel('environment steps', fontsize=9)
@@ -682,11 +862,15 @@ def draw_curves(numbers: dict[str, Any], curves: pd.DataFrame):
     ax.grid(alpha=0.3)
     ax.xaxis.set_major_locator(ticker.MaxNLocator(5))
     ax.xaxis.set_major_formatter(ticker.EngFormatter())
-  for ax in list(axes.flat)[len(envs):]:
+  for ax in list(axes.flat)[len(envs) :]:
     ax.set_axis_off()
   _legend(fig, axes)
-  fig.suptitle(textwrap.fill(f'{numbers["title"]}: mean over seeds, shaded: '
-                             'their range', 45 * columns), fontsize=10)
+  fig.suptitle(
+    textwrap.fill(
+      f'{numbers["title"]}: mean over seeds, shaded: their range', 45 * columns
+    ),
+    fontsize=10,
+  )
   fig.tight_layout(rect=(0, 0.5 / height, 1, 1))
   return fig
 
@@ -699,15 +883,28 @@ def draw_profiles(numbers: dict[str, Any]):
   styles = _styles(profiles['by_algorithm'])
   fig, ax = plt.subplots(figsize=(7, 4))
   for algorithm, p in profiles['by_algorithm'].items():
-    ax.plot(profiles['taus'], p['profile'], label=label(algorithm),
-            drawstyle='steps-post', **styles[algorithm])
-    ax.fill_between(profiles['taus'], p['low'], p['high'], alpha=0.2,
-                    step='post', color=styles[algorithm]['color'])
+    ax.plot(
+      profiles['taus'],
+      p['profile'],
+      label=label(algorithm),
+      drawstyle='steps-post',
+      **styles[algorithm],
+    )
+    ax.fill_between(
+      profiles['taus'],
+      p['low'],
+      p['high'],
+      alpha=0.2,
+      step='post',
+      color=styles[algorithm]['color'],
+    )
   ax.set_xlabel('normalised score (random play 0, reference 1)')
   ax.set_ylabel('fraction of runs with score > tau')
-  ax.set_title(f'{numbers["title"]}: performance profiles, '
-               f'{numbers["settings"]["confidence"]:.0%} bootstrap bands',
-               fontsize=10)
+  ax.set_title(
+    f'{numbers["title"]}: performance profiles, '
+    f'{numbers["settings"]["confidence"]:.0%} bootstrap bands',
+    fontsize=10,
+  )
   ax.grid(alpha=0.3)
   ax.legend()
   fig.tight_layout()
@@ -719,35 +916,51 @@ def draw_iqm_curve(numbers: dict[str, Any]):
   over environments and seeds at each point, with its bootstrap band."""
   plt = _pyplot()
   from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+
   curve = numbers['iqm_curve']
   styles = _styles(curve['by_algorithm'])
   fig, ax = plt.subplots(figsize=(7, 4))
   for algorithm, c in curve['by_algorithm'].items():
-    ax.plot(curve['x'], c['value'], label=label(algorithm),
-            **styles[algorithm])
-    ax.fill_between(curve['x'], c['low'], c['high'], alpha=0.2,
-                    color=styles[algorithm]['color'])
+    ax.plot(curve['x'], c['value'], label=label(algorithm), **styles[algorithm])
+    ax.fill_between(
+      curve['x'],
+      c['low'],
+      c['high'],
+      alpha=0.2,
+      color=styles[algorithm]['color'],
+    )
   plots.random_play_line(ax, 0.0, 'random play (0)')
   if curve['x_label'] == 'environment steps':
     ax.xaxis.set_major_formatter(ticker.EngFormatter())
   ax.set_xlabel(curve['x_label'])
   ax.set_ylabel('IQM of normalised return')
   envs = numbers['aggregate']['envs']
-  ax.set_title(textwrap.fill(
+  ax.set_title(
+    textwrap.fill(
       f'{numbers["title"]}: IQM over {len(envs)} environments, '
       f'{numbers["settings"]["confidence"]:.0%} stratified-bootstrap band',
-      80), fontsize=10)
+      80,
+    ),
+    fontsize=10,
+  )
   ax.grid(alpha=0.3)
   ax.legend()
   fig.tight_layout()
   return fig
 
 
-def write_report(results: pd.DataFrame, curves: pd.DataFrame, out_dir, *,
-                 baseline_rule: str | None = None, stage: str | None = None,
-                 title: str = '', reps: int = REPS,
-                 curve_reps: int = CURVE_REPS, seed: int = SEED
-                 ) -> dict[str, pathlib.Path]:
+def write_report(
+  results: pd.DataFrame,
+  curves: pd.DataFrame,
+  out_dir,
+  *,
+  baseline_rule: str | None = None,
+  stage: str | None = None,
+  title: str = '',
+  reps: int = REPS,
+  curve_reps: int = CURVE_REPS,
+  seed: int = SEED,
+) -> dict[str, pathlib.Path]:
   """Writes the report of one stage to `out_dir` (made if absent).
 
   Args:
@@ -762,9 +975,15 @@ def write_report(results: pd.DataFrame, curves: pd.DataFrame, out_dir, *,
     left them there).
   """
   results, curves = prepare(results, curves, stage)
-  numbers = numbers_of(results, curves, baseline_rule=baseline_rule,
-                       title=title, reps=reps, curve_reps=curve_reps,
-                       seed=seed)
+  numbers = numbers_of(
+    results,
+    curves,
+    baseline_rule=baseline_rule,
+    title=title,
+    reps=reps,
+    curve_reps=curve_reps,
+    seed=seed,
+  )
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
   paths = {name: out / name for name in FILES}

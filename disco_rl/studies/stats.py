@@ -47,8 +47,9 @@ import numpy as np
 def _check_scores(scores, what: str = 'scores') -> np.ndarray:
   scores = np.asarray(scores, float)
   if scores.ndim != 2 or not scores.size:
-    raise ValueError(f'{what} must be a [runs, tasks] array, got shape '
-                     f'{scores.shape}.')
+    raise ValueError(
+      f'{what} must be a [runs, tasks] array, got shape {scores.shape}.'
+    )
   if not np.isfinite(scores).all():
     raise ValueError(f'{what} must be finite, got {scores.tolist()}.')
   return scores
@@ -103,7 +104,7 @@ def iqm(scores) -> float:
   # the order they are summed in (so the last bits) may differ.
   flat = np.sort(_check_scores(scores), axis=None)
   cut = int(0.25 * flat.size)
-  return float(np.mean(flat[cut:flat.size - cut]))
+  return float(np.mean(flat[cut : flat.size - cut]))
 
 
 def iqm_difference(scores_x, scores_y) -> float:
@@ -128,8 +129,9 @@ def task_probability(runs_x, runs_y) -> float:
   for what, runs in (('runs_x', runs_x), ('runs_y', runs_y)):
     shape = np.shape(runs)
     if len(shape) != 1 or not shape[0]:
-      raise ValueError(f'{what} must be a non-empty [runs] array, got shape '
-                       f'{shape}.')
+      raise ValueError(
+        f'{what} must be a non-empty [runs] array, got shape {shape}.'
+      )
   x = np.asarray(runs_x, float)[:, None]
   y = np.asarray(runs_y, float)[None, :]
   return float((np.sum(x > y) + 0.5 * np.sum(x == y)) / (x.size * y.size))
@@ -139,8 +141,10 @@ def _check_pair(scores_x, scores_y) -> tuple[np.ndarray, np.ndarray]:
   x = _check_scores(scores_x, 'scores_x')
   y = _check_scores(scores_y, 'scores_y')
   if x.shape[1] != y.shape[1]:
-    raise ValueError(f'scores_x and scores_y must have the same tasks, got '
-                     f'{x.shape[1]} and {y.shape[1]}.')
+    raise ValueError(
+      f'scores_x and scores_y must have the same tasks, got '
+      f'{x.shape[1]} and {y.shape[1]}.'
+    )
   return x, y
 
 
@@ -154,21 +158,25 @@ def probability_of_improvement(scores_x, scores_y) -> float:
   """
   x, y = _check_pair(scores_x, scores_y)
   x, y = x[:, None, :], y[None, :, :]  # [n, 1, tasks], [1, m, tasks]
-  per_task = ((np.sum(x > y, axis=(0, 1)) + 0.5 * np.sum(x == y, axis=(0, 1)))
-              / (x.shape[0] * y.shape[1]))
+  per_task = (
+    np.sum(x > y, axis=(0, 1)) + 0.5 * np.sum(x == y, axis=(0, 1))
+  ) / (x.shape[0] * y.shape[1])
   return float(np.mean(per_task))
 
 
 def _check_taus(taus) -> np.ndarray:
   taus = np.asarray(taus, float)
   if taus.ndim != 1 or not taus.size or not np.isfinite(taus).all():
-    raise ValueError(f'taus must be a non-empty [taus] array of finite '
-                     f'thresholds, got {taus.tolist()}.')
+    raise ValueError(
+      f'taus must be a non-empty [taus] array of finite '
+      f'thresholds, got {taus.tolist()}.'
+    )
   return taus
 
 
-def performance_profile(scores, taus, *, task_means: bool = False
-                        ) -> np.ndarray:
+def performance_profile(
+  scores, taus, *, task_means: bool = False
+) -> np.ndarray:
   """The fraction of run-task scores above each threshold (rliable's score
   distribution, `create_performance_profile`'s default).
 
@@ -205,10 +213,14 @@ def most_extreme_run(scores_x, scores_y) -> dict:
     distance = np.abs(scores - medians)
     run, task = np.unravel_index(np.argmax(distance), scores.shape)
     if best is None or distance[run, task] > best['distance']:
-      best = dict(side=side, run=int(run), task=int(task),
-                  score=float(scores[run, task]),
-                  median=float(medians[task]),
-                  distance=float(distance[run, task]))
+      best = dict(
+        side=side,
+        run=int(run),
+        task=int(task),
+        score=float(scores[run, task]),
+        median=float(medians[task]),
+        distance=float(distance[run, task]),
+      )
   del best['distance']
   return best
 
@@ -232,17 +244,23 @@ def _resample(scores: np.ndarray, rng: np.random.RandomState) -> np.ndarray:
 def _check_resampled(scores, what: str) -> np.ndarray:
   scores = np.asarray(scores, float)
   if scores.ndim < 2 or not scores.size:
-    raise ValueError(f'{what} must be a [runs, tasks] (or [runs, tasks, '
-                     f'...]) array, got shape {scores.shape}.')
+    raise ValueError(
+      f'{what} must be a [runs, tasks] (or [runs, tasks, '
+      f'...]) array, got shape {scores.shape}.'
+    )
   if not np.isfinite(scores).all():
     raise ValueError(f'{what} must be finite, got {scores.tolist()}.')
   return scores
 
 
-def interval(scores, statistic: Callable[..., float | np.ndarray], *,
-             confidence: float = 0.95, reps: int = 2000,
-             seed: int | np.random.RandomState = 0
-             ) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
+def interval(
+  scores,
+  statistic: Callable[..., float | np.ndarray],
+  *,
+  confidence: float = 0.95,
+  reps: int = 2000,
+  seed: int | np.random.RandomState = 0,
+) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
   """Percentile interval of `statistic` under the stratified bootstrap.
 
   The same as rliable's `get_interval_estimates(..., method='percentile')`
@@ -266,33 +284,42 @@ def interval(scores, statistic: Callable[..., float | np.ndarray], *,
   """
   if not 0 < confidence < 1:
     raise ValueError(f'confidence must be in (0, 1), got {confidence}.')
-  if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)) or (
-      reps < 1):
+  if (
+    isinstance(reps, bool)
+    or not isinstance(reps, (int, np.integer))
+    or (reps < 1)
+  ):
     raise ValueError(f'reps must be an integer >= 1, got {reps!r}.')
   if isinstance(seed, np.random.RandomState):
     rng = seed
-  elif (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)
-        and 0 <= seed < 2**32):
+  elif (
+    isinstance(seed, (int, np.integer))
+    and not isinstance(seed, bool)
+    and 0 <= seed < 2**32
+  ):
     rng = np.random.RandomState(seed)
   else:
-    raise ValueError(f'seed must be an integer in [0, 2**32) or a '
-                     f'np.random.RandomState, got {seed!r}.')
+    raise ValueError(
+      f'seed must be an integer in [0, 2**32) or a '
+      f'np.random.RandomState, got {seed!r}.'
+    )
   arrays = scores if isinstance(scores, tuple) else (scores,)
   what = 'scores' if len(arrays) == 1 else 'each of scores'
   arrays = tuple(_check_resampled(a, what) for a in arrays)
-  values = np.array([statistic(*(_resample(a, rng) for a in arrays))
-                     for _ in range(reps)], float)
+  values = np.array(
+    [statistic(*(_resample(a, rng) for a in arrays)) for _ in range(reps)],
+    float,
+  )
   alpha = (1.0 - confidence) / 2
-  low, high = np.percentile(values, [100 * alpha, 100 * (1.0 - alpha)],
-                            axis=0)
+  low, high = np.percentile(values, [100 * alpha, 100 * (1.0 - alpha)], axis=0)
   if values.ndim == 1:
     return float(low), float(high)
   return low, high
 
 
-def profile_intervals(scores, taus: Sequence[float], *,
-                      task_means: bool = False, **kwargs
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def profile_intervals(
+  scores, taus: Sequence[float], *, task_means: bool = False, **kwargs
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """A performance profile and its band (rliable's
   `create_performance_profile` after `np.random.seed(seed)`).
 
@@ -309,14 +336,16 @@ def profile_intervals(scores, taus: Sequence[float], *,
   taus = _check_taus(taus)
   profile = performance_profile(scores, taus, task_means=task_means)
   low, high = interval(
-      _check_scores(scores),
-      lambda s: performance_profile(s, taus, task_means=task_means),
-      **kwargs)
+    _check_scores(scores),
+    lambda s: performance_profile(s, taus, task_means=task_means),
+    **kwargs,
+  )
   return profile, low, high
 
 
-def curve_intervals(curves, statistic: Callable[..., float], **kwargs
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def curve_intervals(
+  curves, statistic: Callable[..., float], **kwargs
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """`statistic` and its interval at each point of curves.
 
   Each resample draws every task's runs anew at each point, as rliable does
@@ -333,8 +362,9 @@ def curve_intervals(curves, statistic: Callable[..., float], **kwargs
   """
   curves = np.asarray(curves, float)
   if curves.ndim != 3 or not curves.size:
-    raise ValueError(f'curves must be a [runs, tasks, points] array, got '
-                     f'shape {curves.shape}.')
+    raise ValueError(
+      f'curves must be a [runs, tasks, points] array, got shape {curves.shape}.'
+    )
 
   def per_point(c):
     return np.array([statistic(c[:, :, i]) for i in range(c.shape[2])])

@@ -23,9 +23,11 @@ from disco_rl import utils
 ArraySpec = types.ArraySpec
 
 
-def get_agent_out_spec(action_spec: types.ActionSpec,
-                       flat_out_spec: types.Specs,
-                       model_out_spec: types.Specs) -> types.Specs:
+def get_agent_out_spec(
+  action_spec: types.ActionSpec,
+  flat_out_spec: types.Specs,
+  model_out_spec: types.Specs,
+) -> types.Specs:
   """Merges per-state and per-action output specs into one.
 
   A per-action entry of shape S becomes (A, *S). For example, with A actions,
@@ -43,8 +45,9 @@ def get_agent_out_spec(action_spec: types.ActionSpec,
   shared = set(flat_out_spec) & set(model_out_spec)
   if shared:
     raise ValueError(
-        f'Output names {sorted(shared)} appear in both flat_out_spec '
-        f'({flat_out_spec}) and model_out_spec ({model_out_spec}).')
+      f'Output names {sorted(shared)} appear in both flat_out_spec '
+      f'({flat_out_spec}) and model_out_spec ({model_out_spec}).'
+    )
   num_actions = utils.get_num_actions_from_spec(action_spec)
   merged = dict(flat_out_spec)
   for key, spec in model_out_spec.items():
@@ -53,9 +56,9 @@ def get_agent_out_spec(action_spec: types.ActionSpec,
 
 
 def check_update_rule_inputs(
-    rollout: types.UpdateRuleInputs,
-    required_outputs: tuple[str, ...] = (),
-    rule_name: str = 'update rule',
+  rollout: types.UpdateRuleInputs,
+  required_outputs: tuple[str, ...] = (),
+  rule_name: str = 'update rule',
 ) -> tuple[int, int]:
   """Checks the shapes of an update rule's trajectory; returns (T, B).
 
@@ -66,32 +69,39 @@ def check_update_rule_inputs(
   rewards = rollout.rewards
   if jnp.ndim(rewards) != 2:
     raise ValueError(
-        f'{rule_name}: rollout.rewards must be [T, B], got shape '
-        f'{jnp.shape(rewards)}.')
+      f'{rule_name}: rollout.rewards must be [T, B], got shape '
+      f'{jnp.shape(rewards)}.'
+    )
   t, b = jnp.shape(rewards)
   if jnp.shape(rollout.is_terminal) != (t, b):
     raise ValueError(
-        f'{rule_name}: rollout.is_terminal must have the shape of rewards '
-        f'[T, B]={(t, b)}, got {jnp.shape(rollout.is_terminal)}.')
+      f'{rule_name}: rollout.is_terminal must have the shape of rewards '
+      f'[T, B]={(t, b)}, got {jnp.shape(rollout.is_terminal)}.'
+    )
   agent_out = rollout.agent_out
   if not isinstance(agent_out, Mapping):
-    raise ValueError(f'{rule_name}: rollout.agent_out must be a dict of '
-                     f'arrays, got {type(agent_out).__name__}.')
+    raise ValueError(
+      f'{rule_name}: rollout.agent_out must be a dict of '
+      f'arrays, got {type(agent_out).__name__}.'
+    )
   missing = [k for k in required_outputs if k not in agent_out]
   if missing:
     raise ValueError(
-        f'{rule_name}: agent outputs {missing} are missing; the agent network '
-        f'must produce {list(required_outputs)}, got {sorted(agent_out)}.')
+      f'{rule_name}: agent outputs {missing} are missing; the agent network '
+      f'must produce {list(required_outputs)}, got {sorted(agent_out)}.'
+    )
   prefix = (t + 1, b)
   named = [('actions', rollout.actions)] + [
-      (f"agent_out['{k}']", v) for k, v in agent_out.items()]
+    (f"agent_out['{k}']", v) for k, v in agent_out.items()
+  ]
   for name, value in named:
     for leaf in jax.tree.leaves(value):
       if tuple(jnp.shape(leaf)[:2]) != prefix:
         raise ValueError(
-            f'{rule_name}: rollout.{name} must have leading axes [T+1, B]='
-            f'{prefix} (rewards are [T, B]={(t, b)}), got shape '
-            f'{jnp.shape(leaf)}.')
+          f'{rule_name}: rollout.{name} must have leading axes [T+1, B]='
+          f'{prefix} (rewards are [T, B]={(t, b)}), got shape '
+          f'{jnp.shape(leaf)}.'
+        )
   return t, b
 
 
@@ -102,36 +112,50 @@ def _ones_value_outs(t: int, b: int, num_actions: int) -> types.ValueOuts:
   per_action = jnp.ones((t, b, num_actions, 1))
   per_action_state = jnp.ones((t + 1, b, num_actions, 1))
   return types.ValueOuts(
-      value=per_state, target_value=per_state, rho=jnp.ones((t, b)),
-      adv=per_step, normalized_adv=per_step, td=per_step,
-      normalized_td=per_step, value_target=per_step,
-      qv_adv=per_action_state, normalized_qv_adv=per_action_state,
-      q_target=per_action, q_value=per_action, target_q_value=per_action,
-      q_td=per_action, normalized_q_td=per_action)
+    value=per_state,
+    target_value=per_state,
+    rho=jnp.ones((t, b)),
+    adv=per_step,
+    normalized_adv=per_step,
+    td=per_step,
+    normalized_td=per_step,
+    value_target=per_step,
+    qv_adv=per_action_state,
+    normalized_qv_adv=per_action_state,
+    q_target=per_action,
+    q_value=per_action,
+    target_q_value=per_action,
+    q_td=per_action,
+    normalized_q_td=per_action,
+  )
 
 
 class UpdateRule:
   """Base class of update rules (see the module docstring)."""
 
   def _get_dummy_input(
-      self, include_behaviour_out: bool = True,
-      include_value_out: bool = False, include_agent_adv: bool = False,
+    self,
+    include_behaviour_out: bool = True,
+    include_value_out: bool = False,
+    include_agent_adv: bool = False,
   ) -> types.UpdateRuleInputs:
     """A tiny all-zeros trajectory (T=2, B=1, A=4) for initialising networks."""
     t, b = 2, 1
     action_spec = dm_env_specs.BoundedArray(
-        shape=(3,), dtype=int, minimum=0, maximum=3)
+      shape=(3,), dtype=int, minimum=0, maximum=3
+    )
     num_actions = utils.get_num_actions_from_spec(action_spec)
     agent_out = jax.tree.map(
-        lambda spec: jnp.zeros((t + 1, b) + tuple(spec.shape)),
-        self.agent_output_spec(action_spec))
+      lambda spec: jnp.zeros((t + 1, b) + tuple(spec.shape)),
+      self.agent_output_spec(action_spec),
+    )
 
     dummy = types.UpdateRuleInputs(
-        observations=jnp.zeros((t + 1, b)),
-        actions=jnp.zeros((t + 1, b), jnp.int32),
-        rewards=jnp.zeros((t, b)),
-        is_terminal=jnp.ones((t, b), jnp.bool_),
-        agent_out=agent_out,
+      observations=jnp.zeros((t + 1, b)),
+      actions=jnp.zeros((t + 1, b), jnp.int32),
+      rewards=jnp.zeros((t, b)),
+      is_terminal=jnp.ones((t, b), jnp.bool_),
+      agent_out=agent_out,
     )
     if include_behaviour_out:
       dummy.behaviour_agent_out = dict(agent_out)
@@ -141,21 +165,22 @@ class UpdateRule:
       per_step = jnp.zeros((t, b, 1))
       per_action_state = jnp.zeros((t + 1, b, num_actions, 1))
       extra = dict(
-          adv=per_step,
-          normalized_adv=per_step,
-          v_scalar=jnp.zeros((t + 1, b, 1)),
-          q=per_action_state,
-          qv_adv=per_action_state,
-          normalized_qv_adv=per_action_state,
-          target_out=agent_out,
+        adv=per_step,
+        normalized_adv=per_step,
+        v_scalar=jnp.zeros((t + 1, b, 1)),
+        q=per_action_state,
+        qv_adv=per_action_state,
+        normalized_qv_adv=per_action_state,
+        target_out=agent_out,
       )
     dummy.extra_from_rule = extra
     if include_value_out:
       dummy.value_out = _ones_value_outs(t, b, num_actions)
     return dummy
 
-  def init_params(self,
-                  rng: chex.PRNGKey) -> tuple[types.MetaParams, chex.ArrayTree]:
+  def init_params(
+    self, rng: chex.PRNGKey
+  ) -> tuple[types.MetaParams, chex.ArrayTree]:
     """Returns (meta-parameters, initial meta-network state)."""
     raise NotImplementedError
 
@@ -172,9 +197,9 @@ class UpdateRule:
   def agent_output_spec(self, action_spec: types.ActionSpec) -> types.Specs:
     """Specs of every agent output, per-action ones with an [A] axis first."""
     return get_agent_out_spec(
-        action_spec=action_spec,
-        flat_out_spec=self.flat_output_spec(action_spec),
-        model_out_spec=self.model_output_spec(action_spec),
+      action_spec=action_spec,
+      flat_out_spec=self.flat_output_spec(action_spec),
+      model_out_spec=self.model_output_spec(action_spec),
     )
 
   def required_agent_outputs(self) -> tuple[str, ...]:
@@ -182,17 +207,23 @@ class UpdateRule:
     spec = dm_env_specs.BoundedArray((), int, 0, 1)
     return tuple(self.agent_output_spec(spec))
 
-  def init_meta_state(self, rng: chex.PRNGKey,
-                      params: types.AgentParams) -> types.MetaState:
+  def init_meta_state(
+    self, rng: chex.PRNGKey, params: types.AgentParams
+  ) -> types.MetaState:
     """The rule's per-agent state for an agent with parameters `params`."""
     raise NotImplementedError
 
   def unroll_meta_net(
-      self, meta_params: types.MetaParams, params: types.AgentParams,
-      state: types.HaikuState, meta_state: types.MetaState,
-      rollout: types.UpdateRuleInputs, hyper_params: types.HyperParams,
-      unroll_policy_fn: types.AgentUnrollFn, rng: chex.PRNGKey,
-      axis_name: str | None,
+    self,
+    meta_params: types.MetaParams,
+    params: types.AgentParams,
+    state: types.HaikuState,
+    meta_state: types.MetaState,
+    rollout: types.UpdateRuleInputs,
+    hyper_params: types.HyperParams,
+    unroll_policy_fn: types.AgentUnrollFn,
+    rng: chex.PRNGKey,
+    axis_name: str | None,
   ) -> tuple[types.UpdateRuleOuts, types.MetaState]:
     """Computes what the loss needs (targets, advantages...) on a rollout.
 
@@ -213,8 +244,11 @@ class UpdateRule:
     raise NotImplementedError
 
   def agent_loss(
-      self, rollout: types.UpdateRuleInputs, meta_out: types.UpdateRuleOuts,
-      hyper_params: types.HyperParams, backprop: bool,
+    self,
+    rollout: types.UpdateRuleInputs,
+    meta_out: types.UpdateRuleOuts,
+    hyper_params: types.HyperParams,
+    backprop: bool,
   ) -> tuple[chex.Array, types.UpdateRuleLog]:
     """The per-step [T, B] loss meta-gradients flow through, and logs.
 
@@ -227,27 +261,44 @@ class UpdateRule:
     raise NotImplementedError
 
   def agent_loss_no_meta(
-      self, rollout: types.UpdateRuleInputs,
-      meta_out: types.UpdateRuleOuts | None, hyper_params: types.HyperParams,
+    self,
+    rollout: types.UpdateRuleInputs,
+    meta_out: types.UpdateRuleOuts | None,
+    hyper_params: types.HyperParams,
   ) -> tuple[chex.Array, types.UpdateRuleLog]:
     """The per-step [T, B] loss that receives no meta-gradient (default 0)."""
     del meta_out, hyper_params
     return jnp.zeros_like(rollout.rewards), {}
 
   def __call__(
-      self, meta_params: types.MetaParams, params: types.AgentParams,
-      state: types.HaikuState, rollout: types.UpdateRuleInputs,
-      hyper_params: types.HyperParams, meta_state: types.MetaState,
-      unroll_policy_fn: types.AgentUnrollFn, rng: chex.PRNGKey,
-      axis_name: str | None, backprop: bool = False,
+    self,
+    meta_params: types.MetaParams,
+    params: types.AgentParams,
+    state: types.HaikuState,
+    rollout: types.UpdateRuleInputs,
+    hyper_params: types.HyperParams,
+    meta_state: types.MetaState,
+    unroll_policy_fn: types.AgentUnrollFn,
+    rng: chex.PRNGKey,
+    axis_name: str | None,
+    backprop: bool = False,
   ) -> tuple[chex.Array, types.MetaState, types.UpdateRuleLog]:
     """The whole loss in one call: (per-step loss [T, B], meta state, logs)."""
     meta_out, new_meta_state = self.unroll_meta_net(
-        meta_params=meta_params, params=params, state=state,
-        meta_state=meta_state, rollout=rollout, hyper_params=hyper_params,
-        unroll_policy_fn=unroll_policy_fn, rng=rng, axis_name=axis_name)
-    with_meta, log = self.agent_loss(rollout, meta_out, hyper_params,
-                                     backprop=backprop)
+      meta_params=meta_params,
+      params=params,
+      state=state,
+      meta_state=meta_state,
+      rollout=rollout,
+      hyper_params=hyper_params,
+      unroll_policy_fn=unroll_policy_fn,
+      rng=rng,
+      axis_name=axis_name,
+    )
+    with_meta, log = self.agent_loss(
+      rollout, meta_out, hyper_params, backprop=backprop
+    )
     without_meta, log_no_meta = self.agent_loss_no_meta(
-        rollout, meta_out, hyper_params)
+      rollout, meta_out, hyper_params
+    )
     return with_meta + without_meta, new_meta_state, {**log, **log_no_meta}

@@ -25,8 +25,9 @@ from disco_rl import utils
 class InputTransform:
   """Interface: `transform(x, actions, policy, axis) -> array`."""
 
-  def __call__(self, x, actions: chex.Array, policy: chex.Array,
-               axis: str | None) -> chex.Array:
+  def __call__(
+    self, x, actions: chex.Array, policy: chex.Array, axis: str | None
+  ) -> chex.Array:
     raise NotImplementedError
 
 
@@ -57,9 +58,11 @@ class Normalize(InputTransform, hk.Module):
     del actions, policy
     if x.ndim < 2:
       raise ValueError(
-          f'normalize needs a [T, B, ...] input, got shape {x.shape}.')
-    return EmaNorm(decay_rate=0.99, eps=1e-6, axis=(0, 1),
-                   cross_replica_axis=axis)(x)
+        f'normalize needs a [T, B, ...] input, got shape {x.shape}.'
+      )
+    return EmaNorm(
+      decay_rate=0.99, eps=1e-6, axis=(0, 1), cross_replica_axis=axis
+    )(x)
 
 
 class EmaNorm(hk.Module):
@@ -71,11 +74,16 @@ class EmaNorm(hk.Module):
   """
 
   def __init__(
-      self, decay_rate: float, eps: float = 1e-6, eps_root: float = 1e-12,
-      axis: Sequence[int] | None = None,
-      cross_replica_axis: str | Sequence[str] | None = None,
-      cross_replica_axis_index_groups: Sequence[Sequence[int]] | None = None,
-      data_format: str = 'channels_last', name: str | None = None):
+    self,
+    decay_rate: float,
+    eps: float = 1e-6,
+    eps_root: float = 1e-12,
+    axis: Sequence[int] | None = None,
+    cross_replica_axis: str | Sequence[str] | None = None,
+    cross_replica_axis_index_groups: Sequence[Sequence[int]] | None = None,
+    data_format: str = 'channels_last',
+    name: str | None = None,
+  ):
     """Builds the module.
 
     Args:
@@ -111,8 +119,10 @@ class EmaNorm(hk.Module):
     second = jnp.mean(jnp.square(inputs), axes, keepdims=True)
     if self.cross_replica_axis:
       first, second = jax.lax.pmean(
-          (first, second), axis_name=self.cross_replica_axis,
-          axis_index_groups=self.cross_replica_axis_index_groups)
+        (first, second),
+        axis_name=self.cross_replica_axis,
+        axis_index_groups=self.cross_replica_axis_index_groups,
+      )
     self.m1_ema(first)
     self.m2_ema(second)
     mean = self.m1_ema.average.astype(inputs.dtype)
@@ -134,28 +144,32 @@ def _elementwise(fn: Callable[[chex.Array], chex.Array]):
     def transform(x, actions, policy, axis):
       del actions, policy, axis
       return fn(x)
+
     return transform
 
   return builder
 
 
 _ELEMENTWISE = {
-    'identity': lambda x: x,
-    'softmax': jax.nn.softmax,
-    'max_a': functools.partial(jnp.max, axis=2),
-    'stop_grad': jax.lax.stop_gradient,
-    'clip': lambda x: jnp.clip(x, -2.0, 2.0),
-    'sign': jnp.sign,
-    'drop_last': lambda x: x[:-1],
-    'td_pair': td_pair,
-    # Sign-preserving squashing: sign(x) log(1 + |x|) and the hyperbolic one.
-    'sign_log': rlax.signed_logp1, 'sign_hyp': rlax.signed_hyperbolic,
-    'masks_to_discounts': lambda x: 1.0 - x,
+  'identity': lambda x: x,
+  'softmax': jax.nn.softmax,
+  'max_a': functools.partial(jnp.max, axis=2),
+  'stop_grad': jax.lax.stop_gradient,
+  'clip': lambda x: jnp.clip(x, -2.0, 2.0),
+  'sign': jnp.sign,
+  'drop_last': lambda x: x[:-1],
+  'td_pair': td_pair,
+  # Sign-preserving squashing: sign(x) log(1 + |x|) and the hyperbolic one.
+  'sign_log': rlax.signed_logp1,
+  'sign_hyp': rlax.signed_hyperbolic,
+  'masks_to_discounts': lambda x: 1.0 - x,
 }
 
-TRANSFORMS = immutabledict.immutabledict({
+TRANSFORMS = immutabledict.immutabledict(
+  {
     'select_a': SelectByAction,
     'pi_weighted_avg': PiWeightedAvg,
     'normalize': Normalize,
     **{key: _elementwise(fn) for key, fn in _ELEMENTWISE.items()},
-})
+  }
+)

@@ -18,10 +18,16 @@ class PolicyGradientUpdate(base.UpdateRule):
   `UpdateRuleInputs.value_out`), e.g. the meta-training `ValueFunction`.
   """
 
-  def __init__(self, entropy_cost: float = 0.01, normalize_adv: bool = True,
-               pg_cost: float = 1, kl_prior_cost: float = 0.5,
-               p_actor_prior: float = 0.03, p_uniform_prior: float = 0.003,
-               target_params_coeff: float = 0.1) -> None:
+  def __init__(
+    self,
+    entropy_cost: float = 0.01,
+    normalize_adv: bool = True,
+    pg_cost: float = 1,
+    kl_prior_cost: float = 0.5,
+    p_actor_prior: float = 0.03,
+    p_uniform_prior: float = 0.003,
+    target_params_coeff: float = 0.1,
+  ) -> None:
     """Configures the rule.
 
     Args:
@@ -46,22 +52,36 @@ class PolicyGradientUpdate(base.UpdateRule):
     return {'dummy': jnp.array(0.0)}, {}
 
   def flat_output_spec(
-      self, single_action_spec: types.ActionSpec) -> types.Specs:
+    self, single_action_spec: types.ActionSpec
+  ) -> types.Specs:
     return dict(logits=utils.get_logits_specs(single_action_spec))
 
-  def init_meta_state(self, rng: chex.PRNGKey,
-                      params: types.AgentParams) -> types.MetaState:
+  def init_meta_state(
+    self, rng: chex.PRNGKey, params: types.AgentParams
+  ) -> types.MetaState:
     del rng, params
     return {}
 
-  def unroll_meta_net(self, meta_params, params, state, meta_state, rollout,
-                      hyper_params, unroll_policy_fn, rng, axis_name=None):
+  def unroll_meta_net(
+    self,
+    meta_params,
+    params,
+    state,
+    meta_state,
+    rollout,
+    hyper_params,
+    unroll_policy_fn,
+    rng,
+    axis_name=None,
+  ):
     """Picks the (normalised) advantage [T, B] out of `rollout.value_out`."""
     del meta_params, params, state, hyper_params, unroll_policy_fn, rng
     del axis_name
     if rollout.value_out is None:
-      raise ValueError('PolicyGradientUpdate needs rollout.value_out with '
-                       'advantages [T, B], got None.')
+      raise ValueError(
+        'PolicyGradientUpdate needs rollout.value_out with '
+        'advantages [T, B], got None.'
+      )
     value_out = rollout.value_out
     adv_t = value_out.normalized_adv if self._normalize_adv else value_out.adv
     return dict(pi=adv_t), meta_state
@@ -72,9 +92,11 @@ class PolicyGradientUpdate(base.UpdateRule):
     a_t = rollout.actions[:-1]
     logits_t = rollout.agent_out['logits'][:-1]
     pg_loss = utils.differentiable_policy_gradient_loss(
-        logits_t, a_t, adv_t=meta_out['pi'], backprop=False)
+      logits_t, a_t, adv_t=meta_out['pi'], backprop=False
+    )
     entropy = distrax.Softmax(logits_t).entropy()
     chex.assert_rank([pg_loss, entropy], 2)
     loss = self._pg_cost * pg_loss - self._entropy_cost * entropy
-    return loss, dict(entropy=jnp.mean(entropy),
-                      pg_advs=jnp.mean(meta_out['pi']))
+    return loss, dict(
+      entropy=jnp.mean(entropy), pg_advs=jnp.mean(meta_out['pi'])
+    )

@@ -28,17 +28,23 @@ from disco_rl.update_rules import base
 # 0.99, GAE_LAMBDA 0.95, CLIP_EPS 0.2, VF_COEF 0.5, ENT_COEF 0.01);
 # gymnax-blines' MinAtar PPO (agents/<game>-MinAtar/ppo.yaml) has the same
 # lambda, clip and costs, but gamma 0.999.
-DEFAULT_HYPER_PARAMS = dict(discount_factor=0.99, gae_lambda=0.95,
-                            clip_epsilon=0.2, value_cost=0.5,
-                            entropy_cost=0.01)
+DEFAULT_HYPER_PARAMS = dict(
+  discount_factor=0.99,
+  gae_lambda=0.95,
+  clip_epsilon=0.2,
+  value_cost=0.5,
+  entropy_cost=0.01,
+)
 HYPER_PARAMS = tuple(DEFAULT_HYPER_PARAMS)
 # Each hyper-parameter's allowed range: (low, high, low included, high
 # included); None: unbounded.
-_RANGES = dict(discount_factor=(0.0, 1.0, True, True),
-               gae_lambda=(0.0, 1.0, True, True),
-               clip_epsilon=(0.0, 1.0, False, False),
-               value_cost=(0.0, None, True, False),
-               entropy_cost=(0.0, None, True, False))
+_RANGES = dict(
+  discount_factor=(0.0, 1.0, True, True),
+  gae_lambda=(0.0, 1.0, True, True),
+  clip_epsilon=(0.0, 1.0, False, False),
+  value_cost=(0.0, None, True, False),
+  entropy_cost=(0.0, None, True, False),
+)
 # Added to the advantages' standard deviation before dividing by it, as in
 # purejaxrl.
 _ADV_NORM_EPS = 1e-8
@@ -69,31 +75,37 @@ def check_hyper_params(hyper_params: types.HyperParams) -> None:
   """
   missing = [k for k in HYPER_PARAMS if k not in hyper_params]
   if missing:
-    raise ValueError(f'ppo: hyper_params lacks {missing}; got '
-                     f'{sorted(hyper_params)} (defaults: '
-                     f'{DEFAULT_HYPER_PARAMS}).')
+    raise ValueError(
+      f'ppo: hyper_params lacks {missing}; got '
+      f'{sorted(hyper_params)} (defaults: '
+      f'{DEFAULT_HYPER_PARAMS}).'
+    )
   utils.check_keys(hyper_params, HYPER_PARAMS, 'ppo hyper_params')
   for name, (low, high, low_in, high_in) in _RANGES.items():
     value = hyper_params[name]
-    expected = (f'a finite number '
-                f'{_range_text(low, high, low_in, high_in)}')
+    expected = f'a finite number {_range_text(low, high, low_in, high_in)}'
     try:
       number = float(value)
     except jax.errors.ConcretizationTypeError:
       continue  # Traced: the range cannot be checked here.
     except (TypeError, ValueError):
-      raise ValueError(f"ppo: hyper_params['{name}'] must be {expected}, "
-                       f'got {value!r}.') from None
-    ok = (math.isfinite(number)
-          and (number >= low if low_in else number > low)
-          and (high is None or (number <= high if high_in else number < high)))
+      raise ValueError(
+        f"ppo: hyper_params['{name}'] must be {expected}, got {value!r}."
+      ) from None
+    ok = (
+      math.isfinite(number)
+      and (number >= low if low_in else number > low)
+      and (high is None or (number <= high if high_in else number < high))
+    )
     if not ok:
-      raise ValueError(f"ppo: hyper_params['{name}'] must be {expected}, "
-                       f'got {value!r}.')
+      raise ValueError(
+        f"ppo: hyper_params['{name}'] must be {expected}, got {value!r}."
+      )
 
 
-def clipped_surrogate_per_step(ratio_t: chex.Array, adv_t: chex.Array,
-                               epsilon: float) -> chex.Array:
+def clipped_surrogate_per_step(
+  ratio_t: chex.Array, adv_t: chex.Array, epsilon: float
+) -> chex.Array:
   """rlax's clipped surrogate loss of every step on its own.
 
   -min(r_t * adv_t, clip(r_t, 1 - eps, 1 + eps) * adv_t), elementwise: the
@@ -113,8 +125,9 @@ def clipped_surrogate_per_step(ratio_t: chex.Array, adv_t: chex.Array,
   chex.assert_equal_shape([ratio_t, adv_t])
 
   def one_step(r, adv):
-    return rlax.clipped_surrogate_pg_loss(r[None], adv[None], epsilon,
-                                          use_stop_gradient=True)
+    return rlax.clipped_surrogate_pg_loss(
+      r[None], adv[None], epsilon, use_stop_gradient=True
+    )
 
   return jax.vmap(jax.vmap(one_step))(ratio_t, adv_t)
 
@@ -159,8 +172,9 @@ class PPO(base.UpdateRule):
       ValueError: `normalize_adv` that is not a bool.
     """
     if not isinstance(normalize_adv, (bool, np.bool_)):
-      raise ValueError(f'ppo: normalize_adv must be a bool, got '
-                       f'{normalize_adv!r}.')
+      raise ValueError(
+        f'ppo: normalize_adv must be a bool, got {normalize_adv!r}.'
+      )
     self._normalize_adv = bool(normalize_adv)
 
   def init_params(self, rng: chex.PRNGKey):
@@ -168,17 +182,31 @@ class PPO(base.UpdateRule):
     return {'dummy': jnp.array(0.0)}, {}
 
   def flat_output_spec(
-      self, single_action_spec: types.ActionSpec) -> types.Specs:
-    return dict(logits=utils.get_logits_specs(single_action_spec),
-                v=types.ArraySpec((1,), np.float32))
+    self, single_action_spec: types.ActionSpec
+  ) -> types.Specs:
+    return dict(
+      logits=utils.get_logits_specs(single_action_spec),
+      v=types.ArraySpec((1,), np.float32),
+    )
 
-  def init_meta_state(self, rng: chex.PRNGKey,
-                      params: types.AgentParams) -> types.MetaState:
+  def init_meta_state(
+    self, rng: chex.PRNGKey, params: types.AgentParams
+  ) -> types.MetaState:
     del rng, params
     return {}
 
-  def unroll_meta_net(self, meta_params, params, state, meta_state, rollout,
-                      hyper_params, unroll_policy_fn, rng, axis_name=None):
+  def unroll_meta_net(
+    self,
+    meta_params,
+    params,
+    state,
+    meta_state,
+    rollout,
+    hyper_params,
+    unroll_policy_fn,
+    rng,
+    axis_name=None,
+  ):
     """GAE advantages and value targets from the agent's values.
 
     Args:
@@ -212,20 +240,29 @@ class PPO(base.UpdateRule):
     values = jax.lax.stop_gradient(rollout.agent_out['v'][..., 0])
     r_t = rollout.rewards.astype(values.dtype)  # [T, B]
     discount_t = hyper_params['discount_factor'] * (
-        1.0 - rollout.is_terminal.astype(values.dtype))  # [T, B]
+      1.0 - rollout.is_terminal.astype(values.dtype)
+    )  # [T, B]
 
     def gae(r_t, discount_t, values):  # [T], [T], [T+1] -> [T]
       return rlax.truncated_generalized_advantage_estimation(
-          r_t, discount_t, hyper_params['gae_lambda'], values,
-          stop_target_gradients=True)
+        r_t,
+        discount_t,
+        hyper_params['gae_lambda'],
+        values,
+        stop_target_gradients=True,
+      )
 
     adv_tm1 = jax.vmap(gae, in_axes=1, out_axes=1)(r_t, discount_t, values)
     if self._normalize_adv:
       normalized_adv_tm1 = _standardise(adv_tm1, axis_name)
     else:
       normalized_adv_tm1 = jnp.zeros_like(adv_tm1)
-    meta_out = dict(raw_advs=adv_tm1, normalized_advs=normalized_adv_tm1,
-                    value_targets=adv_tm1 + values[:-1], values=values)
+    meta_out = dict(
+      raw_advs=adv_tm1,
+      normalized_advs=normalized_adv_tm1,
+      value_targets=adv_tm1 + values[:-1],
+      values=values,
+    )
     return meta_out, meta_state
 
   def agent_loss(self, rollout, meta_out, hyper_params, backprop):
@@ -249,10 +286,14 @@ class PPO(base.UpdateRule):
     a_t = rollout.actions[:-1]  # [T, B]
     logits_t = rollout.agent_out['logits'][:-1]  # [T, B, A]
     mu_logits_t = jax.lax.stop_gradient(
-        rollout.behaviour_agent_out['logits'][:-1])  # [T, B, A]
+      rollout.behaviour_agent_out['logits'][:-1]
+    )  # [T, B, A]
     v_t = rollout.agent_out['v'][:-1, ..., 0]  # [T, B]
-    adv_t = (meta_out['normalized_advs'] if self._normalize_adv
-             else meta_out['raw_advs'])
+    adv_t = (
+      meta_out['normalized_advs']
+      if self._normalize_adv
+      else meta_out['raw_advs']
+    )
     target_t = jax.lax.stop_gradient(meta_out['value_targets'])
     chex.assert_rank([a_t, logits_t, adv_t, target_t], [2, 3, 2, 2])
     chex.assert_equal_shape([a_t, v_t, adv_t, target_t])
@@ -269,20 +310,22 @@ class PPO(base.UpdateRule):
     value_loss = 0.5 * jnp.square(v_t - target_t)
     entropy = distrax.Softmax(logits_t).entropy()
     chex.assert_equal_shape([pg_loss, value_loss, entropy])
-    loss = (pg_loss + hyper_params['value_cost'] * value_loss
-            - hyper_params['entropy_cost'] * entropy)
+    loss = (
+      pg_loss
+      + hyper_params['value_cost'] * value_loss
+      - hyper_params['entropy_cost'] * entropy
+    )
     clipped = jnp.abs(ratio_t - 1.0) > epsilon
     log = dict(
-        entropy=jnp.mean(entropy),
-        pg_advs=jnp.mean(adv_t),
-        avg_value=jnp.mean(meta_out['values']),
-        raw_advs=jnp.mean(meta_out['raw_advs']),
-        pg_loss=jnp.mean(pg_loss),
-        value_loss=jnp.mean(value_loss),
-        ratio=jnp.mean(ratio_t),
-        clip_fraction=jnp.mean(clipped.astype(jnp.float32)),
-        approx_kl=jnp.mean(jax.lax.stop_gradient(
-            (ratio_t - 1.0) - log_ratio_t)),
+      entropy=jnp.mean(entropy),
+      pg_advs=jnp.mean(adv_t),
+      avg_value=jnp.mean(meta_out['values']),
+      raw_advs=jnp.mean(meta_out['raw_advs']),
+      pg_loss=jnp.mean(pg_loss),
+      value_loss=jnp.mean(value_loss),
+      ratio=jnp.mean(ratio_t),
+      clip_fraction=jnp.mean(clipped.astype(jnp.float32)),
+      approx_kl=jnp.mean(jax.lax.stop_gradient((ratio_t - 1.0) - log_ratio_t)),
     )
     return loss, log
 
@@ -293,15 +336,17 @@ def _check_behaviour_logits(rollout: types.UpdateRuleInputs) -> None:
   if behaviour is None or 'logits' not in behaviour:
     got = None if behaviour is None else sorted(behaviour)
     raise ValueError(
-        "ppo: rollout.behaviour_agent_out['logits'] (the behaviour policy's "
-        f'logits, [T+1, B, A]) is needed for the importance ratio; got '
-        f'behaviour outputs {got}.')
+      "ppo: rollout.behaviour_agent_out['logits'] (the behaviour policy's "
+      f'logits, [T+1, B, A]) is needed for the importance ratio; got '
+      f'behaviour outputs {got}.'
+    )
   want = jnp.shape(rollout.agent_out['logits'])
   got_shape = jnp.shape(behaviour['logits'])
   if got_shape != want:
     raise ValueError(
-        "ppo: rollout.behaviour_agent_out['logits'] must have the shape of "
-        f"agent_out['logits'] {want}, got {got_shape}.")
+      "ppo: rollout.behaviour_agent_out['logits'] must have the shape of "
+      f"agent_out['logits'] {want}, got {got_shape}."
+    )
 
 
 def _standardise(x: chex.Array, axis_name: str | None) -> chex.Array:

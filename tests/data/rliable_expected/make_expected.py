@@ -44,9 +44,12 @@ MINATAR = HERE.parents[2] / 'docs' / 'results' / 'minatar'
 SEED = 0
 REPS = 2000
 CONFIDENCE = 0.95
-AGGREGATES = {'iqm': metrics.aggregate_iqm, 'mean': metrics.aggregate_mean,
-              'median': metrics.aggregate_median,
-              'optimality_gap': metrics.aggregate_optimality_gap}
+AGGREGATES = {
+  'iqm': metrics.aggregate_iqm,
+  'mean': metrics.aggregate_mean,
+  'median': metrics.aggregate_median,
+  'optimality_gap': metrics.aggregate_optimality_gap,
+}
 
 
 def synthetic() -> dict:
@@ -54,10 +57,12 @@ def synthetic() -> dict:
   b = np.random.RandomState(2).normal([0.1, 0.6, 0.8, 1.2], 0.3, (5, 4))
   c = np.random.RandomState(3).normal([0.1, 0.6, 0.8, 1.2], 0.3, (3, 4))
   curves = np.random.RandomState(4).normal(0.5, 0.4, (3, 4, 3))
-  return dict(scores=dict(A=np.round(a, 3), B=np.round(b, 1),
-                          C=np.round(c, 1)),
-              pairs=[('A', 'B'), ('A', 'C'), ('C', 'B')],
-              taus=np.linspace(0.0, 2.0, 9), curves=np.round(curves, 3))
+  return dict(
+    scores=dict(A=np.round(a, 3), B=np.round(b, 1), C=np.round(c, 1)),
+    pairs=[('A', 'B'), ('A', 'C'), ('C', 'B')],
+    taus=np.linspace(0.0, 2.0, 9),
+    curves=np.round(curves, 3),
+  )
 
 
 def minatar() -> dict:
@@ -70,22 +75,31 @@ def minatar() -> dict:
       random = saved['random_returns'][game]
       reference = saved['reference_returns'][game]
       summary = MINATAR / game / rule / f'lr_{rates[rule]:g}' / 'summary.json'
-      per_game.append([(v - random) / (reference - random) for v in
-                       json.loads(summary.read_text())['final_returns']])
+      per_game.append(
+        [
+          (v - random) / (reference - random)
+          for v in json.loads(summary.read_text())['final_returns']
+        ]
+      )
     scores[rule] = np.array(per_game).T  # [seeds, games]
-  return dict(scores=scores, pairs=[(saved['x'], saved['y'])],
-              taus=np.array([0.0, 0.05, 0.1, 0.2, 0.3]))
+  return dict(
+    scores=scores,
+    pairs=[(saved['x'], saved['y'])],
+    taus=np.array([0.0, 0.05, 0.1, 0.2, 0.3]),
+  )
 
 
 def estimate(scores, func, confidence=CONFIDENCE) -> dict:
   """rliable's point and percentile interval of `func` (one key)."""
   np.random.seed(SEED)
   points, intervals = rly.get_interval_estimates(
-      {'key': scores}, func, reps=REPS, confidence_interval_size=confidence)
+    {'key': scores}, func, reps=REPS, confidence_interval_size=confidence
+  )
   point, ci = np.ravel(points['key']), np.asarray(intervals['key'])
   if point.size == 1:
-    return dict(point=float(point[0]), interval=[float(ci[0, 0]),
-                                                 float(ci[1, 0])])
+    return dict(
+      point=float(point[0]), interval=[float(ci[0, 0]), float(ci[1, 0])]
+    )
   return dict(point=point.tolist(), low=ci[0].tolist(), high=ci[1].tolist())
 
 
@@ -93,43 +107,66 @@ def results(data: dict) -> dict:
   out = dict(aggregates={}, profiles={}, pairs={})
   for name, scores in data['scores'].items():
     out['aggregates'][name] = {
-        key: estimate(scores, lambda x, f=f: np.array([f(x)]))
-        for key, f in AGGREGATES.items()}
+      key: estimate(scores, lambda x, f=f: np.array([f(x)]))
+      for key, f in AGGREGATES.items()
+    }
     for task_means in (False, True):
       np.random.seed(SEED)
       profile, band = rly.create_performance_profile(
-          {'key': scores}, data['taus'], reps=REPS,
-          use_score_distribution=not task_means)
+        {'key': scores},
+        data['taus'],
+        reps=REPS,
+        use_score_distribution=not task_means,
+      )
       out['profiles'].setdefault(name, {})[
-          'task_means' if task_means else 'runs'] = dict(
-              profile=profile['key'].tolist(), low=band['key'][0].tolist(),
-              high=band['key'][1].tolist())
+        'task_means' if task_means else 'runs'
+      ] = dict(
+        profile=profile['key'].tolist(),
+        low=band['key'][0].tolist(),
+        high=band['key'][1].tolist(),
+      )
   for x, y in data['pairs']:
     pair = [data['scores'][x], data['scores'][y]]
     out['pairs'][f'{x}>{y}'] = dict(
-        probability_of_improvement=estimate(
-            pair, metrics.probability_of_improvement),
-        # rliable has no function of its own for it: its bootstrap of a pair
-        # (StratifiedIndependentBootstrap) of IQM(X) - IQM(Y).
-        iqm_difference=estimate(
-            pair, lambda a, b: np.array([metrics.aggregate_iqm(a)
-                                         - metrics.aggregate_iqm(b)])))
+      probability_of_improvement=estimate(
+        pair, metrics.probability_of_improvement
+      ),
+      # rliable has no function of its own for it: its bootstrap of a pair
+      # (StratifiedIndependentBootstrap) of IQM(X) - IQM(Y).
+      iqm_difference=estimate(
+        pair,
+        lambda a, b: np.array(
+          [metrics.aggregate_iqm(a) - metrics.aggregate_iqm(b)]
+        ),
+      ),
+    )
   return out
 
 
 def main():
   warnings.simplefilter('ignore', FutureWarning)  # arch's random_state.
   expected = dict(
-      produced_by='tests/data/rliable_expected/make_expected.py',
-      versions=dict(rliable=metadata.version('rliable'),
-                    arch=arch.__version__, numpy=np.__version__,
-                    pandas=pd.__version__, scipy=scipy.__version__,
-                    python=platform.python_version()),
-      seed=SEED, reps=REPS, confidence=CONFIDENCE, datasets={})
+    produced_by='tests/data/rliable_expected/make_expected.py',
+    versions=dict(
+      rliable=metadata.version('rliable'),
+      arch=arch.__version__,
+      numpy=np.__version__,
+      pandas=pd.__version__,
+      scipy=scipy.__version__,
+      python=platform.python_version(),
+    ),
+    seed=SEED,
+    reps=REPS,
+    confidence=CONFIDENCE,
+    datasets={},
+  )
   for name, data in (('synthetic', synthetic()), ('minatar', minatar())):
-    entry = dict(scores={k: v.tolist() for k, v in data['scores'].items()},
-                 pairs=[list(p) for p in data['pairs']],
-                 taus=data['taus'].tolist(), results=results(data))
+    entry = dict(
+      scores={k: v.tolist() for k, v in data['scores'].items()},
+      pairs=[list(p) for p in data['pairs']],
+      taus=data['taus'].tolist(),
+      results=results(data),
+    )
     expected['datasets'][name] = entry
   data = synthetic()
   iqm = lambda x: np.array([metrics.aggregate_iqm(x)])
@@ -138,12 +175,17 @@ def main():
   # One call over three algorithms: one stream, drawn in key order.
   np.random.seed(SEED)
   _, intervals = rly.get_interval_estimates(data['scores'], iqm, reps=REPS)
-  expected['iqm_stream'] = {k: np.ravel(v).tolist()
-                            for k, v in intervals.items()}
+  expected['iqm_stream'] = {
+    k: np.ravel(v).tolist() for k, v in intervals.items()
+  }
   # IQM curves: [runs, tasks, points] scores, a statistic of every point.
   curves = data['curves']
-  curve = estimate(curves, lambda c: np.array(
-      [metrics.aggregate_iqm(c[:, :, i]) for i in range(c.shape[2])]))
+  curve = estimate(
+    curves,
+    lambda c: np.array(
+      [metrics.aggregate_iqm(c[:, :, i]) for i in range(c.shape[2])]
+    ),
+  )
   expected['iqm_curve'] = dict(curves=curves.tolist(), **curve)
   path = HERE / 'expected.json'
   path.write_text(json.dumps(expected, indent=1) + '\n')
