@@ -38,14 +38,30 @@ _EXPORTS = {
   'make_meta_train': 'disco_rl.loops.meta',
 }
 
+# What a type checker sees of them (mypy and pyright take any name
+# `TYPE_CHECKING` as true; this one spares importing `typing` before a
+# command's signal rule).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+  from disco_rl.loops.config import EvalConfig as EvalConfig
+  from disco_rl.loops.config import MetaTrainConfig as MetaTrainConfig
+  from disco_rl.loops.eval import make_eval as make_eval
+  from disco_rl.loops.meta import make_meta_train as make_meta_train
+  from disco_rl.loops.meta import read_rule as read_rule
+  from disco_rl.loops.run import stop_when as stop_when
+  from disco_rl.loops.trainer import Trainer as Trainer
 
-def __getattr__(name):
-  if name in _EXPORTS:
-    import importlib  # pylint: disable=g-import-not-at-top
 
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+# Hidden from type checkers, which then report a misspelt name.
+if not TYPE_CHECKING:
+
+  def __getattr__(name: str) -> object:
+    if name in _EXPORTS:
+      import importlib  # pylint: disable=g-import-not-at-top
+
+      return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
-def __dir__():
-  return sorted(list(globals()) + list(_EXPORTS))
+def __dir__() -> list[str]:
+  return sorted(set(globals()) - {'TYPE_CHECKING'} | set(_EXPORTS))

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import dataclasses
 import operator
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import jax
 import numpy as np
@@ -30,10 +30,15 @@ from disco_rl import metrics as metrics_lib
 from disco_rl import signals
 from disco_rl.loops import mesh
 
-if TYPE_CHECKING:
-  from disco_rl.loops import trainer as trainer_lib
-
 Rows = list[dict[str, Any]]
+
+
+class HasRows(Protocol):
+  """What `stop_when`'s callback reads of a `Trainer`: the rows so far."""
+
+  rows: Rows
+
+
 # Why a run stopped early, as agreed across processes (0: it did not).
 REASONS = (None, 'SIGINT', 'SIGTERM', 'callback')
 
@@ -258,7 +263,7 @@ def stop_when(
   above: float | None = None,
   below: float | None = None,
   window: int = 1,
-) -> Callable[['trainer_lib.Trainer', Rows], bool]:
+) -> Callable[[HasRows, Rows], bool]:
   """A `Trainer.fit` callback that stops the run once the mean of `metric`
   over the last `window` steps' rows (of every run in the program; NaN
   skipped) is >= `above` or <= `below` (exactly one of them)."""
@@ -271,7 +276,7 @@ def stop_when(
   if window < 1:
     raise ValueError(f'window must be >= 1, got {window}.')
 
-  def callback(trainer: 'trainer_lib.Trainer', new_rows: Rows) -> bool:
+  def callback(trainer: HasRows, new_rows: Rows) -> bool:
     del new_rows
     first = steps_done(trainer.rows) - window
     values = np.asarray(
