@@ -21,18 +21,21 @@ and `seed` (plus `learning_rate` when runs differ in it) naming the run.
   curve = compact_curves(rows, points=120)     # small enough to commit
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 import json
 import math
+import os
 import pathlib
-from typing import Any
+from typing import Any, TypeAlias
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from disco_rl import environments
+from disco_rl.environments import base
 
 FINAL_FRACTION = 0.1  # The final return: the last 10% of environment steps.
 CURVE_POINTS = 120  # Points per run of a committed compact curve.
@@ -46,9 +49,14 @@ RANDOM_SEED = 0
 RANDOM_SETTINGS = ('env', 'env_settings', 'num_envs', 'steps', 'seed')
 ROW_COLUMNS = ('env_steps', 'episodes', 'avg_return')
 RUN_KEYS = ('seed', 'learning_rate')  # The columns that name a run.
+# Metrics rows as the functions take them: a DataFrame, a list of row dicts
+# or a dict of columns (anything `pd.DataFrame` makes a table of).
+Rows: TypeAlias = pd.DataFrame | Sequence[Mapping[str, Any]] | Mapping[str, Any]
 
 
-def _table(rows, what: str, columns=ROW_COLUMNS) -> pd.DataFrame:
+def _table(
+  rows: Rows, what: str, columns: Sequence[str] = ROW_COLUMNS
+) -> pd.DataFrame:
   """`rows` as a DataFrame with `columns` checked.
 
   Raises:
@@ -90,7 +98,7 @@ def _table(rows, what: str, columns=ROW_COLUMNS) -> pd.DataFrame:
   return table
 
 
-def _check_fraction(fraction) -> float:
+def _check_fraction(fraction: float) -> float:
   if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
     raise ValueError(f'fraction must be in (0, 1], got {fraction!r}.')
   return float(fraction)
@@ -120,7 +128,7 @@ def _episode_mean(table: pd.DataFrame) -> float:
   return float((ended['avg_return'] * ended['episodes']).sum() / count)
 
 
-def final_return(rows, fraction: float = FINAL_FRACTION) -> float:
+def final_return(rows: Rows, fraction: float = FINAL_FRACTION) -> float:
   """The final return of one run: the mean return of the episodes that
   ended in the last `fraction` of its environment steps.
 
@@ -166,7 +174,7 @@ def final_return(rows, fraction: float = FINAL_FRACTION) -> float:
   return _episode_mean(table[table['env_steps'] > cut])
 
 
-def final_returns(rows, fraction: float = FINAL_FRACTION) -> pd.Series:
+def final_returns(rows: Rows, fraction: float = FINAL_FRACTION) -> pd.Series:
   """`final_return` of every run in `rows`.
 
   Args:
@@ -196,7 +204,7 @@ def final_returns(rows, fraction: float = FINAL_FRACTION) -> pd.Series:
   return series
 
 
-def compact_curve(rows, points: int = CURVE_POINTS) -> pd.DataFrame:
+def compact_curve(rows: Rows, points: int = CURVE_POINTS) -> pd.DataFrame:
   """One run's rows reduced to at most `points` points, for committing.
 
   The run's environment steps (0, last] are cut into `points` bins of
@@ -247,7 +255,7 @@ def compact_curve(rows, points: int = CURVE_POINTS) -> pd.DataFrame:
   return out.reset_index(drop=True)
 
 
-def compact_curves(rows, points: int = CURVE_POINTS) -> pd.DataFrame:
+def compact_curves(rows: Rows, points: int = CURVE_POINTS) -> pd.DataFrame:
   """`compact_curve` of every run in `rows`, the run's keys (seed, and
   learning_rate if there) as the first columns, runs in sorted order."""
   table = _table(rows, 'rows')
@@ -281,7 +289,7 @@ def env_key(env: str, env_settings: Mapping[str, Any] | None = None) -> str:
   )
 
 
-def _settings(env_settings) -> dict[str, Any]:
+def _settings(env_settings: Mapping[str, Any] | None) -> dict[str, Any]:
   if env_settings is None:
     return {}
   if not isinstance(env_settings, Mapping):
@@ -300,7 +308,7 @@ def _settings(env_settings) -> dict[str, Any]:
   return settings
 
 
-def _check_count(name: str, value, low: int) -> int:
+def _check_count(name: str, value: int, low: int) -> int:
   if (
     isinstance(value, bool)
     or not isinstance(value, (int, np.integer))
@@ -310,7 +318,9 @@ def _check_count(name: str, value, low: int) -> int:
   return int(value)
 
 
-def random_play_returns(env, steps: int, seed: int) -> np.ndarray:
+def random_play_returns(
+  env: base.Environment[Any], steps: int, seed: int
+) -> np.ndarray:
   """The returns of the episodes that uniform random play ends in `steps`
   steps of `env` (a batched jittable environment), every instance's, in
   order of their ends: [episodes]. The same draws as
@@ -326,10 +336,12 @@ def random_play_returns(env, steps: int, seed: int) -> np.ndarray:
   num_actions = int(env.single_action_spec().maximum) + 1
 
   @jax.jit
-  def play(key):
+  def play(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     state, _ = env.reset(key)
 
-    def step(carry, key):
+    def step(
+      carry: tuple[Any, jax.Array], key: jax.Array
+    ) -> tuple[tuple[Any, jax.Array], tuple[jax.Array, jax.Array]]:
       state, acc = carry
       action = jax.random.randint(key, (num_envs,), 0, num_actions)
       state, timestep = env.step(state, action)
@@ -386,7 +398,9 @@ def random_play(
   )
 
 
-def read_random_play(path) -> dict[str, dict[str, Any]]:
+def read_random_play(
+  path: str | os.PathLike[str],
+) -> dict[str, dict[str, Any]]:
   """The random-play records of a cache file ({} if there is none).
 
   Raises:
@@ -416,7 +430,7 @@ def read_random_play(path) -> dict[str, dict[str, Any]]:
 
 
 def random_return(
-  cache,
+  cache: str | os.PathLike[str],
   env: str,
   env_settings: Mapping[str, Any] | None = None,
   *,
@@ -446,7 +460,7 @@ def random_return(
       the first that differs), or no episode ended in the play.
   """
   path = pathlib.Path(cache)
-  request = dict(
+  request: dict[str, Any] = dict(
     env=env,
     env_settings=_settings(env_settings),
     num_envs=_check_count('num_envs', num_envs, 1),
@@ -482,7 +496,9 @@ def random_return(
 # Normalisation.
 
 
-def normalise(returns, random: float, reference: float):
+def normalise(
+  returns: npt.ArrayLike, random: float, reference: float
+) -> float | np.ndarray:
   """(returns - random) / (reference - random): random play scores 0, the
   reference 1.
 
@@ -516,7 +532,9 @@ def normalise(returns, random: float, reference: float):
 RESULT_KEYS = ('study', 'stage')  # The columns that group compared runs.
 
 
-def _check_results(results, columns) -> pd.DataFrame:
+def _check_results(
+  results: pd.DataFrame, columns: Sequence[str]
+) -> pd.DataFrame:
   if not isinstance(results, pd.DataFrame):
     raise ValueError(
       f'results must be a pandas DataFrame, got {type(results).__name__}.'

@@ -35,19 +35,27 @@ rules; one where a rule ran at several (a tuning stage) compares each
 a fixed seed and the figures are PNGs without metadata at a fixed dpi.
 """
 
+from collections.abc import Callable, Iterable, Sequence
 import json
 import math
+import os
 import pathlib
 import textwrap
-from typing import Any
+import types
+from typing import TYPE_CHECKING, Any
 import warnings
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from disco_rl import plots
 from disco_rl.studies import measure
 from disco_rl.studies import stats
+
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn.
+  from matplotlib.artist import Artist
+  from matplotlib.figure import Figure
 
 RESULT_COLUMNS = (
   'study',
@@ -91,12 +99,12 @@ FILES = (
 # Reading.
 
 
-def read_results(path) -> pd.DataFrame:
+def read_results(path: str | os.PathLike[str]) -> pd.DataFrame:
   """The results table of a CSV file (one row per run)."""
   return pd.read_csv(path)
 
 
-def read_curves(path) -> pd.DataFrame:
+def read_curves(path: str | os.PathLike[str]) -> pd.DataFrame:
   """The curves table of a CSV file (one row per point of a run)."""
   return pd.read_csv(path)
 
@@ -104,7 +112,9 @@ def read_curves(path) -> pd.DataFrame:
 # Checking and selecting.
 
 
-def _check_table(table, what: str, columns) -> pd.DataFrame:
+def _check_table(
+  table: pd.DataFrame, what: str, columns: Sequence[str]
+) -> pd.DataFrame:
   if not isinstance(table, pd.DataFrame):
     raise ValueError(
       f'{what} must be a pandas DataFrame, got {type(table).__name__}.'
@@ -126,7 +136,7 @@ def _check_table(table, what: str, columns) -> pd.DataFrame:
   return table
 
 
-def check_results(results) -> pd.DataFrame:
+def check_results(results: pd.DataFrame) -> pd.DataFrame:
   """`results` checked: RESULT_COLUMNS there, one row per run, one random
   play and reference return per environment.
 
@@ -154,7 +164,7 @@ def check_results(results) -> pd.DataFrame:
   return results
 
 
-def check_curves(curves) -> pd.DataFrame:
+def check_curves(curves: pd.DataFrame) -> pd.DataFrame:
   """`curves` checked: CURVE_COLUMNS there, one point per run and
   environment steps."""
   _check_table(curves, 'curves', CURVE_COLUMNS)
@@ -217,7 +227,7 @@ def with_algorithms(
   rates = results.groupby(['env', 'rule'])['learning_rate'].nunique()
   by_rate = bool((rates > 1).any())
 
-  def name(table):
+  def name(table: pd.DataFrame) -> pd.Series:
     if not by_rate:
       return table['rule'].astype(str)
     return table['rule'].astype(str) + table['learning_rate'].map(
@@ -258,7 +268,7 @@ def cells(results: pd.DataFrame) -> list[dict[str, Any]]:
   Args:
     results: one stage's runs with an `algorithm` column.
   """
-  out = []
+  out: list[dict[str, Any]] = []
   for (env, algorithm, rate), group in results.groupby(
     ['env', 'algorithm', 'learning_rate'], sort=False
   ):
@@ -290,7 +300,8 @@ def score_matrices(
     one column per env of envs}).
   """
   algorithms = list(dict.fromkeys(results['algorithm']))
-  envs, left_out = [], {}
+  envs: list[str] = []
+  left_out: dict[str, str] = {}
   for env, group in results.groupby('env', sort=False):
     if not np.isfinite(group['reference_return']).all():
       left_out[env] = 'no reference return'
@@ -300,7 +311,7 @@ def score_matrices(
       left_out[env] = 'not every rule ran there'
     else:
       envs.append(env)
-  matrices = {}
+  matrices: dict[str, pd.DataFrame] = {}
   for algorithm in algorithms:
     rows = results[
       (results['algorithm'] == algorithm) & results['env'].isin(envs)
@@ -318,7 +329,12 @@ def score_matrices(
   return envs, left_out, matrices
 
 
-def _interval(scores, statistic, reps: int, seed: int) -> list[float]:
+def _interval(
+  scores: npt.ArrayLike | tuple[npt.ArrayLike, ...],
+  statistic: Callable[..., float],
+  reps: int,
+  seed: int,
+) -> list[float]:
   return list(
     stats.interval(
       scores, statistic, confidence=CONFIDENCE, reps=reps, seed=seed
@@ -412,7 +428,7 @@ def aggregate(
       f'baseline_rule must be one of the compared rules '
       f'{algorithms}, got {baseline_rule!r}.'
     )
-  out = dict(
+  out: dict[str, Any] = dict(
     envs=envs,
     left_out=left_out,
     seeds={a: [int(s) for s in m.index] for a, m in matrices.items()},
@@ -454,7 +470,7 @@ def aggregate(
   return out
 
 
-def filled(values, start: float = math.nan) -> np.ndarray:
+def filled(values: npt.ArrayLike, start: float = math.nan) -> np.ndarray:
   """A curve's NaN points (no episode ended in that bin) take the last
   finite value before them; `start` before the first."""
   return pd.Series(np.asarray(values, float)).ffill().fillna(start).to_numpy()
@@ -463,7 +479,7 @@ def filled(values, start: float = math.nan) -> np.ndarray:
 def panel_curves(curves: pd.DataFrame, env: str) -> dict[str, pd.DataFrame]:
   """{algorithm: DataFrame indexed by env_steps, a column per seed} of
   `filled` returns on `env`, in order of first appearance."""
-  out = {}
+  out: dict[str, pd.DataFrame] = {}
   on_env = curves[curves['env'] == env]
   for algorithm, group in on_env.groupby('algorithm', sort=False):
     table = group.pivot(
@@ -476,7 +492,7 @@ def panel_curves(curves: pd.DataFrame, env: str) -> dict[str, pd.DataFrame]:
 def iqm_curves(
   results: pd.DataFrame,
   curves: pd.DataFrame,
-  envs,
+  envs: Sequence[str],
   reps: int = CURVE_REPS,
   seed: int = SEED,
 ) -> dict[str, Any]:
@@ -492,16 +508,24 @@ def iqm_curves(
     dict(x, x_label, {algorithm: dict(value, low, high)}), lists.
   """
   ends = results.groupby('env').first()[['random_return', 'reference_return']]
-  data, grids = {}, []
+  data: dict[str, list[np.ndarray]] = {}
+  grids: list[np.ndarray] = []
   for algorithm in dict.fromkeys(results['algorithm']):
-    per_env = []
+    per_env: list[np.ndarray] = []
     for env in envs:
       table = panel_curves(curves[curves['algorithm'] == algorithm], env)[
         algorithm
       ]
       random, reference = ends.loc[env]
       grids.append(table.index.to_numpy())
-      per_env.append(measure.normalise(table.to_numpy().T, random, reference))
+      returns = table.to_numpy().T
+      if reference > random:
+        # An array for an array (a float only for a single return).
+        per_env.append(
+          np.asarray(measure.normalise(returns, random, reference))
+        )
+      else:  # Nothing beat random play there: 0, as the final scores.
+        per_env.append(np.where(np.isnan(returns), np.nan, 0.0))
     seeds = {p.shape[0] for p in per_env}
     if len(seeds) > 1:
       raise ValueError(
@@ -513,7 +537,7 @@ def iqm_curves(
   length = min(len(g) for g in grids)
   same = all(np.array_equal(g[:length], grids[0][:length]) for g in grids)
   x = grids[0][:length] if same else np.arange(1, length + 1)
-  out = dict(
+  out: dict[str, Any] = dict(
     x=[float(v) for v in x],
     x_label='environment steps' if same else 'curve point',
     by_algorithm={},
@@ -627,11 +651,11 @@ def _mean_range_text(v: dict[str, float]) -> str:
   return f'{_f(v["mean"])} ({_f(v["min"])} to {_f(v["max"])})'
 
 
-def _ci(value: float, ci, sign: str = '') -> str:
+def _ci(value: float, ci: Sequence[float], sign: str = '') -> str:
   return f'{_f(value, sign)} [{_f(ci[0], sign)}, {_f(ci[1], sign)}]'
 
 
-def _reading(ci) -> str:
+def _reading(ci: Sequence[float]) -> str:
   if ci[0] > 0:
     return 'the interval lies above 0'
   if ci[1] < 0:
@@ -753,7 +777,7 @@ def markdown(numbers: dict[str, Any]) -> str:
   return '\n'.join(lines) + '\n'
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
   """`value` with NaN as None, for strict JSON."""
   if isinstance(value, dict):
     return {k: _plain(v) for k, v in value.items()}
@@ -774,7 +798,7 @@ def to_json(numbers: dict[str, Any]) -> str:
 # Writing: figures.
 
 
-def _pyplot():
+def _pyplot() -> types.ModuleType:
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use('Agg')
@@ -783,11 +807,13 @@ def _pyplot():
   return plt
 
 
-def _styles(algorithms) -> dict[str, dict[str, Any]]:
+def _styles(algorithms: Iterable[str]) -> dict[str, dict[str, Any]]:
   """Per algorithm: its rule's colour (`plots.RULE_COLOURS`; a rule without
   one takes `plots.other_colour`) and, for a rule's second, third... rate,
   another line style."""
-  out, others, rates = {}, {}, {}
+  out: dict[str, dict[str, Any]] = {}
+  others: dict[str, str] = {}  # Rule: colour, for rules without their own.
+  rates: dict[str, int] = {}  # Rule: the index of its latest rate.
   for algorithm in algorithms:
     rule = algorithm.partition(' (')[0]
     if rule in plots.RULE_COLOURS:
@@ -799,7 +825,7 @@ def _styles(algorithms) -> dict[str, dict[str, Any]]:
   return out
 
 
-def save(fig, path) -> pathlib.Path:
+def save(fig: 'Figure', path: str | os.PathLike[str]) -> pathlib.Path:
   """`fig` saved as PNG at DPI without metadata (the same figure gives the
   same bytes), closed."""
   path = pathlib.Path(path)
@@ -808,8 +834,8 @@ def save(fig, path) -> pathlib.Path:
   return path
 
 
-def _legend(fig, axes) -> None:
-  entries = {}
+def _legend(fig: 'Figure', axes: np.ndarray) -> None:
+  entries: dict[str, Artist] = {}
   for ax in np.ravel(axes):
     for handle, text in zip(*ax.get_legend_handles_labels(), strict=False):
       entries.setdefault(text, handle)
@@ -822,7 +848,7 @@ def _legend(fig, axes) -> None:
   )
 
 
-def draw_curves(numbers: dict[str, Any], curves: pd.DataFrame):
+def draw_curves(numbers: dict[str, Any], curves: pd.DataFrame) -> 'Figure':
   """curves.png's figure: a panel per environment, per algorithm the mean
   over seeds of `filled` returns and their range, random play dashed."""
   from matplotlib import ticker  # pylint: disable=g-import-not-at-top
@@ -875,7 +901,7 @@ def draw_curves(numbers: dict[str, Any], curves: pd.DataFrame):
   return fig
 
 
-def draw_profiles(numbers: dict[str, Any]):
+def draw_profiles(numbers: dict[str, Any]) -> 'Figure':
   """profiles.png's figure: per algorithm the fraction of runs scoring
   above each threshold, with its bootstrap band."""
   plt = _pyplot()
@@ -911,7 +937,7 @@ def draw_profiles(numbers: dict[str, Any]):
   return fig
 
 
-def draw_iqm_curve(numbers: dict[str, Any]):
+def draw_iqm_curve(numbers: dict[str, Any]) -> 'Figure':
   """iqm_curve.png's figure: per algorithm the IQM of normalised returns
   over environments and seeds at each point, with its bootstrap band."""
   plt = _pyplot()
@@ -952,7 +978,7 @@ def draw_iqm_curve(numbers: dict[str, Any]):
 def write_report(
   results: pd.DataFrame,
   curves: pd.DataFrame,
-  out_dir,
+  out_dir: str | os.PathLike[str],
   *,
   baseline_rule: str | None = None,
   stage: str | None = None,

@@ -39,12 +39,18 @@ The legacy generator's stream is frozen by numpy, so the match does not
 depend on numpy's version.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import Any, TypedDict, overload
 
 import numpy as np
+import numpy.typing as npt
+
+# Scores as the functions take them: a [runs, tasks] array, or anything
+# `np.asarray` makes one of (nested lists of numbers).
+Scores = npt.ArrayLike
 
 
-def _check_scores(scores, what: str = 'scores') -> np.ndarray:
+def _check_scores(scores: Scores, what: str = 'scores') -> np.ndarray:
   scores = np.asarray(scores, float)
   if scores.ndim != 2 or not scores.size:
     raise ValueError(
@@ -55,7 +61,7 @@ def _check_scores(scores, what: str = 'scores') -> np.ndarray:
   return scores
 
 
-def mean(scores) -> float:
+def mean(scores: Scores) -> float:
   """The mean over tasks of each task's mean over runs (rliable's
   `aggregate_mean`; with as many runs on every task, the mean of all scores).
 
@@ -65,7 +71,7 @@ def mean(scores) -> float:
   return float(np.mean(np.mean(_check_scores(scores), axis=0)))
 
 
-def median(scores) -> float:
+def median(scores: Scores) -> float:
   """The median over tasks of each task's mean over runs (rliable's
   `aggregate_median`).
 
@@ -75,7 +81,7 @@ def median(scores) -> float:
   return float(np.median(np.mean(_check_scores(scores), axis=0)))
 
 
-def optimality_gap(scores, gamma: float = 1.0) -> float:
+def optimality_gap(scores: Scores, gamma: float = 1.0) -> float:
   """How far the scores fall short of `gamma`, on average: gamma minus the
   mean of the scores clipped at gamma (rliable's `aggregate_optimality_gap`;
   lower is better).
@@ -90,7 +96,7 @@ def optimality_gap(scores, gamma: float = 1.0) -> float:
   return float(gamma - np.mean(np.minimum(_check_scores(scores), gamma)))
 
 
-def iqm(scores) -> float:
+def iqm(scores: Scores) -> float:
   """Interquartile mean: the mean of the middle 50% of all run-task scores
   (25% cut from each end, as `scipy.stats.trim_mean`; rliable's
   `aggregate_iqm`).
@@ -107,7 +113,7 @@ def iqm(scores) -> float:
   return float(np.mean(flat[cut : flat.size - cut]))
 
 
-def iqm_difference(scores_x, scores_y) -> float:
+def iqm_difference(scores_x: Scores, scores_y: Scores) -> float:
   """IQM(X) - IQM(Y).
 
   Args:
@@ -118,7 +124,7 @@ def iqm_difference(scores_x, scores_y) -> float:
   return iqm(x) - iqm(y)
 
 
-def task_probability(runs_x, runs_y) -> float:
+def task_probability(runs_x: npt.ArrayLike, runs_y: npt.ArrayLike) -> float:
   """P(x > y) + P(x = y) / 2 for a run x of X and a run y of Y on one task
   (the Mann-Whitney U statistic over n m).
 
@@ -137,7 +143,9 @@ def task_probability(runs_x, runs_y) -> float:
   return float((np.sum(x > y) + 0.5 * np.sum(x == y)) / (x.size * y.size))
 
 
-def _check_pair(scores_x, scores_y) -> tuple[np.ndarray, np.ndarray]:
+def _check_pair(
+  scores_x: Scores, scores_y: Scores
+) -> tuple[np.ndarray, np.ndarray]:
   x = _check_scores(scores_x, 'scores_x')
   y = _check_scores(scores_y, 'scores_y')
   if x.shape[1] != y.shape[1]:
@@ -148,7 +156,7 @@ def _check_pair(scores_x, scores_y) -> tuple[np.ndarray, np.ndarray]:
   return x, y
 
 
-def probability_of_improvement(scores_x, scores_y) -> float:
+def probability_of_improvement(scores_x: Scores, scores_y: Scores) -> float:
   """P(X > Y): the mean over tasks of `task_probability` (rliable's
   `probability_of_improvement`).
 
@@ -164,7 +172,7 @@ def probability_of_improvement(scores_x, scores_y) -> float:
   return float(np.mean(per_task))
 
 
-def _check_taus(taus) -> np.ndarray:
+def _check_taus(taus: npt.ArrayLike) -> np.ndarray:
   taus = np.asarray(taus, float)
   if taus.ndim != 1 or not taus.size or not np.isfinite(taus).all():
     raise ValueError(
@@ -175,7 +183,7 @@ def _check_taus(taus) -> np.ndarray:
 
 
 def performance_profile(
-  scores, taus, *, task_means: bool = False
+  scores: Scores, taus: npt.ArrayLike, *, task_means: bool = False
 ) -> np.ndarray:
   """The fraction of run-task scores above each threshold (rliable's score
   distribution, `create_performance_profile`'s default).
@@ -195,7 +203,17 @@ def performance_profile(
   return np.mean(values[None, :] > taus[:, None], axis=1)
 
 
-def most_extreme_run(scores_x, scores_y) -> dict:
+class ExtremeRun(TypedDict):
+  """`most_extreme_run`'s answer."""
+
+  side: str  # 'x' or 'y'
+  run: int  # Its index in that side's scores,
+  task: int  # and the task's.
+  score: float
+  median: float  # Of that side's runs on that task.
+
+
+def most_extreme_run(scores_x: Scores, scores_y: Scores) -> ExtremeRun:
   """The run farthest from its task's median, over both algorithms.
 
   Args:
@@ -207,25 +225,26 @@ def most_extreme_run(scores_x, scores_y) -> dict:
     that algorithm's runs on that task); the first such run on a tie.
   """
   x, y = _check_pair(scores_x, scores_y)
-  best = None
+  best: ExtremeRun | None = None
+  farthest = 0.0  # best's distance from its median.
   for side, scores in (('x', x), ('y', y)):
     medians = np.median(scores, axis=0)
     distance = np.abs(scores - medians)
     run, task = np.unravel_index(np.argmax(distance), scores.shape)
-    if best is None or distance[run, task] > best['distance']:
-      best = dict(
+    if best is None or distance[run, task] > farthest:
+      farthest = float(distance[run, task])
+      best = ExtremeRun(
         side=side,
         run=int(run),
         task=int(task),
         score=float(scores[run, task]),
         median=float(medians[task]),
-        distance=float(distance[run, task]),
       )
-  del best['distance']
+  assert best is not None  # The loop ran (two sides), the first set it.
   return best
 
 
-def at_median(scores, run: int, task: int) -> np.ndarray:
+def at_median(scores: Scores, run: int, task: int) -> np.ndarray:
   """A copy of [runs, tasks] `scores` with one run's score on `task` set to
   that task's median: the run's outlying value taken out while every task
   keeps its number of runs (so an IQM trims as many scores as before)."""
@@ -241,7 +260,7 @@ def _resample(scores: np.ndarray, rng: np.random.RandomState) -> np.ndarray:
   return np.take_along_axis(scores, picks, axis=0)
 
 
-def _check_resampled(scores, what: str) -> np.ndarray:
+def _check_resampled(scores: npt.ArrayLike, what: str) -> np.ndarray:
   scores = np.asarray(scores, float)
   if scores.ndim < 2 or not scores.size:
     raise ValueError(
@@ -253,8 +272,41 @@ def _check_resampled(scores, what: str) -> np.ndarray:
   return scores
 
 
+@overload
 def interval(
-  scores,
+  scores: npt.ArrayLike | tuple[npt.ArrayLike, ...],
+  statistic: Callable[..., float],
+  *,
+  confidence: float = ...,
+  reps: int = ...,
+  seed: int | np.random.RandomState = ...,
+) -> tuple[float, float]: ...
+
+
+@overload
+def interval(
+  scores: npt.ArrayLike | tuple[npt.ArrayLike, ...],
+  statistic: Callable[..., np.ndarray],
+  *,
+  confidence: float = ...,
+  reps: int = ...,
+  seed: int | np.random.RandomState = ...,
+) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@overload
+def interval(
+  scores: npt.ArrayLike | tuple[npt.ArrayLike, ...],
+  statistic: Callable[..., float | np.ndarray],
+  *,
+  confidence: float = ...,
+  reps: int = ...,
+  seed: int | np.random.RandomState = ...,
+) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]: ...
+
+
+def interval(
+  scores: npt.ArrayLike | tuple[npt.ArrayLike, ...],
   statistic: Callable[..., float | np.ndarray],
   *,
   confidence: float = 0.95,
@@ -303,9 +355,9 @@ def interval(
       f'seed must be an integer in [0, 2**32) or a '
       f'np.random.RandomState, got {seed!r}.'
     )
-  arrays = scores if isinstance(scores, tuple) else (scores,)
-  what = 'scores' if len(arrays) == 1 else 'each of scores'
-  arrays = tuple(_check_resampled(a, what) for a in arrays)
+  given = scores if isinstance(scores, tuple) else (scores,)
+  what = 'scores' if len(given) == 1 else 'each of scores'
+  arrays = tuple(_check_resampled(a, what) for a in given)
   values = np.array(
     [statistic(*(_resample(a, rng) for a in arrays)) for _ in range(reps)],
     float,
@@ -318,7 +370,11 @@ def interval(
 
 
 def profile_intervals(
-  scores, taus: Sequence[float], *, task_means: bool = False, **kwargs
+  scores: Scores,
+  taus: npt.ArrayLike,
+  *,
+  task_means: bool = False,
+  **kwargs: Any,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """A performance profile and its band (rliable's
   `create_performance_profile` after `np.random.seed(seed)`).
@@ -344,7 +400,7 @@ def profile_intervals(
 
 
 def curve_intervals(
-  curves, statistic: Callable[..., float], **kwargs
+  curves: npt.ArrayLike, statistic: Callable[..., float], **kwargs: Any
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """`statistic` and its interval at each point of curves.
 
@@ -366,7 +422,7 @@ def curve_intervals(
       f'curves must be a [runs, tasks, points] array, got shape {curves.shape}.'
     )
 
-  def per_point(c):
+  def per_point(c: np.ndarray) -> np.ndarray:
     return np.array([statistic(c[:, :, i]) for i in range(c.shape[2])])
 
   low, high = interval(curves, per_point, **kwargs)
