@@ -65,7 +65,7 @@ setup:
 	$(MAKE) --no-print-directory $(STAMP)
 
 # Lint and format (the rules: pyproject.toml's [tool.ruff]).
-LINTED := disco_rl tests scripts
+LINTED := disco_rl tests scripts studies
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINTED)

@@ -24,7 +24,8 @@ def _version() -> str:
     return '0+unknown'
 
 
-__version__ = _version()
+# `__version__` is read on first use (`__getattr__`): importing metadata at
+# start-up would delay a command's signal rule (tests/test_signals.py).
 
 # The common case, importable from the package (loaded on first use):
 #   from disco_rl import Trainer, EvalConfig
@@ -51,11 +52,16 @@ if TYPE_CHECKING:
   from disco_rl.loops.run import stop_when as stop_when
   from disco_rl.loops.trainer import Trainer as Trainer
 
+  __version__: str
+
 
 # Hidden from type checkers, which then report a misspelt name.
 if not TYPE_CHECKING:
 
   def __getattr__(name: str) -> object:
+    if name == '__version__':
+      globals()['__version__'] = version = _version()
+      return version
     if name in _EXPORTS:
       import importlib  # pylint: disable=g-import-not-at-top
 
@@ -64,4 +70,6 @@ if not TYPE_CHECKING:
 
 
 def __dir__() -> list[str]:
-  return sorted(set(globals()) - {'TYPE_CHECKING'} | set(_EXPORTS))
+  return sorted(
+    set(globals()) - {'TYPE_CHECKING'} | set(_EXPORTS) | {'__version__'}
+  )

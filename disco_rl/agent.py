@@ -9,7 +9,7 @@ actor-critic or PPO baselines or policy gradient, and can be differentiated
 through for meta-training (`is_meta_training=True`).
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 import logging
 from typing import Any
 
@@ -174,14 +174,14 @@ def check_rollout(rollout: types.ActorRollout, what: str = 'rollout') -> None:
     )
 
 
-def _spec_shapes(spec) -> Any:
+def _spec_shapes(spec: Any) -> Any:
   return jax.tree.map(
     lambda s: tuple(s.shape), spec, is_leaf=lambda x: hasattr(x, 'shape')
   )
 
 
 def check_observations(
-  observations, spec, lead: tuple[str, ...], what: str
+  observations: Any, spec: Any, lead: tuple[str, ...], what: str
 ) -> None:
   """Checks observations against the single-observation spec.
 
@@ -226,7 +226,7 @@ _DTYPE_KINDS = {
 }
 
 
-def _check_dtype(value, kind: str, what: str) -> None:
+def _check_dtype(value: Any, kind: str, what: str) -> None:
   dtype = jnp.result_type(value)
   allowed, expected = _DTYPE_KINDS[kind]
   if not any(jnp.issubdtype(dtype, a) for a in allowed):
@@ -687,7 +687,7 @@ def get_settings_ppo() -> config_dict.ConfigDict:
 
 
 # The rules a job names, and the settings function of each.
-RULES = {
+RULES: dict[str, Callable[..., config_dict.ConfigDict]] = {
   'disco_103': get_settings_disco,
   'actor_critic': get_settings_actor_critic,
   'ppo': get_settings_ppo,
@@ -719,13 +719,13 @@ def check_rule_sizes(
 def make_settings(
   rule: str,
   learning_rate: float,
-  dense,
+  dense: Sequence[int],
   model_lstm_size: int,
-  model_head_hiddens,
+  model_head_hiddens: Sequence[int],
   precision: str = 'float32',
   net: str = 'mlp',
   rule_sizes: disco.MetaNetSizes | Mapping[str, Any] | None = None,
-  **torso,
+  **torso: Any,
 ) -> config_dict.ConfigDict:
   """The settings of a job's agent: the rule's, with the job's network.
 

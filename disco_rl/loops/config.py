@@ -20,6 +20,8 @@ import functools
 import math
 from typing import Any, NamedTuple
 
+from ml_collections import config_dict
+
 from disco_rl import agent as agent_lib
 from disco_rl import environments
 from disco_rl import meta_objective
@@ -41,7 +43,7 @@ class Run(NamedTuple):
   learning_rate: float
 
 
-def _field(default, help_text: str, **extra):
+def _field(default: Any, help_text: str, **extra: Any) -> Any:
   """A field whose metadata carries its flag's help text; `extra` may hold
   `choices` and `flags` (aliases, e.g. ('--steps',); () for no flag)."""
   if isinstance(default, dict):
@@ -54,7 +56,7 @@ def _field(default, help_text: str, **extra):
   )
 
 
-def _default(name: str, value):
+def _default(name: str, value: Any) -> Any:
   """`RunConfig`'s field `name` with another default (a job's own)."""
   field = RunConfig.__dataclass_fields__[name]  # pylint: disable=no-member
   return _field(
@@ -142,7 +144,7 @@ class RunConfig:
     'and stop with the field, step and batch index of the first bad entry',
   )
 
-  def __post_init__(self):
+  def __post_init__(self) -> None:
     self._check()
 
   def _check(self) -> None:
@@ -199,7 +201,7 @@ class RunConfig:
 
   def agent_settings(
     self, rule: str, net: str | None = None, precision: str = 'float32'
-  ):
+  ) -> config_dict.ConfigDict:
     """The agent settings of these fields (`agent.make_settings`)."""
     return agent_lib.make_settings(
       rule,
@@ -496,7 +498,9 @@ class MetaTrainConfig(RunConfig):
     )
 
 
-def upgrade_settings(cls, settings: dict[str, Any]) -> dict[str, Any]:
+def upgrade_settings(
+  cls: type[EvalConfig] | type[MetaTrainConfig], settings: dict[str, Any]
+) -> dict[str, Any]:
   """The settings of a run's record (`run.json`) as fields of `cls` (an
   `EvalConfig` or a `MetaTrainConfig`) today.
 
@@ -507,7 +511,9 @@ def upgrade_settings(cls, settings: dict[str, Any]) -> dict[str, Any]:
     ValueError: naming settings `cls` does not know.
   """
   settings = dict(settings)
-  board = {k: settings.pop(k) for k in ('rows', 'columns') if k in settings}
+  board: dict[str, Any] = {
+    k: settings.pop(k) for k in ('rows', 'columns') if k in settings
+  }
   if (
     board
     and cls is EvalConfig
@@ -515,21 +521,24 @@ def upgrade_settings(cls, settings: dict[str, Any]) -> dict[str, Any]:
   ):
     settings['env_kwargs'] = {**board, **dict(settings.get('env_kwargs') or {})}
   elif board and cls is MetaTrainConfig:
-    tasks = []
+    tasks: list[str] = []
     for text in tuple(settings.get('tasks') or ('catch',)):
       task = parse_task(text)
       if task.name in ('catch', 'jittable_catch'):
-        task = dataclasses.replace(
-          task, settings=tuple({**board, **dict(task.settings)}.items())
-        )
+        merged: dict[str, Any] = {**board, **dict(task.settings)}
+        task = dataclasses.replace(task, settings=tuple(merged.items()))
       tasks.append(task.spec())
     settings['tasks'] = tuple(tasks)
   for field in dataclasses.fields(cls):  # Fields added since: defaults.
-    if field.name not in settings:
-      settings[field.name] = (
-        field.default_factory()
-        if field.default is dataclasses.MISSING
-        else field.default
+    if field.name in settings:
+      continue
+    if field.default is not dataclasses.MISSING:
+      settings[field.name] = field.default
+    elif field.default_factory is not dataclasses.MISSING:
+      settings[field.name] = field.default_factory()
+    else:
+      raise ValueError(
+        f'The record lacks setting {field.name!r}, which has no default.'
       )
   unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(cls)})
   if unknown:
@@ -608,7 +617,7 @@ def parse_task(text: Any) -> Task:
   return Task(name, tuple(settings.items()), net)
 
 
-def parse_tasks(texts) -> tuple[Task, ...]:
+def parse_tasks(texts: Any) -> tuple[Task, ...]:
   """The suite: the tasks of `texts` (at least one)."""
   if isinstance(texts, str):
     raise ValueError(

@@ -34,7 +34,10 @@ devices. Run i computes what a run of `seed + i` alone computes (to float
 rounding).
 """
 
+from collections.abc import Callable, Sequence
+import dataclasses
 import functools
+from typing import Any
 
 import chex
 import jax
@@ -59,6 +62,9 @@ from disco_rl.loops import mesh as mesh_lib
 from disco_rl.loops import run as run_lib
 
 AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS
+State = eval_setup.EvalState
+# A program's outputs by name: [] per device, [S] per run, [N, S] per call.
+Metrics = dict[str, chex.Array]
 
 
 def iteration_keys(rng: chex.PRNGKey) -> tuple[chex.PRNGKey, ...]:
@@ -79,7 +85,11 @@ def actor_keys(act_key: chex.PRNGKey, rollout_len: int) -> chex.PRNGKey:
 
 
 def make_eval(
-  config: config_lib.EvalConfig, *, env=None, rule_params=None, devices=None
+  config: config_lib.EvalConfig,
+  *,
+  env: Any = None,
+  rule_params: types.MetaParams | None = None,
+  devices: Sequence[jax.Device] | None = None,
 ) -> run_lib.Job:
   """The eval job of `config` (see the module's docstring).
 
@@ -95,11 +105,11 @@ def make_eval(
   agent, mesh, rule = setup.agent, setup.mesh, setup.agent.update_rule
   num_devices = setup.batch_devices
 
-  def per_seed(fn):
+  def per_seed(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn(state, *args)` of one run mapped over the S runs (and over the
     leading axis of `args`); its outputs get [S]."""
 
-    def mapped(state, *args):
+    def mapped(state: State, *args: Any) -> tuple[State, Any]:
       return jax.vmap(
         fn,
         in_axes=(eval_setup.SEED_AXES,) + (0,) * len(args),
@@ -110,11 +120,18 @@ def make_eval(
 
   # -- The initial state (under `jit`, outside `shard_map`). ---------------
 
-  def init_runs(rngs, env_state, timestep, rule_params):
+  def init_runs(
+    rngs: chex.Array,
+    env_state: Any,
+    timestep: types.EnvironmentTimestep,
+    rule_params: types.MetaParams,
+  ) -> State:
     """The S runs from [S, 2] keys, their environments' state and first
     timestep ([D, S, ...]) and the rule's parameters."""
 
-    def one_run(rng, env_state, timestep):
+    def one_run(
+      rng: chex.PRNGKey, env_state: Any, timestep: types.EnvironmentTimestep
+    ) -> State:
       learner_rng, actor_rng, loop_rng = jax.random.split(rng, 3)
       per_device = lambda x: jnp.broadcast_to(x, (num_devices,) + x.shape)
       return eval_setup.EvalState(
@@ -148,7 +165,9 @@ def make_eval(
       states,
     )
 
-  def example_rollout(timestep):
+  def example_rollout(
+    timestep: types.EnvironmentTimestep,
+  ) -> types.ActorRollout:
     """Zeros shaped like one device's [T, E, ...] stored rollout."""
     key = jax.random.PRNGKey(0)
     params = jax.eval_shape(agent.initial_learner_state, key).params
@@ -165,7 +184,7 @@ def make_eval(
 
   # -- One iteration of one run, on one device's view. ---------------------
 
-  def act(state: eval_setup.EvalState, key):
+  def act(state: State, key: chex.PRNGKey) -> tuple[State, types.ActorRollout]:
     """One rollout of `rollout_len` steps in jittable environments."""
     rollout, actor_state, timestep, env_state = actors.unroll_jittable_actor(
       state.learner_state.params,
@@ -177,17 +196,17 @@ def make_eval(
       config.rollout_len,
       agent.actor_step,
     )
-    return state.replace(
-      actor_state=actor_state, timestep=timestep, env_state=env_state
+    return dataclasses.replace(
+      state, actor_state=actor_state, timestep=timestep, env_state=env_state
     ), rollout
 
-  def store(state: eval_setup.EvalState, rollout: types.ActorRollout):
+  def store(state: State, rollout: types.ActorRollout) -> tuple[State, Metrics]:
     """Episode statistics of a [T, E] rollout, and the rollout buffered.
 
     With `debug_checks` the statistics hold the rollout's first bad entry
     (`rollout_checks.KEY`), raised on the host.
     """
-    checks = {}
+    checks: Metrics = {}
     if config.debug_checks:
       fault = rollout_checks.find_fault(
         rollout.actions,
@@ -206,13 +225,17 @@ def make_eval(
     buffer = replay.add(
       state.replay, replay.keep_outputs(rollout, config.behaviour_outputs)
     )
-    return state.replace(acc_rewards=acc_rewards, replay=buffer), dict(
+    return dataclasses.replace(
+      state, acc_rewards=acc_rewards, replay=buffer
+    ), dict(
       return_sum=jax.lax.psum(total, AXIS),
       episodes=jax.lax.psum(episodes, AXIS),
       **checks,
     )
 
-  def learn(state: eval_setup.EvalState, key, learning_rate):
+  def learn(
+    state: State, key: chex.PRNGKey, learning_rate: chex.Array
+  ) -> tuple[State, Metrics]:
     """One learner step on a sampled batch at the run's learning rate;
     scalar logs averaged."""
     sample_key, step_key = jax.random.split(device_key(key))
@@ -230,9 +253,11 @@ def make_eval(
     scalars[divergence.KEY] = jax.lax.pmin(
       divergence.all_finite(learner_state.params), AXIS
     )
-    return state.replace(learner_state=learner_state), scalars
+    return dataclasses.replace(state, learner_state=learner_state), scalars
 
-  def maybe_learn(state: eval_setup.EvalState, key, learning_rate):
+  def maybe_learn(
+    state: State, key: chex.PRNGKey, learning_rate: chex.Array
+  ) -> tuple[State, Metrics]:
     """`learn` once each buffer holds a learner batch (else NaN logs).
 
     Every device's and run's buffer holds `min(C, (step + 1) * E)`
@@ -244,7 +269,9 @@ def make_eval(
     )
     learn_now = stored >= setup.batch_per_device
 
-    def skip(state, key, learning_rate):
+    def skip(
+      state: State, key: chex.PRNGKey, learning_rate: chex.Array
+    ) -> tuple[State, Metrics]:
       del key, learning_rate
       nan = jnp.full((), jnp.nan, jnp.float32)
       return state, dict(
@@ -257,7 +284,11 @@ def make_eval(
     )
     return state, dict(logs, learned=learn_now.astype(jnp.float32))
 
-  def iteration(state: eval_setup.EvalState, learning_rate, rollout=None):
+  def iteration(
+    state: State,
+    learning_rate: chex.Array,
+    rollout: types.ActorRollout | None = None,
+  ) -> tuple[State, Metrics]:
     """Act (unless the host acted: `rollout`), store, maybe learn (at the
     run's [] `learning_rate`): one iteration of one run."""
     rng, act_key, learn_key = iteration_keys(state.rng)
@@ -265,7 +296,9 @@ def make_eval(
       state, rollout = act(state, act_key)
     state, stats = store(state, rollout)
     state, logs = maybe_learn(state, learn_key, learning_rate)
-    return state.replace(rng=rng, step=state.step + 1), dict(stats, **logs)
+    return dataclasses.replace(state, rng=rng, step=state.step + 1), dict(
+      stats, **logs
+    )
 
   # The runs' learning rates [S]: an operand of the programs (split over the
   # seed groups like the runs), so a sweep of any rates is one program.
@@ -274,13 +307,13 @@ def make_eval(
     mesh_lib.shardings(mesh, P(SEED)),
   )
 
-  def default_rule_params():
+  def default_rule_params() -> types.MetaParams:
     params = rule_params
     if params is None:
       params = weights.starting_rule_params(rule, config.rule == 'disco_103')
     return mesh_lib.place(params, mesh_lib.replicated(mesh))
 
-  def rule_shapes():
+  def rule_shapes() -> Any:
     return jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))[0]
 
   init_program = compiled.placed(
@@ -289,16 +322,17 @@ def make_eval(
     config.matmul_precision,
   )
 
-  def check(metrics, first_step):
+  def check(metrics: Metrics, first_step: int) -> None:
     eval_report.raise_first_problem(config, metrics, first_step)
 
   # -- Acting: compiled with the iteration, or stepped on the host. --------
 
-  def compiled_acting():
+  def compiled_acting() -> dict[str, Any]:
     """Every iteration of every run in one program: jit(shard_map(scan))."""
 
-    def reset_and_init(rule_params):
-      def reset(rng):  # One run's environments, [D, ...].
+    def reset_and_init(rule_params: types.MetaParams) -> State:
+      def reset(rng: chex.PRNGKey) -> tuple[chex.PRNGKey, Any, Any]:
+        # One run's environments, [D, ...].
         env_rng, rng = jax.random.split(rng)
         env_state, timestep = jax.vmap(setup.env.reset)(
           jax.random.split(env_rng, num_devices)
@@ -320,7 +354,7 @@ def make_eval(
       precision=config.matmul_precision,
     ).bind(rates)
 
-    def step(state, count):
+    def step(state: State, count: int) -> tuple[State, Metrics]:
       state, metrics = program(state, count)
       check(metrics, int(mesh_lib.fetch(state.step)) - count)
       return state, metrics
@@ -375,8 +409,8 @@ def evaluate(
   job: run_lib.Job,
   state: eval_setup.EvalState,
   *,
-  params=None,
-  env=None,
+  params: Any = None,
+  env: Any = None,
   num_rollouts: int = 20,
   seed: int = 0,
   run: int = 0,
@@ -425,7 +459,7 @@ def evaluate(
   )
 
 
-def rule(job: run_lib.Job, state: eval_setup.EvalState):
+def rule(job: run_lib.Job, state: eval_setup.EvalState) -> types.MetaParams:
   """The rule's meta-parameters of an eval job's state, as NumPy arrays."""
   del job
   return mesh_lib.fetch(state.rule_params)

@@ -66,7 +66,7 @@ class EvalState:
 
 def state_specs() -> EvalState:
   """The `PartitionSpec` of each part of an `EvalState` (a tree prefix)."""
-  return EvalState(
+  specs: dict[str, Any] = dict(
     learner_state=P(SEED),
     actor_state=PER_DEVICE,
     env_state=PER_DEVICE,
@@ -77,10 +77,11 @@ def state_specs() -> EvalState:
     rng=P(SEED),
     step=P(),
   )
+  return EvalState(**specs)
 
 
 # The seed axis of each part once the device axis is gone (a `vmap` prefix).
-SEED_AXES = EvalState(
+_SEED_AXES: dict[str, Any] = dict(
   learner_state=0,
   actor_state=0,
   env_state=0,
@@ -91,6 +92,7 @@ SEED_AXES = EvalState(
   rng=0,
   step=None,
 )
+SEED_AXES = EvalState(**_SEED_AXES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,7 +193,9 @@ def make_setup(
     devices, mesh_lib.seed_shards(config.num_runs, len(devices))
   )
   num = mesh.shape[AXIS]
-  per_device, host_envs, jittable_env = config.num_envs // num, (), None
+  per_device = config.num_envs // num
+  host_envs: tuple[base_env.Environment, ...] = ()
+  jittable_env = None
   if env is not None:
     if callable(env) and not isinstance(env, base_env.Environment):
       env = env(per_device)  # A factory of batch_size.

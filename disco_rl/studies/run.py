@@ -1,0 +1,439 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Running a study: one eval program per cell, then its tidy results.
+
+  results = run_study(study, 'runs/my_study')
+
+Each cell (a stage's environment x rule) is one `Trainer` run of all its
+runs (seeds x learning rates) in one program, in `OUT/runs/STAGE/ENV/RULE`
+(large: not for committing). A cell that holds a finished run of the same
+settings is read, not run again; an interrupted one is resumed; one whose
+saved settings differ from the study's is an error naming the setting
+(`RunDir.resumed_config`), never silently reused. After every cell the
+small files are written again, whole, from every finished cell:
+
+  OUT/results.csv      one row per run (`report.RESULT_COLUMNS`)
+  OUT/curves.csv       each run's compact curve (`measure.compact_curves`)
+  OUT/random_play.json random play per environment (`measure.random_return`)
+  OUT/rates.json       each RatePick's chosen rates, with their scores
+
+`write_reports(study, out)` then writes each stage's report from those
+files alone (`OUT/STAGE/report.md`, figures). The final return is
+`measure.final_return`'s, everywhere.
+"""
+
+from collections.abc import Callable, Iterable, Mapping
+import json
+import os
+import pathlib
+import re
+from typing import Any
+
+import pandas as pd
+import tqdm
+
+from disco_rl import environments
+from disco_rl import metrics as metrics_lib
+from disco_rl import signals
+from disco_rl import weights
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import run_dir as run_dir_lib
+from disco_rl.loops import trainer as trainer_lib
+from disco_rl.studies import measure
+from disco_rl.studies import report as report_lib
+from disco_rl.studies import spec as spec_lib
+
+RESULTS, CURVES = 'results.csv', 'curves.csv'
+RANDOM_PLAY, RATES = 'random_play.json', 'rates.json'
+RUNS = 'runs'  # The cells' run directories.
+# Rows of finished cells by (stage, env, rule).
+Cells = dict[tuple[str, str, str], list[dict[str, Any]]]
+
+
+class StudyInterrupted(Exception):
+  """A signal stopped a cell's program (its run is saved; running the study
+  again continues it)."""
+
+  def __init__(self, signal_name: str, cell: str):
+    super().__init__(f'{signal_name} during {cell}')
+    self.signal_name, self.cell = signal_name, cell
+
+
+def slug(text: str) -> str:
+  """A folder name of an environment's text: 'catch[rows=5]' ->
+  'catch_rows_5'."""
+  return re.sub(r'[^A-Za-z0-9.-]+', '_', text).strip('_')
+
+
+def cell_config(
+  study: spec_lib.Study,
+  stage: spec_lib.Stage,
+  env: str,
+  rule: spec_lib.Rule,
+  rates: tuple[float, ...],
+) -> config_lib.EvalConfig:
+  """The `EvalConfig` of one cell: the base, the stage's and the rule's
+  settings, and the cell's environment, rule, runs and budget."""
+  name, settings = environments.parse_spec(env)
+  return config_lib.EvalConfig(
+    **{**study.base, **stage.settings, **rule.settings},
+    env=name,
+    env_kwargs=settings,
+    rule=rule.rule,
+    seeds=tuple(stage.seeds),
+    learning_rates=tuple(rates),
+    num_steps=stage.num_steps,
+  )
+
+
+def stage_rates(
+  study: spec_lib.Study,
+  stage: spec_lib.Stage,
+  chosen: Mapping[str, Mapping[str, float]],
+) -> dict[str, tuple[float, ...]]:
+  """{rule name: its learning rates in `stage`}."""
+  rules = study.stage_rules(stage)
+  if isinstance(stage.rates, spec_lib.RatePick):
+    picked = chosen[stage.rates.stage]
+    return {r: (float(picked[r]),) for r in rules}
+  if isinstance(stage.rates, Mapping):
+    return {r: tuple(float(x) for x in stage.rates[r]) for r in rules}
+  return {r: tuple(float(x) for x in stage.rates) for r in rules}
+
+
+def pick_rates(
+  results: pd.DataFrame, randoms: Mapping[str, float]
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+  """`RatePick`'s procedure on one stage's results: ({rule: its rate},
+  {rule: {rate: score}}).
+
+  Each run is normalised from random play (0) to the best mean over the
+  environment's (rule, rate) cells (1, `measure.best_means`); a (rule,
+  rate) scores the mean of its runs' scores per environment, averaged over
+  environments; each rule takes its best-scoring rate (ties: the smaller
+  rate). A (rule, rate) with a NaN final return in any run scores NaN and
+  is never picked while another rate scored.
+  """
+  scored = measure.normalised_scores(
+    results.drop(
+      columns=[
+        c
+        for c in ('random_return', 'reference_return', 'normalised_score')
+        if c in results.columns
+      ]
+    ),
+    randoms,
+  )
+  per_env = scored.groupby(['rule', 'learning_rate', 'env'])[
+    'normalised_score'
+  ].agg(lambda s: s.mean(skipna=False))
+  scores = per_env.groupby(level=['rule', 'learning_rate']).agg(
+    lambda s: s.mean(skipna=False)
+  )
+  chosen, table = {}, {}
+  for rule, by_rate in scores.groupby(level='rule', sort=False):
+    by_rate = by_rate.droplevel('rule').sort_index()
+    table[rule] = {repr(float(r)): float(v) for r, v in by_rate.items()}
+    valid = by_rate.dropna()
+    if valid.empty:
+      raise ValueError(
+        f'No learning rate of rule {rule!r} has a final '
+        'return in every run: none can be chosen.'
+      )
+    chosen[rule] = float(valid.idxmax())
+  return chosen, table
+
+
+def _rows(
+  study: spec_lib.Study,
+  stage: spec_lib.Stage,
+  env: str,
+  rule_name: str,
+  config: config_lib.EvalConfig,
+  rows: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+  """A finished cell's results and curve rows."""
+  table = pd.DataFrame(rows)
+  ids = dict(study=study.name, stage=stage.name, env=env, rule=rule_name)
+  results: list[dict[str, Any]] = []
+  for (seed, rate), finals in measure.final_returns(table).groupby(
+    level=['seed', 'learning_rate']
+  ):
+    results.append(
+      dict(
+        ids,
+        seed=int(seed),
+        learning_rate=float(rate),
+        budget=config.num_steps,
+        final_return=float(finals.iloc[0]),
+      )
+    )
+  table = measure.compact_curves(table)
+  table = table[['seed', 'learning_rate', 'env_steps', 'avg_return']]
+  return results, [dict(ids, **r) for r in table.to_dict('records')]
+
+
+def _run_cell(
+  cell_dir: pathlib.Path,
+  config: config_lib.EvalConfig,
+  rule_params: Any,
+  cell: str,
+  progress: bool,
+  on_cell: Callable[[str], None] | None,
+) -> list[dict[str, Any]]:
+  """The cell's metrics rows: its finished run read, an interrupted one
+  resumed, or a new one run."""
+  checkpoints = cell_dir / run_dir_lib.CHECKPOINTS
+  # A run stopped before its first complete checkpoint (orbax renames a
+  # finished one to its step) keeps nothing: it starts again.
+  started = (cell_dir / run_dir_lib.SETTINGS).is_file() and (
+    checkpoints.is_dir()
+    and any(p.name.isdigit() for p in checkpoints.iterdir())
+  )
+  run_dir = run_dir_lib.RunDir(
+    cell_dir, resume=started, overwrite=not started and cell_dir.is_dir()
+  )
+  if run_dir.resume:
+    config = run_dir.resumed_config(config, trainer_lib.CONFIGS)
+    summary = _summary(cell_dir)
+    if summary.get('completed') and summary.get('steps') == config.num_steps:
+      return metrics_lib.read_rows(
+        cell_dir / run_dir_lib.METRICS, _row_count(cell_dir)
+      )
+    trainer = trainer_lib.Trainer(
+      config, run_dir, resume=True, progress=progress
+    )
+  else:
+    trainer = trainer_lib.Trainer(
+      config, run_dir, rule_params=rule_params, progress=progress
+    )
+  if on_cell is not None:
+    on_cell(cell)
+  try:
+    summary = trainer.fit()
+  finally:
+    trainer.close()
+  if summary['interrupted'] in ('SIGINT', 'SIGTERM'):
+    raise StudyInterrupted(summary['interrupted'], cell)
+  return trainer.rows
+
+
+def _summary(cell_dir: pathlib.Path) -> dict[str, Any]:
+  path = cell_dir / run_dir_lib.SUMMARY
+  return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _row_count(cell_dir: pathlib.Path) -> int:
+  return len(metrics_lib.read_table(cell_dir / run_dir_lib.METRICS))
+
+
+def run_study(
+  study: spec_lib.Study,
+  out: str | os.PathLike[str],
+  *,
+  only: str | None = None,
+  spec_dir: str | os.PathLike[str] | None = None,
+  progress: bool = True,
+  on_cell: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+  """Runs (or continues) every cell of `study` into `out`; its results.
+
+  Args:
+    study: the study.
+    out: the study's folder.
+    only: run this stage alone (the stages it picks rates from must have
+      run).
+    spec_dir: where relative `Rule.weights` paths start (the spec file's
+      folder; default: the working directory).
+    progress: a progress bar for the study and one per program.
+    on_cell: called with each cell's name before its program runs.
+
+  Returns:
+    The results table (`report.RESULT_COLUMNS`), also `OUT/results.csv`.
+
+  Raises:
+    StudyInterrupted: a signal stopped a cell (running again continues).
+    ValueError: a cell whose saved settings differ from the study's.
+  """
+  out = pathlib.Path(out)
+  stages = [study.stage(only)] if only else list(study.stages)
+  done_results, done_curves = _read_existing(out)
+  chosen = _read_json(out / RATES)
+  cells = []
+  for stage in stages:
+    for env in stage.envs:
+      for rule_name in study.stage_rules(stage):
+        cells.append((stage, env, rule_name))
+  bar = tqdm.tqdm(
+    total=len(cells),
+    desc=f'study {study.name}',
+    disable=not progress,
+    position=1,
+  )
+  try:
+    for stage, env, rule_name in cells:
+      if signals.received():  # Between two cells: stop here.
+        raise StudyInterrupted(str(signals.received()), 'the study')
+      if isinstance(stage.rates, spec_lib.RatePick):
+        chosen.setdefault(
+          stage.rates.stage, _pick(study, stage.rates.stage, done_results, out)
+        )
+      rates = stage_rates(
+        study, stage, {k: v['rates'] for k, v in chosen.items()}
+      )[rule_name]
+      rule = study.rule(rule_name)
+      config = cell_config(study, stage, env, rule, rates)
+      cell = f'{stage.name}/{env}/{rule_name}'
+      params = None
+      if rule.weights is not None:
+        path = pathlib.Path(rule.weights)
+        if spec_dir is not None and not path.is_absolute():
+          path = pathlib.Path(spec_dir) / path
+        params = weights.load_disco_103(path, download=False)
+      rows = _run_cell(
+        out / RUNS / stage.name / slug(env) / rule_name,
+        config,
+        params,
+        cell,
+        progress,
+        on_cell,
+      )
+      results, curves = _rows(study, stage, env, rule_name, config, rows)
+      key = (stage.name, env, rule_name)
+      done_results[key], done_curves[key] = results, curves
+      _write_tables(study, out, done_results, done_curves)
+      bar.update(1)
+  finally:
+    bar.close()
+  if chosen:
+    _write_json(out / RATES, chosen)
+  return report_lib.read_results(out / RESULTS)
+
+
+def _pick(
+  study: spec_lib.Study,
+  stage_name: str,
+  done_results: Cells,
+  out: pathlib.Path,
+) -> dict[str, Any]:
+  rows = [
+    r for (s, _, _), rs in done_results.items() if s == stage_name for r in rs
+  ]
+  if not rows:
+    raise ValueError(
+      f'Stage {stage_name!r} has not run: its results choose '
+      'the learning rates of a later stage.'
+    )
+  table = pd.DataFrame(rows)
+  randoms = _randoms(out, table['env'].unique())
+  rates, scores = pick_rates(table, randoms)
+  return dict(rates=rates, scores=scores)
+
+
+def _randoms(out: pathlib.Path, envs: Iterable[str]) -> dict[str, float]:
+  randoms = {}
+  for env in envs:
+    name, settings = environments.parse_spec(env)
+    family = environments.family(name)
+    if family.on_host and family.jittable:  # The same game, compiled.
+      name = family.jittable
+    randoms[env] = measure.random_return(out / RANDOM_PLAY, name, settings)
+  return randoms
+
+
+def _read_existing(out: pathlib.Path) -> tuple[Cells, Cells]:
+  """The finished cells' rows of an earlier invocation, by cell."""
+  results: Cells = {}
+  curves: Cells = {}
+  if (out / RESULTS).is_file():
+    table = report_lib.read_results(out / RESULTS)
+    for key, group in table.groupby(['stage', 'env', 'rule'], sort=False):
+      results[key] = group[
+        [
+          'study',
+          'stage',
+          'env',
+          'rule',
+          'seed',
+          'learning_rate',
+          'budget',
+          'final_return',
+        ]
+      ].to_dict('records')
+  if (out / CURVES).is_file():
+    table = report_lib.read_curves(out / CURVES)
+    for key, group in table.groupby(['stage', 'env', 'rule'], sort=False):
+      curves[key] = group.to_dict('records')
+  return results, curves
+
+
+def _write_tables(
+  study: spec_lib.Study, out: pathlib.Path, results: Cells, curves: Cells
+) -> None:
+  """results.csv (normalised per stage) and curves.csv, written whole."""
+  table = pd.DataFrame([r for rs in results.values() for r in rs])
+  randoms = _randoms(out, table['env'].unique())
+  parts = []
+  for _, part in table.groupby('stage', sort=False):
+    references = {
+      e: study.references[e]
+      for e in part['env'].unique()
+      if e in study.references
+    }
+    parts.append(
+      measure.normalised_scores(
+        part, randoms, references if study.references else None
+      )
+    )
+  table = pd.concat(parts)[list(report_lib.RESULT_COLUMNS)]
+  _write_csv(out / RESULTS, table)
+  curve_table = pd.DataFrame([r for rs in curves.values() for r in rs])
+  _write_csv(out / CURVES, curve_table[list(report_lib.CURVE_COLUMNS)])
+
+
+def _write_csv(path: pathlib.Path, table: pd.DataFrame) -> None:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  tmp = path.with_name(path.name + '.tmp')
+  table.to_csv(tmp, index=False, float_format='%.10g')
+  tmp.replace(path)
+
+
+def _read_json(path: pathlib.Path) -> dict[str, Any]:
+  return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _write_json(path: pathlib.Path, value: Any) -> None:
+  tmp = path.with_name(path.name + '.tmp')
+  tmp.write_text(json.dumps(value, indent=1, sort_keys=True) + '\n')
+  tmp.replace(path)
+
+
+def write_reports(
+  study: spec_lib.Study,
+  out: str | os.PathLike[str],
+  *,
+  only: str | None = None,
+) -> dict[str, dict[str, pathlib.Path]]:
+  """Each stage's report from `OUT/results.csv` and `OUT/curves.csv` alone
+  ({stage: {file: path}}); the same files give the same bytes."""
+  out = pathlib.Path(out)
+  results = report_lib.read_results(out / RESULTS)
+  curves = report_lib.read_curves(out / CURVES)
+  paths = {}
+  for stage in [study.stage(only)] if only else study.stages:
+    if not (results['stage'] == stage.name).any():
+      continue
+    baseline = study.baseline
+    if isinstance(stage.rates, (tuple, list)) or isinstance(
+      stage.rates, Mapping
+    ):
+      baseline = None  # A sweep: each (rule, rate) is its own entry.
+    paths[stage.name] = report_lib.write_report(
+      results,
+      curves,
+      out / stage.name,
+      baseline_rule=baseline,
+      stage=stage.name,
+      title=f'{study.name}: {stage.name}',
+    )
+  return paths
