@@ -11,7 +11,7 @@
 #   make bench-eval  Disco103 learning curves on Catch for 3 seeds (~1 h on 2 CPUs)
 #   make bench-meta-train  meta-training from random parameters (800 steps)
 #   make bench-loops step-per-call vs fused loops, side by side (~15 min)
-#   make bench-seeds 3 seeds in one program vs one after another (~10 min)
+#   make bench-runs  a 3-seed x 3-rate sweep in one program vs nine (~30 min)
 #   make bench-minatar Disco103 vs actor-critic on the five MinAtar games: LR sweep, table, statistics (hours)
 #   make bench-meta-window meta-gradient windows K=2,5,20: speed and memory
 #   make bench-envs  training speed on Atari, Sokoban, Craftax pixels, MinAtar (~10 min)
@@ -51,7 +51,7 @@ else
 TEST_ENV := -u XLA_FLAGS
 endif
 
-.PHONY: setup lint format test test-slow coverage eval meta-train weights bench-eval bench-meta-train bench-loops bench-seeds bench-minatar bench-meta-window bench-meta-suite bench-envs test-py312 gpu-wheels gpu-bundle
+.PHONY: setup lint format test test-slow coverage eval meta-train weights bench-eval bench-meta-train bench-loops bench-runs bench-minatar bench-meta-window bench-meta-suite bench-envs test-py312 gpu-wheels gpu-bundle
 
 # The optional extras (environments: craftax, jumanji, atari; live curves:
 # tensorboard, wandb) too: their tests run in CI.
@@ -125,8 +125,8 @@ bench-loops: $(STAMP)
 bench-envs: $(STAMP)
 	$(VPY) scripts/benchmark_envs.py --out runs/bench_envs $(ARGS)
 
-bench-seeds: $(STAMP)
-	$(VPY) scripts/benchmark_seeds.py $(ARGS)
+bench-runs: $(STAMP)
+	$(VPY) scripts/benchmark_runs.py $(ARGS)
 
 bench-minatar: $(STAMP)
 	$(VPY) scripts/benchmark_minatar.py $(ARGS)

@@ -26,8 +26,9 @@ that runs late is stopped and the results so far still come back:
             loop's learner steps/s
   meta      meta-training: meta-steps/s at the notebook's settings and with
             the paper preset on a population of 2
-  seeds     1, 8 and 32 seeds of the eval loop in one program (tiny: 1
-            and 2)
+  runs      1, 9 and 36 runs (seeds x learning rates: 1x1, 3x3, 12x3) of
+            the eval loop in one program: a sweep as one program (tiny: 1
+            and 2x2)
 
 Every measurement records the peak device memory of its section's process
 so far (on a CPU: the process's peak resident memory). Writes results.json,
@@ -79,7 +80,7 @@ SECTIONS = (
   Section('eval', 'Fused eval loop (Disco103, Catch 8x8)', 110, 240),
   Section('minatar', 'MinAtar Breakout: acting and training', 60, 240),
   Section('meta', 'Meta-training', 140, 400),
-  Section('seeds', 'Seeds in parallel', 60, 120),
+  Section('runs', 'Runs (seeds x rates) in one program', 60, 120),
 )
 TOTAL_BUDGET_S = 470  # Under 8 minutes on one H100.
 TINY_TOTAL_BUDGET_S = 1200
@@ -449,10 +450,10 @@ def measure_eval_loop(rec: Recorder, args, label: str, config, **extra):
     run, state, args.min_time_s, args.max_calls
   )
   steps_per_s = calls * per_call / seconds
-  seeds = config.num_seeds
-  if seeds > 1:  # Per run; and of all the runs together.
+  runs = config.num_runs
+  if runs > 1:  # Per run; and of all the runs together.
     extra.update(
-      seeds=seeds, all_runs_learner_steps_per_s=round(steps_per_s * seeds, 2)
+      runs=runs, all_runs_learner_steps_per_s=round(steps_per_s * runs, 2)
     )
   rec.row(
     run=label,
@@ -683,15 +684,23 @@ def section_meta(rec: Recorder, args) -> None:
   measure_meta(rec, args, 'paper preset, 2 agents', paper)
 
 
-def section_seeds(rec: Recorder, args) -> None:
-  """The eval loop's defaults with 1, 8 and 32 runs in one program: steps/s
-  of each run and of all together (tiny: 1 and 2 runs)."""
-  for seeds in (1, 2) if args.tiny else (1, 8, 32):
+def section_runs(rec: Recorder, args) -> None:
+  """The eval loop's defaults with 1, 9 and 36 runs in one program, every
+  seed at every learning rate: steps/s of each run and of all together
+  (tiny: 1 and 4 runs)."""
+  rates = (1e-4, 3e-4, 1e-3)
+  grids = ((1, 1), (2, 2)) if args.tiny else ((1, 1), (3, 3), (12, 3))
+  for num_seeds, num_rates in grids:
+    runs = num_seeds * num_rates
     measure_eval_loop(
       rec,
       args,
-      f'{seeds} seed' + 's' * (seeds > 1),
-      _eval_config(args, num_seeds=seeds),
+      f'{runs} run' + 's' * (runs > 1) + f' ({num_seeds}x{num_rates})',
+      _eval_config(
+        args,
+        seeds=tuple(range(num_seeds)),
+        learning_rates=rates[:num_rates],
+      ),
     )
 
 
@@ -701,7 +710,7 @@ SECTION_FNS = dict(
   eval=section_eval,
   minatar=section_minatar,
   meta=section_meta,
-  seeds=section_seeds,
+  runs=section_runs,
 )
 
 

@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 from smoke_env import fast_jax_env
 
-SCRIPTS = pathlib.Path(__file__).resolve().parent.parent / 'scripts'
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / 'scripts'
 
 
 @pytest.mark.slow
@@ -726,21 +727,30 @@ def test_rule_sizes_benchmark_tiny_run(tmp_path):
   assert 1000 < row['params'] < 20000
 
 
-@pytest.mark.slow
-def test_seeds_benchmark_tiny_run(tmp_path):
-  """Both ways side by side: the same runs (parameters apart by rounding)
-  and a table with the ratios; an existing result is never overwritten."""
+@pytest.mark.slow  # About 1.5 min: five programs compiled.
+def test_runs_benchmark_tiny_run(tmp_path):
+  """A 2 x 2 sweep both ways side by side: the same runs (parameters apart
+  by rounding), one compilation against four, a table with the ratios; an
+  existing result is never overwritten."""
   env = dict(os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu')
   args = [
     sys.executable,
-    str(SCRIPTS / 'benchmark_seeds.py'),
+    str(SCRIPTS / 'benchmark_runs.py'),
+    '--spec',
+    str(ROOT / 'studies' / 'catch_example.py'),
+    '--env',
+    'jittable_catch[rows=5,columns=5]',
+    '--rule',
+    'ppo',
     '--tiny',
     '--seeds',
-    '2',
+    '0',
+    '1',
+    '--rates',
+    '1e-3',
+    '1e-2',
     '--steps',
     '4',
-    '--steps-per-call',
-    '2',
     '--out',
     str(tmp_path / 'out'),
   ]
@@ -749,17 +759,26 @@ def test_seeds_benchmark_tiny_run(tmp_path):
   )
   assert proc.returncode == 0, proc.stderr[-4000:]
   results = json.loads((tmp_path / 'out/results.json').read_text())
-  assert results['seeds'] == 2 and len(results['max_param_gap_per_seed']) == 2
-  assert max(results['max_param_gap_per_seed']) < 1e-3
-  for way in ('parallel', 'sequential'):
-    assert results['rows'][way]['all_runs_iterations_per_s'] > 0
-    assert results['rows'][way]['peak_rss_mb'] > 0  # Its own process's.
-    assert results['rows'][way]['peak_device_mb'] is None  # A CPU.
+  assert (results['runs'], results['seeds'], results['rates']) == (4, 2, 2)
+  assert results['settings']['learning_rates'] == [1e-3, 1e-2]
+  assert results['settings']['rule'] == 'ppo'
+  assert len(results['max_param_gap_per_run']) == 4
+  assert max(results['max_param_gap_per_run']) < 1e-4
+  rows = results['rows']
+  assert (rows['one_program']['programs'], rows['per_run']['programs']) == (
+    1,
+    4,
+  )
+  for row in rows.values():
+    assert row['learner_steps_per_s'] > 0 and row['compile_s'] > 0
+    assert row['wall_s'] > row['compile_s'] + row['run_s']
+    assert row['peak_rss_mb'] > 0  # Its own process's.
+    assert row['peak_device_mb'] is None  # A CPU.
   assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == [
     'results.json',
     'results.md',
   ]
-  assert 'parallel vs sequential:' in proc.stdout
+  assert 'one program vs one per run: wall' in proc.stdout
   again = subprocess.run(
     args, env=env, capture_output=True, text=True, check=False, timeout=600
   )

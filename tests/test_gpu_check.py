@@ -110,12 +110,13 @@ def _check_golden(sections, out):
   assert sum(r['keys'] for r in golden) == len(keys)
 
 
-def _check_seeds(sections):
-  seeds = _rows(sections, 'seeds')
-  assert set(seeds) == {'1 seed', '2 seeds'}
-  assert 'seeds' not in seeds['1 seed']
-  assert seeds['2 seeds']['all_runs_learner_steps_per_s'] == pytest.approx(
-    2 * seeds['2 seeds']['learner_steps_per_s'], rel=1e-2
+def _check_runs(sections):
+  runs = _rows(sections, 'runs')
+  assert set(runs) == {'1 run (1x1)', '4 runs (2x2)'}
+  assert 'runs' not in runs['1 run (1x1)']
+  assert runs['4 runs (2x2)']['runs'] == 4
+  assert runs['4 runs (2x2)']['all_runs_learner_steps_per_s'] == pytest.approx(
+    4 * runs['4 runs (2x2)']['learner_steps_per_s'], rel=1e-2
   )
 
 
@@ -126,11 +127,11 @@ def test_the_driver_runs_chosen_sections_at_tiny_sizes_on_the_cpu(
   the matmul precision from) and one loop section; every section is in the
   slow test below."""
   out, sections = _run_tiny(
-    tmp_path, golden_dir, disco_103_path, ('device', 'golden', 'seeds')
+    tmp_path, golden_dir, disco_103_path, ('device', 'golden', 'runs')
   )
   _check_device(sections)
   _check_golden(sections, out)
-  _check_seeds(sections)
+  _check_runs(sections)
   assert '| run | batch | envs |' in (out / 'results.md').read_text()
 
 
@@ -141,7 +142,7 @@ def test_every_section_runs_at_tiny_sizes_on_the_cpu(
   out, sections = _run_tiny(tmp_path, golden_dir, disco_103_path)
   _check_device(sections)
   _check_golden(sections, out)
-  _check_seeds(sections)
+  _check_runs(sections)
 
   evals = _rows(sections, 'eval')
   assert set(evals) == {'defaults', 'defaults, highest'}
@@ -179,7 +180,7 @@ def test_a_section_past_its_budget_is_stopped(tmp_path, monkeypatch):
     gpu_check,
     'SECTIONS',
     (
-      gpu_check.Section('seeds', 'Seeds in parallel', 0.1, 0.1),
+      gpu_check.Section('runs', 'Runs in one program', 0.1, 0.1),
       gpu_check.Section('device', 'Device and versions', 120, 120),
     ),
   )
@@ -188,8 +189,8 @@ def test_a_section_past_its_budget_is_stopped(tmp_path, monkeypatch):
   code = gpu_check.main(['--cpu', '--tiny', '--out', str(out)])
   assert code == 1
   sections = json.loads((out / 'results.json').read_text())['sections']
-  assert sections['seeds']['status'] == 'timed out after 0.1 s'
-  assert sections['seeds']['error']  # The end of its log.
+  assert sections['runs']['status'] == 'timed out after 0.1 s'
+  assert sections['runs']['error']  # The end of its log.
   assert sections['device']['status'] == 'ok'
 
 
@@ -281,8 +282,8 @@ def test_a_golden_run_that_compares_nothing_fails(tmp_path, monkeypatch):
 
 
 def test_a_section_that_measures_nothing_or_raises_fails(tmp_path, monkeypatch):
-  monkeypatch.setitem(gpu_check.SECTION_FNS, 'seeds', lambda rec, args: None)
-  args = _section_args(tmp_path, 'seeds')
+  monkeypatch.setitem(gpu_check.SECTION_FNS, 'runs', lambda rec, args: None)
+  args = _section_args(tmp_path, 'runs')
   assert gpu_check.run_section(args) == 1
   assert (
     json.loads(pathlib.Path(args.result).read_text())['info']['failure']
@@ -293,7 +294,7 @@ def test_a_section_that_measures_nothing_or_raises_fails(tmp_path, monkeypatch):
     del rec, args
     raise ModuleNotFoundError("No module named 'gymnax'", name='gymnax')
 
-  monkeypatch.setitem(gpu_check.SECTION_FNS, 'seeds', missing)
+  monkeypatch.setitem(gpu_check.SECTION_FNS, 'runs', missing)
   assert gpu_check.run_section(args) == 1
   assert (
     json.loads(pathlib.Path(args.result).read_text())['info']['failure']
@@ -320,9 +321,7 @@ def test_the_reason_is_the_line_that_says_why():
 
 def test_an_output_folder_with_results_is_refused(tmp_path):
   (tmp_path / 'results.json').write_text('{}')
-  done = _run(
-    ['--cpu', '--tiny', '--sections', 'seeds', '--out', str(tmp_path)]
-  )
+  done = _run(['--cpu', '--tiny', '--sections', 'runs', '--out', str(tmp_path)])
   assert done.returncode != 0
   assert 'results.json exists: choose an empty --out' in done.stderr
 
