@@ -12,7 +12,7 @@
 #   make bench-meta-train  meta-training from random parameters (800 steps)
 #   make bench-loops step-per-call vs fused loops, side by side (~15 min)
 #   make bench-runs  a 3-seed x 3-rate sweep in one program vs nine (~30 min)
-#   make bench-minatar Disco103 vs actor-critic on the five MinAtar games: LR sweep, table, statistics (hours)
+#   make bench-minatar the MinAtar study (studies/minatar.py) into runs/minatar: LR sweep, table, report (hours)
 #   make bench-meta-window meta-gradient windows K=2,5,20: speed and memory
 #   make bench-envs  training speed on Atari, Sokoban, Craftax pixels, MinAtar (~10 min)
 #   make bench-meta-suite a rule meta-trained on a task suite, on held-out envs
@@ -129,7 +129,7 @@ bench-runs: $(STAMP)
 	$(VPY) scripts/benchmark_runs.py $(ARGS)
 
 bench-minatar: $(STAMP)
-	$(VPY) scripts/benchmark_minatar.py $(ARGS)
+	$(VPY) -m disco_rl.examples.study studies/minatar.py --out runs/minatar $(ARGS)
 
 bench-meta-window: $(STAMP)
 	$(VPY) scripts/benchmark_meta_window.py $(ARGS)

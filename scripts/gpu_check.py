@@ -495,7 +495,7 @@ def section_eval(rec: Recorder, args) -> None:
   )
 
 
-# MinAtar's reference network (benchmark_minatar's settings).
+# MinAtar's reference network (the MinAtar study's, studies/minatar.py).
 MINATAR_NET = dict(
   net='conv',
   conv_channels=(16,),
@@ -595,7 +595,7 @@ def measure_acting(rec: Recorder, args, num_envs: int) -> None:
 def section_minatar(rec: Recorder, args) -> None:
   for num_envs in (8,) if args.tiny else (1024, 4096):
     measure_acting(rec, args, num_envs)
-  # The MinAtar benchmark's training loop (scripts/benchmark_minatar.py):
+  # The MinAtar study's training loop (studies/minatar.py):
   # 2 environments, 16-trajectory batches, replay ratio 8, buffer 256.
   net = MINATAR_TINY_NET if args.tiny else MINATAR_NET
   sizes = (

@@ -19,9 +19,9 @@ one program per condition, `--updates` learner updates (1,000):
               network are fresh
   warm_rnn    as warm_rule, the recurrent state only
 
-and, from the MinAtar benchmark's committed curves
-(`scripts/benchmark_minatar.py`), Disco103 on Breakout at the sweep's three
-learning rates and on every game at the chosen one.
+and, from the MinAtar study's committed per-run curves
+(docs/results/minatar, `studies/minatar.py`), Disco103 on Breakout at the
+sweep's three learning rates and on every game at the chosen one.
 
 Per run: the plateau's length, the first update at which the return (a
 moving mean) is half way from its start (the mean over the first 5% of the

@@ -18,7 +18,6 @@ from disco_rl.loops import eval as eval_lib
 
 SCRIPTS = pathlib.Path(__file__).resolve().parent.parent / 'scripts'
 sys.path.insert(0, str(SCRIPTS))
-import benchmark_minatar  # pylint: disable=g-import-not-at-top,wrong-import-position
 import comparison  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
@@ -87,37 +86,6 @@ def test_the_comparison_figures_draw_random_play_where_given(
     randoms={'a': -0.5},
   )
   assert drawn == [-0.5, None]
-
-
-def test_the_minatar_curves_draw_each_rule_and_random_play_in_its_colour(
-  tmp_path, monkeypatch
-):
-  drawn = {}
-
-  def keep(fig, ax, path, *args, **kwargs):
-    del fig, args, kwargs
-    drawn['lines'] = _lines(ax)
-    return path
-
-  monkeypatch.setattr(plots, 'save_figure', keep)
-  run = {
-    0: dict(
-      updates=np.arange(1.0, 5.0),
-      env_steps=58 * np.arange(1.0, 5.0),
-      avg_return=np.arange(4.0),
-    )
-  }
-  benchmark_minatar.plot_game(
-    tmp_path,
-    'Breakout',
-    {'actor_critic': run, 'disco_103': run},
-    random_return=0.4,
-  )
-  assert drawn['lines'] == {
-    'actor-critic (1 seeds)': _hex(plots.RULE_COLOURS['actor_critic']),
-    'Disco103 (1 seeds)': _hex(plots.RULE_COLOURS['disco_103']),
-    'random play (0.40)': _hex(plots.RULE_COLOURS['random']),
-  }
 
 
 def _returns_plot_title(monkeypatch, rule: str, rule_params=None) -> str:

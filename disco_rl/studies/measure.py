@@ -39,8 +39,8 @@ from disco_rl.environments import base
 
 FINAL_FRACTION = 0.1  # The final return: the last 10% of environment steps.
 CURVE_POINTS = 120  # Points per run of a committed compact curve.
-# Random play: instances, steps of each and seed (scripts/benchmark_minatar.py
-# and benchmark_meta_suite.py measured with these).
+# Random play: instances, steps of each and seed (the MinAtar study's and
+# benchmark_meta_suite.py's committed random play was measured with these).
 RANDOM_NUM_ENVS = 32
 RANDOM_STEPS = 5000
 RANDOM_SEED = 0
@@ -141,7 +141,8 @@ def final_return(rows: Rows, fraction: float = FINAL_FRACTION) -> float:
   The one definition of the studies. The scripts had two:
   scripts/comparison.py's `final_return` is this one (the last 10% of
   environment steps, NaN if no episode ended there);
-  scripts/benchmark_minatar.py's `final_returns` took the rows whose
+  the MinAtar study's former script (benchmark_minatar.py, whose final
+  returns docs/results/minatar keeps) took the rows whose
   cumulative learner updates (`learned`) exceed 90% of the run's updates,
   and when no episode ended there fell back, silently, to the last
   iteration that ended one. The windows differ by the iterations before

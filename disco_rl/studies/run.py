@@ -424,8 +424,10 @@ def write_reports(
     if not (results['stage'] == stage.name).any():
       continue
     baseline = study.baseline
-    if isinstance(stage.rates, (tuple, list)) or isinstance(
-      stage.rates, Mapping
+    if baseline not in study.stage_rules(stage):
+      baseline = None  # Not run here: nothing to compare with.
+    elif not isinstance(stage.rates, spec_lib.RatePick) and any(
+      len(rates) > 1 for rates in stage_rates(study, stage, {}).values()
     ):
       baseline = None  # A sweep: each (rule, rate) is its own entry.
     paths[stage.name] = report_lib.write_report(
