@@ -15,7 +15,7 @@
 #   make bench-minatar the MinAtar study (studies/minatar.py) into runs/minatar: LR sweep, table, report (hours)
 #   make bench-meta-window meta-gradient windows K=2,5,20: speed and memory
 #   make bench-envs  training speed on Atari, Sokoban, Craftax pixels, MinAtar (~10 min)
-#   make bench-meta-suite a rule meta-trained on a task suite, on held-out envs
+#   make bench-learned-rule the learned-rule study (studies/learned_rule.py) into runs/learned_rule: rates tuned on the suite, held-out envs, both settings (hours)
 #   make weights     download and verify the Disco103 weights
 #   make test-py312  the Python 3.12 leg of CI: a fresh .venv312 (jax 0.11),
 #                    the golden tests and a short training run
@@ -51,7 +51,7 @@ else
 TEST_ENV := -u XLA_FLAGS
 endif
 
-.PHONY: setup lint format test test-slow coverage eval meta-train weights bench-eval bench-meta-train bench-loops bench-runs bench-minatar bench-meta-window bench-meta-suite bench-envs test-py312 gpu-wheels gpu-bundle
+.PHONY: setup lint format test test-slow coverage eval meta-train weights bench-eval bench-meta-train bench-loops bench-runs bench-minatar bench-meta-window bench-learned-rule bench-envs test-py312 gpu-wheels gpu-bundle
 
 # The optional extras (environments: craftax, jumanji, atari; live curves:
 # tensorboard, wandb) too: their tests run in CI.
@@ -134,8 +134,8 @@ bench-minatar: $(STAMP)
 bench-meta-window: $(STAMP)
 	$(VPY) scripts/benchmark_meta_window.py $(ARGS)
 
-bench-meta-suite: $(STAMP)
-	$(VPY) scripts/benchmark_meta_suite.py $(ARGS)
+bench-learned-rule: $(STAMP)
+	$(VPY) -m disco_rl.examples.study studies/learned_rule.py --out runs/learned_rule $(ARGS)
 
 # ---------------------------------------------------------------------------
 # Python 3.12, where pip installs jax 0.11 (on 3.11 it installs 0.10): the

@@ -1,24 +1,23 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Comparing update rules over seeds: runs that resume, final returns with
-confidence intervals, learning curves.
-
-What the benchmark scripts (MinAtar, meta-training suites) share:
+"""What the remaining study scripts share: runs that resume, random play,
+compact learning curves and a mean-and-band line.
 
   summary = run_or_resume(EvalConfig(...), path)   # done: read back
-  curves = read_seed_curves(path)                  # {seed: [N] env_steps, ...}
-  mean, half = mean_ci([final_return(c) for c in curves.values()])
-  plot_rules(path.png, title, {'disco_103': list(curves.values()), ...})
-  plot_rules_grid(path.png, title, {(setting, env): {rule: curves}, ...})
+  random = random_return(env)                      # uniform random play
+  rows = compact_curves(metrics, bin_size)         # per seed, to commit
+  curves = read_curves(results)                    # {seed: {column: [N]}}
+  draw_band(ax, x, runs, label)                    # mean, bootstrap band
 
-A rule is drawn in its colour and named as `disco_rl.plots` says
-(`RULE_COLOURS`, `RULE_NAMES`).
+The comparison of rules itself (final return, rates, normalisation,
+statistics, tables, figures) is the study facility's (`disco_rl.studies`,
+`python -m disco_rl.examples.study`); this module goes when the scripts
+that import it have moved onto it too.
 """
 
 import json
 import math
 import pathlib
-import textwrap
 from typing import Any
 
 import numpy as np
@@ -69,67 +68,6 @@ def run_or_resume(
   summary = run.fit()
   run.close()
   return summary
-
-
-def add_run_flags(parser, out: str) -> None:
-  """--seeds, --out and --overwrite of a benchmark that compares rules."""
-  parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
-  parser.add_argument('--out', default=out)
-  parser.add_argument(
-    '--overwrite',
-    action='store_true',
-    help='run again the runs already done in --out',
-  )
-
-
-def mean_ci(values) -> tuple[float, float]:
-  """(mean, half-width of the 95% t interval); NaN values are dropped."""
-  from scipy import stats  # pylint: disable=g-import-not-at-top
-
-  x = np.asarray(values, float)
-  x = x[np.isfinite(x)]
-  if not len(x):
-    return float('nan'), float('nan')
-  if len(x) == 1:
-    return float(x[0]), float('nan')
-  half = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
-  return float(x.mean()), float(half)
-
-
-def mean_range(values) -> str:
-  """'mean (min to max)' of per-seed values, 3 decimals: the spread that
-  few seeds can support (a t interval over 3 can run past the returns
-  possible)."""
-  return f'{np.mean(values):.3f} ({min(values):.3f} to {max(values):.3f})'
-
-
-def read_seed_curves(path) -> dict[int, dict[str, np.ndarray]]:
-  """{seed: [N] step, env_steps, avg_return and episodes} of a run's
-  metrics.csv (one row per step and seed; `EvalConfig.num_seeds` seeds in
-  parallel, or one)."""
-  metrics = metrics_lib.read_metrics(pathlib.Path(path) / 'metrics.csv')
-  seeds = metrics['seed'].astype(int)
-  return {
-    int(s): {
-      k: np.asarray(metrics[k][seeds == s], float)
-      for k in ('step', 'env_steps', 'avg_return', 'episodes')
-    }
-    for s in np.unique(seeds)
-  }
-
-
-def final_return(curve: dict[str, np.ndarray], fraction: float = 0.1) -> float:
-  """Mean return of the episodes ending in the last `fraction` of steps.
-
-  Each row's `avg_return` is weighted by its `episodes` (NaN: none ended).
-  """
-  steps = curve['env_steps']
-  last = (steps > steps[-1] * (1 - fraction)) & (curve['episodes'] > 0)
-  if not last.any():
-    return float('nan')
-  return float(
-    np.average(curve['avg_return'][last], weights=curve['episodes'][last])
-  )
 
 
 def random_play_returns(env, steps: int = 5000, seed: int = 0) -> np.ndarray:
@@ -233,130 +171,3 @@ def draw_band(
     warnings.simplefilter('ignore', RuntimeWarning)  # All-NaN points.
     (line,) = ax.plot(x, np.nanmean(runs, axis=0), label=label, color=colour)
   ax.fill_between(x, low, high, alpha=alpha, color=line.get_color())
-
-
-def draw_rules(
-  ax,
-  curves: dict[str, list[dict]],
-  x: str = 'env_steps',
-  random: float | None = None,
-) -> None:
-  """Draws on `ax`, per rule, the mean return over seeds (each seed's curve
-  smoothed over 1/50 of its length) and its 95% percentile-bootstrap band
-  (unlike a t interval over few seeds, it stays within the returns seen).
-
-  Args:
-    ax: matplotlib axes.
-    curves: {rule: [each seed's curve, `read_seed_curves`]}, a rule being
-      a key of `plots.RULE_COLOURS` (its colour and name).
-    x: the curves' key on the x axis.
-    random: random play's mean return (`random_return`), drawn as a dashed
-      line in its colour; None: no line.
-  """
-  if random is not None:
-    plots.random_play_line(ax, random)
-  for rule, runs in curves.items():
-    length = min(len(c[x]) for c in runs)
-    window = max(1, length // 50)
-    ys = np.stack(
-      [plots.smoothed(c['avg_return'][:length], window) for c in runs]
-    )
-    draw_band(
-      ax,
-      runs[0][x][:length],
-      ys,
-      f'{plots.RULE_NAMES[rule]} ({len(runs)} seeds)',
-      colour=plots.rule_colour(rule),
-    )
-
-
-def plot_rules(
-  path,
-  title: str,
-  curves: dict[str, list[dict]],
-  x: str = 'env_steps',
-  xlabel: str = 'environment steps',
-  random: float | None = None,
-) -> pathlib.Path:
-  """Per rule, the mean return over seeds and its 95% bootstrap band (a PNG).
-
-  Args:
-    path: the PNG to write.
-    title: the plot's title.
-    curves: {rule: [each seed's curve, `read_seed_curves`]} (`draw_rules`).
-    x: the curves' key on the x axis.
-    xlabel: its label.
-    random: random play's mean return, a dashed line (None: none).
-  """
-  fig, ax = plots.new_figure()
-  draw_rules(ax, curves, x, random)
-  return plots.save_figure(
-    fig, ax, path, xlabel, 'average episode return', title, dpi=120
-  )
-
-
-def plot_rules_grid(
-  path,
-  title: str,
-  panels: dict[tuple[str, str], dict[str, list[dict]]],
-  x: str = 'env_steps',
-  xlabel: str = 'environment steps',
-  randoms: dict[str, float] | None = None,
-) -> pathlib.Path:
-  """`plot_rules` of several settings and environments in one PNG: a row
-  per setting, a column per environment, one legend.
-
-  Args:
-    path: the PNG to write.
-    title: the figure's title.
-    panels: {(row label, column label): that panel's `curves`}; a missing
-      pair leaves its panel empty.
-    x: the curves' key on the x axis.
-    xlabel: its label.
-    randoms: {column label: random play's mean return}, a dashed line in
-      that column's panels (a column not there: none).
-  """
-  randoms = randoms or {}
-  import matplotlib  # pylint: disable=g-import-not-at-top
-
-  matplotlib.use('Agg')
-  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-
-  if not panels:
-    raise ValueError('panels must hold at least one (row, column) pair.')
-  rows = list(dict.fromkeys(r for r, _ in panels))
-  columns = list(dict.fromkeys(c for _, c in panels))
-  fig, axes = plt.subplots(
-    len(rows),
-    len(columns),
-    squeeze=False,
-    figsize=(4.2 * len(columns), 3.2 * len(rows) + 0.8),
-  )
-  for i, row in enumerate(rows):
-    for j, column in enumerate(columns):
-      ax = axes[i, j]
-      if (row, column) not in panels:
-        ax.set_axis_off()
-        continue
-      draw_rules(ax, panels[row, column], x, randoms.get(column))
-      ax.set_title(f'{column}\n{row}', fontsize=9)
-      ax.grid(alpha=0.3)
-      ax.set_xlabel(xlabel, fontsize=9)
-      if j == 0:
-        ax.set_ylabel('average episode return')
-      ax.xaxis.set_major_locator(ticker.MaxNLocator(5))
-      ax.xaxis.set_major_formatter(ticker.EngFormatter())  # 50k, 1M
-  legend = {}  # Every rule of any panel, in order of appearance.
-  for ax in axes.flat:
-    for handle, label in zip(*ax.get_legend_handles_labels(), strict=False):
-      legend.setdefault(label, handle)
-  handles, labels = list(legend.values()), list(legend)
-  ncol = len(labels) if len(columns) > 1 else 1
-  fig.legend(handles, labels, loc='lower center', ncol=ncol, frameon=False)
-  fig.suptitle(textwrap.fill(title, 45 * len(columns)))
-  fig.tight_layout(rect=(0, 0.03 * len(labels) / ncol / len(rows) * 2, 1, 1))
-  path = pathlib.Path(path)
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  return path

@@ -24,8 +24,6 @@ import shutil
 import subprocess
 import sys
 
-import benchmark_meta_suite  # scripts/, beside this script
-
 from disco_rl.loops import run_dir as run_files
 
 RULE = 'update_rule_params.npz'
@@ -99,6 +97,72 @@ def save_segment(run: pathlib.Path, dest: pathlib.Path) -> list[str]:
   return [RULE, SUMMARY, run_files.SETTINGS, METRICS]
 
 
+def task_rewards(meta_dir: pathlib.Path) -> dict[str, tuple]:
+  """{task: (meta-steps [S], mean reward per step of its agents' training
+  rollouts [S])} of a meta-training run's metrics.csv."""
+  from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+
+  settings = json.loads((meta_dir / run_files.SETTINGS).read_text())
+  metrics = metrics_lib.read_metrics(meta_dir / 'metrics.csv')
+  names = settings['settings'].get('tasks') or ['catch']
+  columns = (
+    [f'rewards_task{g}' for g in range(len(names))]
+    if len(names) > 1
+    else ['rewards']
+  )
+  return {
+    name: (metrics['step'], metrics[column])
+    for name, column in zip(names, columns, strict=False)
+  }
+
+
+def plot_meta_tasks(path: pathlib.Path, stages) -> pathlib.Path:
+  """Each task's reward per step against meta-steps, the stages one after
+  another (a dashed line where one starts), 20-step moving means.
+
+  Args:
+    path: the PNG to write.
+    stages: [(label, meta-training run directory)], in order.
+  """
+  from disco_rl import plots  # pylint: disable=g-import-not-at-top
+
+  fig, ax = plots.new_figure()
+  colours, offset = {}, 0  # Tasks, not rules: `plots.other_colour`.
+  for i, (label, meta_dir) in enumerate(stages):
+    if i:
+      ax.axvline(offset, color='gray', linestyle='--', linewidth=1)
+      ax.text(
+        offset,
+        1.0,
+        f' {label}',
+        transform=ax.get_xaxis_transform(),
+        va='top',
+        fontsize=8,
+        color='gray',
+      )
+    last = offset
+    for task, (steps, rewards) in task_rewards(meta_dir).items():
+      labelled = task in colours
+      colours.setdefault(task, plots.other_colour(len(colours)))
+      ax.plot(
+        offset + steps,
+        plots.smoothed(rewards, 20),
+        color=colours[task],
+        label=None if labelled else task,
+      )
+      last = max(last, offset + steps[-1] + 1)
+    offset = last
+  return plots.save_figure(
+    fig,
+    ax,
+    path,
+    'meta-step',
+    'reward per step (training rollouts)',
+    "meta-training: each task's agents (20-step means)",
+    dpi=120,
+  )
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument(
@@ -134,7 +198,7 @@ def main(argv=None) -> int:
     ),
     key=lambda d: (len(d.name), d.name),
   )  # seg2 < seg10.
-  png = benchmark_meta_suite.plot_meta_tasks(
+  png = plot_meta_tasks(
     args.dest.parent / 'meta_tasks.png', [(d.name, d) for d in segments]
   )
   print(f'plot: {png}')

@@ -550,9 +550,10 @@ def _check_results(
 
 
 def best_means(results: pd.DataFrame) -> pd.Series:
-  """The reference of the rate procedure (`choose_rates` in
-  scripts/benchmark_meta_suite.py): per environment, the highest mean
-  final return over seeds of any (rule, learning rate) compared there.
+  """The reference of the rate procedure (`spec.RatePick`, as the removed
+  scripts/benchmark_meta_suite.py's `choose_rates` had it): per
+  environment, the highest mean final return over seeds of any (rule,
+  learning rate) compared there.
 
   Args:
     results: one row per run: env, rule, learning_rate, seed,
