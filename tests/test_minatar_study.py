@@ -5,7 +5,7 @@
 committed tables are its per-run record, its rates are the sweep's picks,
 and `--report` rebuilds the committed reports byte for byte from them.
 
-The study at test size (`--tiny`) runs 12 cells of MinAtar programs, too
+The study at test size (`--tiny`) runs 13 cells of MinAtar programs, too
 slow for the default run: the slow target runs one of its cells.
 """
 
