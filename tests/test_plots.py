@@ -62,7 +62,7 @@ def _returns_plot_title(monkeypatch, rule: str, rule_params=None) -> str:
 
 def test_a_returns_plot_names_the_rule_that_trained_its_agent(monkeypatch):
   assert _returns_plot_title(monkeypatch, 'actor_critic').startswith(
-    'actor-critic on jittable_catch 8x8'
+    'actor-critic on jittable_catch columns=8,rows=8 (seed 0)'
   )
   assert _returns_plot_title(monkeypatch, 'disco_103').startswith(
     'Disco103 on '

@@ -12,10 +12,12 @@ from typing import Any
 import jax
 import numpy as np
 
+from disco_rl import environments
 from disco_rl import metrics as metrics_lib
 from disco_rl import plots
 from disco_rl import replay
 from disco_rl import rollout_checks
+from disco_rl.loops import config as config_lib
 from disco_rl.loops import divergence
 from disco_rl.loops import run as run_lib
 from disco_rl.loops import run_dir as run_dir_lib
@@ -176,7 +178,13 @@ def seeds_title(config) -> str:
 
 
 def env_title(config) -> str:
-  """'jittable_catch rows=8,columns=8', 'gymnax:DeepSea-bsuite size=10',
-  'custom'."""
-  kwargs = ','.join(f'{k}={v}' for k, v in config.env_kwargs.items())
+  """'jittable_catch columns=8,rows=8' (the family's defaults filled in),
+  'gymnax:DeepSea-bsuite size=10', 'custom'."""
+  settings = dict(config.env_kwargs)
+  if config.env != config_lib.CUSTOM_ENV:
+    found = environments.family(config.env)
+    if found.defaults is not None:
+      settings = {**dict(found.defaults()), **settings}
+    settings.pop(environments.SEED_KEY, None)  # The run's seed: not a title.
+  kwargs = ','.join(f'{k}={v}' for k, v in settings.items())
   return f'{config.env} {kwargs}'.strip()
