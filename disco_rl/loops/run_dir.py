@@ -93,6 +93,16 @@ def json_safe(value):
   return value
 
 
+def _tuples(value: Any) -> Any:
+  """A setting read from JSON with its lists as tuples (within lists and
+  dicts too), as the config's fields hold them."""
+  if isinstance(value, list):
+    return tuple(_tuples(v) for v in value)
+  if isinstance(value, dict):
+    return {k: _tuples(v) for k, v in value.items()}
+  return value
+
+
 class RunDir:
   """One run's directory (see the module's docstring).
 
@@ -155,7 +165,8 @@ class RunDir:
 
   def record(self) -> tuple[str, dict[str, Any]]:
     """(job, {field: value}): what the run was started as and with, read
-    once (lists read back as tuples).
+    once (lists read back as tuples, also within a setting's dict, e.g.
+    rule_sizes' embedding_size).
 
     Raises:
       ValueError: the record is unreadable.
@@ -167,10 +178,7 @@ class RunDir:
         job, values = record['job'], dict(record['settings'])
       except (OSError, ValueError, KeyError, TypeError) as e:
         raise ValueError(f'Cannot read the run record {file}: {e}.') from None
-      self._record = (
-        job,
-        {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()},
-      )
+      self._record = (job, {k: _tuples(v) for k, v in values.items()})
     return self._record
 
   def saved_settings(self, job: str) -> dict[str, Any]:
