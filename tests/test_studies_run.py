@@ -14,6 +14,7 @@ The documented example (studies/catch_example.py) runs in the slow target.
 import dataclasses
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,6 +60,13 @@ def _spec(tmp_path, steps=12, **replace) -> pathlib.Path:
   path = tmp_path / f'spec_{len(list(tmp_path.glob("spec_*")))}.py'
   path.write_text(text)
   return path
+
+
+def spec_lib_load(path: pathlib.Path) -> spec_lib.Study:
+  """The STUDY of a spec file, as the command loads it."""
+  from disco_rl.examples import study as study_cli  # pylint: disable=g-import-not-at-top
+
+  return study_cli.load_study(path)
 
 
 def _command(spec, out, *flags):
@@ -179,6 +187,30 @@ def test_a_study_stops_resumes_and_reports_as_one_never_stopped(tmp_path):
   lines = refused.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith('error: ')
   assert 'rollout_len: saved 5, given 6' in lines[0]
+
+  # The small files alone (no run folders, as committed) are a finished
+  # study: nothing runs again; a changed setting is still refused.
+  shutil.rmtree(straight / 'runs')
+  for name in ('tune', 'compare'):
+    shutil.rmtree(straight / name)
+  cells = []
+  run_lib.run_study(
+    spec_lib_load(spec), straight, progress=False, on_cell=cells.append
+  )
+  assert cells == [] and (straight / 'results.csv').read_text() == want
+  refused = _run(changed, straight)
+  assert refused.returncode == 2
+  assert 'Cell tune/jittable_catch[rows=5,columns=5]/actor_critic' in (
+    refused.stderr
+  )
+  assert 'rollout_len: saved 5, given 6' in refused.stderr
+  # A rule added to the tuning stage: its cells run, the pick is made again
+  # from the finished stage (not the stale recorded one).
+  one, two = "(Rule('actor_critic'),)", "(Rule('actor_critic'), Rule('ppo'))"
+  added = _spec(tmp_path, **{f'rules={one}': f'rules={two}'})
+  study = spec_lib_load(added)
+  with pytest.raises(ValueError, match="Stage 'tune' has not finished"):
+    run_lib.run_study(study, straight, only='compare', progress=False)
 
 
 def test_pick_rates_states_its_procedure():

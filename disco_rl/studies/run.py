@@ -6,16 +6,21 @@
 
 Each cell (a stage's environment x rule) is one `Trainer` run of all its
 runs (seeds x learning rates) in one program, in `OUT/runs/STAGE/ENV/RULE`
-(large: not for committing). A cell that holds a finished run of the same
-settings is read, not run again; an interrupted one is resumed; one whose
-saved settings differ from the study's is an error naming the setting
-(`RunDir.resumed_config`), never silently reused. After every cell the
-small files are written again, whole, from every finished cell:
+(large: not for committing). A cell whose results and settings are in the
+small files below is finished: it is not run again, even without its run
+folder (a committed study continues, e.g. with a new rule). Otherwise a
+folder that holds a finished run of the same settings is read, an
+interrupted one is resumed. A cell whose saved settings differ from the
+study's is an error naming the setting (`RunDir.resumed_config`, or here
+for a finished cell), never silently reused. After every cell the small
+files are written again, whole, from every finished cell:
 
   OUT/results.csv      one row per run (`report.RESULT_COLUMNS`)
   OUT/curves.csv       each run's compact curve (`measure.compact_curves`)
   OUT/random_play.json random play per environment (`measure.random_return`)
   OUT/rates.json       each RatePick's chosen rates, with their scores
+                       (picked again whenever the tuning stage has finished)
+  OUT/cells.json       each finished cell's settings (`EvalConfig` fields)
 
 `write_reports(study, out)` then writes each stage's report from those
 files alone (`OUT/STAGE/report.md`, figures). The final return is
@@ -23,6 +28,7 @@ files alone (`OUT/STAGE/report.md`, figures). The final return is
 """
 
 from collections.abc import Callable, Iterable, Mapping
+import dataclasses
 import json
 import os
 import pathlib
@@ -45,6 +51,8 @@ from disco_rl.studies import spec as spec_lib
 
 RESULTS, CURVES = 'results.csv', 'curves.csv'
 RANDOM_PLAY, RATES = 'random_play.json', 'rates.json'
+CELLS = 'cells.json'  # Each finished cell's settings, by cell.
+FLOAT_FORMAT = '%.10g'  # The tables' numbers.
 RUNS = 'runs'  # The cells' run directories.
 # Rows of finished cells by (stage, env, rule).
 Cells = dict[tuple[str, str, str], list[dict[str, Any]]]
@@ -165,7 +173,9 @@ def _rows(
         seed=int(seed),
         learning_rate=float(rate),
         budget=config.num_steps,
-        final_return=float(finals.iloc[0]),
+        # As results.csv keeps it, so that figures derived from a cell
+        # are the same whether it ran now or was read back.
+        final_return=float(FLOAT_FORMAT % finals.iloc[0]),
       )
     )
   table = measure.compact_curves(table)
@@ -259,6 +269,7 @@ def run_study(
   stages = [study.stage(only)] if only else list(study.stages)
   done_results, done_curves = _read_existing(out)
   chosen = _read_json(out / RATES)
+  recorded = _read_json(out / CELLS)
   cells = []
   for stage in stages:
     for env in stage.envs:
@@ -275,8 +286,9 @@ def run_study(
       if signals.received():  # Between two cells: stop here.
         raise StudyInterrupted(str(signals.received()), 'the study')
       if isinstance(stage.rates, spec_lib.RatePick):
-        chosen.setdefault(
-          stage.rates.stage, _pick(study, stage.rates.stage, done_results, out)
+        tuning = stage.rates.stage
+        chosen[tuning] = _current_pick(
+          study, tuning, done_results, chosen.get(tuning), out
         )
       rates = stage_rates(
         study, stage, {k: v['rates'] for k, v in chosen.items()}
@@ -284,6 +296,11 @@ def run_study(
       rule = study.rule(rule_name)
       config = cell_config(study, stage, env, rule, rates)
       cell = f'{stage.name}/{env}/{rule_name}'
+      key = (stage.name, env, rule_name)
+      if key in done_results and cell in recorded:  # Finished before.
+        _check_recorded(cell, recorded[cell], config, out)
+        bar.update(1)
+        continue
       params = None
       if rule.weights is not None:
         path = pathlib.Path(rule.weights)
@@ -299,9 +316,10 @@ def run_study(
         on_cell,
       )
       results, curves = _rows(study, stage, env, rule_name, config, rows)
-      key = (stage.name, env, rule_name)
       done_results[key], done_curves[key] = results, curves
       _write_tables(study, out, done_results, done_curves)
+      recorded[cell] = _settings(config)
+      _write_json(out / CELLS, recorded)
       bar.update(1)
   finally:
     bar.close()
@@ -310,8 +328,62 @@ def run_study(
   return report_lib.read_results(out / RESULTS)
 
 
-def _pick(
+def _settings(config: config_lib.EvalConfig) -> dict[str, Any]:
+  """A cell's settings as JSON holds them (tuples as lists)."""
+  return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def _check_recorded(
+  cell: str,
+  saved: dict[str, Any],
+  config: config_lib.EvalConfig,
+  out: pathlib.Path,
+) -> None:
+  """Raises ValueError naming each setting of a finished cell that the
+  study now gives otherwise (its results are never silently reused)."""
+  given = _settings(config)
+  differ = [
+    f'{name}: saved {saved.get(name)!r}, given {value!r}'
+    for name, value in given.items()
+    if saved.get(name) != value
+  ]
+  if differ:
+    raise ValueError(
+      f'Cell {cell} of {out} finished with other settings; these differ: '
+      + '; '.join(differ)
+      + '. Give the study another --out.'
+    )
+
+
+def _current_pick(
   study: spec_lib.Study,
+  stage_name: str,
+  done_results: Cells,
+  stored: dict[str, Any] | None,
+  out: pathlib.Path,
+) -> dict[str, Any]:
+  """The rates that `stage_name`'s results choose: picked again from them
+  when all its cells have finished (the picks follow the results), else
+  the recorded pick if it names every rule the study runs."""
+  tuning = study.stage(stage_name)
+  missing = [
+    f'{env}/{rule}'
+    for env in tuning.envs
+    for rule in study.stage_rules(tuning)
+    if (stage_name, env, rule) not in done_results
+  ]
+  if not missing:
+    return _pick(stage_name, done_results, out)
+  rules = set(study.stage_rules(tuning))
+  if stored is not None and rules <= set(stored.get('rates', {})):
+    return stored
+  raise ValueError(
+    f'Stage {stage_name!r} has not finished (cells {missing} have no '
+    'results): its results choose the learning rates of a later stage.'
+  )
+
+
+def _pick(
   stage_name: str,
   done_results: Cells,
   out: pathlib.Path,
@@ -319,11 +391,6 @@ def _pick(
   rows = [
     r for (s, _, _), rs in done_results.items() if s == stage_name for r in rs
   ]
-  if not rows:
-    raise ValueError(
-      f'Stage {stage_name!r} has not run: its results choose '
-      'the learning rates of a later stage.'
-    )
   table = pd.DataFrame(rows)
   randoms = _randoms(out, table['env'].unique())
   rates, scores = pick_rates(table, randoms)
@@ -394,7 +461,7 @@ def _write_tables(
 def _write_csv(path: pathlib.Path, table: pd.DataFrame) -> None:
   path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(path.name + '.tmp')
-  table.to_csv(tmp, index=False, float_format='%.10g')
+  table.to_csv(tmp, index=False, float_format=FLOAT_FORMAT)
   tmp.replace(path)
 
 
