@@ -12,6 +12,7 @@ import pathlib
 
 import chex
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import smoke_env
@@ -206,6 +207,103 @@ def test_agents_are_renewed_at_the_end_of_their_lifetime(fast_compile):
   np.testing.assert_array_equal(step_counts(state), [0, 2])
 
 
+# Slow (a meta-gradient compilation, 70 s here under load), as the test
+# above; the lpg preset's resume test also draws lifetimes.
+@pytest.mark.slow
+def test_lifetimes_are_drawn_per_agent_at_each_start(fast_compile):
+  """lifetime_sampling='log_uniform': each agent draws its lifetime (in
+  [min_agent_lifetime, agent_lifetime]) at its start and at each restart;
+  an agent starts afresh exactly when its age reaches the lifetime it drew
+  (one update per meta-step here, so ages step by one), and only then;
+  first lives are staggered. The lifetimes differ over agents and over
+  restarts."""
+  del fast_compile
+  config = dataclasses.replace(
+    ONE_STEP,
+    num_agents=4,
+    num_inner_steps=1,
+    lifetime_sampling='log_uniform',
+    min_agent_lifetime=1,
+    agent_lifetime=4,
+    debug_checks=False,
+  )
+  job = meta_lib.make_meta_train(config)
+  state = job.init()
+  lifetimes = np.asarray(state.lifetimes)
+  ages = np.asarray(state.ages)
+  np.testing.assert_array_equal(ages, np.arange(4) * lifetimes // 4)
+  drawn, renewals = [lifetimes], 0
+  for _ in range(12):
+    counts = _adam_counts(state)
+    state, logs = job.step(state, 1)
+    renewed = ages + 1 >= lifetimes  # Age reached after this update.
+    np.testing.assert_array_equal(
+      state.ages, np.where(renewed, 0, ages + 1), err_msg=str(lifetimes)
+    )
+    # A renewed agent's optimiser starts again; the others step on.
+    np.testing.assert_array_equal(
+      _adam_counts(state), np.where(renewed, 0, counts + 1)
+    )
+    np.testing.assert_array_equal(logs['agents_renewed'], [renewed.sum()])
+    new = np.asarray(state.lifetimes)
+    np.testing.assert_array_equal(new[~renewed], lifetimes[~renewed])
+    drawn.append(new[renewed])
+    renewals += renewed.sum()
+    lifetimes, ages = new, np.asarray(state.ages)
+  drawn = np.concatenate(drawn)
+  assert renewals >= 8 and drawn.min() >= 1 and drawn.max() <= 4, drawn
+  assert len(set(drawn.tolist())) >= 3, drawn  # They vary.
+  # The first lifetimes, and those of the first restarts, are not all alike.
+  assert len(set(drawn[:4].tolist())) > 1, drawn
+
+
+def test_lifetimes_drawn_log_uniformly_and_first_lives_staggered():
+  """meta_setup's draws: in [low, high], log-uniform (as many below the
+  geometric mean as above), one key per agent (agent i's lifetime is the
+  same in a population of any size); first lives staggered over each
+  agent's own lifetime. A state of fixed lifetimes keeps its parts (its
+  checkpoints restore), one of drawn lifetimes adds them."""
+  draw = jax.jit(meta_setup.draw_lifetimes, static_argnums=(1, 2, 3))
+  key = jax.random.PRNGKey(0)
+  lifetimes = np.asarray(draw(key, 4000, 10, 250))
+  assert lifetimes.dtype == np.int32
+  assert lifetimes.min() == 10 and lifetimes.max() == 250
+  below = np.mean(lifetimes < np.sqrt(10 * 250))
+  assert 0.45 < below < 0.55, below
+  np.testing.assert_array_equal(draw(key, 3, 10, 250), lifetimes[:3])
+  np.testing.assert_array_equal(draw(key, 5, 7, 7), [7] * 5)
+  np.testing.assert_array_equal(
+    meta_setup.staggered_ages(jnp.array([8, 8, 12, 100])), [0, 2, 6, 75]
+  )
+  np.testing.assert_array_equal(
+    meta_setup.staggered_ages(jnp.full((3,), 9)),
+    meta_setup.initial_ages(3, 9),
+  )
+  fixed, drawn = meta_setup.state_specs(2), meta_setup.state_specs(2, True)
+  assert type(fixed) is meta_setup.PopulationState
+  assert set(fixed) == {
+    'update_rule_params',
+    'meta_opt_state',
+    'agents',
+    'ages',
+    'rng',
+    'step',
+  }
+  assert set(drawn) == set(fixed) | {'lifetimes'}
+  assert meta_setup.lifetimes_of(fixed) is None
+
+
+def _adam_counts(state):
+  """The first group's agents' [N] optimiser step counts (Adam's `count`)."""
+  counts = [
+    np.asarray(x)
+    for x in jax.tree.leaves(state.agents[0].learner_state.opt_state)
+    if np.asarray(x).dtype.kind == 'i' and np.ndim(x) == 1
+  ]
+  assert counts, 'no optimiser step count found'
+  return counts[0]
+
+
 @pytest.mark.parametrize(
   'changes, fragment',
   [
@@ -214,6 +312,32 @@ def test_agents_are_renewed_at_the_end_of_their_lifetime(fast_compile):
       'agent_lifetime=1 is shorter than one meta-step',
     ),
     (dict(meta_grad_clip=-1.0), 'meta_grad_clip must be >= 0, got -1.0'),
+    (
+      dict(min_agent_lifetime=2, agent_lifetime=10),
+      "min_agent_lifetime=2 .* needs lifetime_sampling='log_uniform'",
+    ),
+    (
+      dict(lifetime_sampling='log_uniform', min_agent_lifetime=2),
+      'draws lifetimes up to agent_lifetime: set agent_lifetime > 0',
+    ),
+    (
+      dict(
+        lifetime_sampling='log_uniform',
+        min_agent_lifetime=1,
+        agent_lifetime=10,
+      ),
+      'min_agent_lifetime=1 must be at least one meta-step',
+    ),
+    (
+      dict(
+        lifetime_sampling='log_uniform',
+        min_agent_lifetime=20,
+        agent_lifetime=10,
+      ),
+      'and at most agent_lifetime=10',
+    ),
+    (dict(min_agent_lifetime=-1), 'min_agent_lifetime must be >= 0, got -1'),
+    (dict(lifetime_sampling='uniform'), "Unknown lifetime_sampling 'uniform'"),
     (
       dict(max_unrolled_inner_steps=-1),
       'max_unrolled_inner_steps must be >= 0, got -1',
@@ -266,6 +390,15 @@ def test_presets():
   assert config_lib.MetaTrainConfig(**command.PRESETS['notebook']) == (
     config_lib.MetaTrainConfig()
   )
+  lpg = config_lib.MetaTrainConfig(**command.PRESETS['lpg'])
+  assert [t.spec() for t in lpg.suite] == [
+    'lpg:all[layout_seed=-1,net=tabular]'
+  ]
+  assert lpg.batch_size_per_device == 64 and lpg.rollout_len == 20
+  assert lpg.num_inner_steps == 5 and lpg.meta_grad_norm == 'per_agent_adam'
+  assert lpg.sampled_lifetimes
+  assert (lpg.min_agent_lifetime, lpg.agent_lifetime) == (10, 250)
+  assert lpg.rule_sizes == {'prediction_size': 8}
 
 
 # The task suite: agents in groups, one per environment.

@@ -11,8 +11,10 @@ plots, and the learned parameters in the disco_103.npz layout, also written
 when the run is interrupted). Every setting of `MetaTrainConfig` is a flag
 (`--help` lists them); `--preset paper` starts from the paper's
 meta-optimisation (per-agent Adam normalisation, 20 updates per
-meta-gradient with rematerialisation, clipping, agent lifetimes); `--resume
-DIR` continues an interrupted run.
+meta-gradient with rematerialisation, clipping, agent lifetimes), `--preset
+lpg` from LPG's recipe as GROOVE runs it (tabular agents on gridworlds, K=5
+updates per meta-step, lifetimes drawn per agent, LPG's prediction size);
+`--resume DIR` continues an interrupted run.
 """
 
 import sys
@@ -45,6 +47,35 @@ PRESETS = {
     rollout_len=29,
     num_agents=8,
     agent_lifetime=2000,
+  ),
+  # LPG's recipe (Oh et al. 2020) as GROOVE runs it (Jackson et al. 2023,
+  # EmptyJackson/groove: experiments/parse_args.py and the 'all_vrandlife'
+  # mode of environments/gridworld/configs.py), at this project's scale
+  # (issue 54): tabular agents on GROOVE's 'all' gridworlds, each agent in
+  # its own layout; 64 environments per agent, rollouts of 20, K=5 agent
+  # updates per meta-step; each agent's meta-gradient normalised by its
+  # own Adam (clipped first at GROOVE's 0.5), GROOVE's meta learning rate
+  # 1e-4; lifetimes drawn per agent at each (re)start, log-uniformly from
+  # 10 to 250 updates (GROOVE's 250 // 25 to 250). The rule: LPG's 8
+  # prediction categories, Disco103's other sizes, for now; the final
+  # sizes and the population (GROOVE: 512 agents) are to be chosen from
+  # the cost grid of scripts/benchmark_rule_sizes.py. 8 agents fit this
+  # project's 2-core CPU. Not GROOVE's: the agents' optimiser and learning
+  # rate (this job's Adam at learning_rate, where GROOVE's tabular agents
+  # take SGD steps of 40) and the meta-objective's regularisers (Disco's).
+  'lpg': dict(
+    tasks=('lpg:all[layout_seed=-1,net=tabular]',),
+    batch_size_per_device=64,
+    rollout_len=20,
+    num_inner_steps=5,
+    meta_grad_norm='per_agent_adam',
+    meta_grad_clip=0.5,
+    meta_learning_rate=1e-4,
+    lifetime_sampling='log_uniform',
+    min_agent_lifetime=10,
+    agent_lifetime=250,
+    rule_sizes=dict(prediction_size=8),
+    num_agents=8,
   ),
 }
 

@@ -355,6 +355,9 @@ class EvalConfig(RunConfig):
       )
 
 
+# How agents' lifetimes are chosen (`MetaTrainConfig.lifetime_sampling`).
+LIFETIME_SAMPLING = ('fixed', 'log_uniform')
+
 # MetaTrainConfig's fields of the meta-objective's regulariser weights.
 META_LOSS_COSTS = (
   'meta_entropy_cost',
@@ -433,7 +436,21 @@ class MetaTrainConfig(RunConfig):
   agent_lifetime: int = _field(
     0,
     'agent updates after which an agent starts afresh, staggered over '
-    'the population so that ages differ (0: agents live for the run)',
+    'the population so that ages differ (0: agents live for the run); '
+    'with lifetime_sampling log_uniform, the longest lifetime drawn',
+  )
+  lifetime_sampling: str = _field(
+    'fixed',
+    "'fixed': every agent lives agent_lifetime updates; 'log_uniform' "
+    "(GROOVE's all_vrandlife): each agent draws its lifetime at each "
+    '(re)start, log-uniformly from min_agent_lifetime to agent_lifetime '
+    "updates, from the run's keys (first lives staggered as with fixed)",
+    choices=LIFETIME_SAMPLING,
+  )
+  min_agent_lifetime: int = _field(
+    0,
+    'with lifetime_sampling log_uniform: the shortest lifetime drawn, in '
+    "agent updates (GROOVE: a 25th of the longest); 0 with 'fixed'",
   )
   # The meta-objective's regularisers (`meta_objective.MetaLossWeights`;
   # the defaults are upstream's).
@@ -462,6 +479,7 @@ class MetaTrainConfig(RunConfig):
       0,
       'meta_grad_clip',
       'agent_lifetime',
+      'min_agent_lifetime',
       'max_unrolled_inner_steps',
       *META_LOSS_COSTS,
     )
@@ -477,12 +495,40 @@ class MetaTrainConfig(RunConfig):
         f'agent_lifetime={self.agent_lifetime} is shorter than one '
         f'meta-step (num_inner_steps={self.num_inner_steps} updates).'
       )
+    self._check_lifetime_sampling()
     if self.num_agents < len(self.suite):
       raise ValueError(
         f'num_agents={self.num_agents} is smaller than the '
         f'number of tasks ({len(self.suite)}): every task '
         'needs an agent.'
       )
+
+  def _check_lifetime_sampling(self) -> None:
+    low, high = self.min_agent_lifetime, self.agent_lifetime
+    if self.lifetime_sampling == 'fixed':
+      if low:
+        raise ValueError(
+          f'min_agent_lifetime={low} is the low end of lifetimes drawn '
+          "per agent: it needs lifetime_sampling='log_uniform' (got "
+          "'fixed', where every agent lives agent_lifetime updates)."
+        )
+      return
+    if not high:
+      raise ValueError(
+        f'lifetime_sampling={self.lifetime_sampling!r} draws lifetimes up '
+        'to agent_lifetime: set agent_lifetime > 0 (got 0).'
+      )
+    if not self.num_inner_steps <= low <= high:
+      raise ValueError(
+        f'min_agent_lifetime={low} must be at least one meta-step '
+        f'(num_inner_steps={self.num_inner_steps} updates) and at most '
+        f'agent_lifetime={high}.'
+      )
+
+  @property
+  def sampled_lifetimes(self) -> bool:
+    """Whether each agent draws its lifetime (else all live alike)."""
+    return self.lifetime_sampling != 'fixed'
 
   @functools.cached_property
   def suite(self) -> tuple['Task', ...]:  # The tasks, parsed once.

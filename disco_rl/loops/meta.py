@@ -58,6 +58,9 @@ from disco_rl.loops import run as run_lib
 from disco_rl.loops import run_dir as run_dir_lib
 
 AXIS = mesh_lib.AXIS
+# Folded into a key to draw lifetimes from it (`lifetime_sampling`), apart
+# from the keys of the agents it starts.
+LIFETIME_SALT = 0x11FF
 PLOTS = (
   ('pos_rewards', 'positive rewards per meta-step'),
   ('neg_rewards', 'negative rewards per meta-step'),
@@ -86,7 +89,7 @@ def make_meta_train(
   setup = meta_setup.make_setup(config, devices)
   rule = setup.members[0].agent.update_rule
   num_agents, num_devices = config.num_agents, setup.num_devices
-  specs = meta_setup.state_specs(len(setup.tasks))
+  specs = meta_setup.state_specs(len(setup.tasks), config.sampled_lifetimes)
 
   # -- The initial state (under `jit`, outside `shard_map`). ---------------
 
@@ -106,6 +109,9 @@ def make_meta_train(
         for d in range(1, num_devices)
       ]
     )
+    lifetimes = None
+    if config.sampled_lifetimes:  # Each agent's first lifetime.
+      lifetimes = draw_lifetimes(init_rng)
     groups, ages = [], []
     for member, start, size in setup.groups:
       agents = jax.vmap(member.init_state)(agent_keys[start : start + size])
@@ -116,14 +122,27 @@ def make_meta_train(
         dataclasses.replace(agents, env_state=env_state, env_timestep=timestep)
       )
       # Staggered within each group: every task has agents of every age.
-      ages.append(meta_setup.initial_ages(size, config.agent_lifetime))
-    return meta_setup.PopulationState(
+      if lifetimes is None:
+        ages.append(meta_setup.initial_ages(size, config.agent_lifetime))
+      else:
+        ages.append(meta_setup.staggered_ages(lifetimes[start : start + size]))
+    return meta_setup.population_state(
+      lifetimes=lifetimes,
       update_rule_params=update_rule_params,
       meta_opt_state=setup.meta_opt.init(update_rule_params),
       agents=tuple(groups),
-      ages=jnp.asarray(np.concatenate(ages)),
+      ages=jnp.concatenate([jnp.asarray(a) for a in ages]),
       rng=loop_rng,
       step=jnp.zeros((), jnp.int32),
+    )
+
+  def draw_lifetimes(rng: chex.PRNGKey) -> chex.Array:
+    """[N] lifetimes drawn from `rng` (agent i's from `fold_in` of i)."""
+    return meta_setup.draw_lifetimes(
+      jax.random.fold_in(rng, LIFETIME_SALT),
+      num_agents,
+      config.min_agent_lifetime,
+      config.agent_lifetime,
     )
 
   # -- The meta-step, on one device's view. --------------------------------
@@ -239,14 +258,19 @@ def make_meta_train(
   def renew_old_agents(
     agents: tuple[meta_objective.MetaTrainState, ...],
     ages: chex.Array,
+    lifetimes: chex.Array | None,
     rng: chex.PRNGKey,
-  ) -> tuple[tuple[meta_objective.MetaTrainState, ...], chex.Array]:
+  ) -> tuple[
+    tuple[meta_objective.MetaTrainState, ...], chex.Array, chex.Array | None
+  ]:
     """Agents of age >= lifetime start afresh at age 0 (keys from `rng`
-    folded with their index; their environments go on). New agents are
-    drawn only in a meta-step that renews one."""
+    folded with their index; their environments go on); with sampled
+    lifetimes each renewed agent draws its next one (also from `rng`).
+    New agents are drawn only in a meta-step that renews one. Returns the
+    agents, their ages and their lifetimes (None: `agent_lifetime` each)."""
     if not config.agent_lifetime:
-      return agents, ages
-    renew = ages >= config.agent_lifetime
+      return agents, ages, lifetimes
+    renew = ages >= (config.agent_lifetime if lifetimes is None else lifetimes)
     keys = jax.vmap(
       lambda i: jax.random.fold_in(jax.random.fold_in(rng, 0x11FE), i)
     )(jnp.arange(ages.shape[0]))
@@ -277,7 +301,9 @@ def make_meta_train(
 
       learned = jax.lax.cond(jnp.any(mask), renew_some, lambda x: x, learned)
       renewed.append(dataclasses.replace(group, **learned))
-    return tuple(renewed), jnp.where(renew, 0, ages)
+    if lifetimes is not None:
+      lifetimes = jnp.where(renew, draw_lifetimes(rng), lifetimes)
+    return tuple(renewed), jnp.where(renew, 0, ages), lifetimes
 
   def meta_step(
     state: meta_setup.PopulationState,
@@ -301,8 +327,11 @@ def make_meta_train(
     meta_log, task_rewards = jax.lax.pmean((meta_log, task_rewards), AXIS)
     updates, meta_opt_state = setup.meta_opt.update(grads, state.meta_opt_state)
     params = optax.apply_updates(state.update_rule_params, updates)
-    agents, ages = renew_old_agents(
-      agents, state.ages + config.num_inner_steps, rng
+    agents, ages, lifetimes = renew_old_agents(
+      agents,
+      state.ages + config.num_inner_steps,
+      meta_setup.lifetimes_of(state),
+      rng,
     )
     logs = jax.tree.map(
       jnp.mean, dict(meta_log, **{f'agent_{k}': v for k, v in metrics.items()})
@@ -328,7 +357,8 @@ def make_meta_train(
       logs[rollout_checks.KEY] = rollout_checks.first_over_devices(
         fault, AXIS, config.num_inner_steps * config.batch_size_per_device
       )
-    return meta_setup.PopulationState(
+    return meta_setup.population_state(
+      lifetimes=lifetimes,
       update_rule_params=params,
       meta_opt_state=meta_opt_state,
       agents=agents,

@@ -15,6 +15,7 @@ from typing import Any
 
 import chex
 import jax
+import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 import numpy as np
 import optax
@@ -55,8 +56,41 @@ class PopulationState:
   step: chex.Array
 
 
-def state_specs(num_tasks: int = 1) -> PopulationState:
-  """The `PartitionSpec` of each part of a `PopulationState`."""
+@chex.dataclass
+class PopulationStateWithLifetimes(PopulationState):
+  """A `PopulationState` whose agents draw their lifetimes
+  (`lifetime_sampling` 'log_uniform'). A class of its own so that the state
+  of a run of fixed lifetimes, and its checkpoints, keep their parts.
+
+  Attributes:
+    lifetimes: [N] int32, each agent's lifetime in updates, drawn at its
+      (re)start; replicated.
+  """
+
+  lifetimes: chex.Array
+
+
+def population_state(
+  lifetimes: chex.Array | None = None, **fields: Any
+) -> PopulationState:
+  """A `PopulationState` of `fields`, with `lifetimes` when not None."""
+  if lifetimes is None:
+    return PopulationState(**fields)
+  return PopulationStateWithLifetimes(lifetimes=lifetimes, **fields)
+
+
+def lifetimes_of(state: PopulationState) -> chex.Array | None:
+  """The agents' drawn lifetimes [N] (None: `agent_lifetime` each)."""
+  if isinstance(state, PopulationStateWithLifetimes):
+    return state.lifetimes
+  return None
+
+
+def state_specs(
+  num_tasks: int = 1, sampled_lifetimes: bool = False
+) -> PopulationState:
+  """The `PartitionSpec` of each part of a `PopulationState` (with
+  `lifetimes` when `sampled_lifetimes`)."""
   # A spec stands for a whole part of the state, whatever the type the
   # field declares for that part: typed Any.
   replicated: Any = P()
@@ -68,7 +102,8 @@ def state_specs(num_tasks: int = 1) -> PopulationState:
     env_state=sharded,
     env_timestep=sharded,
   )
-  return PopulationState(
+  return population_state(
+    lifetimes=replicated if sampled_lifetimes else None,
     update_rule_params=replicated,
     meta_opt_state=replicated,
     agents=(group,) * num_tasks,
@@ -205,3 +240,29 @@ def initial_ages(num_agents: int, lifetime: int) -> np.ndarray:
   if lifetime <= 0:
     return np.zeros((num_agents,), np.int32)
   return (np.arange(num_agents) * lifetime // num_agents).astype(np.int32)
+
+
+def staggered_ages(lifetimes: chex.Array) -> chex.Array:
+  """[N] starting ages of agents whose first lives last `lifetimes` [N]
+  updates: agent i starts at `i * lifetimes[i] // N` (`initial_ages` with
+  a lifetime per agent)."""
+  num_agents = lifetimes.shape[0]
+  return (jnp.arange(num_agents) * lifetimes // num_agents).astype(jnp.int32)
+
+
+def draw_lifetimes(
+  rng: chex.PRNGKey, num_agents: int, low: int, high: int
+) -> chex.Array:
+  """[N] int32 lifetimes, each drawn log-uniformly from [low, high] updates
+  with key `fold_in(rng, i)` (GROOVE's `log_uniform_int`: exp of a uniform
+  draw between log(low) and log(high), rounded)."""
+
+  def one(i: chex.Array) -> chex.Array:
+    u = jax.random.uniform(
+      jax.random.fold_in(rng, i),
+      minval=np.log(low),
+      maxval=np.log(high),
+    )
+    return jnp.clip(jnp.round(jnp.exp(u)), low, high).astype(jnp.int32)
+
+  return jax.vmap(one)(jnp.arange(num_agents))
