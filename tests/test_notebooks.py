@@ -224,9 +224,10 @@ def test_eval_notebook(
     'aux_kl_loss',
     'pi_hat_entropy',
   )
-  assert list(metrics)[:6] == [
+  assert list(metrics)[:7] == [
     'step',
     'seed',
+    'learning_rate',
     'env_steps',
     'episodes',
     'avg_return',

@@ -233,6 +233,31 @@ class _Job:
     self.signalled_at_rows = _rows(self.out)
     os.kill(self.pid, self.sig)
 
+  def wait_for_the_rule(self):
+    """Waits until the command's first line holds (it catches SIGTERM:
+    /proc's SigCgt), and counts the delay from there: before it, the
+    interpreter is still starting (a window no Python code can close,
+    longer than the earliest delay on a loaded machine)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while not _catches(self.pid, signal.SIGTERM):
+      assert self.proc.poll() is None and time.monotonic() < deadline
+      time.sleep(0.01)
+    self.start = time.monotonic()
+
+
+def _catches(pid: int, sig: signal.Signals) -> bool:
+  """Whether process `pid` has a handler for `sig` (Linux's /proc)."""
+  try:
+    status = pathlib.Path(f'/proc/{pid}/status').read_text()
+  except FileNotFoundError:
+    return False
+  caught = next(
+    int(line.split()[1], 16)
+    for line in status.splitlines()
+    if line.startswith('SigCgt:')
+  )
+  return bool(caught >> (sig.value - 1) & 1)
+
 
 def test_one_rule_for_signals_at_every_delay(tmp_path):
   """SIGTERM stops the run at the next safe point at any delay, and so does
@@ -252,6 +277,8 @@ def test_one_rule_for_signals_at_every_delay(tmp_path):
   env.pop('COVERAGE_PROCESS_START', None)
   jobs = [_Job(*case, tmp_path, env) for case in CASES]
   try:
+    for job in jobs:
+      job.wait_for_the_rule()
     for job in sorted(jobs, key=lambda j: j.delay):
       time.sleep(max(0.0, job.start + job.delay - time.monotonic()))
       job.signal()
