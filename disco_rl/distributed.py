@@ -202,3 +202,36 @@ def watch_peers(
 
   atexit.register(done)
   threading.Thread(target=watch, daemon=True, name='disco_rl peers').start()
+
+
+def silent_peers(wait_s: float = 3 * _BEAT_S) -> list[int]:
+  """The processes of this run whose heartbeat (`watch_peers`) did not
+  change over `wait_s` seconds, or all of them if the coordinator cannot be
+  reached: what tells a failed collective's cause, a peer gone, from an
+  error of this process. [] outside a run of several processes."""
+  from jax._src import distributed as jax_distributed  # pylint: disable=g-import-not-at-top
+
+  client = jax_distributed.global_state.client
+  me, count = jax.process_index(), jax.process_count()
+  if client is None or count == 1:
+    return []
+  others = [p for p in range(count) if p != me]
+
+  def beats() -> dict[int, str | None]:
+    values: dict[int, str | None] = {}
+    for process in others:
+      try:
+        values[process] = client.key_value_try_get(f'disco_rl/alive/{process}')
+      except Exception as e:  # pylint: disable=broad-exception-caught
+        if 'NOT_FOUND' not in str(e):
+          raise
+        values[process] = None
+    return values
+
+  try:
+    before = beats()
+    time.sleep(wait_s)
+    after = beats()
+  except Exception:  # pylint: disable=broad-exception-caught
+    return others  # The coordinator is gone.
+  return [p for p in others if after[p] == before[p] and after[p] != 'done']

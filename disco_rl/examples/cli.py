@@ -205,31 +205,30 @@ def run(
     finally:
       run_trainer.close()
   except (*USER_ERRORS, jax.errors.JaxRuntimeError) as e:
-    failed = _failed_collective(e)
-    if failed is None or jax.process_count() == 1:
+    if jax.process_count() == 1:
       if isinstance(e, USER_ERRORS):
         return _end(user_error(e))
       raise
-    # A peer gone mid-run fails a collective; the error that reaches here
-    # may be another one raised while handling it (e.g. on close).
-    return _end(
+    # A peer gone mid-run fails a collective, with whatever error the
+    # runtime gives (not always a JaxRuntimeError): ask the peers.
+    silent = distributed.silent_peers()
+    if silent:
+      return _end(
+        user_error(
+          RuntimeError(
+            f'another process of the run stopped or failed (process '
+            f'{silent[0]} of {jax.process_count()} is silent: {e})'
+          )
+        )
+      )
+    if isinstance(e, USER_ERRORS):
+      return _end(user_error(e))
+    return _end(  # A JaxRuntimeError: a collective failed.
       user_error(
-        RuntimeError(f'another process of the run stopped or failed ({failed})')
+        RuntimeError(f'another process of the run stopped or failed ({e})')
       )
     )
   return _report(summary, report)
-
-
-def _failed_collective(e: BaseException) -> BaseException | None:
-  """The JAX runtime error in `e`'s chain of causes, or None."""
-  seen: set[int] = set()
-  link: BaseException | None = e
-  while link is not None and id(link) not in seen:
-    if isinstance(link, jax.errors.JaxRuntimeError):
-      return link
-    seen.add(id(link))
-    link = link.__cause__ or link.__context__
-  return None
 
 
 def _end(status: int) -> int:
