@@ -19,6 +19,7 @@ import os
 import sys
 import threading
 import time
+from typing import Any
 
 import jax
 
@@ -133,6 +134,21 @@ def _lost_peer(why: str) -> None:
   os._exit(EXIT_LOST_PEER)  # pylint: disable=protected-access
 
 
+def _beat_key(process: int) -> str:
+  """A process's heartbeat in JAX's key-value store."""
+  return f'disco_rl/alive/{process}'
+
+
+def _last_beat(client: Any, process: int) -> str | None:
+  """`process`'s last heartbeat (None: it has not beaten yet)."""
+  try:
+    return client.key_value_try_get(_beat_key(process))
+  except Exception as e:  # pylint: disable=broad-exception-caught
+    if 'NOT_FOUND' in str(e):
+      return None
+    raise
+
+
 def watch_peers(
   me: int,
   count: int,
@@ -150,19 +166,11 @@ def watch_peers(
     raise RuntimeError('watch_peers needs jax.distributed.initialize first.')
   stopped = threading.Event()
 
-  def key(process: int) -> str:
-    return f'disco_rl/alive/{process}'
-
   def beat(value: str) -> None:
-    client.key_value_set(key(me), value, allow_overwrite=True)
+    client.key_value_set(_beat_key(me), value, allow_overwrite=True)
 
   def peek(process: int) -> str | None:
-    try:
-      return client.key_value_try_get(key(process))
-    except Exception as e:  # pylint: disable=broad-exception-caught
-      if 'NOT_FOUND' in str(e):
-        return None  # Not started yet.
-      raise
+    return _last_beat(client, process)
 
   def watch() -> None:
     # process -> (its last beat, when it changed)
@@ -218,15 +226,7 @@ def silent_peers(wait_s: float = 3 * _BEAT_S) -> list[int]:
   others = [p for p in range(count) if p != me]
 
   def beats() -> dict[int, str | None]:
-    values: dict[int, str | None] = {}
-    for process in others:
-      try:
-        values[process] = client.key_value_try_get(f'disco_rl/alive/{process}')
-      except Exception as e:  # pylint: disable=broad-exception-caught
-        if 'NOT_FOUND' not in str(e):
-          raise
-        values[process] = None
-    return values
+    return {p: _last_beat(client, p) for p in others}
 
   try:
     before = beats()

@@ -168,6 +168,15 @@ def check_name(name: Any, what: str = 'environment') -> None:
   registry.family(name, what).check(name, what)
 
 
+def with_defaults(name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+  """`settings` of environment `name` with its family's defaults filled in
+  for those not given (what `get_environment` builds with)."""
+  found = registry.family(name)
+  if found.defaults is None:
+    return dict(settings)
+  return {**dict(found.defaults()), **settings}
+
+
 def get_environment(
   name: str,
   batch_size: int,
@@ -207,8 +216,7 @@ def get_environment(
   settings = utils.as_config(
     env_settings or {}, f'{name} env_settings'
   ).to_dict()
-  if found.defaults is not None:  # Settings not given: the family's.
-    settings = {**dict(found.defaults()), **settings}
+  settings = with_defaults(name, settings)
   base.check_batch_size(batch_size)
   found.check(name)
   seed = settings.pop(SEED_KEY, 0) if found.on_host else 0

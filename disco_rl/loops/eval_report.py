@@ -182,9 +182,7 @@ def env_title(config) -> str:
   'gymnax:DeepSea-bsuite size=10', 'custom'."""
   settings = dict(config.env_kwargs)
   if config.env != config_lib.CUSTOM_ENV:
-    found = environments.family(config.env)
-    if found.defaults is not None:
-      settings = {**dict(found.defaults()), **settings}
+    settings = environments.with_defaults(config.env, settings)
     settings.pop(environments.SEED_KEY, None)  # The run's seed: not a title.
   kwargs = ','.join(f'{k}={v}' for k, v in settings.items())
   return f'{config.env} {kwargs}'.strip()
