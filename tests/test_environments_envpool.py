@@ -222,6 +222,11 @@ def test_bad_names_and_settings_are_named(name, kwargs, match):
       environments.check_name(name, 'env')
 
 
+# 25 s of the default suite's 20 min (2026-12-03): in the slow target;
+# seeds of host environments side by side stay in the default suite
+# (test_loops_eval.py, on a host Catch), and Atari training and resume
+# through the CLI below.
+@pytest.mark.slow
 def test_atari_seeds_run_side_by_side_as_they_run_alone(tmp_path, capsys):
   """Host-stepped games act for each seed in turn: the second seed of a
   two-seed run is the one-seed run of that seed."""

@@ -182,6 +182,10 @@ def test_the_eval_program_uses_the_configured_precision(name):
   assert _precisions(job.program.lower(job.init()).as_text()) == {name.upper()}
 
 
+# A meta program's compile (24 s of the default suite's 20 min,
+# 2026-12-03): in the slow target; the eval program's precision above is
+# set by the same `compiled.program` argument.
+@pytest.mark.slow
 def test_the_meta_program_uses_the_configured_precision():
   job = meta_lib.make_meta_train(
     config_lib.MetaTrainConfig(
