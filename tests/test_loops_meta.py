@@ -207,6 +207,48 @@ def test_agents_are_renewed_at_the_end_of_their_lifetime(fast_compile):
   np.testing.assert_array_equal(step_counts(state), [0, 2])
 
 
+# Slow (a meta-gradient compilation), as the test above.
+@pytest.mark.slow
+def test_a_renewed_agent_starts_in_new_environments(fast_compile):
+  """As GROOVE's agents: an agent renewed at the end of its lifetime starts
+  new episodes in a new layout (gridworlds drawing one per reset key);
+  the agent that goes on keeps its own."""
+  del fast_compile
+  config = dataclasses.replace(
+    ONE_STEP,
+    tasks=('lpg:small[layout_seed=-1]',),
+    agent_lifetime=4,
+    steps_per_call=1,
+  )
+  job = meta_lib.make_meta_train(config)
+  state = job.init()
+  np.testing.assert_array_equal(state.ages, [0, 2])
+
+  def layouts(state):
+    """Each agent's layout (its first instance's), as NumPy arrays."""
+    env_state = jax.device_get(state.agents[0].env_state)
+    return [
+      jax.tree.map(lambda x, i=i: np.asarray(x)[0, i, 0], env_state.layout)
+      for i in range(2)
+    ]
+
+  before = layouts(state)
+  state, _ = job.step(state, 1)
+  np.testing.assert_array_equal(state.ages, [2, 0])  # Agent 1 renewed.
+  after = layouts(state)
+  chex.assert_trees_all_equal(after[0], before[0])
+  assert not all(
+    np.array_equal(a, b)
+    for a, b in zip(
+      jax.tree.leaves(after[1]), jax.tree.leaves(before[1]), strict=True
+    )
+  ), 'the renewed agent kept its layout'
+  step_types = np.asarray(
+    jax.device_get(state.agents[0].env_timestep.step_type)
+  )
+  assert (step_types[0, 1] == 0).all(), step_types  # Its episodes start.
+
+
 # Slow (a meta-gradient compilation, 70 s here under load), as the test
 # above; the lpg preset's resume test also draws lifetimes.
 @pytest.mark.slow

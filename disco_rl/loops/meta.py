@@ -61,6 +61,8 @@ AXIS = mesh_lib.AXIS
 # Folded into a key to draw lifetimes from it (`lifetime_sampling`), apart
 # from the keys of the agents it starts.
 LIFETIME_SALT = 0x11FF
+# Folded into a renewed agent's key for its new environments.
+RENEWED_ENV_SALT = 0x11FD
 PLOTS = (
   ('pos_rewards', 'positive rewards per meta-step'),
   ('neg_rewards', 'negative rewards per meta-step'),
@@ -264,10 +266,13 @@ def make_meta_train(
     tuple[meta_objective.MetaTrainState, ...], chex.Array, chex.Array | None
   ]:
     """Agents of age >= lifetime start afresh at age 0 (keys from `rng`
-    folded with their index; their environments go on); with sampled
-    lifetimes each renewed agent draws its next one (also from `rng`).
-    New agents are drawn only in a meta-step that renews one. Returns the
-    agents, their ages and their lifetimes (None: `agent_lifetime` each)."""
+    folded with their index), in new environments: reset with that key
+    folded with `RENEWED_ENV_SALT` and the device's index (a new episode;
+    a new layout where the environment draws one per reset key, as in
+    LPG's and GROOVE's lifetimes). With sampled lifetimes each renewed
+    agent draws its next one (also from `rng`). New agents are drawn only
+    in a meta-step that renews one. Returns the agents, their ages and
+    their lifetimes (None: `agent_lifetime` each)."""
     if not config.agent_lifetime:
       return agents, ages, lifetimes
     renew = ages >= (config.agent_lifetime if lifetimes is None else lifetimes)
@@ -281,6 +286,8 @@ def make_meta_train(
         learner_state=group.learner_state,
         actor_state=group.actor_state,
         value_state=group.value_state,
+        env_state=group.env_state,
+        env_timestep=group.env_timestep,
       )
 
       def renew_some(
@@ -290,7 +297,16 @@ def make_meta_train(
         start: int = start,
         size: int = size,
       ) -> dict[str, Any]:
-        fresh = jax.vmap(member.fresh_agent)(keys[start : start + size])
+        agent_keys = keys[start : start + size]
+        fresh = jax.vmap(member.fresh_agent)(agent_keys)
+        env_keys = jax.vmap(
+          lambda k: jax.random.fold_in(
+            jax.random.fold_in(k, RENEWED_ENV_SALT), jax.lax.axis_index(AXIS)
+          )
+        )(agent_keys)
+        fresh['env_state'], fresh['env_timestep'] = jax.vmap(member.env.reset)(
+          env_keys
+        )
         return jax.tree.map(
           lambda new, old: jnp.where(
             mask.reshape(mask.shape + (1,) * (old.ndim - 1)), new, old
