@@ -698,6 +698,7 @@ TORSO_FIELDS = {
   'conv': ('conv_channels', 'conv_kernel'),
   'resnet': ('resnet_channels', 'resnet_blocks'),
   'tabular': (),
+  'table': (),
 }
 # The rules whose meta-network's sizes a job may choose (`rule_sizes`), and
 # the names of those sizes (`disco.MetaNetSizes`' fields).
@@ -735,12 +736,14 @@ def make_settings(
   Args:
     rule: 'disco_103' (the Disco agent), 'actor_critic' or 'ppo'.
     learning_rate: the agent's learning rate.
-    dense: hidden sizes of the MLP torso (unused by 'tabular').
+    dense: hidden sizes of the MLP torso (unused by 'tabular', 'table').
     model_lstm_size: size of the action model's LSTM.
     model_head_hiddens: hidden sizes of the action model's heads.
     precision: compute dtype of the network (`nets.with_precision`).
-    net: 'mlp', 'conv' (`nets.ConvNet`), 'resnet' (`nets.ResNet`) or
-      'tabular' (`nets.Tabular`: linear heads on the observation itself).
+    net: 'mlp', 'conv' (`nets.ConvNet`), 'resnet' (`nets.ResNet`),
+      'tabular' (`nets.Tabular`: linear heads on the observation itself)
+      or 'table' (`nets.Table`: 'tabular' read as tables of one-hot
+      states).
     rule_sizes: for rule 'disco_103', the meta-network's sizes
       (`disco.MetaNetSizes` or a mapping of some of `RULE_SIZE_FIELDS`);
       None or empty: Disco103's.

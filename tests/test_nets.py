@@ -2,6 +2,8 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """disco_rl.networks.nets: mixed precision of the agent network."""
 
+import functools
+
 import chex
 import haiku as hk
 import jax
@@ -441,6 +443,47 @@ def test_tabular_heads_are_tables_over_one_hot_states():
   )
   moved = np.abs(logits(changed) - logits(params)).max(-1)
   np.testing.assert_allclose(moved, [0, 0, 1, 0, 0, 0], atol=1e-6)
+
+
+def test_table_is_tabular_read_as_tables():
+  """'table' has 'tabular''s parameters (under `table/`), initial values
+  and, on one-hot states, its outputs and gradients: the Disco agent's
+  every output (its q [A, 601] is most of a tabular agent), without the
+  one-hot product. It takes one vector observation only."""
+  tabular, table = (_spec_agent(net, (7,)) for net in ('tabular', 'table'))
+  names = _param_names(tabular)
+  renamed = {k.replace('tabular/', 'table/', 1): v for k, v in names.items()}
+  assert _param_names(table) == renamed
+  key = jax.random.PRNGKey(3)
+  params = tabular.initial_learner_state(key).params
+  as_table = {k.replace('tabular/', 'table/', 1): v for k, v in params.items()}
+  chex.assert_trees_all_equal(as_table, table.initial_learner_state(key).params)
+  state = tabular.initial_actor_state(key)
+  # Every state once, then random ones: [T=1, B=12, S=7].
+  index = jnp.concatenate([jnp.arange(7), jnp.array([6, 0, 3, 3, 5])])
+  states = {'observation': jax.nn.one_hot(index, 7)[None]}
+  reset = jnp.zeros((1, 12), bool)
+
+  def outputs(agent, p):
+    return agent.network.unroll(p, state, states, reset)[0]
+
+  want, got = outputs(tabular, params), outputs(table, as_table)
+  chex.assert_trees_all_close(got, want, rtol=1e-6, atol=1e-6)
+
+  def loss(agent, p):
+    return sum(jnp.sum(jnp.sin(x)) for x in jax.tree.leaves(outputs(agent, p)))
+
+  grads = jax.grad(functools.partial(loss, tabular))(params)
+  table_grads = jax.grad(functools.partial(loss, table))(as_table)
+  chex.assert_trees_all_close(
+    table_grads,
+    {k.replace('tabular/', 'table/', 1): v for k, v in grads.items()},
+    rtol=1e-5,
+    atol=1e-6,
+  )
+  with pytest.raises(ValueError, match=r"net='table' needs one vector"):
+    nets.check_observation_spec('table', {'o': np.zeros((5, 5, 3))})
+  nets.check_observation_spec('table', {'o': np.zeros((7,))})
 
 
 def test_tabular_is_a_net_jobs_can_name():

@@ -90,7 +90,8 @@ class RunConfig:
     "'resnet' (IMPALA-style residual stages on [H, W, C] "
     'images, each halving the image, then the MLP torso) or '
     "'tabular' (heads on the observation itself, for one-hot "
-    'states)',
+    "states) or 'table' ('tabular' read as tables: one-hot "
+    'state vectors only, a row per state instead of a product)',
     choices=NETS,
   )
   dense: tuple[int, ...] = _field(

@@ -298,16 +298,30 @@ def check_observation_spec(
 ) -> None:
   """Raises unless observations of `observation_spec` fit network `name`.
 
-  'mlp' flattens every observation, so any shape fits; 'conv' and
-  'resnet' need exactly one image [H, W, C] among the observations (the
-  others, e.g. Sokoban's step count, go beside the image's features into
-  the MLP torso).
+  'mlp' and 'tabular' flatten every observation, so any shape fits;
+  'conv' and 'resnet' need exactly one image [H, W, C] among the
+  observations (the others, e.g. Sokoban's step count, go beside the
+  image's features into the MLP torso); 'table' needs one vector [S].
 
   Args:
     name: the network's name (a key of `NETWORKS`).
     observation_spec: one observation's spec tree (no batch axis).
     what: the spec's name in messages.
   """
+  if name == 'table':
+    shapes = [
+      tuple(s.shape)
+      for s in jax.tree.leaves(
+        observation_spec, is_leaf=lambda x: hasattr(x, 'shape')
+      )
+    ]
+    if len(shapes) != 1 or len(shapes[0]) != 1:
+      raise ValueError(
+        f"net='table' needs one vector observation [S] (a one-hot state); "
+        f'{what} gives shape(s) {shapes or "(none)"}. Use '
+        "net='tabular' for other observations."
+      )
+    return
   if name not in IMAGE_NETWORKS:
     return
   shapes = [
@@ -501,6 +515,84 @@ class Tabular(MLP):
     )
 
 
-NETWORKS = {'mlp': MLP, 'conv': ConvNet, 'resnet': ResNet, 'tabular': Tabular}
+class _Rows(hk.Module):
+  """`hk.Linear`'s parameters (w [S, O], b [O], its initialisers), applied
+  to state indices: row `s` of w (plus b), which is `hk.Linear` on the
+  one-hot of `s`, without the [B, S] x [S, O] product."""
+
+  def __init__(
+    self,
+    output_size: int,
+    w_init: hk.initializers.Initializer | None,
+    name: str,
+  ):
+    super().__init__(name=name)
+    self._output_size, self._w_init = output_size, w_init
+
+  def __call__(
+    self, states: chex.Array, num_states: int, dtype: Any
+  ) -> chex.Array:
+    """[B] int state indices -> [B, O]."""
+    w_init = self._w_init or hk.initializers.TruncatedNormal(
+      1.0 / np.sqrt(num_states)
+    )
+    w = hk.get_parameter('w', [num_states, self._output_size], dtype, w_init)
+    b = hk.get_parameter('b', [self._output_size], dtype, jnp.zeros)
+    return jnp.take(w, states, axis=0) + b
+
+
+class _TableHead(hk.Module):
+  """One head of `Table`: named as `hk.nets.MLP`'s one linear layer
+  (`torso_head/~/linear_0`), so its parameters are `Tabular`'s."""
+
+  def __init__(
+    self,
+    output_size: int,
+    w_init: hk.initializers.Initializer | None,
+    name: str,
+  ):
+    super().__init__(name=name)
+    self._rows = _Rows(output_size, w_init, name='linear_0')
+
+  def __call__(
+    self, states: chex.Array, num_states: int, dtype: Any
+  ) -> chex.Array:
+    return self._rows(states, num_states, dtype)
+
+
+class Table(Tabular):
+  """`Tabular` on one-hot states, its heads read as tables: each head's
+  output for state s is row s of its weights (plus the bias), a gather
+  instead of a [B, S] x [S, O] product, so a step costs O(B x O) whatever
+  the number of states S (LPG's gridworlds: up to 10 x 10 x 2^5). The
+  same parameters and outputs as 'tabular' on one-hot states (names under
+  `table/` instead of `tabular/`); the observation must be one vector
+  [S] (`check_observation_spec`) holding a one-hot state, which is not
+  checked per step: on other vectors the heads read the row of the
+  largest entry. The action model's root embedding stays linear in the
+  observation (`Tabular`)."""
+
+  def _head_pass(self, embedding: chex.Array) -> dict[str, chex.Array]:
+    """[B, S] one-hot states -> one [B, *leaf.shape] output per leaf."""
+    states = jnp.argmax(embedding, axis=-1)
+    batch, num_states = embedding.shape
+
+    def head(spec):
+      size = int(np.prod(spec.shape))
+      out = _TableHead(size, self._head_w_init, name='torso_head')(
+        states, num_states, embedding.dtype
+      )
+      return out.reshape((batch,) + tuple(spec.shape))
+
+    return jax.tree.map(head, self._out_spec)
+
+
+NETWORKS = {
+  'mlp': MLP,
+  'conv': ConvNet,
+  'resnet': ResNet,
+  'tabular': Tabular,
+  'table': Table,
+}
 # The networks that take one [H, W, C] image.
 IMAGE_NETWORKS = ('conv', 'resnet')
