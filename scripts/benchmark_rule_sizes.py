@@ -61,7 +61,7 @@ SIZES = {
 }
 # The gridworld suite's task: GROOVE's 'all' distribution, a layout per
 # agent, tabular agents.
-TASK = 'lpg:all[layout_seed=-1,net=tabular]'
+TASK = 'lpg:all[layout_seed=-1,net=table]'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,7 +250,7 @@ def main() -> int:
     num_inner_steps=args.inner_steps,
     population=args.population,
     num_bins=args.num_bins,
-    # Tiny agents: the tabular net reads the observation itself.
+    # Tiny agents (the task's net: a table by default), the lpg preset's.
     net='tabular',
     dense=(8,),
     model_lstm_size=8,

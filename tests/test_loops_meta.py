@@ -433,9 +433,8 @@ def test_presets():
     config_lib.MetaTrainConfig()
   )
   lpg = config_lib.MetaTrainConfig(**command.PRESETS['lpg'])
-  assert [t.spec() for t in lpg.suite] == [
-    'lpg:all[layout_seed=-1,net=tabular]'
-  ]
+  assert [t.spec() for t in lpg.suite] == ['lpg:all[layout_seed=-1,net=table]']
+  assert lpg.model_lstm_size == 8 and lpg.value_dense == (16,)
   assert lpg.batch_size_per_device == 64 and lpg.rollout_len == 20
   assert lpg.num_inner_steps == 5 and lpg.meta_grad_norm == 'per_agent_adam'
   assert lpg.sampled_lifetimes

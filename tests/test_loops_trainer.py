@@ -355,7 +355,7 @@ def test_lpg_preset_meta_training_resumes_exactly(tmp_path):
       ),
     }
   )
-  assert config.sampled_lifetimes and config.suite[0].net == 'tabular'
+  assert config.sampled_lifetimes and config.suite[0].net == 'table'
   first = trainer_lib.Trainer(config, tmp_path / 'a', progress=False)
   lifetimes = [np.asarray(first.state.lifetimes)]
 

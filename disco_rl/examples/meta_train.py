@@ -63,8 +63,16 @@ PRESETS = {
   # project's 2-core CPU. Not GROOVE's: the agents' optimiser and learning
   # rate (this job's Adam at learning_rate, where GROOVE's tabular agents
   # take SGD steps of 40) and the meta-objective's regularisers (Disco's).
+  # The agents are tables ('table': a row per state) with the Disco
+  # agent's other parts kept small (GROOVE's tabular agents have none):
+  # an action model of 8 and a value network of 16 units; at the MLP
+  # defaults (256-unit action model, 256x256 value network on the one-hot
+  # state) those parts, not the tables, would cost most of a meta-step.
   'lpg': dict(
-    tasks=('lpg:all[layout_seed=-1,net=tabular]',),
+    tasks=('lpg:all[layout_seed=-1,net=table]',),
+    model_lstm_size=8,
+    model_head_hiddens=(8,),
+    value_dense=(16,),
     batch_size_per_device=64,
     rollout_len=20,
     num_inner_steps=5,
