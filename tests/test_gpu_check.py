@@ -123,17 +123,15 @@ def _check_runs(sections):
 def test_the_driver_runs_chosen_sections_at_tiny_sizes_on_the_cpu(
   tmp_path, golden_dir, disco_103_path
 ):
-  """The driver, the device section and one loop section. The golden
-  section (a pytest run of the golden tests at two precisions, what the GPU
-  run decides the matmul precision from: 60 s of the default suite's 20 min
-  on 2026-12-03) is in the slow test below with every other section; its
-  verdicts are tested on their own here (a failed, empty or partial run)."""
-  out, sections = _run_tiny(
-    tmp_path, golden_dir, disco_103_path, ('device', 'runs')
-  )
+  """The driver and its device section. The golden section (a pytest run
+  of the golden tests at two precisions, what the GPU run decides the
+  matmul precision from: 60 s of the default suite's 20 min on
+  2026-12-03) and the loop sections (the runs section: 45 s more) are in
+  the slow test below; the golden section's verdicts are tested on their
+  own here (a failed, empty or partial run)."""
+  out, sections = _run_tiny(tmp_path, golden_dir, disco_103_path, ('device',))
   _check_device(sections)
-  _check_runs(sections)
-  assert '| run | batch | envs |' in (out / 'results.md').read_text()
+  assert (out / 'results.md').is_file()
 
 
 @pytest.mark.slow
