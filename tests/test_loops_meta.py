@@ -558,7 +558,7 @@ def test_a_task_may_name_its_own_network():
     ValueError,
     match=(
       r"Task 'catch\[net=cnn\]': unknown net 'cnn'; expected one of "
-      r"\('mlp', 'conv', 'resnet', 'tabular'\)"
+      r"\('mlp', 'conv', 'resnet', 'tabular', 'table'\)"
     ),
   ):
     dataclasses.replace(config, tasks=('catch[net=cnn]',))
