@@ -308,28 +308,20 @@ def check_observation_spec(
     observation_spec: one observation's spec tree (no batch axis).
     what: the spec's name in messages.
   """
-  if name == 'table':
-    shapes = [
-      tuple(s.shape)
-      for s in jax.tree.leaves(
-        observation_spec, is_leaf=lambda x: hasattr(x, 'shape')
-      )
-    ]
-    if len(shapes) != 1 or len(shapes[0]) != 1:
-      raise ValueError(
-        f"net='table' needs one vector observation [S] (a one-hot state); "
-        f'{what} gives shape(s) {shapes or "(none)"}. Use '
-        "net='tabular' for other observations."
-      )
-    return
-  if name not in IMAGE_NETWORKS:
-    return
   shapes = [
     tuple(s.shape)
     for s in jax.tree.leaves(
       observation_spec, is_leaf=lambda x: hasattr(x, 'shape')
     )
   ]
+  if name == 'table' and (len(shapes) != 1 or len(shapes[0]) != 1):
+    raise ValueError(
+      f"net='table' needs one vector observation [S] (a one-hot state); "
+      f'{what} gives shape(s) {shapes or "(none)"}. Use '
+      "net='tabular' for other observations."
+    )
+  if name not in IMAGE_NETWORKS:
+    return
   if sum(len(shape) == 3 for shape in shapes) != 1:
     raise ValueError(
       f'net={name!r} needs one image observation of shape [H, W, C]; {what} '
@@ -516,48 +508,40 @@ class Tabular(MLP):
 
 
 class _Rows(hk.Module):
-  """`hk.Linear`'s parameters (w [S, O], b [O], its initialisers), applied
-  to state indices: row `s` of w (plus b), which is `hk.Linear` on the
-  one-hot of `s`, without the [B, S] x [S, O] product."""
+  """`hk.Linear`'s parameters (w [S, O], b [O], its initialisers), read as
+  a table: on [B, S] one-hot states, row s of w (plus b) for state s, which
+  is `hk.Linear`'s output without the [B, S] x [S, O] product."""
 
   def __init__(
-    self,
-    output_size: int,
-    w_init: hk.initializers.Initializer | None,
-    name: str,
+    self, output_size: int, w_init: hk.initializers.Initializer | None
   ):
-    super().__init__(name=name)
+    super().__init__(name='linear_0')  # As `hk.nets.MLP`'s one layer.
     self._output_size, self._w_init = output_size, w_init
 
-  def __call__(
-    self, states: chex.Array, num_states: int, dtype: Any
-  ) -> chex.Array:
-    """[B] int state indices -> [B, O]."""
+  def __call__(self, one_hot: chex.Array) -> chex.Array:
+    """[B, S] one-hot states -> [B, O]."""
+    num_states = one_hot.shape[-1]
     w_init = self._w_init or hk.initializers.TruncatedNormal(
       1.0 / np.sqrt(num_states)
     )
-    w = hk.get_parameter('w', [num_states, self._output_size], dtype, w_init)
-    b = hk.get_parameter('b', [self._output_size], dtype, jnp.zeros)
-    return jnp.take(w, states, axis=0) + b
+    shape = [num_states, self._output_size]
+    w = hk.get_parameter('w', shape, one_hot.dtype, w_init)
+    b = hk.get_parameter('b', shape[1:], one_hot.dtype, jnp.zeros)
+    return jnp.take(w, jnp.argmax(one_hot, axis=-1), axis=0) + b
 
 
 class _TableHead(hk.Module):
-  """One head of `Table`: named as `hk.nets.MLP`'s one linear layer
+  """One head of `Table`, named as `hk.nets.MLP` and its layer
   (`torso_head/~/linear_0`), so its parameters are `Tabular`'s."""
 
   def __init__(
-    self,
-    output_size: int,
-    w_init: hk.initializers.Initializer | None,
-    name: str,
+    self, output_size: int, w_init: hk.initializers.Initializer | None
   ):
-    super().__init__(name=name)
-    self._rows = _Rows(output_size, w_init, name='linear_0')
+    super().__init__(name='torso_head')
+    self._rows = _Rows(output_size, w_init)
 
-  def __call__(
-    self, states: chex.Array, num_states: int, dtype: Any
-  ) -> chex.Array:
-    return self._rows(states, num_states, dtype)
+  def __call__(self, one_hot: chex.Array) -> chex.Array:
+    return self._rows(one_hot)
 
 
 class Table(Tabular):
@@ -573,15 +557,12 @@ class Table(Tabular):
   observation (`Tabular`)."""
 
   def _head_pass(self, embedding: chex.Array) -> dict[str, chex.Array]:
-    """[B, S] one-hot states -> one [B, *leaf.shape] output per leaf."""
-    states = jnp.argmax(embedding, axis=-1)
-    batch, num_states = embedding.shape
+    """[B, S] one-hot states -> one [B, *leaf.shape] output per leaf
+    (built here, as `MLPHeadNet`'s: Haiku names the heads after it)."""
+    batch = embedding.shape[0]
 
     def head(spec):
-      size = int(np.prod(spec.shape))
-      out = _TableHead(size, self._head_w_init, name='torso_head')(
-        states, num_states, embedding.dtype
-      )
+      out = _TableHead(int(np.prod(spec.shape)), self._head_w_init)(embedding)
       return out.reshape((batch,) + tuple(spec.shape))
 
     return jax.tree.map(head, self._out_spec)
