@@ -41,6 +41,11 @@ PYTEST_ARGS ?=
 # first (tests/conftest.py; the files of SHARED_FIXTURE_FILES whole); the
 # slowest 25 are listed at the end.
 TEST_WORKERS ?= 2
+# A test of the default run that takes longer than this many seconds (the
+# longest take about 170 s here) is stopped with its stack printed and
+# fails (pytest-timeout; its thread method also ends a test stuck in
+# compiled code or a collective), instead of holding CI until its limit.
+TEST_TIMEOUT ?= 900
 
 # Stamp written after a successful install; redone when pyproject.toml changes.
 STAMP := $(VENV)/.disco_rl-installed
@@ -95,14 +100,14 @@ docs: $(DOCS_STAMP)
 	$(VENV)/bin/mkdocs build --strict
 
 test: $(STAMP)
-	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
+	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 --timeout=$(TEST_TIMEOUT) --timeout-method=thread $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
 	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 -m slow $(PYTEST_ARGS)
 
 # The default suite with line coverage of disco_rl (about a third slower).
 coverage: $(STAMP)
-	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --cov --cov-report=term $(PYTEST_ARGS)
+	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --cov --cov-report=term --timeout=$(TEST_TIMEOUT) --timeout-method=thread $(PYTEST_ARGS)
 
 eval: $(STAMP)
 	$(VPY) -m disco_rl.examples.eval $(ARGS)

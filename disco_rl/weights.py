@@ -185,13 +185,19 @@ def _read_npz(path: pathlib.Path) -> dict[str, np.ndarray]:
     ) from e
 
 
-@functools.lru_cache(maxsize=1)
-def expected_disco_103_shapes():
-  """`{MODULE: {'w': jax.ShapeDtypeStruct, ...}}` of the Disco103 meta-network
-  (`agent.get_settings_disco()`), traced without running it."""
-  rule = disco.DiscoUpdateRule(**agent.get_settings_disco().update_rule)
+@functools.lru_cache(maxsize=8)
+def expected_shapes(sizes: disco.MetaNetSizes | None = None):
+  """`{MODULE: {'w': jax.ShapeDtypeStruct, ...}}` of the Disco meta-network
+  of `sizes` (default: Disco103's), traced without running it."""
+  settings = agent.get_settings_disco(sizes).update_rule
+  rule = disco.DiscoUpdateRule(**settings)
   params, _ = jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))
   return {module: dict(leaves) for module, leaves in params.items()}
+
+
+def expected_disco_103_shapes():
+  """The shapes of the Disco103 meta-network (`expected_shapes()`)."""
+  return expected_shapes()
 
 
 def validate_params(params, expected=None) -> None:
@@ -274,6 +280,52 @@ def load_disco_103(
       raise ArchitectureError(
         f'{path} does not match the Disco103 meta-network: {e}'
       ) from None
+  return params
+
+
+def load_rule(
+  path: str | os.PathLike[str],
+  sizes: disco.MetaNetSizes | Mapping[str, Any] | None = None,
+) -> Params:
+  """A Disco rule's parameters from an npz file: Disco103's or a rule
+  meta-trained here (`export_rule`), of any meta-network sizes.
+
+  The file's sizes are read from its parameters (`disco.sizes_from_params`)
+  and every parameter is checked against the meta-network of those sizes.
+
+  Args:
+    path: the npz file (must exist; nothing is looked up or downloaded).
+    sizes: the sizes the caller's run has; None: any.
+
+  Raises:
+    FileNotFoundError: no file at `path`.
+    ValueError: not an npz archive of MODULE/w, MODULE/b keys.
+    ArchitectureError: not a Disco meta-network's parameters, parameters
+      inconsistent with the sizes they imply, or sizes other than `sizes`
+      (the message names both).
+  """
+  path = pathlib.Path(path).expanduser()
+  if not path.is_file():
+    raise FileNotFoundError(f'rule weights file not found: {str(path)!r}')
+  params = unflatten_params(_read_npz(path), str(path))
+  try:
+    found = disco.sizes_from_params(params)
+  except ValueError as e:
+    raise ArchitectureError(f'{path}: {e}') from None
+  try:
+    validate_params(params, expected_shapes(found))
+  except ArchitectureError as e:
+    what = (
+      'the Disco103 meta-network'
+      if not found.changes()
+      else f'the Disco meta-network of the sizes it implies ({found.text()})'
+    )
+    raise ArchitectureError(f'{path} does not match {what}: {e}') from None
+  if sizes is not None and disco.as_sizes(sizes) != found:
+    raise ArchitectureError(
+      f'{path} holds a meta-network of sizes {found.text()}, not '
+      f"the run's {disco.as_sizes(sizes).text()}."
+    )
   return params
 
 

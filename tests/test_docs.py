@@ -52,7 +52,7 @@ PYTHON = ('python', 'py', 'python3')
 SHELL = ('bash', 'sh', 'shell', 'console')
 # The reason a Python block is not run, in the paragraph right above it.
 NOT_RUN = re.compile(
-  r'<!--\s*not run:\s*(.+?)\s*-->|\(not run by the tests:\s*([^)]+)\)',
+  r'<!--\s*not\s+run:\s*(.+?)\s*-->|\(not\s+run\s+by\s+the\s+tests:\s*([^)]+)\)',
   re.S | re.I,
 )
 
@@ -486,7 +486,9 @@ python -m disco_rl.examples.not_a_command --anything
 
 And `python -m disco_rl.examples.export_rule runs/meta --stepp 750`.
 
-(not run by the tests: it needs a GPU and a day)
+(not run by
+the tests: it needs a GPU and a day; a reason
+may break across lines)
 
 ```py
 print('not run')
@@ -529,7 +531,7 @@ def test_a_broken_snippet_fails_and_a_reason_is_read():
   found = [b for b in blocks(_BAD_PAGE) if b.lang in PYTHON]
   assert [(b.id, b.not_run) for b in found] == [
     ('page.md:1', None),
-    ('page.md:2', 'it needs a GPU and a day'),
+    ('page.md:2', 'it needs a GPU and a day; a reason may break across lines'),
     ('page.md:3', 'a fragment'),
   ]
   with pytest.raises(ImportError, match='no_such_module'):

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+import jax
 from live_curves import tensorboard_curves
 from live_curves import wandb_history
 import numpy as np
@@ -30,11 +31,13 @@ from smoke_env import fast_jax_env
 from smoke_env import xla_flags
 
 import disco_rl
+from disco_rl import agent as agent_lib
 from disco_rl import metrics as metrics_lib
 from disco_rl import weights
 from disco_rl.examples import cli
 from disco_rl.examples import flags as flags_lib
 from disco_rl.loops import config as config_lib
+from disco_rl.update_rules import disco
 
 TIMEOUT_S = 1800
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
@@ -819,6 +822,63 @@ def test_cli_bad_weights_file_is_one_error_line(
     assert status == 2, what
     assert _error_of(capsys) == flag_error, what
     monkeypatch.setenv('DISCO_RL_WEIGHTS', str(disco_103_path))
+
+
+def test_eval_cli_reads_a_smaller_rule_s_sizes_from_its_file(tmp_path, capsys):
+  """A rule meta-trained here at another size runs with `--weights` alone
+  (its sizes are read from the file and recorded in run.json);
+  `--rule-sizes` that contradict the file, or sizes with no file, are one
+  error line each."""
+  sizes = dict(prediction_size=8, hidden_size=16, embedding_size=(8, 1))
+  rule = disco.DiscoUpdateRule(
+    **agent_lib.get_settings_disco(sizes).update_rule
+  )
+  path = tmp_path / 'small_rule.npz'
+  weights.save_params(rule.init_params(jax.random.PRNGKey(0))[0], path)
+  out = tmp_path / 'run'
+  assert (
+    _main('eval')([*EVAL_TINY, '--weights', str(path), '--out', str(out)]) == 0
+  )
+  capsys.readouterr()
+  record = json.loads((out / 'run.json').read_text())
+  assert disco.as_sizes(record['settings']['rule_sizes']) == disco.as_sizes(
+    sizes
+  )
+  metrics = metrics_lib.read_metrics(out / 'metrics.csv')
+  assert np.isfinite(metrics['total_loss'][1:]).all()  # 0: filling replay.
+  conflict = tmp_path / 'conflict'
+  assert (
+    _main('eval')(
+      [
+        *EVAL_TINY,
+        '--weights',
+        str(path),
+        '--rule-sizes',
+        'prediction_size=16',
+        '--out',
+        str(conflict),
+      ]
+    )
+    == 2
+  )
+  assert _error_of(capsys) == (
+    '--rule-sizes prediction_size=16 differ from the sizes of the --weights '
+    f'file {path} (prediction_size=8,hidden_size=16,embedding_size=8x1): '
+    "leave out --rule-sizes (a rule file's sizes are read from it)."
+  )
+  assert not conflict.exists()
+  no_file = tmp_path / 'no_file'
+  assert (
+    _main('eval')(
+      [*EVAL_TINY, '--rule-sizes', 'prediction_size=8', '--out', str(no_file)]
+    )
+    == 2
+  )
+  assert _error_of(capsys) == (
+    'rule_sizes prediction_size=8: Disco103 has its own sizes, so a rule of '
+    'these sizes needs its parameters (--weights FILE, or rule_params=).'
+  )
+  assert not (no_file / 'run.json').exists()
 
 
 def test_meta_train_cli_weights_need_init_disco_103(tmp_path, capsys):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from disco_rl import agent as agent_lib
+from disco_rl import environments
 from disco_rl import types
 from disco_rl.environments import lpg
 from disco_rl.update_rules import disco
@@ -147,3 +148,20 @@ def test_bad_sizes_are_named():
   assert agent_lib.RULE_SIZE_FIELDS == tuple(
     f.name for f in dataclasses.fields(disco.MetaNetSizes)
   )
+
+
+def test_sizes_as_text_round_trip_through_the_command_line_form():
+  """`MetaNetSizes.text()` is what `--rule-sizes` takes: tuples as
+  '8x1'; Disco103's sizes say so."""
+  sizes = disco.as_sizes(_SMALL)
+  assert sizes.text() == (
+    'prediction_size=8,hidden_size=32,embedding_size=8x1,'
+    'policy_target_channels=8,meta_hidden_size=16'
+  )
+  assert disco.as_sizes(environments.parse_kwargs(sizes.text())) == sizes
+  assert sizes.changes() == _SMALL
+  assert disco.MetaNetSizes().text() == "Disco103's"
+  assert disco.MetaNetSizes().changes() == {}
+  assert disco.MetaNetSizes(embedding_size='4x2x1').embedding_size == (4, 2, 1)
+  with pytest.raises(ValueError, match=r"or text such as '16x1'\), got '4x'"):
+    disco.MetaNetSizes(embedding_size='4x')

@@ -437,6 +437,80 @@ def test_wrong_shape_is_named(real_file, tmp_path):
     weights.load_disco_103(bad)
 
 
+# A rule meta-trained here at LPG's prediction size, with small LSTMs.
+_SMALL_RULE = dict(
+  prediction_size=8, hidden_size=16, embedding_size=(8, 1), meta_hidden_size=8
+)
+
+
+@pytest.fixture(scope='module')
+def small_rule_file(tmp_path_factory):
+  """(path, params) of an npz of a fresh rule of `_SMALL_RULE`'s sizes, as
+  export_rule writes a rule meta-trained here."""
+  rule = disco.DiscoUpdateRule(
+    **agent_lib.get_settings_disco(_SMALL_RULE).update_rule
+  )
+  params, _ = jax.jit(rule.init_params)(jax.random.PRNGKey(3))
+  path = tmp_path_factory.mktemp('rule') / 'small_rule.npz'
+  weights.save_params(params, path)
+  return path, params
+
+
+def test_load_rule_reads_the_sizes_from_the_file(small_rule_file, tmp_path):
+  path, params = small_rule_file
+  loaded = weights.load_rule(path)
+  chex.assert_trees_all_equal(loaded, jax.device_get(params))
+  assert disco.sizes_from_params(loaded) == disco.as_sizes(_SMALL_RULE)
+  # The run's sizes, when given, must be the file's; either form works.
+  weights.load_rule(path, _SMALL_RULE)
+  weights.load_rule(path, disco.as_sizes(_SMALL_RULE))
+  with pytest.raises(
+    weights.ArchitectureError,
+    match=r'small_rule.npz holds a meta-network of sizes '
+    r'prediction_size=8,hidden_size=16,embedding_size=8x1,'
+    r"meta_hidden_size=8, not the run's Disco103's\.",
+  ):
+    weights.load_rule(path, {})
+  # A leaf of another shape than the sizes the file implies is named.
+  flat = weights.flatten_params(jax.device_get(params))
+  flat['lstm/linear/w'] = flat['lstm/linear/w'][:, :3]
+  bad = _save_flat(tmp_path / 'reshaped.npz', flat)
+  with pytest.raises(
+    weights.ArchitectureError,
+    match=r'reshaped.npz does not match the Disco meta-network of the '
+    r'sizes it implies \(prediction_size=8,.*\): parameter '
+    r"'lstm/linear/w': shapes: \(8, 3\) != \(8, 16\)",
+  ):
+    weights.load_rule(bad)
+  # Not a Disco meta-network at all.
+  other = _save_flat(tmp_path / 'other.npz', {'mlp/linear/b': np.zeros(3)})
+  with pytest.raises(
+    weights.ArchitectureError,
+    match=r"other.npz: Not the parameters of a Disco meta-network named 'lstm'",
+  ):
+    weights.load_rule(other)
+  with pytest.raises(FileNotFoundError, match='rule weights file not found'):
+    weights.load_rule(tmp_path / 'absent.npz')
+
+
+@pytest.mark.weights
+def test_load_rule_of_disco_103_is_load_disco_103(real_file, tmp_path):
+  chex.assert_trees_all_equal(
+    weights.load_rule(real_file, {}),
+    weights.load_disco_103(real_file, download=False),
+  )
+  flat = weights.flatten_params(
+    weights.load_disco_103(real_file, check_architecture=False)
+  )
+  flat['lstm/linear/w'] = flat['lstm/linear/w'][:, :255]
+  bad = _save_flat(tmp_path / 'reshaped.npz', flat)
+  with pytest.raises(weights.ArchitectureError) as by_rule:
+    weights.load_rule(bad)
+  with pytest.raises(weights.ArchitectureError) as by_name:
+    weights.load_disco_103(bad)
+  assert str(by_rule.value) == str(by_name.value)
+
+
 @pytest.mark.weights
 def test_validate_params(disco_103_params):
   weights.validate_params(disco_103_params)

@@ -14,6 +14,7 @@ number; a second signal stops at once (the last checkpoint stays).
 
 import argparse
 from collections.abc import Callable, Collection, Mapping, Sequence
+import dataclasses
 import json
 import os
 import signal
@@ -29,6 +30,7 @@ from disco_rl import weights
 from disco_rl.examples import flags
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl.loops import trainer
+from disco_rl.update_rules import disco
 
 # Errors that are the user's input (a bad setting, path or file).
 USER_ERRORS = (ValueError, FileNotFoundError, TypeError, KeyError)
@@ -138,7 +140,29 @@ def load_weights(args, why_not: str | None):
     )
   if why_not is not None:
     raise ValueError(why_not)
-  return weights.load_disco_103(args.weights)
+  return weights.load_rule(args.weights)
+
+
+def with_rule_sizes(config, params, path: str, sizes_given: bool):
+  """`config` with the meta-network sizes of the rule file's `params`.
+
+  A rule file's sizes are read from it (`disco.sizes_from_params`): Disco103's
+  or those of a rule meta-trained here at another size.
+
+  Raises:
+    ValueError: `--rule-sizes` given (`sizes_given`) and other than the
+      file's, naming both.
+  """
+  found = disco.sizes_from_params(params)
+  if disco.as_sizes(config.rule_sizes) == found:
+    return config
+  if sizes_given:
+    raise ValueError(
+      f'--rule-sizes {disco.as_sizes(config.rule_sizes).text()} differ '
+      f'from the sizes of the --weights file {path} ({found.text()}): '
+      "leave out --rule-sizes (a rule file's sizes are read from it)."
+    )
+  return dataclasses.replace(config, rule_sizes=found.changes())
 
 
 class Main(Protocol):
@@ -289,6 +313,10 @@ def _trainer(
     )
   run_dir = run_dir_lib.RunDir(args.out, overwrite=args.overwrite)
   rule_params = load_weights(args, weights_unusable(config))
+  if rule_params is not None:
+    config = with_rule_sizes(
+      config, rule_params, args.weights, 'rule_sizes' in given
+    )
   if signals.received():
     return None
   distributed.initialize(flags.distributed_config(args))

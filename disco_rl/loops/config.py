@@ -122,8 +122,9 @@ class RunConfig:
   rule_sizes: dict[str, Any] = _field(
     {},
     "sizes of rule disco_103's meta-network (a rule meta-trained here "
-    'may be smaller), e.g. prediction_size=8,hidden_size=64 (fields of '
-    "disco.MetaNetSizes); none: Disco103's",
+    'may be smaller), e.g. prediction_size=8,hidden_size=64,'
+    'embedding_size=8x1 (fields of disco.MetaNetSizes; a --weights file '
+    "sets them); none: Disco103's",
   )
   matmul_precision: str = _field(
     'default',

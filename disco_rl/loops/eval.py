@@ -60,6 +60,7 @@ from disco_rl.loops import eval_setup
 from disco_rl.loops import host_acting
 from disco_rl.loops import mesh as mesh_lib
 from disco_rl.loops import run as run_lib
+from disco_rl.update_rules import disco
 
 AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS
 State = eval_setup.EvalState
@@ -309,6 +310,13 @@ def make_eval(
 
   def default_rule_params() -> types.MetaParams:
     params = rule_params
+    sizes = disco.as_sizes(config.rule_sizes)
+    if params is None and config.rule == 'disco_103' and sizes.changes():
+      raise ValueError(
+        f'rule_sizes {sizes.text()}: Disco103 has its own sizes, so a '
+        'rule of these sizes needs its parameters (--weights FILE, or '
+        'rule_params=).'
+      )
     if params is None:
       params = weights.starting_rule_params(rule, config.rule == 'disco_103')
     return mesh_lib.place(params, mesh_lib.replicated(mesh))

@@ -306,7 +306,7 @@ def run_study(
         path = pathlib.Path(rule.weights)
         if spec_dir is not None and not path.is_absolute():
           path = pathlib.Path(spec_dir) / path
-        params = weights.load_disco_103(path, download=False)
+        params = weights.load_rule(path, config.rule_sizes)
       rows = _run_cell(
         out / RUNS / stage.name / slug(env) / rule_name,
         config,

@@ -91,6 +91,27 @@ class MetaNetSizes:
           f'integer, got {value!r}.'
         )
 
+  def changes(self) -> dict[str, Any]:
+    """The fields that differ from Disco103's: `as_sizes(changes())` is
+    these sizes (a job's `rule_sizes` setting)."""
+    default = MetaNetSizes()
+    return {
+      name: getattr(self, name)
+      for name in SIZE_FIELDS
+      if getattr(self, name) != getattr(default, name)
+    }
+
+  def text(self) -> str:
+    """The changes from Disco103's as `--rule-sizes` takes them
+    ('prediction_size=8,embedding_size=8x1'), or "Disco103's"."""
+    changes = self.changes()
+    if not changes:
+      return "Disco103's"
+    return ','.join(
+      f'{name}={"x".join(map(str, v)) if isinstance(v, tuple) else v}'
+      for name, v in changes.items()
+    )
+
   def net_kwargs(self) -> dict[str, Any]:
     """The size arguments of `meta_nets.LSTM` (with its `MetaLSTM`'s)."""
     return dict(
@@ -112,12 +133,17 @@ SIZE_FIELDS = tuple(f.name for f in dataclasses.fields(MetaNetSizes))
 
 
 def _sizes_tuple(value: Any, name: str) -> tuple[Any, ...]:
+  """A tuple-valued size from a tuple, a list, an int or text '16x1' (the
+  form a command line's `--rule-sizes embedding_size=16x1` gives)."""
   if isinstance(value, int) and not isinstance(value, bool):
     return (value,)
+  if isinstance(value, str) and re.fullmatch(r'\d+(x\d+)*', value.strip()):
+    return tuple(int(v) for v in value.strip().split('x'))
   if isinstance(value, Sequence) and not isinstance(value, str):
     return tuple(value)
   raise ValueError(
-    f'MetaNetSizes.{name} must be a sequence of positive sizes, got {value!r}.'
+    f'MetaNetSizes.{name} must be a sequence of positive sizes (or text '
+    f"such as '16x1'), got {value!r}."
   )
 
 
