@@ -12,6 +12,7 @@ from disco_rl import agent as agent_lib
 from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta_setup
+from disco_rl.update_rules import disco
 
 CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
 
@@ -629,3 +630,26 @@ def test_environments_and_eval_configs_of_tasks():
     env='gymnax:DeepSea-bsuite', env_kwargs={'size': 8}
   )
   config_lib.EvalConfig(**deep_sea.eval_settings())  # Checked when made.
+
+
+def test_rule_sizes_flag_writes_tuple_sizes_with_x():
+  """`--rule-sizes` takes every size of `disco.MetaNetSizes`, a tuple as
+  '8x1' (the form `MetaNetSizes.text()` writes)."""
+  tiny = disco.MetaNetSizes(
+    prediction_size=8,
+    hidden_size=16,
+    embedding_size=(8, 1),
+    policy_channels=(8, 2),
+    meta_embedding_size=(8,),
+  )
+  config = _from_flags(
+    config_lib.MetaTrainConfig,
+    _parser(config_lib.MetaTrainConfig).parse_args(
+      ['--rule-sizes', tiny.text()]
+    ),
+  )
+  assert disco.as_sizes(config.rule_sizes) == tiny
+  assert tiny.text() == (
+    'prediction_size=8,hidden_size=16,embedding_size=8x1,policy_channels=8x2,'
+    'meta_embedding_size=8'
+  )

@@ -1,0 +1,100 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Gate G1 of issue 54 (docs/studies/lpg_transfer.md): fresh table agents
+trained by the rule meta-trained here on LPG's gridworlds, against the
+actor-critic, on fixed gridworlds the meta-training distribution never
+draws.
+
+  python -m disco_rl.examples.study studies/lpg_gridworlds.py \
+      --out runs/lpg_gridworlds
+  python -m disco_rl.examples.study studies/lpg_gridworlds.py \
+      --out runs/lpg_gridworlds_tiny --tiny     # test size
+
+The agents are the meta-training's (the `lpg` preset's): a table per state
+(`net='table'`), the Disco agent's action model of 8 units, 16
+environments acting 20 steps per iteration, one learner step per acted
+batch on that batch (replay ratio 1 from a buffer of the batch: on-policy,
+as the meta-training's inner updates). The budget: 2,000 learner updates
+per run (640,000 environment steps), tuning and held-out alike.
+
+Learning rates: each rule's rate is chosen from `RATES` on the stage
+'tune' (the `all` distribution's layouts 1-3, seeds 100-102, apart from
+the reported seeds) by `RatePick`'s procedure (the highest mean of the
+final returns normalised from random play to the best mean there; the
+smaller rate on a tie), never on the held-out gridworlds. The stage
+'held_out' runs each rule at its pick on LPG's fixed `dense`, `sparse`
+and `long_dense` gridworlds (layout 0), seeds 0-4.
+
+The gate passes when, on the held-out gridworlds, the rule's final return
+leaves random play and is at least half of the actor-critic's.
+
+`RULE` is the rule file the study reads: the meta-training's latest
+committed milestone until its last meta-step; the gate is decided on the
+final rule (a milestone's result is a progress check, and the page says
+which rule each result used).
+"""
+
+from disco_rl.studies.spec import RatePick
+from disco_rl.studies.spec import Rule
+from disco_rl.studies.spec import Stage
+from disco_rl.studies.spec import Study
+
+# The meta-trained rule (export_rule's npz) and its sizes (the `tiny`
+# sizes of docs/studies/lpg_transfer.md; checked against the file).
+# Relative to this file's folder.
+RULE = '../docs/results/lpg_transfer/meta_tiny/rule_step_1000.npz'
+RULE_SIZES = dict(
+  prediction_size=8,
+  hidden_size=16,
+  embedding_size=(8, 1),
+  policy_channels=(8, 2),
+  policy_target_channels=(8,),
+  meta_hidden_size=8,
+  meta_embedding_size=(8,),
+  meta_pred_embedding_size=(8, 1),
+  meta_policy_channels=(8, 2),
+)
+TUNE = tuple(f'lpg:all[layout_seed={seed}]' for seed in (1, 2, 3))
+HELD_OUT = ('lpg:dense', 'lpg:sparse', 'lpg:long_dense')
+RATES = (3e-4, 1e-3, 3e-3, 1e-2)
+UPDATES = 2000
+BASE = dict(
+  net='table',
+  model_lstm_size=8,
+  model_head_hiddens=(8,),
+  batch_size=16,
+  rollout_len=20,
+  replay_ratio=1,
+  buffer_capacity=16,
+  steps_per_call=100,
+  debug_checks=False,
+)
+
+STUDY = Study(
+  name='lpg_gridworlds',
+  base=BASE,
+  rules=(
+    Rule(
+      'disco_103',
+      name='learned',
+      weights=RULE,
+      settings=dict(rule_sizes=RULE_SIZES),
+    ),
+    Rule('actor_critic'),
+  ),
+  stages=(
+    Stage(
+      'tune', envs=TUNE, seeds=(100, 101, 102), rates=RATES, num_steps=UPDATES
+    ),
+    Stage(
+      'held_out',
+      envs=HELD_OUT,
+      seeds=(0, 1, 2, 3, 4),
+      rates=RatePick('tune'),
+      num_steps=UPDATES,
+    ),
+  ),
+  baseline='actor_critic',
+  # --tiny: the same grid at 20 updates of 4 environments.
+  tiny=dict(num_steps=20, batch_size=4, buffer_capacity=4, steps_per_call=10),
+)
