@@ -495,24 +495,27 @@ def section_eval(rec: Recorder, args) -> None:
   )
 
 
-# MinAtar's reference network (the MinAtar study's, studies/minatar.py).
-MINATAR_NET = dict(
-  net='conv',
-  conv_channels=(16,),
-  conv_kernel=3,
-  dense=(128,),
-  model_lstm_size=128,
-  model_head_hiddens=(128,),
-)
-MINATAR_TINY_NET = dict(
-  net='conv',
-  conv_channels=(4,),
-  conv_kernel=3,
-  dense=(16,),
-  model_lstm_size=8,
-  model_head_hiddens=(8,),
-)
-MINATAR_ENV = 'gymnax:Breakout-MinAtar'
+MINATAR_GAME = 'Breakout'
+
+
+def minatar_config(args, learning_rate: float = 3e-3):
+  """The MinAtar study's cell of Disco103 on Breakout, one run
+  (studies/minatar.py, the one place its regime is written; --tiny: the
+  study's test size)."""
+  from disco_rl.examples import study as study_cli  # pylint: disable=g-import-not-at-top
+  from disco_rl.studies import run as study_run  # pylint: disable=g-import-not-at-top
+
+  study = study_cli.load_study(REPO / 'studies' / 'minatar.py')
+  if args.tiny:
+    study = study.shrunk()
+  config = study_run.cell_config(
+    study,
+    study.stage('table'),
+    f'gymnax:{MINATAR_GAME}-MinAtar',
+    study.rule('disco_103'),
+    (learning_rate,),
+  )
+  return dataclasses.replace(config, seeds=(0,), debug_checks=False)
 
 
 def measure_acting(rec: Recorder, args, num_envs: int) -> None:
@@ -524,27 +527,18 @@ def measure_acting(rec: Recorder, args, num_envs: int) -> None:
   from disco_rl import agent as agent_lib  # pylint: disable=g-import-not-at-top
   from disco_rl import environments  # pylint: disable=g-import-not-at-top
 
-  net = MINATAR_TINY_NET if args.tiny else MINATAR_NET
+  config = minatar_config(args, learning_rate=1e-3)
   env = environments.get_environment(
-    MINATAR_ENV, batch_size=num_envs, env_settings={}
+    config.env, batch_size=num_envs, env_settings=config.env_kwargs
   )
-  settings = agent_lib.make_settings(
-    'disco_103',
-    1e-3,
-    net['dense'],
-    net['model_lstm_size'],
-    net['model_head_hiddens'],
-    net=net['net'],
-    conv_channels=net['conv_channels'],
-    conv_kernel=net['conv_kernel'],
-  )
+  settings = config.agent_settings('disco_103')
   agent = agent_lib.Agent(
     single_observation_spec=env.single_observation_spec(),
     single_action_spec=env.single_action_spec(),
     agent_settings=settings,
     batch_axis_name=None,
   )
-  rollout_len, rollouts = (4, 2) if args.tiny else (29, 10)
+  rollout_len, rollouts = config.rollout_len, (2 if args.tiny else 10)
   key = jax.random.PRNGKey(0)
   params = agent.initial_learner_state(key).params
   env_state, timestep = env.reset(key)
@@ -595,31 +589,8 @@ def measure_acting(rec: Recorder, args, num_envs: int) -> None:
 def section_minatar(rec: Recorder, args) -> None:
   for num_envs in (8,) if args.tiny else (1024, 4096):
     measure_acting(rec, args, num_envs)
-  # The MinAtar study's training loop (studies/minatar.py):
-  # 2 environments, 16-trajectory batches, replay ratio 8, buffer 256.
-  net = MINATAR_TINY_NET if args.tiny else MINATAR_NET
-  sizes = (
-    dict(
-      batch_size=8,
-      replay_ratio=2,
-      buffer_capacity=16,
-      rollout_len=4,
-      steps_per_call=5,
-    )
-    if args.tiny
-    else dict(
-      batch_size=16,
-      replay_ratio=8,
-      buffer_capacity=256,
-      rollout_len=29,
-      steps_per_call=50,
-    )
-  )
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
-
-  config = config_lib.EvalConfig(
-    env=MINATAR_ENV, learning_rate=3e-3, debug_checks=False, **net, **sizes
-  )
+  # The MinAtar study's training loop (studies/minatar.py).
+  config = minatar_config(args)
   measure_eval_loop(rec, args, 'training loop', config)
 
 
