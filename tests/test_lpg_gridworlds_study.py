@@ -7,6 +7,7 @@ at its cell, and (slow target) a cell of the learned rule runs."""
 
 import dataclasses
 import pathlib
+import shutil
 
 import pytest
 
@@ -87,17 +88,34 @@ def test_a_rule_file_of_other_sizes_is_refused_at_its_cell(study, tmp_path):
 @pytest.mark.slow
 def test_one_cell_of_the_tiny_study_runs(study, tmp_path):
   """The learned rule's first tuning cell at test size: every seed x rate
-  in one program, the rule read from its file at its sizes."""
+  in one program, the rule read from its file at its sizes. The finished
+  cell is tied to that file: run again with another rule file in its
+  place, it is refused, naming the files' sha256 (never reused)."""
+  rule_file = tmp_path / 'rule.npz'
+  shutil.copy(SPEC.parent / study.rule('learned').weights, rule_file)
   tiny = study.shrunk()
   tune = tiny.stage('tune')
   one = dataclasses.replace(
     tiny,
+    rules=(dataclasses.replace(study.rule('learned'), weights=str(rule_file)),),
+    baseline=None,
     stages=(dataclasses.replace(tune, envs=tune.envs[:1], rules=('learned',)),),
   )
-  results = run_lib.run_study(
-    one, tmp_path, spec_dir=SPEC.parent, progress=False
-  )
+  out = tmp_path / 'study'
+  results = run_lib.run_study(one, out, progress=False)
   assert len(results) == 12  # 3 seeds x 4 rates.
   assert set(results['rule']) == {'learned'} and set(results['budget']) == {20}
-  curves = report_lib.read_curves(tmp_path / run_lib.CURVES)
+  curves = report_lib.read_curves(out / run_lib.CURVES)
   assert len(curves.groupby(['seed', 'learning_rate'])) == 12
+  saved = weights.sha256_of(rule_file)
+  params = weights.load_rule(rule_file)
+  weights.save_params(
+    {m: {k: 2 * v for k, v in p.items()} for m, p in params.items()}, rule_file
+  )
+  with pytest.raises(
+    ValueError,
+    match=r'Cell tune/lpg:all\[layout_seed=1\]/learned of .* finished with '
+    rf"other settings; these differ: rule_sha256: saved '{saved}', given "
+    rf"'{weights.sha256_of(rule_file)}'\.",
+  ):
+    run_lib.run_study(one, out, progress=False)

@@ -297,16 +297,15 @@ def run_study(
       config = cell_config(study, stage, env, rule, rates)
       cell = f'{stage.name}/{env}/{rule_name}'
       key = (stage.name, env, rule_name)
+      path = _weights_path(rule, spec_dir)
+      settings = _settings(config, path)
       if key in done_results and cell in recorded:  # Finished before.
-        _check_recorded(cell, recorded[cell], config, out)
+        _check_recorded(cell, recorded[cell], settings, out)
         bar.update(1)
         continue
-      params = None
-      if rule.weights is not None:
-        path = pathlib.Path(rule.weights)
-        if spec_dir is not None and not path.is_absolute():
-          path = pathlib.Path(spec_dir) / path
-        params = weights.load_rule(path, config.rule_sizes)
+      params = (
+        None if path is None else weights.load_rule(path, config.rule_sizes)
+      )
       rows = _run_cell(
         out / RUNS / stage.name / slug(env) / rule_name,
         config,
@@ -318,7 +317,7 @@ def run_study(
       results, curves = _rows(study, stage, env, rule_name, config, rows)
       done_results[key], done_curves[key] = results, curves
       _write_tables(study, out, done_results, done_curves)
-      recorded[cell] = _settings(config)
+      recorded[cell] = settings
       _write_json(out / CELLS, recorded)
       bar.update(1)
   finally:
@@ -328,20 +327,43 @@ def run_study(
   return report_lib.read_results(out / RESULTS)
 
 
-def _settings(config: config_lib.EvalConfig) -> dict[str, Any]:
-  """A cell's settings as JSON holds them (tuples as lists)."""
-  return json.loads(json.dumps(dataclasses.asdict(config)))
+def _weights_path(
+  rule: spec_lib.Rule, spec_dir: str | os.PathLike[str] | None
+) -> pathlib.Path | None:
+  """The rule's parameter file (relative paths from `spec_dir`), if any."""
+  if rule.weights is None:
+    return None
+  path = pathlib.Path(rule.weights)
+  if spec_dir is not None and not path.is_absolute():
+    path = pathlib.Path(spec_dir) / path
+  return path
+
+
+def _settings(
+  config: config_lib.EvalConfig, weights_path: pathlib.Path | None = None
+) -> dict[str, Any]:
+  """A cell's settings as JSON holds them (tuples as lists), with the
+  sha256 of its rule's parameter file if it has one (`rule_sha256`: the
+  same cell with another rule file is another cell)."""
+  settings = json.loads(json.dumps(dataclasses.asdict(config)))
+  if weights_path is not None:
+    if not weights_path.is_file():
+      raise FileNotFoundError(
+        f'rule weights file not found: {str(weights_path)!r}'
+      )
+    settings['rule_sha256'] = weights.sha256_of(weights_path)
+  return settings
 
 
 def _check_recorded(
   cell: str,
   saved: dict[str, Any],
-  config: config_lib.EvalConfig,
+  given: dict[str, Any],
   out: pathlib.Path,
 ) -> None:
-  """Raises ValueError naming each setting of a finished cell that the
-  study now gives otherwise (its results are never silently reused)."""
-  given = _settings(config)
+  """Raises ValueError naming each setting of a finished cell (`saved`)
+  that the study now gives otherwise (`given`, `_settings`'): its results
+  are never silently reused."""
   differ = [
     f'{name}: saved {saved.get(name)!r}, given {value!r}'
     for name, value in given.items()
