@@ -42,7 +42,7 @@ from disco_rl.studies.spec import Study
 # The meta-trained rule (export_rule's npz) and its sizes (the `tiny`
 # sizes of docs/studies/lpg_transfer.md; checked against the file).
 # Relative to this file's folder.
-RULE = '../docs/results/lpg_transfer/meta_tiny/rule_step_1000.npz'
+RULE = '../docs/results/lpg_transfer/meta_tiny/rule_step_2000.npz'
 RULE_SIZES = dict(
   prediction_size=8,
   hidden_size=16,

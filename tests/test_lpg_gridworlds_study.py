@@ -78,7 +78,7 @@ def test_a_rule_file_of_other_sizes_is_refused_at_its_cell(study, tmp_path):
   )
   with pytest.raises(
     weights.ArchitectureError,
-    match=r'rule_step_1000.npz holds a meta-network of sizes '
+    match=r'rule_step_\d+.npz holds a meta-network of sizes '
     r"prediction_size=8,.*, not the run's Disco103's",
   ):
     run_lib.run_study(wrong, tmp_path, spec_dir=SPEC.parent, progress=False)
