@@ -204,7 +204,7 @@ def main(argv=None) -> int:
         rule, args.rule == 'disco_103', args.rule_seed
       )
     else:
-      params = weights.load_disco_103(args.rule, download=False)
+      params = weights.load_rule(args.rule, config.rule_sizes)
   except (ValueError, TypeError, OSError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
