@@ -36,29 +36,13 @@ import jax
 import numpy as np
 
 from disco_rl import agent as agent_lib
+from disco_rl import environments
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta
 from disco_rl.update_rules import disco
 
-# Named rule sizes (fields of `disco.MetaNetSizes`; the rest Disco103's).
-SIZES = {
-  'disco_103': {},
-  # LPG's 8 categories (GROOVE: LSTM 256 over 16-wide embeddings, which
-  # Disco103's backward LSTM already is).
-  'lpg': dict(prediction_size=8),
-  'small': dict(prediction_size=8, hidden_size=64, meta_hidden_size=32),
-  'tiny': dict(
-    prediction_size=8,
-    hidden_size=16,
-    embedding_size=(8, 1),
-    policy_channels=(8, 2),
-    policy_target_channels=(8,),
-    meta_hidden_size=8,
-    meta_embedding_size=(8,),
-    meta_pred_embedding_size=(8, 1),
-    meta_policy_channels=(8, 2),
-  ),
-}
+# Named rule sizes, as `rule_sizes` settings (their changes from Disco103's).
+SIZES = {name: sizes.changes() for name, sizes in disco.NAMED_SIZES.items()}
 # The gridworld suite's task: GROOVE's 'all' distribution, a layout per
 # agent, tabular agents.
 TASK = 'lpg:all[layout_seed=-1,net=table]'
@@ -86,7 +70,7 @@ class BinsConfig(config_lib.MetaTrainConfig):
 
 def parse_size(text: str) -> tuple[str, dict[str, Any]]:
   """'lpg' -> ('lpg', SIZES['lpg']); 'mine:hidden_size=64' -> ('mine',
-  {...}), tuples written with '/' (embedding_size=8/1)."""
+  {...}), tuples written as `--rule-sizes` writes them (embedding_size=8x1)."""
   if text in SIZES:
     return text, dict(SIZES[text])
   name, sep, rest = text.partition(':')
@@ -95,13 +79,8 @@ def parse_size(text: str) -> tuple[str, dict[str, Any]]:
       f'Unknown size {text!r}; expected one of {list(SIZES)} '
       'or NAME:key=value,...'
     )
-  sizes = {}
-  for item in rest.split(','):
-    key, _, value = item.partition('=')
-    parts = tuple(int(v) for v in value.split('/'))
-    sizes[key.strip()] = parts if '/' in value else parts[0]
-  disco.as_sizes(sizes)  # Checked here, before any process starts.
-  return name, sizes
+  # Checked here, before any process starts.
+  return name, disco.as_sizes(environments.parse_kwargs(rest)).changes()
 
 
 def parameter_count(sizes: dict[str, Any]) -> int:

@@ -38,22 +38,13 @@ from disco_rl.studies.spec import RatePick
 from disco_rl.studies.spec import Rule
 from disco_rl.studies.spec import Stage
 from disco_rl.studies.spec import Study
+from disco_rl.update_rules import disco
 
-# The meta-trained rule (export_rule's npz) and its sizes (the `tiny`
+# The meta-trained rule (export_rule's npz) and its sizes (the 'tiny'
 # sizes of docs/studies/lpg_transfer.md; checked against the file).
 # Relative to this file's folder.
 RULE = '../docs/results/lpg_transfer/meta_tiny/rule_step_2000.npz'
-RULE_SIZES = dict(
-  prediction_size=8,
-  hidden_size=16,
-  embedding_size=(8, 1),
-  policy_channels=(8, 2),
-  policy_target_channels=(8,),
-  meta_hidden_size=8,
-  meta_embedding_size=(8,),
-  meta_pred_embedding_size=(8, 1),
-  meta_policy_channels=(8, 2),
-)
+RULE_SIZES = disco.NAMED_SIZES['tiny'].changes()
 TUNE = tuple(f'lpg:all[layout_seed={seed}]' for seed in (1, 2, 3))
 HELD_OUT = ('lpg:dense', 'lpg:sparse', 'lpg:long_dense')
 RATES = (3e-4, 1e-3, 3e-3, 1e-2)

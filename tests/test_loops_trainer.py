@@ -21,6 +21,7 @@ from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import meta as meta_lib
 from disco_rl.loops import run as run_lib
 from disco_rl.loops import trainer as trainer_lib
+from disco_rl.update_rules import disco
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
 
@@ -305,18 +306,8 @@ def test_meta_train_resume_is_exact(tmp_path, tasks):
     meta_lib.evaluate(resumed.job, resumed.state, env=eval_config())
 
 
-# The LPG recipe's tiny rule (scripts/benchmark_rule_sizes.py's 'tiny').
-TINY_RULE = dict(
-  prediction_size=8,
-  hidden_size=16,
-  embedding_size=(8, 1),
-  policy_channels=(8, 2),
-  policy_target_channels=(8,),
-  meta_hidden_size=8,
-  meta_embedding_size=(8,),
-  meta_pred_embedding_size=(8, 1),
-  meta_policy_channels=(8, 2),
-)
+# The LPG recipe's tiny rule.
+TINY_RULE = disco.NAMED_SIZES['tiny'].changes()
 
 
 # Slow (on this 2-core machine 85-170 s, by load): the resumed run compiles

@@ -168,6 +168,29 @@ def as_sizes(sizes: 'MetaNetSizes | Mapping[str, Any] | None') -> MetaNetSizes:
   return MetaNetSizes(**sizes)
 
 
+# Named sizes of the rule (issue 54's cost grid, scripts/
+# benchmark_rule_sizes.py): Disco103's; LPG's 8 prediction categories with
+# Disco103's LSTMs (GROOVE: an LSTM of 256 over 16-wide embeddings, which
+# Disco103's backward LSTM already is); smaller LSTMs; and the 'tiny' rule
+# meta-trained here (docs/studies/lpg_transfer.md).
+NAMED_SIZES = {
+  'disco_103': MetaNetSizes(),
+  'lpg': MetaNetSizes(prediction_size=8),
+  'small': MetaNetSizes(prediction_size=8, hidden_size=64, meta_hidden_size=32),
+  'tiny': MetaNetSizes(
+    prediction_size=8,
+    hidden_size=16,
+    embedding_size=(8, 1),
+    policy_channels=(8, 2),
+    policy_target_channels=(8,),
+    meta_hidden_size=8,
+    meta_embedding_size=(8,),
+    meta_pred_embedding_size=(8, 1),
+    meta_policy_channels=(8, 2),
+  ),
+}
+
+
 def _numbered(
   params: Mapping[str, Any], prefix: str, layer: str
 ) -> tuple[int, ...]:
