@@ -317,6 +317,31 @@ def test_env_net_and_env_kwargs_flags_reach_the_config():
   )
 
 
+def test_env_flag_takes_settings_in_brackets_as_tasks_and_studies_do():
+  """`--env NAME[k=v]` is env NAME with those env_kwargs, merged with
+  --env-kwargs; a setting both give differently is an error naming both;
+  the Python API names the form it takes."""
+  parse = lambda argv: _from_flags(
+    config_lib.EvalConfig, _parser(config_lib.EvalConfig).parse_args(argv)
+  )
+  assert parse(
+    ['--env', 'lpg:all[layout_seed=2]', '--env-kwargs', 'max_steps=9']
+  ) == config_lib.EvalConfig(
+    env='lpg:all', env_kwargs=dict(layout_seed=2, max_steps=9)
+  )
+  assert parse(
+    ['--env', 'lpg:all[layout_seed=2]', '--env-kwargs', 'layout_seed=2']
+  ) == config_lib.EvalConfig(env='lpg:all', env_kwargs=dict(layout_seed=2))
+  with pytest.raises(ValueError, match='sets layout_seed=2, --env-kwargs sets'):
+    parse(['--env', 'lpg:all[layout_seed=2]', '--env-kwargs', 'layout_seed=3'])
+  with pytest.raises(ValueError, match='malformed environment'):
+    parse(['--env', 'lpg:all[layout_seed=2'])
+  with pytest.raises(
+    ValueError, match=r"env='lpg:all', env_kwargs=\{'layout_seed': 2\}"
+  ):
+    config_lib.EvalConfig(env='lpg:all[layout_seed=2]')
+
+
 @pytest.mark.parametrize(
   'argv', [['--env-kwargs', 'size'], ['--env-kwargs', '=3'], ['--net', 'vit']]
 )

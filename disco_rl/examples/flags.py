@@ -241,11 +241,15 @@ def values_from_flags(
   values = {
     k: tuple(v) if isinstance(v, list) else v for k, v in values.items()
   }
+  shorthands = set()
+  if config_cls is config_lib.EvalConfig and '[' in str(values['env']):
+    values = _env_settings_to_kwargs(values)
+    shorthands = {'env', 'env_kwargs'}
   board = {
     k: getattr(args, k) for k in BOARD if getattr(args, k, None) is not None
   }
   if not board:
-    return values, set()
+    return values, shorthands
   if config_cls is config_lib.EvalConfig:
     if values['env'] not in _CATCH:
       raise ValueError(
@@ -254,7 +258,7 @@ def values_from_flags(
     values['env_kwargs'] = _with_board(
       dict(values['env_kwargs']), board, f'--env-kwargs of env {values["env"]}'
     )
-    return values, {'env_kwargs'}
+    return values, shorthands | {'env_kwargs'}
   default = config_lib.MetaTrainConfig.__dataclass_fields__['tasks'].default
   if tuple(values['tasks']) == default:  # The default task, resized.
     name, settings = environments.parse_spec(default[0])
@@ -277,6 +281,20 @@ def values_from_flags(
     )
   values['tasks'] = tuple(tasks)
   return values, {'tasks'}
+
+
+def _env_settings_to_kwargs(values: dict[str, Any]) -> dict[str, Any]:
+  """`--env NAME[key=value,...]` as env NAME and those env_kwargs (the
+  form tasks and studies take), which must agree with --env-kwargs."""
+  name, settings = environments.parse_spec(values['env'])
+  given = dict(values['env_kwargs'] or {})
+  for key, value in settings.items():
+    if key in given and given[key] != value:
+      raise ValueError(
+        f'--env {values["env"]} sets {key}={value}, --env-kwargs sets '
+        f'{key}={given[key]}.'
+      )
+  return {**values, 'env': name, 'env_kwargs': {**given, **settings}}
 
 
 def _with_board(

@@ -238,7 +238,8 @@ class EvalConfig(RunConfig):
     {},
     'environment settings as name=value pairs, e.g. rows=5,columns=5 '
     '(Catch), size=10 (DeepSea) or max_steps_in_episode=500; unset ones '
-    "take the environment's defaults",
+    "take the environment's defaults; the command line also takes them "
+    'in brackets after the name, e.g. --env lpg:dense[layout_seed=3]',
   )
   batch_size: int = _field(
     64, 'trajectories per learner step, over all devices'
@@ -347,6 +348,13 @@ class EvalConfig(RunConfig):
       )
     if self.env == CUSTOM_ENV:
       return
+    if '[' in self.env:
+      name, settings = environments.parse_spec(self.env)
+      raise ValueError(
+        f'env={self.env!r}: give the settings as env_kwargs, i.e. '
+        f'env={name!r}, env_kwargs={settings!r} (the command line takes '
+        'either form).'
+      )
     environments.check_name(self.env, 'env')
     if (
       environments.SEED_KEY in kwargs and environments.family(self.env).on_host
