@@ -47,7 +47,9 @@ RULE = '../docs/results/lpg_transfer/meta_tiny/rule_step_2000.npz'
 RULE_SIZES = disco.NAMED_SIZES['tiny'].changes()
 TUNE = tuple(f'lpg:all[layout_seed={seed}]' for seed in (1, 2, 3))
 HELD_OUT = ('lpg:dense', 'lpg:sparse', 'lpg:long_dense')
-RATES = (3e-4, 1e-3, 3e-3, 1e-2)
+# Around the rate the meta-training's agents learn at (the lpg preset's
+# 3e-2); until that preset moved from 5e-4 (2026-12-03), 3e-4 to 1e-2.
+RATES = (1e-3, 3e-3, 1e-2, 3e-2)
 UPDATES = 2000
 BASE = dict(
   net='table',

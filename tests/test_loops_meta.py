@@ -439,6 +439,7 @@ def test_presets():
   assert lpg.num_inner_steps == 5 and lpg.meta_grad_norm == 'per_agent_adam'
   assert lpg.sampled_lifetimes
   assert (lpg.min_agent_lifetime, lpg.agent_lifetime) == (10, 250)
+  assert (lpg.learning_rate, lpg.meta_learning_rate) == (3e-2, 1e-3)
   assert lpg.rule_sizes == {'prediction_size': 8}
 
 

@@ -35,7 +35,8 @@ def test_the_spec_is_gate_g1_with_the_meta_trainings_agents(study):
   assert study.baseline == 'actor_critic'
   assert tune.envs == tuple(f'lpg:all[layout_seed={s}]' for s in (1, 2, 3))
   assert held_out.envs == ('lpg:dense', 'lpg:sparse', 'lpg:long_dense')
-  assert tune.rates == (3e-4, 1e-3, 3e-3, 1e-2)
+  assert tune.rates == (1e-3, 3e-3, 1e-2, 3e-2)
+  assert meta_train.PRESETS['lpg']['learning_rate'] in tune.rates
   assert held_out.rates == spec_lib.RatePick('tune')
   assert tune.seeds == (100, 101, 102) and held_out.seeds == (0, 1, 2, 3, 4)
   assert tune.num_steps == held_out.num_steps == 2000

@@ -54,15 +54,20 @@ PRESETS = {
   # (issue 54): tabular agents on GROOVE's 'all' gridworlds, each agent in
   # its own layout; 64 environments per agent, rollouts of 20, K=5 agent
   # updates per meta-step; each agent's meta-gradient normalised by its
-  # own Adam (clipped first at GROOVE's 0.5), GROOVE's meta learning rate
-  # 1e-4; lifetimes drawn per agent at each (re)start, log-uniformly from
+  # own Adam (clipped first at GROOVE's 0.5), the paper's meta learning
+  # rate 1e-3; lifetimes drawn per agent at each (re)start, log-uniformly from
   # 10 to 250 updates (GROOVE's 250 // 25 to 250). The rule: LPG's 8
   # prediction categories, Disco103's other sizes, for now; the final
   # sizes and the population (GROOVE: 512 agents) are to be chosen from
   # the cost grid of scripts/benchmark_rule_sizes.py. 8 agents fit this
-  # project's 2-core CPU. Not GROOVE's: the agents' optimiser and learning
-  # rate (this job's Adam at learning_rate, where GROOVE's tabular agents
-  # take SGD steps of 40) and the meta-objective's regularisers (Disco's).
+  # project's 2-core CPU. Not GROOVE's: the agents' optimiser (this job's
+  # Adam, where GROOVE's tabular agents take SGD steps of 40) at a rate
+  # their tables learn at within a lifetime (3e-2: an actor-critic's final
+  # return after 250 updates on lpg:all layout 1 is 0.21-0.25 at the
+  # job's default 5e-4 and 0.70-0.74 at 3e-2; at 5e-4 a
+  # meta-training of 3,300 meta-steps never left the uniform policy,
+  # docs/studies/lpg_transfer.md), and the meta-objective's regularisers
+  # (Disco's).
   # The agents are tables ('table': a row per state) with the Disco
   # agent's other parts kept small (GROOVE's tabular agents have none):
   # an action model of 8 and a value network of 16 units; at the MLP
@@ -78,7 +83,8 @@ PRESETS = {
     num_inner_steps=5,
     meta_grad_norm='per_agent_adam',
     meta_grad_clip=0.5,
-    meta_learning_rate=1e-4,
+    learning_rate=3e-2,
+    meta_learning_rate=1e-3,
     lifetime_sampling='log_uniform',
     min_agent_lifetime=10,
     agent_lifetime=250,
