@@ -15,6 +15,7 @@ commands do it from `--coordinator-address`, `--num-processes` and
 import atexit
 from collections.abc import Callable
 import dataclasses
+import math
 import os
 import sys
 import threading
@@ -27,6 +28,7 @@ import jax
 ENV_COORDINATOR = 'DISCO_RL_COORDINATOR'
 ENV_NUM_PROCESSES = 'DISCO_RL_NUM_PROCESSES'
 ENV_PROCESS_ID = 'DISCO_RL_PROCESS_ID'
+ENV_PEER_TIMEOUT = 'DISCO_RL_PEER_TIMEOUT_S'
 # A process stops, with one `error:` line, when another has given no sign
 # of life for this long (its own heartbeat: every `_BEAT_S`); JAX's own
 # heartbeat check, which aborts the process, waits longer.
@@ -44,11 +46,14 @@ class DistributedConfig:
     coordinator_address: 'host:port' of process 0's coordinator service.
     num_processes: how many processes join.
     process_id: this process's index, 0 .. num_processes - 1.
+    peer_timeout_s: seconds without a sign of life from another process
+      after which this one stops with one `error:` line.
   """
 
   coordinator_address: str | None = None
   num_processes: int | None = None
   process_id: int | None = None
+  peer_timeout_s: float = PEER_TIMEOUT_S
 
   @classmethod
   def from_environment(cls, **overrides) -> 'DistributedConfig':
@@ -65,10 +70,12 @@ class DistributedConfig:
           ) from None
       return value
 
+    timeout = pick('peer_timeout_s', ENV_PEER_TIMEOUT, float)
     return cls(
       coordinator_address=pick('coordinator_address', ENV_COORDINATOR, str),
       num_processes=pick('num_processes', ENV_NUM_PROCESSES, int),
       process_id=pick('process_id', ENV_PROCESS_ID, int),
+      peer_timeout_s=PEER_TIMEOUT_S if timeout is None else timeout,
     )
 
   @property
@@ -76,15 +83,13 @@ class DistributedConfig:
     return self.num_processes is not None and self.num_processes > 1
 
 
-def initialize(
-  config: DistributedConfig, peer_timeout_s: float = PEER_TIMEOUT_S
-) -> bool:
+def initialize(config: DistributedConfig) -> bool:
   """Joins the other processes of a run; returns whether it did.
 
   Call before anything touches a device. With `num_processes` of 1 or unset
   nothing happens. On CPU the processes exchange data with gloo. A process
   whose peer dies or stops answering (no sign of life for
-  `peer_timeout_s`) prints one `error:` line and exits with status
+  `config.peer_timeout_s`) prints one `error:` line and exits with status
   `EXIT_LOST_PEER`, wherever it waits (`watch_peers`).
 
   Raises:
@@ -105,6 +110,17 @@ def initialize(
       f'process_id must be in [0, {config.num_processes}) with '
       f'num_processes={config.num_processes}, got {config.process_id} '
       f'(--process-id or ${ENV_PROCESS_ID}).'
+    )
+  peer_timeout_s = config.peer_timeout_s
+  if not (
+    isinstance(peer_timeout_s, (int, float))
+    and math.isfinite(peer_timeout_s)
+    and peer_timeout_s >= 2 * _BEAT_S
+  ):
+    raise ValueError(
+      f'peer_timeout_s must be a number of seconds >= {2 * _BEAT_S:g} '
+      f'(processes beat every {_BEAT_S:g} s), got {peer_timeout_s!r} '
+      f'(--peer-timeout-s or ${ENV_PEER_TIMEOUT}).'
     )
   jax.config.update('jax_cpu_collectives_implementation', 'gloo')
   # JAX's preemption service installs a C++ SIGTERM handler in place of

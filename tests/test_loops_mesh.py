@@ -78,6 +78,17 @@ def test_one_process_needs_no_initialisation():
       distributed.DistributedConfig('127.0.0.1:1', 2, None),
       'process_id must be in',
     ),
+    (
+      distributed.DistributedConfig('127.0.0.1:1', 2, 0, peer_timeout_s=1.0),
+      r'peer_timeout_s must be a number of seconds >= 4 .*got 1.0 '
+      r'\(--peer-timeout-s or \$DISCO_RL_PEER_TIMEOUT_S\)',
+    ),
+    (
+      distributed.DistributedConfig(
+        '127.0.0.1:1', 2, 0, peer_timeout_s=float('nan')
+      ),
+      'peer_timeout_s must be a number of seconds',
+    ),
   ],
 )
 def test_bad_distributed_settings_are_named(config, fragment):
@@ -96,3 +107,13 @@ def test_distributed_flags_reach_the_config(monkeypatch):
   assert flags.distributed_config(args) == distributed.DistributedConfig(
     '127.0.0.1:9', 3, 2
   )
+  # The peer timeout: default, from the environment, the flag winning.
+  assert args.peer_timeout_s is None
+  assert flags.distributed_config(args).peer_timeout_s == 60
+  monkeypatch.setenv(distributed.ENV_PEER_TIMEOUT, '12.5')
+  assert flags.distributed_config(args).peer_timeout_s == 12.5
+  args = parser.parse_args(['--peer-timeout-s', '30'])
+  assert flags.distributed_config(args).peer_timeout_s == 30
+  monkeypatch.setenv(distributed.ENV_PEER_TIMEOUT, 'soon')
+  with pytest.raises(ValueError, match="DISCO_RL_PEER_TIMEOUT_S='soon'"):
+    distributed.DistributedConfig.from_environment()

@@ -310,11 +310,13 @@ def _with_board(
 
 
 def add_distributed_flags(parser: argparse.ArgumentParser) -> None:
-  """--coordinator-address, --num-processes and --process-id."""
+  """--coordinator-address, --num-processes, --process-id and
+  --peer-timeout-s."""
   group = parser.add_argument_group(
     'several processes',
     f'also read from ${distributed.ENV_COORDINATOR}, '
-    f'${distributed.ENV_NUM_PROCESSES} and ${distributed.ENV_PROCESS_ID}',
+    f'${distributed.ENV_NUM_PROCESSES}, ${distributed.ENV_PROCESS_ID} and '
+    f'${distributed.ENV_PEER_TIMEOUT}',
   )
   group.add_argument(
     '--coordinator-address', default=None, help="process 0's address, HOST:PORT"
@@ -328,6 +330,14 @@ def add_distributed_flags(parser: argparse.ArgumentParser) -> None:
   group.add_argument(
     '--process-id', type=int, default=None, help="this process's index"
   )
+  group.add_argument(
+    '--peer-timeout-s',
+    type=float,
+    default=None,
+    help='seconds without a sign of life from another process after '
+    'which this one stops with one error line (default '
+    f'{distributed.PEER_TIMEOUT_S})',
+  )
 
 
 def distributed_config(
@@ -338,4 +348,5 @@ def distributed_config(
     coordinator_address=args.coordinator_address,
     num_processes=args.num_processes,
     process_id=args.process_id,
+    peer_timeout_s=args.peer_timeout_s,
   )
