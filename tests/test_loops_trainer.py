@@ -310,6 +310,39 @@ def test_meta_train_resume_is_exact(tmp_path, tasks):
 TINY_RULE = disco.NAMED_SIZES['tiny'].changes()
 
 
+def test_evaluate_trains_a_fresh_agent_with_a_rule_of_any_size():
+  """`meta.evaluate` of a job whose rule is not Disco103-sized: the default
+  environment takes the rule's sizes (it failed inside Haiku before); one
+  given with other sizes is an error naming both."""
+  run = trainer_lib.Trainer(meta_config(rule_sizes=TINY_RULE), progress=False)
+  held_out = eval_config(
+    rule='disco_103', env_kwargs=dict(rows=6, columns=4), num_steps=2
+  )
+  with pytest.raises(
+    ValueError,
+    match=r"env.rule_sizes \(Disco103's\) differ from the sizes of the "
+    r"rule's parameters \(prediction_size=8,",
+  ):
+    meta_lib.evaluate(run.job, run.state, env=held_out)
+  default = meta_lib.default_eval_config(
+    run.job, meta_lib.rule(run.job, run.state)
+  )
+  assert default.rule_sizes == TINY_RULE and default.num_steps == 200
+  # A fresh agent like the job's own, on its first task.
+  assert default.env == 'jittable_catch'
+  assert default.env_kwargs == dict(rows=5, columns=5)
+  for name in config_lib.AGENT_FIELDS:
+    if name != 'rule_sizes':  # Checked above.
+      assert getattr(default, name) == getattr(run.job.config, name), name
+  shorter = dict(batch_size=8, replay_ratio=4, buffer_capacity=32)
+  summary = meta_lib.evaluate(
+    run.job,
+    run.state,
+    env=dataclasses.replace(default, num_steps=2, rollout_len=5, **shorter),
+  )
+  assert summary['steps'] == 2
+
+
 # Slow (on this 2-core machine 85-170 s, by load): the resumed run compiles
 # its program again, because a program of the lpg: gridworlds traced after
 # its initial state was compiled (the straight run) names one of its

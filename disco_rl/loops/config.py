@@ -201,6 +201,11 @@ class RunConfig:
       for name in agent_lib.TORSO_FIELDS[net or self.net]
     }
 
+  def agent_fields(self) -> dict[str, Any]:
+    """The fields that make an agent and its learning (`AGENT_FIELDS`),
+    e.g. to train a fresh agent like a meta-training's own."""
+    return {name: getattr(self, name) for name in AGENT_FIELDS}
+
   def agent_settings(
     self, rule: str, net: str | None = None, precision: str = 'float32'
   ) -> config_dict.ConfigDict:
@@ -216,6 +221,23 @@ class RunConfig:
       rule_sizes=(self.rule_sizes if rule in agent_lib.SIZED_RULES else None),
       **self.torso(net),
     )
+
+
+# RunConfig's fields that make an agent and its learning (`agent_fields`).
+AGENT_FIELDS = (
+  'rollout_len',
+  'learning_rate',
+  'net',
+  'dense',
+  'conv_channels',
+  'conv_kernel',
+  'resnet_channels',
+  'resnet_blocks',
+  'model_lstm_size',
+  'model_head_hiddens',
+  'rule_sizes',
+  'matmul_precision',
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -56,6 +56,7 @@ from disco_rl.loops import mesh as mesh_lib
 from disco_rl.loops import meta_setup
 from disco_rl.loops import run as run_lib
 from disco_rl.loops import run_dir as run_dir_lib
+from disco_rl.update_rules import disco
 
 AXIS = mesh_lib.AXIS
 # Folded into a key to draw lifetimes from it (`lifetime_sampling`), apart
@@ -532,23 +533,29 @@ def evaluate(
     job: the meta-training job (`make_meta_train`; a Trainer's `job`).
     state: its state.
     params: the rule (default: the state's).
-    env: an `EvalConfig` with rule 'disco_103' (default: 200 learner steps
-      on the first task, at the run's matmul precision).
+    env: an `EvalConfig` with rule 'disco_103' and the rule's sizes
+      (default: `default_eval_config`).
     progress: show the eval run's progress bar.
+
+  Raises:
+    ValueError: `env` is not such an `EvalConfig`, or its `rule_sizes`
+      are not those of `params`.
   """
-  config = job.config
   if params is None:
     params = rule(job, state)
+  sizes = disco.sizes_from_params(params)
   if env is None:
-    env = config_lib.EvalConfig(
-      **job.setup.tasks[0].eval_settings(),
-      num_steps=200,
-      matmul_precision=config.matmul_precision,
-    )
+    env = default_eval_config(job, params)
   if not isinstance(env, config_lib.EvalConfig) or env.rule != 'disco_103':
     raise ValueError(
       'env must be an EvalConfig with rule disco_103 (a '
       f'meta-learned rule), got {env!r}.'
+    )
+  if disco.as_sizes(env.rule_sizes) != sizes:
+    raise ValueError(
+      f'env.rule_sizes ({disco.as_sizes(env.rule_sizes).text()}) differ '
+      f"from the sizes of the rule's parameters ({sizes.text()}): give "
+      f'env rule_sizes={sizes.changes()!r}.'
     )
   eval_job = eval_lib.make_eval(env, rule_params=params)
   rows: run_lib.Rows = []
@@ -560,6 +567,23 @@ def evaluate(
     progress=progress,
   )
   return eval_job.summary(outcome.state, rows, outcome.timing)
+
+
+def default_eval_config(
+  job: run_lib.Job, params: weights.Params
+) -> config_lib.EvalConfig:
+  """`evaluate`'s default: 200 learner steps of a fresh agent like the
+  job's own (its network, rollouts, learning rate and matmul precision:
+  `agent_fields`) trained by the rule `params` (its sizes read from them)
+  on the job's first task."""
+  return config_lib.EvalConfig(
+    **{
+      **job.config.agent_fields(),
+      **job.setup.tasks[0].eval_settings(),
+      'num_steps': 200,
+      'rule_sizes': disco.sizes_from_params(params).changes(),
+    }
+  )
 
 
 def rule(job: run_lib.Job, state: meta_setup.PopulationState) -> weights.Params:
