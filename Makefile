@@ -102,8 +102,11 @@ docs: $(DOCS_STAMP)
 test: $(STAMP)
 	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 --timeout=$(TEST_TIMEOUT) --timeout-method=thread $(PYTEST_ARGS)
 
+# The slow tests, and the golden tests again compiled with XLA's
+# optimisations as the upstream recorded them (the default run compiles
+# them without its expensive passes, as every other test; tests/conftest.py).
 test-slow: $(STAMP)
-	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 -m slow $(PYTEST_ARGS)
+	env $(TEST_ENV) DISCO_RL_TEST_OPTIMISED_GOLDEN=1 $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 -m 'slow or golden' $(PYTEST_ARGS)
 
 # The default suite with line coverage of disco_rl (about a third slower).
 coverage: $(STAMP)

@@ -170,26 +170,29 @@ def pytest_runtest_makereport(item, call):
 # Compilation.
 
 
-# Tests whose numbers are compared with recorded ones compile with XLA's
-# optimisations, as the upstream recorded them; every other test compiles
-# without the expensive passes (same semantics, cheaper compiles; e.g.
-# test_agent.py's jitted learner step stays within its 1e-3 of the op-by-op
-# one).
-_OPTIMISED_FILES = frozenset(
+# Every test compiles without XLA's expensive passes (same semantics,
+# cheaper compiles: smoke_env.fast_compile), the golden tests too: their
+# recorded numbers hold at their tolerances either way (measured
+# 2026-12-04: every golden test passes both ways; the three golden files
+# take about 170 s of test time instead of 330 s). With
+# `$DISCO_RL_TEST_OPTIMISED_GOLDEN=1` (`make test-slow` sets it) the golden
+# tests compile with XLA's optimisations, as the upstream recorded them and
+# as users' runs compile.
+_GOLDEN_FILES = frozenset(
   ('test_golden_agent.py', 'test_golden_meta.py', 'test_golden_rules.py')
 )
 
 
 @pytest.fixture(autouse=True)
 def _fast_compile_unless_golden(request):
-  if (
+  import smoke_env  # pylint: disable=g-import-not-at-top
+
+  if smoke_env.optimised_golden() and (
     request.node.get_closest_marker('golden')
-    or request.node.path.name in _OPTIMISED_FILES
+    or request.node.path.name in _GOLDEN_FILES
   ):
     yield
     return
-  import smoke_env  # pylint: disable=g-import-not-at-top
-
   with smoke_env.fast_compile():
     yield
 

@@ -90,6 +90,19 @@ def legacy_emitters() -> bool:
   return True
 
 
+OPTIMISED_GOLDEN = 'DISCO_RL_TEST_OPTIMISED_GOLDEN'
+
+
+def optimised_golden() -> bool:
+  """Whether the golden tests compile with XLA's optimisations
+  (`$DISCO_RL_TEST_OPTIMISED_GOLDEN=1`, as `make test-slow` runs them) or,
+  by default, without its expensive passes like every other test."""
+  value = os.environ.get(OPTIMISED_GOLDEN, '0')
+  if value not in ('0', '1'):
+    raise ValueError(f'{OPTIMISED_GOLDEN} must be 0 or 1, got {value!r}.')
+  return value == '1'
+
+
 def xla_flags(num_devices: int | None = None) -> str:
   """`XLA_FLAGS` of a fast-compiling subprocess: this process's flags, the
   legacy emitters (where known) and `num_devices` host devices if given."""

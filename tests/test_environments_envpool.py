@@ -227,6 +227,9 @@ def test_bad_names_and_settings_are_named(name, kwargs, match):
 # (test_loops_eval.py, on a host Catch), and Atari training and resume
 # through the CLI below.
 @pytest.mark.slow
+# Slow (moved to `make test-slow` 2026-12-04 for the 8-minute default run; the
+# default run trains and resumes on Atari through the CLI)
+@pytest.mark.slow
 def test_atari_seeds_run_side_by_side_as_they_run_alone(tmp_path, capsys):
   """Host-stepped games act for each seed in turn: the second seed of a
   two-seed run is the one-seed run of that seed."""

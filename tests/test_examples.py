@@ -377,6 +377,10 @@ def test_export_rule_bad_input_is_one_error_line(
   } == before
 
 
+# Slow (moved to `make test-slow` 2026-12-04 for the 8-minute default run; the
+# default run checks the seeds x rates program (test_loops_eval.py) and the
+# flags that make it (test_loops_config.py))
+@pytest.mark.slow
 def test_eval_cli_runs_seeds_in_parallel(run_cli, tmp_path):
   out = tmp_path / 'out'
   stdout = ok(
@@ -422,6 +426,10 @@ def test_eval_cli_runs_seeds_in_parallel(run_cli, tmp_path):
     )
 
 
+# Slow (moved to `make test-slow` 2026-12-04 for the 8-minute default run; the
+# default run keeps the other refusals of a resume: changed settings, a
+# finished run)
+@pytest.mark.slow
 def test_resuming_a_checkpoint_of_other_shapes_is_one_error_line(
   run_cli, tmp_path
 ):
@@ -579,7 +587,11 @@ INTERRUPTED_RUNS = {
 @pytest.mark.parametrize(
   'module, sig',
   [
-    ('eval', signal.SIGTERM),
+    # Both slow (the eval case since 2026-12-04, for the 8-minute default
+    # run): the default run interrupts and resumes the eval CLI in two
+    # processes (test_cli_multiprocess.py) and a Trainer in one
+    # (test_loops_trainer.py's exact-resume tests).
+    pytest.param('eval', signal.SIGTERM, marks=pytest.mark.slow),
     pytest.param('meta_train', signal.SIGINT, marks=pytest.mark.slow),
   ],
 )
@@ -824,6 +836,10 @@ def test_cli_bad_weights_file_is_one_error_line(
     monkeypatch.setenv('DISCO_RL_WEIGHTS', str(disco_103_path))
 
 
+# Slow (moved to `make test-slow` 2026-12-04 for the 8-minute default run; the
+# default run reads a rule's sizes from its file (test_weights.py) and trains
+# with a smaller rule (test_rule_sizes.py))
+@pytest.mark.slow
 def test_eval_cli_reads_a_smaller_rule_s_sizes_from_its_file(tmp_path, capsys):
   """A rule meta-trained here at another size runs with `--weights` alone
   (its sizes are read from the file and recorded in run.json);

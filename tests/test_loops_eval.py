@@ -262,6 +262,9 @@ def three_seeds_run():
   return job, *_run(job, [4, 2])
 
 
+# Slow (moved to `make test-slow` 2026-12-04 for the 8-minute default run; the
+# seeds x rates test checks every run of a sweep against its run alone)
+@pytest.mark.slow
 def test_each_seed_of_a_multi_seed_program_is_the_run_of_that_seed_alone(
   three_seeds_run,
 ):

@@ -69,8 +69,11 @@ def _finish(processes):
 @pytest.mark.parametrize(
   'job',
   [
-    'eval',
-    # Meta-training compiles for minutes in each of the three processes.
+    # Both slow (eval since 2026-12-04, for the 8-minute default run): the
+    # default run runs the eval CLI in two processes, straight and
+    # interrupted (test_cli_multiprocess.py). Meta-training compiles for
+    # minutes in each of the three processes.
+    pytest.param('eval', marks=pytest.mark.slow),
     pytest.param('meta', marks=pytest.mark.slow),
   ],
 )

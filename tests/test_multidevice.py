@@ -42,10 +42,15 @@ def run_check(name: str, num_devices: int, extra_env=None, timeout=900):
 @pytest.mark.golden
 @pytest.mark.weights
 def test_pmap_golden_two_devices(golden_dir, disco_103_path):
+  import smoke_env  # pylint: disable=g-import-not-at-top
+
+  # Compiled as the other golden tests are (tests/conftest.py).
+  compile_env = {} if smoke_env.optimised_golden() else smoke_env.fast_jax_env()
   out = run_check(
     'pmap_golden',
     2,
     {
+      **compile_env,
       'DISCO_RL_GOLDEN_DIR': str(golden_dir),
       'DISCO_RL_WEIGHTS': str(disco_103_path),
     },
@@ -69,6 +74,10 @@ def test_replicated_learner_stays_identical(num_devices):
   )
 
 
+# Slow (moved to `make test-slow` 2026-12-04 for the 8-minute default run; the
+# default run covers seeds in one program (test_loops_eval's sweep) and
+# sharding over 2 and 4 devices (test_sharding))
+@pytest.mark.slow
 def test_seeds_sharded_over_devices_run_as_alone_and_resume():
   import smoke_env  # pylint: disable=g-import-not-at-top
 

@@ -9,6 +9,8 @@ import json
 import os
 import pathlib
 
+import pytest
+
 TESTS_DIR = pathlib.Path(__file__).resolve().parent
 
 _TESTS = """
@@ -51,6 +53,9 @@ def test_second_reader(built):
 """
 
 
+# Slow (moved to `make test-slow` 2026-12-04 for the 8-minute default run; a
+# check of the test harness's scheduling, not of the package)
+@pytest.mark.slow
 def test_a_group_runs_on_one_worker_and_builds_its_fixture_once(
   pytester, monkeypatch
 ):
