@@ -88,6 +88,11 @@ def test_a_call_runs_between_one_and_steps_per_call_steps():
     job.step(None, 3)
 
 
+# Slow since 2026-12-04 (about 75 s alone, 108 s in the default run: the
+# full-size agent and rule, for the 8-minute default run): the golden
+# meta-gradient (test_golden_meta.py) holds the same numbers at 2e-4 on
+# fixed inputs, and this file's tiny runs the loop around it.
+@pytest.mark.slow
 def test_meta_training_repeats_the_upstream_first_steps():
   """Same settings and seeds as the upstream notebook: the same run.
 

@@ -306,16 +306,7 @@ def test_meta_train_resume_is_exact(tmp_path, tasks):
     rule_a, _npz(tmp_path / 'a/update_rule_params.npz')
   )
   _check_read_rule(tmp_path / 'b', rule_a, rule_at_2)
-  # The learned rule trains a fresh agent (a held-out board size here).
-  held_out = eval_config(
-    rule='disco_103', env_kwargs=dict(rows=6, columns=4), num_steps=2
-  )
-  summary = meta_lib.evaluate(resumed.job, resumed.state, env=held_out)
-  assert summary['steps'] == 2 and summary['iterations'] == 5
-  with pytest.raises(
-    ValueError, match='env must be an EvalConfig with rule disco_103'
-  ):
-    meta_lib.evaluate(resumed.job, resumed.state, env=eval_config())
+  # That the learned rule trains a fresh agent: the next test.
 
 
 # The LPG recipe's tiny rule.
@@ -323,9 +314,10 @@ TINY_RULE = disco.NAMED_SIZES['tiny'].changes()
 
 
 def test_evaluate_trains_a_fresh_agent_with_a_rule_of_any_size():
-  """`meta.evaluate` of a job whose rule is not Disco103-sized: the default
-  environment takes the rule's sizes (it failed inside Haiku before); one
-  given with other sizes is an error naming both."""
+  """`meta.evaluate` of a job whose rule is not Disco103-sized trains a
+  fresh agent: the default environment takes the rule's sizes (it failed
+  inside Haiku before); one given with other sizes is an error naming both,
+  and so is one of another rule."""
   run = trainer_lib.Trainer(meta_config(rule_sizes=TINY_RULE), progress=False)
   held_out = eval_config(
     rule='disco_103', env_kwargs=dict(rows=6, columns=4), num_steps=2
@@ -336,6 +328,10 @@ def test_evaluate_trains_a_fresh_agent_with_a_rule_of_any_size():
     r"rule's parameters \(prediction_size=8,",
   ):
     meta_lib.evaluate(run.job, run.state, env=held_out)
+  with pytest.raises(
+    ValueError, match='env must be an EvalConfig with rule disco_103'
+  ):
+    meta_lib.evaluate(run.job, run.state, env=eval_config())
   default = meta_lib.default_eval_config(
     run.job, meta_lib.rule(run.job, run.state)
   )
