@@ -43,7 +43,10 @@ from disco_rl.update_rules import disco
 # The meta-trained rule (export_rule's npz) and its sizes (the 'tiny'
 # sizes of docs/studies/lpg_transfer.md; checked against the file).
 # Relative to this file's folder.
-RULE = '../docs/results/lpg_transfer/meta_tiny/rule_step_2000.npz'
+# The final rule of meta_tiny_b (G1 failed on it, 2026-12-04: the page
+# ran both rules at every rate of RATES on the held-out gridworlds, which
+# decides the gate for whichever rate RatePick would choose).
+RULE = '../docs/results/lpg_transfer/meta_tiny_b/rule_step_9250.npz'
 RULE_SIZES = disco.NAMED_SIZES['tiny'].changes()
 TUNE = tuple(f'lpg:all[layout_seed={seed}]' for seed in (1, 2, 3))
 HELD_OUT = ('lpg:dense', 'lpg:sparse', 'lpg:long_dense')
