@@ -158,9 +158,12 @@ $(STAMP312): pyproject.toml
 	$(VENV312)/bin/python -m pip install $(PIP_FLAGS) -e '.[test]'
 	touch $@
 
+# The golden tests on jax 0.11 compile with XLA's optimisations: without
+# its expensive passes (and with only the fusion emitters there) one
+# actor-critic element lands 2.9e-4 off, past 2e-4 (2026-12-04).
 test-py312: $(STAMP312)
 	$(VENV312)/bin/python -c "import sys, jax; print('Python', sys.version.split()[0], 'jax', jax.__version__)"
-	env $(TEST_ENV) $(VENV312)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile tests/test_golden_rules.py tests/test_golden_agent.py tests/test_golden_meta.py $(PYTEST_ARGS)
+	env $(TEST_ENV) DISCO_RL_TEST_OPTIMISED_GOLDEN=1 $(VENV312)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile tests/test_golden_rules.py tests/test_golden_agent.py tests/test_golden_meta.py $(PYTEST_ARGS)
 	out=$$(mktemp -d) && env $(TEST_ENV) $(VENV312)/bin/python -m disco_rl.examples.eval --steps 20 --steps-per-call 10 --no-progress --out $$out/eval && rm -rf $$out
 
 # ---------------------------------------------------------------------------
