@@ -5,6 +5,7 @@ changes inside, and that it puts everything back."""
 
 import jax
 from jax._src import compiler
+import pytest
 import smoke_env
 
 
@@ -62,3 +63,17 @@ def test_subprocess_flags_keep_this_process_flags(monkeypatch):
     '--xla_force_host_platform_device_count=3',
   ]
   assert smoke_env.fast_jax_env(2)['XLA_FLAGS'] == smoke_env.xla_flags(2)
+
+
+def test_golden_tests_compile_fast_unless_asked_otherwise(monkeypatch):
+  monkeypatch.delenv(smoke_env.OPTIMISED_GOLDEN, raising=False)
+  assert not smoke_env.optimised_golden()
+  for value, optimised in (('0', False), ('1', True)):
+    monkeypatch.setenv(smoke_env.OPTIMISED_GOLDEN, value)
+    assert smoke_env.optimised_golden() is optimised
+  monkeypatch.setenv(smoke_env.OPTIMISED_GOLDEN, 'yes')
+  with pytest.raises(
+    ValueError,
+    match=r"DISCO_RL_TEST_OPTIMISED_GOLDEN must be 0 or 1, got 'yes'",
+  ):
+    smoke_env.optimised_golden()
