@@ -10,7 +10,6 @@
 #   make meta-train  set up (if needed) and run meta-training
 #   make bench-eval  Disco103 learning curves on Catch for 3 seeds (~1 h on 2 CPUs)
 #   make bench-meta-train  meta-training from random parameters (800 steps)
-#   make bench-loops step-per-call vs fused loops, side by side (~15 min)
 #   make bench-runs  a 3-seed x 3-rate sweep in one program vs nine (~30 min)
 #   make bench-minatar the MinAtar study (studies/minatar.py) into runs/minatar: LR sweep, table, report (hours)
 #   make bench-meta-window meta-gradient windows K=2,5,20: speed and memory
@@ -56,7 +55,7 @@ else
 TEST_ENV := -u XLA_FLAGS
 endif
 
-.PHONY: setup lint format test test-slow coverage eval meta-train weights bench-eval bench-meta-train bench-loops bench-runs bench-minatar bench-meta-window bench-learned-rule bench-envs test-py312 gpu-wheels gpu-bundle
+.PHONY: setup lint format test test-slow coverage eval meta-train weights bench-eval bench-meta-train bench-runs bench-minatar bench-meta-window bench-learned-rule bench-envs test-py312 gpu-wheels gpu-bundle
 
 # The optional extras (environments: craftax, jumanji, atari; live curves:
 # tensorboard, wandb) too: their tests run in CI.
@@ -126,9 +125,6 @@ bench-eval: $(STAMP)
 
 bench-meta-train: $(STAMP)
 	$(VPY) scripts/benchmark_meta_train.py $(ARGS)
-
-bench-loops: $(STAMP)
-	$(VPY) scripts/benchmark_loops.py $(ARGS)
 
 bench-envs: $(STAMP)
 	$(VPY) scripts/benchmark_envs.py --out runs/bench_envs $(ARGS)

@@ -33,8 +33,6 @@ import sys
 import textwrap
 import time
 
-import comparison  # scripts/comparison.py, beside this script
-
 FAMILIES = {
   'Atari (envpool, host loop)': dict(env='envpool:Breakout-v5', net='resnet'),
   'Sokoban (Jumanji, toy levels)': dict(
@@ -108,6 +106,11 @@ ACTING_SCRIPT = textwrap.dedent("""
 """)
 
 
+class Interrupted(Exception):
+  """A run stopped by a signal before its end: the script stops too (exit
+  status 130, one `stopped:` line)."""
+
+
 def train(family: str, settings: dict, steps: int, out: pathlib.Path):
   """Trains one family; its speed and sizes."""
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
@@ -121,9 +124,7 @@ def train(family: str, settings: dict, steps: int, out: pathlib.Path):
     config, run_dir, overwrite=True, progress=False
   ).fit()
   if summary.get('interrupted') or not summary.get('completed', True):
-    raise comparison.Interrupted(
-      f'{family} stopped ({summary.get("interrupted")}).'
-    )
+    raise Interrupted(f'{family} stopped ({summary.get("interrupted")}).')
   rate = summary['steps_per_second']
   return dict(
     family=family,
@@ -197,7 +198,7 @@ def main(argv=None) -> int:
     start = time.time()
     try:
       row = train(family, settings, steps, out)
-    except comparison.Interrupted as e:
+    except Interrupted as e:
       print(f'stopped: {e}', file=sys.stderr)
       return 130
     rows.append(row)

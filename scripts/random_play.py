@@ -21,10 +21,10 @@ import argparse
 import pathlib
 import sys
 
-import comparison  # scripts/comparison.py, beside this script
 import numpy as np
 
 from disco_rl.loops import config as config_lib
+from disco_rl.studies import measure
 
 TASKS = (
   # The stage-2 suite (docs/studies/meta_suite.md) and its held-out tasks.
@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     '|---|---|---|---|---|---|---|---|',
   ]
   for task in tasks:
-    returns = comparison.random_play_returns(
+    returns = measure.random_play_returns(
       task.make_env(NUM_ENVS), args.steps, args.seed
     )
     s = spread(returns)

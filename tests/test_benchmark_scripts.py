@@ -6,10 +6,8 @@ import json
 import os
 import pathlib
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pandas as pd
@@ -20,23 +18,30 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / 'scripts'
 
 
-def test_random_play_returns_on_catch_and_their_spread(monkeypatch):
+def test_random_play_returns_on_catch_and_their_spread(
+  tmp_path, monkeypatch, capsys
+):
   """Catch 5x5 ends every episode after 4 steps with +1 or -1: 32
-  instances x 40 steps end 320 episodes, each worth +-1; `spread` on
-  hand-made returns."""
+  instances x 40 steps end 320 episodes, each worth +-1, and the script's
+  table (the package's random play) says so; `spread` on hand-made
+  returns."""
   monkeypatch.syspath_prepend(str(SCRIPTS))
-  import comparison  # pylint: disable=g-import-not-at-top
   import random_play  # pylint: disable=g-import-not-at-top
 
   from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.studies import measure  # pylint: disable=g-import-not-at-top
 
   env = config_lib.parse_task('catch[rows=5,columns=5]').make_env(32)
-  returns = comparison.random_play_returns(env, steps=40, seed=1)
+  returns = measure.random_play_returns(env, steps=40, seed=1)
   assert returns.shape == (320,)
   assert set(np.unique(returns)) <= {-1.0, 1.0}
-  assert comparison.random_return(env, steps=40, seed=1) == pytest.approx(
-    returns.mean()
-  )
+  out = tmp_path / 'random_play.md'
+  args = ['catch[rows=5,columns=5]', '--steps', '40', '--seed', '1']
+  assert random_play.main([*args, '--out', str(out)]) == 0
+  capsys.readouterr()
+  s = random_play.spread(returns)
+  row = f'| catch[rows=5,columns=5] | 320 | {s["mean"]:.3f} |'
+  assert row in out.read_text()
   assert random_play.spread(np.array([-1.0, -1.0, -1.0, 1.0])) == dict(
     episodes=4,
     mean=-0.5,
@@ -80,51 +85,6 @@ def test_save_meta_segment_task_rewards_name_each_tasks_column(
     for g, (steps, rewards) in enumerate(read.values()):
       np.testing.assert_array_equal(steps, [0, 1, 2])
       np.testing.assert_allclose(rewards, [g + 0.1, g + 0.2, g + 0.3])
-
-
-@pytest.mark.slow
-def test_loops_benchmark_tiny_run(tmp_path):
-  """The previous and fused loops side by side, both jobs: the table and a
-  summary with every variant's speed and compile times."""
-  env = dict(os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu')
-  proc = subprocess.run(
-    [
-      sys.executable,
-      str(SCRIPTS / 'benchmark_loops.py'),
-      '--tiny',
-      '--rounds',
-      '1',
-      '--compile-rounds',
-      '1',
-      '--out',
-      str(tmp_path / 'out'),
-    ],
-    env=env,
-    capture_output=True,
-    text=True,
-    check=False,
-    timeout=1800,
-  )
-  assert proc.returncode == 0, proc.stderr[-4000:]
-  summary = json.loads((tmp_path / 'out/summary.json').read_text())
-  for job, names in (
-    (
-      'eval',
-      (
-        'step_per_call',
-        'fused',
-        'learner_alone',
-        'learner_scanned',
-        'fused_bfloat16',
-      ),
-    ),
-    ('meta', ('step_per_call', 'fused')),
-  ):
-    for name in names:
-      assert summary[job][name]['steps_per_s'] > 0, (job, name)
-      assert summary[job][name]['compile_s'] > 0, (job, name)
-    assert summary[job]['fused_speedup'] > 0
-  assert 'fused vs step-per-call' in proc.stdout
 
 
 @pytest.mark.slow
@@ -335,171 +295,6 @@ def test_save_meta_segment_keeps_the_small_files_and_draws_all_segments(
   assert not (results / 'seg3').exists()
 
 
-def test_meta_grad_parts_summary_of_hand_made_gradients(monkeypatch):
-  """The norm of each part's mean, the mean of its norms, their ratio and
-  the cosine with the whole, on gradients written by hand: a part that
-  flips sign each meta-step averages to 0; one that repeats keeps its
-  norm."""
-  monkeypatch.syspath_prepend(str(SCRIPTS))
-  import meta_grad_parts  # pylint: disable=g-import-not-at-top
-
-  steps = 2
-  # pg: (3, 0) then (-3, 0); entropy: (0, 1) twice; the others: 0.
-  sums = dict(
-    pg=np.array([0.0, 0.0]),
-    entropy=np.array([0.0, 2.0]),
-    prediction_entropy=np.zeros(2),
-    target_mean=np.zeros(2),
-    target_kl=np.zeros(2),
-  )
-  norm_sums = dict(
-    pg=6.0, entropy=2.0, prediction_entropy=0.0, target_mean=0.0, target_kl=0.0
-  )
-  out = meta_grad_parts.summarise(sums, norm_sums, steps)
-  assert out['whole']['norm_of_mean'] == pytest.approx(1.0)
-  assert out['pg'] == dict(
-    norm_of_mean=0.0,
-    mean_norm=3.0,
-    consistency=0.0,
-    cosine_with_whole=pytest.approx(np.nan, nan_ok=True),
-  )
-  assert out['entropy'] == dict(
-    norm_of_mean=1.0, mean_norm=1.0, consistency=1.0, cosine_with_whole=1.0
-  )
-  assert np.isnan(out['target_kl']['consistency'])
-
-
-def test_meta_grad_parts_refuses_a_missing_rule(tmp_path, capsys, monkeypatch):
-  monkeypatch.syspath_prepend(str(SCRIPTS))
-  import meta_grad_parts  # pylint: disable=g-import-not-at-top
-
-  missing = tmp_path / 'no_rule.npz'
-  assert (
-    meta_grad_parts.main(
-      ['--task', 'catch[rows=5,columns=5]', '--rule', str(missing)]
-    )
-    == 2
-  )
-  err = capsys.readouterr().err
-  assert err.startswith('error: ') and str(missing) in err
-  assert len(err.strip().splitlines()) == 1
-
-
-@pytest.mark.slow
-def test_meta_grad_parts_tiny_run(tmp_path):
-  """Three meta-steps of a tiny agent on Catch, the first not summarised:
-  per-step norms of the policy gradient's part and each regulariser's, and
-  the summary of the last two beside."""
-  env = dict(os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu')
-  out = tmp_path / 'parts.csv'
-  proc = subprocess.run(
-    [
-      sys.executable,
-      str(SCRIPTS / 'meta_grad_parts.py'),
-      '--task',
-      'catch[rows=5,columns=5]',
-      '--steps',
-      '3',
-      '--skip',
-      '1',
-      '--set',
-      'dense=16',
-      'model_lstm_size=8',
-      'model_head_hiddens=8',
-      'value_dense=8',
-      'batch_size_per_device=4',
-      'rollout_len=4',
-      '--out',
-      str(out),
-    ],
-    env=env,
-    capture_output=True,
-    text=True,
-    check=False,
-    timeout=1800,
-  )
-  assert proc.returncode == 0, proc.stderr[-4000:]
-  rows = pd.read_csv(out)
-  assert list(rows['step']) == [0, 1, 2]
-  parts = ('pg', 'entropy', 'prediction_entropy', 'target_mean', 'target_kl')
-  for part in parts:
-    assert (rows[f'{part}_norm'] > 0).all(), part
-  # The entropy bonus's part is not the policy gradient's.
-  assert (rows['entropy_cosine'] != rows['pg_cosine']).all()
-  summary = json.loads(out.with_suffix('.json').read_text())
-  assert summary['steps'] == 3 and summary['skip'] == 1
-  assert summary['settings']['dense'] == [16]
-  assert set(summary['parts']) == {'whole', *parts}
-  for part in parts:
-    got = summary['parts'][part]
-    assert 0 < got['consistency'] <= 1 + 1e-9
-    # Two summarised steps (1 and 2): the median of two norms is their mean.
-    assert got['median_norm'] == pytest.approx(rows[f'{part}_norm'][1:].mean())
-
-
-def test_study_regularisers_crossing_is_the_end_of_the_first_window_above(
-  monkeypatch,
-):
-  """The crossing is the last step of the first 100-step window whose mean
-  exceeds -0.05: a run at -0.15 that jumps to +0.3 at step 300 crosses
-  where 23 of the last 100 steps are at +0.3 (mean -0.0465; 22 give
-  -0.051); one that stays at -0.15 never crosses."""
-  monkeypatch.syspath_prepend(str(SCRIPTS))
-  import study_regularisers  # pylint: disable=g-import-not-at-top
-
-  rewards = pd.Series([-0.15] * 300 + [0.3] * 200)
-  # The window ending at t holds t - 299 steps at +0.3: its mean is
-  # -0.15 + 0.45 * (t - 299) / 100 > -0.05 first at t - 299 = 23.
-  assert study_regularisers.crossing(rewards) == 322
-  assert study_regularisers.crossing(pd.Series([-0.15] * 500)) is None
-  assert study_regularisers.crossing(pd.Series([0.3] * 99)) is None
-
-
-def test_study_regularisers_report_reads_the_pre_registered_verdict(
-  tmp_path, monkeypatch
-):
-  """'supported' only when every seed crosses earlier without the
-  regularisers; a run that never crossed counts as 1,000; a missing run
-  leaves the table incomplete."""
-  monkeypatch.syspath_prepend(str(SCRIPTS))
-  import study_regularisers  # pylint: disable=g-import-not-at-top
-
-  monkeypatch.setattr(study_regularisers, 'COMMITTED', {})
-
-  def write(variant, seed, jump):
-    rewards = (
-      [-0.15] * 1000
-      if jump is None
-      else ([-0.15] * jump + [0.3] * (1000 - jump))
-    )
-    pd.DataFrame(dict(step=range(1000), rewards=rewards)).to_csv(
-      tmp_path / f'{variant}_seed{seed}.csv', index=False
-    )
-
-  for seed, (base, noreg) in zip(
-    (7, 8, 9), ((700, 300), (None, 500), (400, 200)), strict=False
-  ):
-    write('base', seed, base)
-    write('noreg', seed, noreg)
-  study_regularisers.report(tmp_path)
-  got = json.loads((tmp_path / 'crossings.json').read_text())
-  assert [(r['base'], r['noreg']) for r in got['rows']] == [
-    (722, 322),
-    (1000, 522),
-    (422, 222),
-  ]
-  assert got['complete'] and got['regularisers_delay_start'] is True
-  write('noreg', 8, None)  # never crosses: not earlier than base's 1,000
-  study_regularisers.report(tmp_path)
-  got = json.loads((tmp_path / 'crossings.json').read_text())
-  assert got['regularisers_delay_start'] is False
-  assert 'not supported' in (tmp_path / 'crossings.md').read_text()
-  (tmp_path / 'noreg_seed9.csv').unlink()
-  study_regularisers.report(tmp_path)
-  got = json.loads((tmp_path / 'crossings.json').read_text())
-  assert not got['complete'] and got['regularisers_delay_start'] is None
-
-
 def test_save_meta_segment_refuses_a_rule_git_would_ignore(
   tmp_path, monkeypatch, capsys
 ):
@@ -531,48 +326,3 @@ def test_save_meta_segment_refuses_a_rule_git_would_ignore(
   assert not (repo / 'dropped').exists()
   assert save_meta_segment.main([str(run), str(repo / 'kept/seg1')]) == 0
   assert (repo / 'kept/seg1/update_rule_params.npz').read_bytes() == b'rule'
-
-
-def test_study_regularisers_passes_sigterm_on_to_its_run(tmp_path):
-  """A SIGTERM sent to the study stops the run in progress (which then
-  checkpoints) instead of leaving it running: the study ends with one
-  error line and exit status 2, and its child got the signal."""
-  marker = tmp_path / 'child'
-  child = (
-    'import pathlib, signal, sys, time\n'
-    f'marker = pathlib.Path({str(marker)!r})\n'
-    'def stop(*_):\n'
-    '  marker.write_text("terminated")\n'
-    '  sys.exit(0)\n'
-    'signal.signal(signal.SIGTERM, stop)\n'
-    'marker.write_text("started")\n'
-    'time.sleep(120)\n'
-  )
-  driver = tmp_path / 'driver.py'
-  driver.write_text(
-    'import sys\n'
-    f'sys.path.insert(0, {str(SCRIPTS)!r})\n'
-    'import study_regularisers as s\n'
-    's.COMMITTED = {}\n'
-    f's.command = lambda *_: [sys.executable, "-c", {child!r}]\n'
-    'sys.argv = ["study_regularisers.py", "--out", '
-    f'{str(tmp_path / "out")!r}, "--results", {str(tmp_path / "res")!r}]\n'
-    'sys.exit(s.main())\n'
-  )
-  proc = subprocess.Popen(
-    [sys.executable, str(driver)],
-    env=dict(os.environ, MPLBACKEND='Agg'),
-    stdout=subprocess.PIPE,
-    stderr=subprocess.PIPE,
-    text=True,
-  )
-  deadline = time.monotonic() + 120
-  while not marker.is_file() and time.monotonic() < deadline:
-    time.sleep(0.1)
-  assert marker.read_text() == 'started'
-  proc.send_signal(signal.SIGTERM)
-  _, stderr = proc.communicate(timeout=60)
-  assert proc.returncode == 2, stderr
-  lines = stderr.strip().splitlines()
-  assert len(lines) == 1 and lines[0].startswith('error: interrupted'), stderr
-  assert marker.read_text() == 'terminated'

@@ -139,8 +139,9 @@ def final_return(rows: Rows, fraction: float = FINAL_FRACTION) -> float:
   stretch has no final return, and no other number stands in for one.
 
   The one definition of the studies. The scripts had two:
-  scripts/comparison.py's `final_return` is this one (the last 10% of
-  environment steps, NaN if no episode ended there);
+  scripts/comparison.py's `final_return` (the script was retired on
+  2026-12-04) was this one (the last 10% of environment steps, NaN if no
+  episode ended there);
   the MinAtar study's former script (benchmark_minatar.py, whose final
   returns docs/results/minatar keeps) took the rows whose
   cumulative learner updates (`learned`) exceed 90% of the run's updates,
@@ -324,9 +325,10 @@ def random_play_returns(
 ) -> np.ndarray:
   """The returns of the episodes that uniform random play ends in `steps`
   steps of `env` (a batched jittable environment), every instance's, in
-  order of their ends: [episodes]. The same draws as
+  order of their ends: [episodes]. The same draws as the retired
   scripts/comparison.py's `random_play_returns` (the committed random-play
-  returns were measured with it)."""
+  returns were measured with it; `git show c88406e:scripts/comparison.py`);
+  scripts/random_play.py uses this one."""
   if env.on_host:
     raise ValueError(
       f'env must be a jittable environment (random play is '
