@@ -71,6 +71,10 @@ def meta_config(**overrides):
   return config_lib.MetaTrainConfig(**settings)
 
 
+# The LPG recipe's tiny rule.
+TINY_RULE = disco.NAMED_SIZES['tiny'].changes()
+
+
 def metrics_without_timing(path):
   table = metrics_lib.read_table(path).drop(columns=list(TIMING))
   return table
@@ -270,7 +274,9 @@ def test_meta_train_resume_is_exact(tmp_path, tasks):
   state is whole (the eval resume tests above compare with a separate
   straight run; this saves a third trace of the meta program). The rules at
   its checkpoints read back (read_rule)."""
-  config = meta_config(num_steps=4, tasks=tasks)
+  # The LPG recipe's tiny rule: the meta program compiles in about 30% less
+  # time than with Disco103's sizes (resume does not depend on them).
+  config = meta_config(num_steps=4, tasks=tasks, rule_sizes=TINY_RULE)
   first = trainer_lib.Trainer(config, tmp_path / 'a', progress=False)
 
   def interrupt(trainer, new_rows):
@@ -307,10 +313,6 @@ def test_meta_train_resume_is_exact(tmp_path, tasks):
   )
   _check_read_rule(tmp_path / 'b', rule_a, rule_at_2)
   # That the learned rule trains a fresh agent: the next test.
-
-
-# The LPG recipe's tiny rule.
-TINY_RULE = disco.NAMED_SIZES['tiny'].changes()
 
 
 def test_evaluate_trains_a_fresh_agent_with_a_rule_of_any_size():
