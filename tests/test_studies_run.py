@@ -7,7 +7,9 @@ boards at two rates, then on a third at the rate chosen) runs through
 `python -m disco_rl.examples.study` as users run it: stopped by SIGINT
 and by SIGKILL and continued, it gives the results rows of a study never
 stopped; `--report` rebuilds byte-identical reports from its files alone;
-a changed setting in an existing cell is refused with one `error:` line.
+a changed setting in an existing cell is refused with one `error:` line
+(these two through the command's `main` in the test's process: they train
+nothing, and a process's start-up would add 2-4 s to each).
 The documented example (studies/catch_example.py) runs in the slow target.
 """
 
