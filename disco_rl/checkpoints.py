@@ -130,6 +130,26 @@ class Checkpointer:
     )
     return restored[_STATE], restored[_EXTRA]
 
+  def read(self, step: int | None = None) -> dict[str, Any]:
+    """The state of checkpoint `step` (default: the latest) as NumPy arrays
+    in nested dicts (the saved structure), whatever devices and processes
+    saved it: for reading a run's results, not for resuming it.
+
+    Raises:
+      FileNotFoundError: if there is no such checkpoint.
+    """
+    ocp = _orbax()
+    import numpy as np  # pylint: disable=g-import-not-at-top
+
+    path = self.directory / str(self.resolve_step(step)) / _STATE
+    tree = ocp.StandardCheckpointHandler().metadata(path).tree
+    return ocp.PyTreeCheckpointer().restore(
+      path,
+      restore_args=jax.tree.map(
+        lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree
+      ),
+    )
+
   def _check_shapes(self, step: int, target) -> None:
     """Raises ValueError, naming the first part, if checkpoint `step` holds
     arrays of other shapes than `target` (checked before orbax reads any)."""

@@ -5,6 +5,7 @@
 import dataclasses
 import json
 import os
+import pathlib
 import shutil
 import signal
 
@@ -70,6 +71,9 @@ def meta_config(**overrides):
   settings.update(overrides)
   return config_lib.MetaTrainConfig(**settings)
 
+
+# A meta-training run's record (run.json) from version 0.1.
+OLD_META = pathlib.Path(__file__).parent / 'data/runs_v0_1/meta'
 
 # The LPG recipe's tiny rule.
 TINY_RULE = disco.NAMED_SIZES['tiny'].changes()
@@ -242,6 +246,31 @@ def _check_read_rule(run_dir, last_rule, rule_at_2):
     meta_lib.read_rule(run_dir, step=3)
   with pytest.raises(ValueError, match='No run in .*none: it has no run.json'):
     meta_lib.read_rule(run_dir.parent / 'none')
+
+
+def test_read_rule_reads_a_checkpoint_whatever_devices_saved_it(tmp_path):
+  """read_rule reads only the rule: a checkpoint whose other parts have the
+  shapes of more devices than this process has (here two, as a
+  two-process run saves them) is read, where building the run's job to
+  restore the whole state failed on the first such shape."""
+  from disco_rl import checkpoints as checkpoints_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import run_dir as run_dir_lib  # pylint: disable=g-import-not-at-top
+
+  run = tmp_path / 'run'
+  run.mkdir()
+  shutil.copy(OLD_META / 'run.json', run / 'run.json')
+  rule = {'lstm/linear': {'w': np.arange(6.0).reshape(2, 3), 'b': np.ones(3)}}
+  state = dict(
+    update_rule_params=rule,
+    agents=dict(rng=np.zeros((2, 2, 2, 2), np.uint32)),  # Two devices.
+    step=np.asarray(7),
+  )
+  saver = checkpoints_lib.Checkpointer(run / run_dir_lib.CHECKPOINTS)
+  saver.save(7, state, dict(row=7))
+  saver.close()
+  params, step = meta_lib.read_rule(run)
+  assert step == 7
+  chex.assert_trees_all_equal(params, rule)
 
 
 def test_read_rule_refuses_an_eval_run(tmp_path):

@@ -611,21 +611,18 @@ def read_rule(
       the ones it has) or none at all.
   """
   run_dir = run_dir_lib.RunDir(output_dir, read_only=True)
-  config = config_lib.MetaTrainConfig(
-    **config_lib.upgrade_settings(
-      config_lib.MetaTrainConfig, run_dir.saved_settings('meta_train')
-    )
-  )
+  run_dir.saved_settings('meta_train')  # Raises for an eval run or none.
   if not run_dir.file(run_dir_lib.CHECKPOINTS).is_dir():
     raise FileNotFoundError(
       f'No checkpoint in {run_dir.path}: the run has '
       f'no {run_dir_lib.CHECKPOINTS}/ directory.'
     )
-  job = make_meta_train(config)
+  # Only the rule, as saved (replicated over the run's devices, so whatever
+  # devices or processes the run had): no job built, nothing traced.
   checkpoints = run_dir.checkpoints()
   try:
     step = checkpoints.resolve_step(step)
-    state, _ = checkpoints.restore(job.state_shapes(), step)
+    state = checkpoints.read(step)
   finally:
     checkpoints.close()
-  return rule(job, state), step
+  return state['update_rule_params'], step
