@@ -37,7 +37,8 @@ same rates; once it has (`--only sweep`), set `PPO_RATE` to the rate
 `OUT/sweep/report.md` shows with PPO's highest mean final return (the
 smaller on a tie) and run the study again: the table gains PPO's column.
 Until then (`PPO_RATE = None`) the table runs Disco103 and the
-actor-critic only. The committed results have no PPO run yet.
+actor-critic only. The committed results have PPO's sweep (2026-12-04:
+its pick is 1e-2), not yet its table cells (studies/minatar_ppo.py).
 """
 
 from disco_rl.studies.spec import Rule
@@ -74,6 +75,9 @@ SWEEP_RATES = (1e-3, 3e-3, 1e-2)
 # written out: the table shares Breakout with the sweep.
 TABLE_RATES = {'disco_103': (1e-3,), 'actor_critic': (3e-3,)}
 # PPO's pick on the sweep, once its sweep cells have run (the docstring).
+# The sweep's pick for PPO is 1e-2 (docs/results/minatar/rates.json,
+# 2026-12-04); set here once the table's PPO cells have run
+# (studies/minatar_ppo.py).
 PPO_RATE: float | None = None
 
 

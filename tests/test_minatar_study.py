@@ -117,7 +117,8 @@ def _committed() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_the_committed_tables_are_the_specs_cells(study):
   """Every stage and cell of results.csv and curves.csv is the spec's (PPO
-  has not run), in the order run.py writes them; the columns are run.py's."""
+  has run in the sweep, not yet in the table), in the order run.py writes
+  them; the columns are run.py's."""
   results, curves = _committed()
   assert tuple(results.columns) == report_lib.RESULT_COLUMNS
   assert tuple(curves.columns) == report_lib.CURVE_COLUMNS
@@ -126,7 +127,7 @@ def test_the_committed_tables_are_the_specs_cells(study):
     rates = run_lib.stage_rates(study, stage, {})
     for env in stage.envs:
       for rule in study.stage_rules(stage):
-        if rule == 'ppo':
+        if rule == 'ppo' and stage.name == 'table':
           continue  # Not run yet.
         for seed in stage.seeds:
           for rate in rates[rule]:
@@ -201,9 +202,11 @@ def test_the_table_rates_are_the_sweeps_picks(study):
     for e, r in json.loads((RESULTS / run_lib.RANDOM_PLAY).read_text()).items()
   }
   rates, scores = run_lib.pick_rates(sweep, randoms)
-  assert rates == {'disco_103': 1e-3, 'actor_critic': 3e-3}
+  assert rates == {'disco_103': 1e-3, 'actor_critic': 3e-3, 'ppo': 1e-2}
   table = study.stage('table')
-  assert {r: (v,) for r, v in rates.items()} == dict(table.rates)
+  # PPO's table cells have not run: the spec's PPO_RATE stays unset (PPO
+  # not in the table) until they do, and is then the sweep's pick.
+  assert {r: (rates[r],) for r in dict(table.rates)} == dict(table.rates)
   saved = json.loads((RESULTS / run_lib.RATES).read_text())
   assert saved == {'sweep': {'rates': rates, 'scores': scores}}
 
