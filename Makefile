@@ -12,7 +12,7 @@
 #   make bench-meta-train  meta-training from random parameters (800 steps)
 #   make bench-runs  a 3-seed x 3-rate sweep in one program vs nine (~30 min)
 #   make bench-minatar the MinAtar study (studies/minatar.py) into runs/minatar: LR sweep, table, report (hours)
-#   make bench-meta-window meta-gradient windows K=2,5,20: speed and memory
+#   make bench-meta-window meta-gradient windows K=2,5,20 with and without remat: speed and memory
 #   make bench-envs  training speed on Atari, Sokoban, Craftax pixels, MinAtar (~10 min)
 #   make bench-learned-rule the learned-rule study (studies/learned_rule.py) into runs/learned_rule: rates tuned on the suite, held-out envs, both settings (hours)
 #   make weights     download and verify the Disco103 weights
@@ -136,7 +136,7 @@ bench-minatar: $(STAMP)
 	$(VPY) -m disco_rl.examples.study studies/minatar.py --out runs/minatar $(ARGS)
 
 bench-meta-window: $(STAMP)
-	$(VPY) scripts/benchmark_meta_window.py $(ARGS)
+	$(VPY) scripts/benchmark_meta_steps.py --vary num_inner_steps 2 5 20 --vary remat false true $(ARGS)
 
 bench-learned-rule: $(STAMP)
 	$(VPY) -m disco_rl.examples.study studies/learned_rule.py --out runs/learned_rule $(ARGS)

@@ -30,20 +30,19 @@ that runs late is stopped and the results so far still come back:
             the eval loop in one program: a sweep as one program (tiny: 1
             and 2x2)
 
-Every measurement records the peak device memory of its section's process
-so far (on a CPU: the process's peak resident memory). Writes results.json,
-results.md, golden_keys.jsonl and log.txt to --out and prints the tables.
+Jobs are timed through the package's loop (`loops.run.run`, its `Timing`);
+each row records its process's peak device memory so far (on a CPU: peak
+resident memory). Writes results.json, results.md, golden_keys.jsonl and
+log.txt to --out and prints the tables.
 
   python scripts/gpu_check.py --cpu --tiny --out /tmp/gpu_check
 
 runs every section at tiny sizes on the CPU (tests/test_gpu_check.py), so
-the check cannot rot between GPU runs (each code path once: the eval loop
-without its larger batches, acting with 8 environments). Exit status 0
-when every section ran (or was skipped by design), 1 otherwise. A section
-that compared or measured nothing, or whose process (or one it started, such
-as the golden tests' pytest) exited non-zero, fails with a one-line reason
-in its status, e.g. "failed (exit 1): pytest at matmul precisions 'default'
-and 'highest' exited 1: /usr/bin/python3: No module named pytest".
+the check cannot rot between GPU runs. Exit status 0 when every section ran
+(or was skipped by design), else 1: a section that measured nothing, or
+whose process (or one it started) failed, says why in one line, e.g.
+"failed (exit 1): pytest at matmul precisions 'default' and 'highest'
+exited 1: /usr/bin/python3: No module named pytest".
 """
 
 import argparse
@@ -91,22 +90,10 @@ MIN_SECTION_S = 15
 EVAL_TARGET_STEPS_PER_S = 125
 # The packages whose versions are reported.
 PACKAGES = (
-  'jax',
-  'jaxlib',
-  'jax-cuda13-plugin',
-  'jax-cuda12-plugin',
-  'dm-haiku',
-  'rlax',
-  'distrax',
-  'optax',
-  'chex',
-  'flax',
-  'gymnax',
-  'orbax-checkpoint',
-  'numpy',
-  'tfp-nightly',
-  'tensorflow-probability',
-)
+  'jax jaxlib jax-cuda13-plugin jax-cuda12-plugin dm-haiku rlax distrax '
+  'optax chex flax gymnax orbax-checkpoint numpy tfp-nightly '
+  'tensorflow-probability'
+).split()
 
 
 # ----------------------------------------------------------------------------
@@ -185,22 +172,37 @@ def memory() -> dict[str, float]:
   return dict(peak_host_rss_mb=round(metrics_lib.peak_memory_mb(), 1))
 
 
-def timed_calls(call, state, min_s: float, max_calls: int):
-  """Calls `state = call(state)` until `min_s` seconds or `max_calls` calls.
-
-  `call` must wait for its results (the loops' `run` fetches its metrics).
+def time_job(job, args):
+  """Times `job` through the package's loop (`loops.run.run`): a first run
+  to the end of the warm-up (the first call compiles), then at most
+  `args.max_calls` more calls, stopped after `args.min_time_s` seconds.
 
   Returns:
-    (state, calls, seconds).
+    (compile and first call in seconds, steps per second after the
+    warm-up and one more call, the steps that rate was timed over).
   """
-  start = time.perf_counter()
-  calls = 0
-  while True:
-    state = call(state)
-    calls += 1
-    elapsed = time.perf_counter() - start
-    if elapsed >= min_s or calls >= max_calls:
-      return state, calls, elapsed
+  from disco_rl.loops import run as run_lib  # pylint: disable=g-import-not-at-top
+
+  per_call = job.steps_per_call
+  warm = per_call * (1 + -(-job.warmup // per_call))
+  rows = []
+  first = run_lib.run(job, job.init(), warm, rows, progress=False)
+  ends = []  # When each call of the timed run ended.
+
+  def enough(state, new) -> bool:
+    del state, new
+    ends.append(time.perf_counter())
+    return len(ends) > 1 and ends[-1] - ends[0] >= args.min_time_s
+
+  timed = run_lib.run(
+    job,
+    first.state,
+    warm + per_call * (args.max_calls + 1),
+    rows,
+    progress=False,
+    on_call=enough,
+  ).timing
+  return first.timing.first_call_s, timed.steps_per_second, timed.steady_steps
 
 
 def section_device(rec: Recorder, args) -> None:
@@ -326,18 +328,8 @@ def section_golden(rec: Recorder, args) -> None:
     log = open(work / f'{precision}.log', 'w')  # pylint: disable=consider-using-with
     procs[precision] = (
       subprocess.Popen(
-        [
-          *PYTEST,
-          '-q',
-          '-p',
-          'no:cacheprovider',
-          '-p',
-          'no:xdist',
-          '--junitxml',
-          str(work / f'{precision}.xml'),
-          *select,
-          *tests,
-        ],
+        [*PYTEST, *'-q -p no:cacheprovider -p no:xdist --junitxml'.split()]
+        + [str(work / f'{precision}.xml'), *select, *tests],
         cwd=REPO,
         env=env,
         stdout=log,
@@ -436,20 +428,7 @@ def measure_eval_loop(rec: Recorder, args, label: str, config, **extra):
   """Learner and environment steps/s of the fused loop for `config`."""
   from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
 
-  job = eval_lib.make_eval(config)
-  state = job.init()
-  per_call = config.steps_per_call
-  run = lambda s: job.step(s, per_call)[0]
-  start = time.perf_counter()
-  state = run(state)  # Compiles.
-  first_call_s = time.perf_counter() - start
-  # Until every iteration of a call takes a learner step.
-  for _ in range(-(-job.warmup // per_call)):
-    state = run(state)
-  state, calls, seconds = timed_calls(
-    run, state, args.min_time_s, args.max_calls
-  )
-  steps_per_s = calls * per_call / seconds
+  first_call_s, steps_per_s, timed = time_job(eval_lib.make_eval(config), args)
   runs = config.num_runs
   if runs > 1:  # Per run; and of all the runs together.
     extra.update(
@@ -466,7 +445,7 @@ def measure_eval_loop(rec: Recorder, args, label: str, config, **extra):
     env_steps_per_s=round(
       steps_per_s * config.num_envs * config.rollout_len, 1
     ),
-    timed_steps=calls * per_call,
+    timed_steps=timed,
     **extra,
   )
   return steps_per_s
@@ -562,19 +541,19 @@ def measure_acting(rec: Recorder, args, num_envs: int) -> None:
 
     return jax.lax.scan(one, carry, jax.random.split(rng, rollouts))
 
-  def call(state):
-    carry, rng = state
-    rng, step_rng = jax.random.split(rng)
-    carry, rewards = act(params, carry, step_rng)
+  # Acting alone has no job of the package's to run it: timed here, the
+  # first call (which compiles) apart, then up to max_calls calls or
+  # min_time_s seconds.
+  keys = iter(jax.random.split(key, args.max_calls + 1))
+  times = [time.perf_counter()]
+  for rng in keys:
+    carry, rewards = act(params, carry, rng)
     jax.block_until_ready(rewards)
-    return carry, rng
-
-  start = time.perf_counter()
-  state = call((carry, key))
-  first_call_s = time.perf_counter() - start
-  state, calls, seconds = timed_calls(
-    call, state, args.min_time_s, args.max_calls
-  )
+    times.append(time.perf_counter())
+    if len(times) > 2 and times[-1] - times[1] >= args.min_time_s:
+      break
+  first_call_s, seconds = times[1] - times[0], times[-1] - times[1]
+  calls = len(times) - 2
   rec.row(
     run=f'acting, {num_envs} envs',
     envs=num_envs,
@@ -599,15 +578,7 @@ def measure_meta(rec: Recorder, args, label: str, config) -> None:
   from disco_rl.loops import meta as meta_lib  # pylint: disable=g-import-not-at-top
 
   job = meta_lib.make_meta_train(config)
-  state = job.init()  # Its key: PRNGKey(config.seed).
-  per_call = config.steps_per_call
-  run = lambda s: job.step(s, per_call)[0]
-  start = time.perf_counter()
-  state = run(state)
-  first_call_s = time.perf_counter() - start
-  state, calls, seconds = timed_calls(
-    run, state, args.min_time_s, args.max_calls
-  )
+  first_call_s, steps_per_s, timed = time_job(job, args)
   rec.row(
     run=label,
     agents=config.num_agents,
@@ -617,8 +588,8 @@ def measure_meta(rec: Recorder, args, label: str, config) -> None:
     matmul_precision=config.matmul_precision,
     population=job.setup.population,
     first_call_s=round(first_call_s, 2),
-    meta_steps_per_s=round(calls * per_call / seconds, 3),
-    timed_meta_steps=calls * per_call,
+    meta_steps_per_s=round(steps_per_s, 3),
+    timed_meta_steps=timed,
   )
 
 
@@ -946,64 +917,34 @@ def main(argv=None) -> int:
     description=__doc__.split('\n')[0],
     formatter_class=argparse.RawDescriptionHelpFormatter,
   )
-  parser.add_argument(
-    '--out',
-    required=True,
-    help='folder for results.json, results.md, '
-    'golden_keys.jsonl and log.txt (must not hold them)',
-  )
-  parser.add_argument(
-    '--bundle',
-    default=None,
-    metavar='DIR',
-    help='what `make gpu-bundle` prepared: DIR/wheels '
-    '(installed into a temporary site), DIR/golden, '
-    'DIR/weights/disco_103.npz',
-  )
-  parser.add_argument(
-    '--cpu', action='store_true', help='run on the CPU (JAX_PLATFORMS=cpu)'
-  )
-  parser.add_argument(
-    '--tiny',
-    action='store_true',
-    help='tiny sizes: every section in a few minutes on a CPU',
-  )
-  parser.add_argument(
+  names = ' '.join(s.name for s in SECTIONS)
+  budgets = f'{TOTAL_BUDGET_S}; --tiny {TINY_TOTAL_BUDGET_S}'
+  add = parser.add_argument
+  add('--out', required=True, help='folder for the results (a new one)')
+  add('--bundle', metavar='DIR', help='what `make gpu-bundle` prepared')
+  add('--cpu', action='store_true', help='run on the CPU')
+  add('--tiny', action='store_true', help='tiny sizes (minutes on a CPU)')
+  add(
     '--fast-compile',
     action='store_true',
-    help="XLA's expensive optimisations off in the timed "
-    'sections (shorter compiles, slower programs; for the '
-    'tiny CPU test, whose numbers mean nothing)',
+    help="XLA's expensive optimisations off in the timed sections (for "
+    'the tiny CPU test, whose numbers mean nothing)',
   )
-  parser.add_argument(
-    '--sections',
-    nargs='*',
-    default=None,
-    help='only these sections (default: all): '
-    + ' '.join(s.name for s in SECTIONS),
-  )
-  parser.add_argument(
-    '--budget-s',
-    type=float,
-    default=None,
-    help=f'total time budget (default: {TOTAL_BUDGET_S}; '
-    f'--tiny {TINY_TOTAL_BUDGET_S})',
-  )
-  parser.add_argument(
+  add('--sections', nargs='*', help=f'only these (default: all of {names})')
+  add('--budget-s', type=float, help=f'total time (default: {budgets})')
+  add(
     '--min-time-s',
     type=float,
-    default=None,
-    help='time each measurement for at least this long (default: 3; --tiny 0)',
+    help='time each measurement at least this long (default: 3; --tiny 0)',
   )
-  parser.add_argument(
+  add(
     '--max-calls',
     type=int,
-    default=None,
-    help='at most this many timed calls per measurement '
-    '(default: 40; --tiny 2)',
+    help='at most this many timed calls per '
+    'measurement (default: 40; --tiny 2)',
   )
-  parser.add_argument('--section', help=argparse.SUPPRESS)
-  parser.add_argument('--result', help=argparse.SUPPRESS)
+  add('--section', help=argparse.SUPPRESS)
+  add('--result', help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.min_time_s is None:
     args.min_time_s = 0.0 if args.tiny else 3.0

@@ -18,42 +18,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / 'scripts'
 
 
-def test_random_play_returns_on_catch_and_their_spread(
-  tmp_path, monkeypatch, capsys
-):
-  """Catch 5x5 ends every episode after 4 steps with +1 or -1: 32
-  instances x 40 steps end 320 episodes, each worth +-1, and the script's
-  table (the package's random play) says so; `spread` on hand-made
-  returns."""
-  monkeypatch.syspath_prepend(str(SCRIPTS))
-  import random_play  # pylint: disable=g-import-not-at-top
-
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
-  from disco_rl.studies import measure  # pylint: disable=g-import-not-at-top
-
-  env = config_lib.parse_task('catch[rows=5,columns=5]').make_env(32)
-  returns = measure.random_play_returns(env, steps=40, seed=1)
-  assert returns.shape == (320,)
-  assert set(np.unique(returns)) <= {-1.0, 1.0}
-  out = tmp_path / 'random_play.md'
-  args = ['catch[rows=5,columns=5]', '--steps', '40', '--seed', '1']
-  assert random_play.main([*args, '--out', str(out)]) == 0
-  capsys.readouterr()
-  s = random_play.spread(returns)
-  row = f'| catch[rows=5,columns=5] | 320 | {s["mean"]:.3f} |'
-  assert row in out.read_text()
-  assert random_play.spread(np.array([-1.0, -1.0, -1.0, 1.0])) == dict(
-    episodes=4,
-    mean=-0.5,
-    std=pytest.approx(np.sqrt(0.75)),
-    min=-1.0,
-    max=1.0,
-    differ=0.25,
-    at_max=0.25,
-  )
-  assert random_play.spread(np.full(3, -500.0))['differ'] == 0.0
-
-
 def test_save_meta_segment_task_rewards_name_each_tasks_column(
   tmp_path, monkeypatch
 ):
@@ -87,20 +51,19 @@ def test_save_meta_segment_task_rewards_name_each_tasks_column(
       np.testing.assert_allclose(rewards, [g + 0.1, g + 0.2, g + 0.3])
 
 
-@pytest.mark.slow
-def test_meta_window_benchmark_tiny_run():
-  """K=2 (unrolled) and K=6 (a loop), with and without remat."""
+def _meta_steps(*args: str, tmp_path) -> tuple[str, list[dict]]:
+  """benchmark_meta_steps.py's output and rows (--json)."""
   env = dict(os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu')
   proc = subprocess.run(
     [
       sys.executable,
-      str(SCRIPTS / 'benchmark_meta_window.py'),
+      str(SCRIPTS / 'benchmark_meta_steps.py'),
       '--tiny',
-      '--windows',
-      '2',
-      '6',
       '--steps',
       '2',
+      '--json',
+      str(tmp_path / 'rows.json'),
+      *args,
     ],
     env=env,
     capture_output=True,
@@ -109,41 +72,65 @@ def test_meta_window_benchmark_tiny_run():
     timeout=1800,
   )
   assert proc.returncode == 0, proc.stderr[-4000:]
-  rows = [
-    ln
-    for ln in proc.stdout.splitlines()
-    if ln.startswith('| 2 |') or ln.startswith('| 6 |')
-  ]
-  assert len(rows) == 4, proc.stdout
-  assert all('| unrolled |' in r for r in rows[:2])
-  assert all('| loop |' in r for r in rows[2:])
+  return proc.stdout, json.loads((tmp_path / 'rows.json').read_text())['rows']
 
 
 @pytest.mark.slow
-def test_rule_sizes_benchmark_tiny_run(tmp_path):
-  """The tiny rule meta-trains tabular agents on LPG gridworlds; the tables
-  and the rows (--json) give its cost."""
-  env = dict(os.environ, **fast_jax_env(), JAX_PLATFORMS='cpu')
-  proc = subprocess.run(
-    [
-      sys.executable,
-      str(SCRIPTS / 'benchmark_rule_sizes.py'),
-      '--tiny',
-      '--json',
-      str(tmp_path / 'rows.json'),
-    ],
-    env=env,
-    capture_output=True,
-    text=True,
-    check=False,
-    timeout=1800,
+def test_meta_steps_benchmark_over_windows(tmp_path):
+  """K=2 (unrolled) and K=6 (a loop): one row each, timed by the loop."""
+  out, rows = _meta_steps(
+    '--vary', 'num_inner_steps', '2', '6', tmp_path=tmp_path
   )
-  assert proc.returncode == 0, proc.stderr[-4000:]
-  assert 'seconds per meta-step (after compiling)' in proc.stdout
-  (row,) = json.loads((tmp_path / 'rows.json').read_text())['rows']
-  assert (row['size'], row['agents']) == ('tiny', 2)
-  assert row['s_per_step'] > 0 and row['compile_s'] > row['s_per_step']
+  lines = [ln for ln in out.splitlines() if ln.startswith(('| 2 |', '| 6 |'))]
+  assert len(lines) == 2, out
+  assert '| unrolled |' in lines[0] and '| loop |' in lines[1]
+  assert [r['settings']['num_inner_steps'] for r in rows] == [2, 6]
+  assert all(r['compile_s'] > r['s_per_step'] > 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_meta_steps_benchmark_over_rule_sizes_on_gridworlds(tmp_path):
+  """The lpg preset (tabular agents on LPG gridworlds) with the tiny rule
+  and 51 value bins: the rule's parameters and its cost."""
+  _, (row,) = _meta_steps(
+    '--preset',
+    'lpg',
+    '--set',
+    'num_bins=51',
+    '--set',
+    'tasks=lpg:all[layout_seed=-1,net=tabular]',
+    '--vary',
+    'rule_sizes',
+    'tiny',
+    tmp_path=tmp_path,
+  )
+  assert row['settings']['num_bins'] == 51
+  assert row['settings']['tasks'] == ['lpg:all[layout_seed=-1,net=tabular]']
   assert 1000 < row['params'] < 20000
+  assert row['compile_s'] > row['s_per_step'] > 0
+
+
+def test_meta_steps_benchmark_reads_settings_as_the_config_takes_them():
+  """Values become the config's types; a bad name fails before any run."""
+  sys.path.insert(0, str(SCRIPTS))
+  try:
+    import benchmark_meta_steps as bench  # pylint: disable=g-import-not-at-top
+  finally:
+    sys.path.remove(str(SCRIPTS))
+  assert bench.parse_value('remat', 'true') is True
+  assert bench.parse_value('dense', '8x16') == (8, 16)
+  assert bench.parse_value('dense', '8') == (8,)
+  assert bench.parse_value('tasks', 'catch[rows=5,columns=5]') == (
+    'catch[rows=5,columns=5]',
+  )
+  assert bench.parse_value('rule_sizes', 'lpg') == {'prediction_size': 8}
+  assert bench.parse_value('rule_sizes', 'hidden_size=64') == {
+    'hidden_size': 64
+  }
+  with pytest.raises(SystemExit, match="unknown setting 'num_agent'"):
+    bench.parse_value('num_agent', '2')
+  with pytest.raises(SystemExit, match='rule_sizes'):
+    bench.parse_value('rule_sizes', 'width=3')
 
 
 @pytest.mark.slow  # About 1.5 min: five programs compiled.

@@ -59,7 +59,7 @@ PRESETS = {
   # 10 to 250 updates (GROOVE's 250 // 25 to 250). The rule: LPG's 8
   # prediction categories, Disco103's other sizes, for now; the final
   # sizes and the population (GROOVE: 512 agents) are to be chosen from
-  # the cost grid of scripts/benchmark_rule_sizes.py. 8 agents fit this
+  # the cost grid of scripts/benchmark_meta_steps.py. 8 agents fit this
   # project's 2-core CPU. Not GROOVE's: the agents' optimiser (this job's
   # Adam, where GROOVE's tabular agents take SGD steps of 40) at a rate
   # their tables learn at within a lifetime (3e-2: an actor-critic's final

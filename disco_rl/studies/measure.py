@@ -328,7 +328,8 @@ def random_play_returns(
   order of their ends: [episodes]. The same draws as the retired
   scripts/comparison.py's `random_play_returns` (the committed random-play
   returns were measured with it; `git show c88406e:scripts/comparison.py`);
-  scripts/random_play.py uses this one."""
+  scripts/random_play.py used this one (retired; `git show
+  450ae85:scripts/random_play.py`)."""
   if env.on_host:
     raise ValueError(
       f'env must be a jittable environment (random play is '

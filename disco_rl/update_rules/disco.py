@@ -169,7 +169,7 @@ def as_sizes(sizes: 'MetaNetSizes | Mapping[str, Any] | None') -> MetaNetSizes:
 
 
 # Named sizes of the rule (issue 54's cost grid, scripts/
-# benchmark_rule_sizes.py): Disco103's; LPG's 8 prediction categories with
+# benchmark_meta_steps.py): Disco103's; LPG's 8 prediction categories with
 # Disco103's LSTMs (GROOVE: an LSTM of 256 over 16-wide embeddings, which
 # Disco103's backward LSTM already is); smaller LSTMs; and the 'tiny' rule
 # meta-trained here (docs/studies/lpg_transfer.md).

@@ -2,7 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Records the upstream meta-training notebook's first meta-steps.
 
-    python scripts/record_upstream_meta_steps.py UPSTREAM_DIR [--steps N]
+    python tests/record_upstream_meta_steps.py UPSTREAM_DIR [--steps N]
         [--weights PATH/disco_103.npz]
         [--out tests/data/upstream_meta_train_steps.json]
 
@@ -185,7 +185,7 @@ def main(argv=None) -> None:
     'description': (
       f'First {args.steps} meta-steps of the upstream '
       'colabs/meta_train.ipynb, recorded by '
-      'scripts/record_upstream_meta_steps.py: the notebook run as it is '
+      'tests/record_upstream_meta_steps.py: the notebook run as it is '
       '(its chex.Array checks made to run on current JAX, the removed '
       'jax.device_put_replicated put back, shell lines and plots '
       'skipped) with its default '
