@@ -34,7 +34,6 @@ key=value,... of `disco.MetaNetSizes` fields (e.g.
 """
 
 import argparse
-import ast
 import dataclasses
 import itertools
 import json
@@ -93,19 +92,8 @@ def parse_value(name: str, text: str) -> Any:
       raise SystemExit(f'error: rule_sizes {text!r}: {e}') from None
   if isinstance(fields[name].default, tuple):
     parts = text.split('x') if re.fullmatch(r'[\d.x]+', text) else [text]
-    return tuple(_scalar(p) for p in parts)
-  return _scalar(text)
-
-
-def _scalar(text: str) -> Any:
-  """'10' -> 10, '0.5' -> 0.5, 'true'/'false' -> bool, else the text."""
-  if text.lower() in ('true', 'false'):
-    return text.lower() == 'true'
-  try:
-    value = ast.literal_eval(text)
-  except (ValueError, SyntaxError):
-    return text
-  return value if isinstance(value, (int, float)) else text
+    return tuple(environments.parse_value(p) for p in parts)
+  return environments.parse_value(text)
 
 
 def grid(args) -> list[dict[str, Any]]:

@@ -90,7 +90,7 @@ def __getattr__(name: str) -> Any:
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
-def _parse_value(text: str) -> Any:
+def parse_value(text: str) -> Any:
   """'10' -> 10, '0.5' -> 0.5, 'true'/'false' -> bool, anything else: str."""
   text = text.strip()
   if text.lower() in ('true', 'false'):
@@ -117,7 +117,7 @@ def parse_kwargs(text: str) -> dict[str, Any]:
         f'expected comma-separated name=value pairs such as '
         f'size=10,max_steps_in_episode=500, got {text!r}'
       )
-    kwargs[key.strip()] = _parse_value(value)
+    kwargs[key.strip()] = parse_value(value)
   return kwargs
 
 
