@@ -23,7 +23,7 @@ Learning rates. The stage 'sweep' runs every rule at every rate of
 `SWEEP_RATES` on Breakout with seeds 100 and 101 (apart from the table's);
 `RatePick`'s procedure on it (the highest mean final return there: one
 environment, so the normalisation does not change the order; the smaller
-rate on a tie) chose Disco103 1e-3 and actor-critic 3e-3
+rate on a tie) chose Disco103 1e-3, actor-critic 3e-3 and PPO 1e-2
 (docs/results/minatar/rates.json). The stage 'table' compares the rules on
 the five games at those rates. Breakout is one of them, so the table cannot
 take its rates by `RatePick('sweep')` (the facility refuses a pick from a
@@ -32,13 +32,9 @@ written out in `TABLE_RATES` instead, and Breakout's cell of the table is
 not held out (the page says so). tests/test_minatar_study.py checks that
 `TABLE_RATES` are the procedure's picks on the committed sweep.
 
-PPO's rate is chosen by the same procedure: the sweep runs 'ppo' at the
-same rates; once it has (`--only sweep`), set `PPO_RATE` to the rate
-`OUT/sweep/report.md` shows with PPO's highest mean final return (the
-smaller on a tie) and run the study again: the table gains PPO's column.
-Until then (`PPO_RATE = None`) the table runs Disco103 and the
-actor-critic only. The committed results have PPO's sweep (2026-12-04:
-its pick is 1e-2), not yet its table cells (studies/minatar_ppo.py).
+PPO's cells ran after the other rules' (2026-12-04), through
+studies/minatar_ppo.py, which runs them alone in the same regime; their
+rows were added to the committed results (docs/studies/minatar.md, "PPO").
 """
 
 from disco_rl.studies.spec import Rule
@@ -73,21 +69,16 @@ UPDATES = 3000
 SWEEP_RATES = (1e-3, 3e-3, 1e-2)
 # The rates the sweep chose (RatePick's procedure on the stage 'sweep'),
 # written out: the table shares Breakout with the sweep.
-TABLE_RATES = {'disco_103': (1e-3,), 'actor_critic': (3e-3,)}
-# PPO's pick on the sweep, once its sweep cells have run (the docstring).
-# The sweep's pick for PPO is 1e-2 (docs/results/minatar/rates.json,
-# 2026-12-04); set here once the table's PPO cells have run
-# (studies/minatar_ppo.py).
-PPO_RATE: float | None = None
+TABLE_RATES = {
+  'disco_103': (1e-3,),
+  'actor_critic': (3e-3,),
+  'ppo': (1e-2,),
+}
 
 
 def env(game: str) -> str:
   return f'gymnax:{game}-MinAtar'
 
-
-_TABLE_RULES = ('disco_103', 'actor_critic') + (
-  ('ppo',) if PPO_RATE is not None else ()
-)
 
 STUDY = Study(
   name='minatar',
@@ -107,12 +98,8 @@ STUDY = Study(
       'table',
       envs=tuple(env(g) for g in GAMES),
       seeds=(0, 1, 2),
-      rates=dict(
-        TABLE_RATES,
-        **({'ppo': (PPO_RATE,)} if PPO_RATE is not None else {}),
-      ),
+      rates=TABLE_RATES,
       num_steps=UPDATES,
-      rules=_TABLE_RULES,
     ),
   ),
   references={env(g): r for g, r in PPO_RETURNS.items()},

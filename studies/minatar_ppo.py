@@ -12,7 +12,7 @@ the reports rebuilt with `--report` (docs/studies/minatar.md, "PPO").
   python -m disco_rl.examples.study studies/minatar_ppo.py --only sweep \
       --out runs/minatar_ppo     # done 2026-12-04 (18 min): rate 1e-2
   python -m disco_rl.examples.study studies/minatar_ppo.py --only table \
-      --out runs/minatar_ppo     # the table's PPO cells, at the sweep's pick
+      --out runs/minatar_ppo     # done 2026-12-04 (48 min): at 1e-2
 """
 
 import importlib.util
@@ -28,8 +28,6 @@ assert _loader is not None and _loader.loader is not None
 minatar = importlib.util.module_from_spec(_loader)
 _loader.loader.exec_module(minatar)
 
-# RatePick's procedure on the sweep (docs/results/minatar/rates.json).
-PPO_TABLE_RATE = 1e-2
 _sweep = minatar.STUDY.stage('sweep')
 _table = minatar.STUDY.stage('table')
 
@@ -49,7 +47,7 @@ STUDY = Study(
       'table',
       envs=_table.envs,
       seeds=_table.seeds,
-      rates=(PPO_TABLE_RATE,),
+      rates=_table.rates['ppo'],
       num_steps=_table.num_steps,
     ),
   ),

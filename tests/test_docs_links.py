@@ -13,7 +13,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PAGES = [ROOT / 'README.md'] + sorted((ROOT / 'docs').rglob('*.md'))
 # The columns of the README's results table that hold results.
-RESULT_COLUMNS = ('Disco103', 'actor-critic', 'meta-trained here')
+RESULT_COLUMNS = ('Disco103', 'actor-critic', 'PPO', 'meta-trained here')
 NUMBER = re.compile(r'-?\d[\d,]*(?:\.\d+)?')
 
 
@@ -122,6 +122,7 @@ def test_a_number_not_in_the_cited_file_is_found(tmp_path):
     'source': '[r](r.md)',
     'Disco103': 'IQM 0.152 [0.099, 0.234]',
     'actor-critic': '-104.922',
+    'PPO': '-',
     'meta-trained here': '0.15 and 0.2345',
   }
   assert missing_numbers(row, tmp_path / 'README.md') == [

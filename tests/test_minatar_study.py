@@ -54,9 +54,12 @@ def test_the_spec_is_the_committed_studys_regime(study):
     tuple(_env(g) for g in GAMES),
     (0, 1, 2),
   )
-  # PPO's table rate is not chosen until its sweep cells have run.
-  assert study.stage_rules(table) == ('disco_103', 'actor_critic')
-  assert dict(table.rates) == {'disco_103': (1e-3,), 'actor_critic': (3e-3,)}
+  assert study.stage_rules(table) == ('disco_103', 'actor_critic', 'ppo')
+  assert dict(table.rates) == {
+    'disco_103': (1e-3,),
+    'actor_critic': (3e-3,),
+    'ppo': (1e-2,),
+  }
   assert sweep.num_steps == table.num_steps == 3000
   # gymnax's PPO returns; Seaquest has none.
   assert study.references == {
@@ -116,9 +119,8 @@ def _committed() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def test_the_committed_tables_are_the_specs_cells(study):
-  """Every stage and cell of results.csv and curves.csv is the spec's (PPO
-  has run in the sweep, not yet in the table), in the order run.py writes
-  them; the columns are run.py's."""
+  """Every stage and cell of results.csv and curves.csv is the spec's, in
+  the order run.py writes them; the columns are run.py's."""
   results, curves = _committed()
   assert tuple(results.columns) == report_lib.RESULT_COLUMNS
   assert tuple(curves.columns) == report_lib.CURVE_COLUMNS
@@ -127,8 +129,6 @@ def test_the_committed_tables_are_the_specs_cells(study):
     rates = run_lib.stage_rates(study, stage, {})
     for env in stage.envs:
       for rule in study.stage_rules(stage):
-        if rule == 'ppo' and stage.name == 'table':
-          continue  # Not run yet.
         for seed in stage.seeds:
           for rate in rates[rule]:
             expected.append(
@@ -204,9 +204,7 @@ def test_the_table_rates_are_the_sweeps_picks(study):
   rates, scores = run_lib.pick_rates(sweep, randoms)
   assert rates == {'disco_103': 1e-3, 'actor_critic': 3e-3, 'ppo': 1e-2}
   table = study.stage('table')
-  # PPO's table cells have not run: the spec's PPO_RATE stays unset (PPO
-  # not in the table) until they do, and is then the sweep's pick.
-  assert {r: (rates[r],) for r in dict(table.rates)} == dict(table.rates)
+  assert {r: (rates[r],) for r in rates} == dict(table.rates)
   saved = json.loads((RESULTS / run_lib.RATES).read_text())
   assert saved == {'sweep': {'rates': rates, 'scores': scores}}
 
@@ -233,15 +231,20 @@ def test_the_readme_row_is_the_committed_report():
   text = (ROOT / 'README.md').read_text()
   [row] = [line for line in text.splitlines() if line.startswith('| [MinAtar]')]
   cells = [c.strip() for c in row.strip('|').split('|')]
-  for rule, cell in (('disco_103', cells[2]), ('actor_critic', cells[3])):
+  for rule, cell in (
+    ('disco_103', cells[2]),
+    ('actor_critic', cells[3]),
+    ('ppo', cells[4]),
+  ):
     value, (low, high) = iqm[rule]['value'], iqm[rule]['ci']
     assert cell == f'IQM {value:.3f} [{low:.3f}, {high:.3f}]', cell
   assert '(docs/results/minatar/table/report.md)' in cells[-1]
-  # The sentence under the table: the difference, and without the most
-  # extreme run.
-  [c] = numbers['aggregate']['comparisons']
+  # The sentences under the table: Disco103's difference, and without the
+  # most extreme run; PPO's difference.
+  disco, ppo = numbers['aggregate']['comparisons']
+  assert (disco['x'], ppo['x']) == ('disco_103', 'ppo')
   prose = ' '.join(text.split())
-  for d in (c, c['sensitivity']):
+  for d in (disco, disco['sensitivity'], ppo):
     low, high = d['difference_ci']
     assert f'{d["difference"]:+.3f} [{low:+.3f}, {high:+.3f}]' in prose
 
