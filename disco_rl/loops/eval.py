@@ -338,18 +338,20 @@ def make_eval(
   def compiled_acting() -> dict[str, Any]:
     """Every iteration of every run in one program: jit(shard_map(scan))."""
 
-    def reset_and_init(rule_params: types.MetaParams) -> State:
-      def reset(rng: chex.PRNGKey) -> tuple[chex.PRNGKey, Any, Any]:
-        # One run's environments, [D, ...].
-        env_rng, rng = jax.random.split(rng)
-        env_state, timestep = jax.vmap(setup.env.reset)(
-          jax.random.split(env_rng, num_devices)
-        )
-        return rng, env_state, timestep
-
-      rngs, env_state, timestep = jax.vmap(reset, out_axes=(0, 1, 1))(
-        eval_setup.seed_keys(config)
+    def reset(rng: chex.PRNGKey) -> tuple[chex.PRNGKey, Any, Any]:
+      # One run's environments, [D, ...].
+      env_rng, rng = jax.random.split(rng)
+      env_state, timestep = jax.vmap(setup.env.reset)(
+        jax.random.split(env_rng, num_devices)
       )
+      return rng, env_state, timestep
+
+    # Every run's environments reset in one program (op by op, each
+    # operation would be a program of its own: seconds of compiling).
+    reset_runs = jax.jit(jax.vmap(reset, out_axes=(0, 1, 1)))
+
+    def reset_and_init(rule_params: types.MetaParams) -> State:
+      rngs, env_state, timestep = reset_runs(eval_setup.seed_keys(config))
       return init_program(rngs, env_state, timestep, rule_params)
 
     program = compiled.program(
