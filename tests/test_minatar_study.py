@@ -266,3 +266,48 @@ def test_one_cell_of_the_tiny_study_runs(study, tmp_path):
   assert sorted(set(results['learning_rate'])) == [1e-3, 3e-3, 1e-2]
   curves = report_lib.read_curves(tmp_path / run_lib.CURVES)
   assert len(curves.groupby(['seed', 'learning_rate'])) == 6
+
+
+@pytest.mark.parametrize('name', ['minatar_ppo.py', 'minatar_rerun.py'])
+def test_the_partial_specs_run_the_studys_own_cells(study, name):
+  """studies/minatar_ppo.py (PPO's cells) and studies/minatar_rerun.py
+  (two cells run again) hold cells of the study itself: every one of
+  their cells has the settings the study gives it."""
+  part = study_cli.load_study(ROOT / 'studies' / name)
+  cells = 0
+  for stage in part.stages:
+    rates = run_lib.stage_rates(part, stage, {})
+    whole = run_lib.stage_rates(study, study.stage(stage.name), {})
+    assert set(stage.seeds) == set(study.stage(stage.name).seeds)
+    for env in stage.envs:
+      for rule in part.stage_rules(stage):
+        assert rates[rule] == whole[rule], (stage.name, rule)
+        args = (env, study.rule(rule), rates[rule])
+        assert run_lib.cell_config(part, stage, *args) == run_lib.cell_config(
+          study, study.stage(stage.name), *args
+        )
+        cells += 1
+  assert cells == {'minatar_ppo.py': 6, 'minatar_rerun.py': 2}[name]
+
+
+def test_the_rerun_cells_reproduce_the_committed_runs():
+  """docs/results/minatar_rerun: the two Breakout cells run again through
+  the facility give the committed final returns to the last digit over the
+  committed window, and the facility's own over its window."""
+  check = pd.read_csv(ROOT / 'docs/results/minatar_rerun/window_check.csv')
+  results, _ = _committed()
+  rerun = report_lib.read_results(
+    ROOT / 'docs/results/minatar_rerun/results.csv'
+  )
+  assert len(check) == len(rerun) == 6
+  for row in check.itertuples():
+    committed = results[
+      (results['stage'] == 'table')
+      & (results['env'] == _env('Breakout'))
+      & (results['rule'] == row.rule)
+      & (results['seed'] == row.seed)
+    ]['final_return'].item()
+    facility = rerun[(rerun['rule'] == row.rule) & (rerun['seed'] == row.seed)]
+    assert row.committed == committed
+    assert row.rerun_script_window == pytest.approx(committed, rel=1e-9)
+    assert row.rerun_facility_window == facility['final_return'].item()
