@@ -42,9 +42,16 @@ import subprocess
 import sys
 from typing import Any
 
+import jax
+import numpy as np
+
+from disco_rl import agent as agent_lib
 from disco_rl import environments
+from disco_rl import metrics
 from disco_rl.examples import meta_train as command
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import meta
+from disco_rl.loops import run as run_lib
 from disco_rl.update_rules import disco
 
 # The smoke run's settings (--tiny): small networks and batches, one point.
@@ -115,11 +122,6 @@ def grid(args) -> list[dict[str, Any]]:
 def child(settings: dict[str, Any]) -> dict[str, float]:
   """In a fresh process: runs the point through `loops.run.run`; returns
   compile_s (the first call) and s_per_step (the others), peak_mb."""
-  # pylint: disable=g-import-not-at-top
-  from disco_rl import metrics
-  from disco_rl.loops import meta
-  from disco_rl.loops import run as run_lib
-
   # JSON's lists back to the tuples the config holds.
   settings = {
     k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()
@@ -153,11 +155,6 @@ def measure(settings: dict[str, Any]) -> dict[str, float]:
 
 def rule_parameters(sizes: dict[str, Any] | None) -> int:
   """The meta-network's parameters at `sizes` (traced, not built)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-
-  from disco_rl import agent as agent_lib  # pylint: disable=g-import-not-at-top
-
   rule = disco.DiscoUpdateRule(
     **agent_lib.get_settings_disco(sizes).update_rule
   )

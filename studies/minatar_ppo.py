@@ -12,45 +12,25 @@ the reports rebuilt with `--report` (docs/studies/minatar.md, "PPO").
   python -m disco_rl.examples.study studies/minatar_ppo.py --only sweep \
       --out runs/minatar_ppo     # done 2026-12-04 (18 min): rate 1e-2
   python -m disco_rl.examples.study studies/minatar_ppo.py --only table \
-      --out runs/minatar_ppo     # done 2026-12-04 (48 min): at 1e-2
+      --out runs/minatar_ppo     # done 2026-12-04 (61 min): at 1e-2
 """
 
-import importlib.util
+import dataclasses
 import pathlib
 
+from disco_rl.examples.study import load_study
 from disco_rl.studies.spec import Rule
-from disco_rl.studies.spec import Stage
-from disco_rl.studies.spec import Study
 
-_path = pathlib.Path(__file__).with_name('minatar.py')
-_loader = importlib.util.spec_from_file_location('minatar_study', _path)
-assert _loader is not None and _loader.loader is not None
-minatar = importlib.util.module_from_spec(_loader)
-_loader.loader.exec_module(minatar)
+_minatar = load_study(pathlib.Path(__file__).with_name('minatar.py'))
+_table = _minatar.stage('table')
 
-_sweep = minatar.STUDY.stage('sweep')
-_table = minatar.STUDY.stage('table')
-
-STUDY = Study(
-  name='minatar',
-  base=minatar.BASE,
+# The study as it is, with PPO its one rule (no baseline among its rules).
+STUDY = dataclasses.replace(
+  _minatar,
   rules=(Rule('ppo'),),
   stages=(
-    Stage(
-      'sweep',
-      envs=_sweep.envs,
-      seeds=_sweep.seeds,
-      rates=_sweep.rates,
-      num_steps=_sweep.num_steps,
-    ),
-    Stage(
-      'table',
-      envs=_table.envs,
-      seeds=_table.seeds,
-      rates=_table.rates['ppo'],
-      num_steps=_table.num_steps,
-    ),
+    _minatar.stage('sweep'),
+    dataclasses.replace(_table, rates=_table.rates['ppo']),
   ),
-  references=minatar.STUDY.references,
-  tiny=minatar.STUDY.tiny,
+  baseline=None,
 )

@@ -13,35 +13,25 @@ check that it gives the committed results (docs/studies/minatar.md,
       --out runs/minatar_rerun
 """
 
-import importlib.util
+import dataclasses
 import pathlib
 
+from disco_rl.examples.study import load_study
 from disco_rl.studies.spec import Rule
-from disco_rl.studies.spec import Stage
-from disco_rl.studies.spec import Study
 
-_path = pathlib.Path(__file__).with_name('minatar.py')
-_loader = importlib.util.spec_from_file_location('minatar_study', _path)
-assert _loader is not None and _loader.loader is not None
-minatar = importlib.util.module_from_spec(_loader)
-_loader.loader.exec_module(minatar)
-_table = minatar.STUDY.stage('table')
+_minatar = load_study(pathlib.Path(__file__).with_name('minatar.py'))
+_table = _minatar.stage('table')
 _rules = ('disco_103', 'actor_critic')
 
-STUDY = Study(
-  name='minatar',
-  base=minatar.BASE,
+# The study as it is, its table on Breakout only, without PPO.
+STUDY = dataclasses.replace(
+  _minatar,
   rules=tuple(Rule(r) for r in _rules),
   stages=(
-    Stage(
-      'table',
-      envs=(minatar.env('Breakout'),),
-      seeds=_table.seeds,
-      rates={r: minatar.TABLE_RATES[r] for r in _rules},
-      num_steps=_table.num_steps,
+    dataclasses.replace(
+      _table,
+      envs=('gymnax:Breakout-MinAtar',),
+      rates={r: _table.rates[r] for r in _rules},
     ),
   ),
-  references=minatar.STUDY.references,
-  baseline='actor_critic',
-  tiny=minatar.STUDY.tiny,
 )
