@@ -338,6 +338,8 @@ class Agent:
       single_observation_spec,
     )
     self._max_abs_update = settings.max_abs_update
+    self._jitted_initial_actor_state = jax.jit(self._initial_actor_state)
+    self._jitted_initial_learner_state = jax.jit(self._initial_learner_state)
     self._optimizer = optimizers.agent_optimizer(
       learning_rate=settings.learning_rate,
       max_abs_update=settings.max_abs_update,
@@ -364,13 +366,24 @@ class Agent:
   # --------------------------------------------------------------------------
   # Initial states.
 
+  # Each initial state is made by one compiled program: called op by op
+  # (as the upstream's notebooks do), the initialisers of a network and of
+  # Disco103's meta-state would compile a few hundred small programs, seconds
+  # on a CPU. Inside a trace (jit, pmap, vmap) the call is inlined.
+
   def initial_actor_state(self, rng: chex.PRNGKey) -> types.HaikuState:
     """The network's recurrent state for a batch of one (empty for an MLP)."""
+    return self._jitted_initial_actor_state(rng)
+
+  def _initial_actor_state(self, rng: chex.PRNGKey) -> types.HaikuState:
     _, actor_state = self._network.init(rng, *self._dummy_inputs())
     return actor_state
 
   def initial_learner_state(self, rng_key: chex.PRNGKey) -> LearnerState:
     """Fresh parameters, optimiser state and update-rule state."""
+    return self._jitted_initial_learner_state(rng_key)
+
+  def _initial_learner_state(self, rng_key: chex.PRNGKey) -> LearnerState:
     params_rng, rule_rng = jax.random.split(rng_key)
     params, _ = self._network.init(params_rng, *self._dummy_inputs())
     return LearnerState(

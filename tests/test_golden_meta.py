@@ -133,7 +133,7 @@ def member(meta):
 
 @pytest.fixture(scope='module')
 def init_state(member, meta):
-  return member.init_state(jax.random.PRNGKey(meta['seed']))
+  return jax.jit(member.init_state)(jax.random.PRNGKey(meta['seed']))
 
 
 @pytest.fixture(scope='module')
