@@ -2,7 +2,10 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Runs the command-line examples (disco_rl.examples.*) as subprocesses.
 
-Tiny settings on one CPU device. The runs share the session's persistent JAX
+Tiny settings on one CPU device. Each command runs as a process (as users
+start it) in at least one test; paths that do not depend on the process
+(refusals, errors, an alternative rule or environment) run its `main` in
+the test's process (`run_main`), without the ~3 s start-up. The runs share the session's persistent JAX
 compilation cache with the notebook runs of test_notebooks.py (the eval and
 meta-train settings here are the notebooks' one-device settings, so whichever
 runs second reuses the compiled programs), and compile with XLA's expensive
@@ -108,6 +111,25 @@ def _run_cli(cwd, module: str, *args: str) -> subprocess.CompletedProcess:
     text=True,
     timeout=TIMEOUT_S,
   )
+
+
+@pytest.fixture
+def run_main(capsys, fast_compile):
+  """`run_main(module, *args)` -> CompletedProcess of the command's `main`
+  in this process (compiled as `run_cli`'s processes are): for paths whose
+  process start-up (about 3 s) the subprocess tests already cover."""
+  del fast_compile
+
+  def run(module: str, *args: str) -> subprocess.CompletedProcess:
+    capsys.readouterr()
+    try:
+      code = _main(module.rsplit('.', 1)[-1])(list(args))
+    except SystemExit as e:  # argparse's own errors.
+      code = e.code
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out.out, out.err)
+
+  return run
 
 
 @pytest.fixture(scope='module')
@@ -218,11 +240,11 @@ def test_eval_cli_disco_103(run_cli, tmp_path, disco_103_path):
   )
 
 
-def test_eval_cli_actor_critic_on_cpu_catch(run_cli, tmp_path):
+def test_eval_cli_actor_critic_on_cpu_catch(run_main, tmp_path):
   """Both alternatives at once: the baseline rule, acting in dm_env Catch."""
   out = tmp_path / 'out'
   stdout = ok(
-    run_cli(
+    run_main(
       'disco_rl.examples.eval',
       *EVAL_TINY,
       '--out',
@@ -465,9 +487,9 @@ def test_resuming_a_checkpoint_of_other_shapes_is_one_error_line(
   assert result.stderr.count('\n') == 1, result.stderr[-4000:]  # No trace.
 
 
-def test_eval_cli_rejects_bad_setting(run_cli, tmp_path):
+def test_eval_cli_rejects_bad_setting(run_main, tmp_path):
   """Exits non-zero before building anything heavy, naming the setting."""
-  result = run_cli(
+  result = run_main(
     'disco_rl.examples.eval',
     '--batch-size',
     '5',
@@ -1174,8 +1196,8 @@ def test_a_second_signal_stops_at_once_with_one_error_line(tmp_path):
   ), stdout[-2000:]
 
 
-def test_a_diverging_run_stops_with_one_error_line(run_cli, tmp_path):
-  result = run_cli(
+def test_a_diverging_run_stops_with_one_error_line(run_main, tmp_path):
+  result = run_main(
     'disco_rl.examples.eval',
     *EVAL_TINY,
     '--rule',

@@ -579,7 +579,9 @@ def test_expected_shapes_match_golden_init(load_golden):
 
 
 # ---------------------------------------------------------------------------
-# Command line.
+# Command line: `python -m disco_rl.weights` as a process once (the command
+# the README gives); its other paths through its `main` in this process
+# (the same function the module runs, without a process's 3 s start-up).
 
 
 def _cli_env(**extra):
@@ -597,24 +599,40 @@ def test_cli_verify(real_file):
   assert str(real_file) in result.stdout
 
 
+@pytest.fixture
+def run_main(monkeypatch, capsys):
+  """`run_main(*args, **env)` -> CompletedProcess of `weights.main(args)`
+  with `env` set and $DISCO_RL_WEIGHTS unset, as `_cli_env` gives the
+  process."""
+
+  def run(*args, **env):
+    monkeypatch.delenv(weights.ENV_WEIGHTS, raising=False)
+    for name, value in env.items():
+      monkeypatch.setenv(name, value)
+    capsys.readouterr()
+    code = weights.main(list(args))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out.out, out.err)
+
+  return run
+
+
 @pytest.mark.weights
-def test_cli_verify_rejects_bad_files(server_dir, tmp_path):
-  result = _run_cli('--verify', str(server_dir / 'corrupt.npz'), env=_cli_env())
-  assert result.returncode != 0
+def test_cli_verify_rejects_bad_files(server_dir, tmp_path, run_main):
+  result = run_main('--verify', str(server_dir / 'corrupt.npz'))
+  assert result.returncode == 1
   assert 'sha256 mismatch' in result.stderr
   assert weights.DISCO_103_SHA256 in result.stderr
 
-  result = _run_cli('--verify', str(tmp_path / 'absent.npz'), env=_cli_env())
-  assert result.returncode != 0
+  result = run_main('--verify', str(tmp_path / 'absent.npz'))
+  assert result.returncode == 1
   assert 'absent.npz' in result.stderr
 
 
-def test_cli_offline_says_how_to_put_the_file_in_place(tmp_path):
+def test_cli_offline_says_how_to_put_the_file_in_place(tmp_path, run_main):
   cache = tmp_path / 'cache'
-  result = _run_cli(
-    env=_cli_env(
-      DISCO_RL_WEIGHTS_URL=UNREACHABLE_URL, DISCO_RL_CACHE_DIR=str(cache)
-    )
+  result = run_main(
+    DISCO_RL_WEIGHTS_URL=UNREACHABLE_URL, DISCO_RL_CACHE_DIR=str(cache)
   )
   assert result.returncode == 1
   (error,) = [
@@ -631,26 +649,24 @@ def test_cli_offline_says_how_to_put_the_file_in_place(tmp_path):
 
 
 @pytest.mark.weights
-def test_cli_fetch(server_dir, tmp_path):
+def test_cli_fetch(server_dir, tmp_path, run_main):
   dest = tmp_path / 'fetched' / weights.FILENAME
   with _serve(server_dir) as base:
-    result = _run_cli(
+    result = run_main(
       '--dest',
       str(dest),
-      env=_cli_env(
-        DISCO_RL_WEIGHTS_URL=f'{base}/good.npz',
-        DISCO_RL_CACHE_DIR=str(tmp_path / 'unused-cache'),
-      ),
+      DISCO_RL_WEIGHTS_URL=f'{base}/good.npz',
+      DISCO_RL_CACHE_DIR=str(tmp_path / 'unused-cache'),
     )
     assert result.returncode == 0, result.stderr
     assert dest.is_file() and str(dest) in result.stdout
 
-    result = _run_cli(
+    result = run_main(
       '--dest',
       str(tmp_path / 'x.npz'),
-      env=_cli_env(DISCO_RL_WEIGHTS_URL=f'{base}/corrupt.npz'),
+      DISCO_RL_WEIGHTS_URL=f'{base}/corrupt.npz',
     )
-  assert result.returncode != 0
+  assert result.returncode == 1
   assert 'sha256 mismatch' in result.stderr
   assert not (tmp_path / 'x.npz').exists()
 
