@@ -5,11 +5,11 @@
 Tiny settings on one CPU device. Each command runs as a process (as users
 start it) in at least one test; paths that do not depend on the process
 (refusals, errors, an alternative rule or environment) run its `main` in
-the test's process (`run_main`), without the ~3 s start-up. The runs share the session's persistent JAX
-compilation cache with the notebook runs of test_notebooks.py (the eval and
-meta-train settings here are the notebooks' one-device settings, so whichever
-runs second reuses the compiled programs), and compile with XLA's expensive
-optimisations off.
+the test's process (`run_main`), without the ~3 s start-up. The runs
+share the session's persistent JAX compilation cache with the notebook runs
+of test_notebooks.py (the eval and meta-train settings here are the
+notebooks' one-device settings, so whichever runs second reuses the
+compiled programs), and compile with XLA's expensive optimisations off.
 """
 
 import dataclasses
