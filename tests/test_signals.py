@@ -3,10 +3,10 @@
 """disco_rl.signals: one rule for SIGINT and SIGTERM from a job's first line.
 
 In-process: nesting, the watcher thread of the command-line mode, an
-inherited ignored SIGINT. Then the command-line jobs signalled at delays
-from 0.5 s (importing) to 15 s (training), started as a foreground job
-(SIGINT honoured) and as a shell script's background job (`cmd &`: SIGINT
-inherited as ignored, and respected for the whole run).
+inherited ignored SIGINT. Then the command-line jobs signalled while
+importing (0.5 s) and while training (after their first rows), started as
+a foreground job (SIGINT honoured) and as a shell script's background job
+(`cmd &`: SIGINT inherited as ignored, and respected for the whole run).
 """
 
 import json
@@ -173,16 +173,20 @@ EVAL_FOREVER = [
   '0',
   '--no-progress',
 ]
-# (how the job is started, the signal, its delay after the start in s):
-# while Python starts and imports (0.5 s), and while it trains (15 s). A
-# signal during compilation: tests/test_examples.py (the eval CLI; 4 s cases
-# here were two more processes compiling the same program at once).
+# (how the job is started, the signal, when): while Python starts and
+# imports (0.5 s after the start), and while it trains (TRAINING: once it
+# has written TRAINING_ROWS rows; a fixed delay long enough for a loaded
+# machine, 15 s, kept three processes training for most of it). A signal
+# during compilation: tests/test_examples.py (the eval CLI; 4 s cases here
+# were two more processes compiling the same program at once).
+TRAINING = 'training'
+TRAINING_ROWS = 3
 CASES = [
   ('foreground', signal.SIGINT, 0.5),
-  ('foreground', signal.SIGINT, 15),
-  ('foreground', signal.SIGTERM, 15),
+  ('foreground', signal.SIGINT, TRAINING),
+  ('foreground', signal.SIGTERM, TRAINING),
   ('background', signal.SIGINT, 0.5),
-  ('background', signal.SIGINT, 15),
+  ('background', signal.SIGINT, TRAINING),
   ('background', signal.SIGTERM, 0.5),
 ]
 
@@ -260,7 +264,7 @@ def _catches(pid: int, sig: signal.Signals) -> bool:
 
 
 def test_one_rule_for_signals_at_every_delay(tmp_path):
-  """SIGTERM stops the run at the next safe point at any delay, and so does
+  """SIGTERM stops the run at the next safe point at any time, and so does
   SIGINT in a foreground job: exit 128 + the signal's number, no traceback,
   the summary (once the run started) naming the signal. A background job
   ignores SIGINT at any delay (it trains on) until SIGTERM stops it."""
@@ -279,9 +283,17 @@ def test_one_rule_for_signals_at_every_delay(tmp_path):
   try:
     for job in jobs:
       job.wait_for_the_rule()
-    for job in sorted(jobs, key=lambda j: j.delay):
+    timed = [job for job in jobs if job.delay != TRAINING]
+    for job in sorted(timed, key=lambda j: j.delay):
       time.sleep(max(0.0, job.start + job.delay - time.monotonic()))
       job.signal()
+    for job in jobs:
+      if job.delay == TRAINING:
+        deadline = time.monotonic() + TIMEOUT_S
+        while _rows(job.out) < TRAINING_ROWS:
+          assert job.proc.poll() is None and time.monotonic() < deadline
+          time.sleep(0.05)
+        job.signal()
     time.sleep(3)
     for job in jobs:  # A background job trains on after its SIGINT.
       if job.mode == 'background' and job.sig == signal.SIGINT:
