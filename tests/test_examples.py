@@ -221,6 +221,9 @@ def check_eval_run(stdout: str, out: pathlib.Path, learner_keys):
 
 
 @pytest.mark.weights
+# Before the eval notebook of the same settings, on one worker
+# (test_notebooks.py).
+@pytest.mark.xdist_group('tiny_eval_programs')
 def test_eval_cli_disco_103(run_cli, tmp_path, disco_103_path):
   out = tmp_path / 'out'
   stdout = ok(

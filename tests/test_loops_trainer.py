@@ -200,6 +200,10 @@ def test_resume_from_an_earlier_checkpoint_drops_later_rows(tmp_path):
     checkpoint_every=4,
   )
   run.fit()
+  # The run as it finished: the straight run to compare with.
+  shutil.copytree(tmp_path / 'a', tmp_path / 'b')
+  straight = jax.device_get(run.state)
+  run.close()
   # Back to step 8 (a periodic checkpoint): rows 8.. are computed again.
   again = trainer_lib.Trainer(
     eval_config(num_steps=10), tmp_path / 'a', resume=True, progress=False
@@ -207,11 +211,7 @@ def test_resume_from_an_earlier_checkpoint_drops_later_rows(tmp_path):
   assert again.restore(step=8) == 8 and again.step == 8
   assert len(metrics_lib.read_table(tmp_path / 'a/metrics.csv')) == 8
   again.fit()
-  straight = trainer_lib.Trainer(
-    eval_config(num_steps=10), tmp_path / 'b', progress=False
-  )
-  straight.fit()
-  assert_same_run(tmp_path / 'a', tmp_path / 'b', again.state, straight.state)
+  assert_same_run(tmp_path / 'a', tmp_path / 'b', again.state, straight)
 
 
 def _npz(path):
@@ -297,11 +297,14 @@ def test_read_rule_refuses_an_eval_run(tmp_path):
 )
 def test_meta_train_resume_is_exact(tmp_path, tasks):
   """Interrupted by SIGINT after its first call, then resumed from its
-  checkpoint; a suite of one task, or of two (two agent groups). The
-  resumed run equals the interrupted one carried on in memory, which is the
-  run never interrupted: the SIGINT stops it between two calls, where the
-  state is whole (the eval resume tests above compare with a separate
-  straight run; this saves a third trace of the meta program). The rules at
+  checkpoint; a suite of one task, or of two (two agent groups). The run
+  resumed from its directory (`resume=True`) holds the stopped run's state
+  bit for bit; continued from that checkpoint (`restore`), the run gives
+  the rows and state of the run carried on in memory, which is the run
+  never interrupted: the SIGINT stops it between two calls, where the state
+  is whole. Both continuations run the one meta program (a second Trainer
+  would trace it again: 10-20 s here; the eval resume tests above continue
+  a resumed Trainer, and the two-process CLI tests both jobs). The rules at
   its checkpoints read back (read_rule)."""
   # The LPG recipe's tiny rule: the meta program compiles in about 30% less
   # time than with Disco103's sizes (resume does not depend on them).
@@ -322,25 +325,39 @@ def test_meta_train_resume_is_exact(tmp_path, tasks):
     rule_at_2['lstm/linear/w'],
     jax.device_get(first.state.update_rule_params['lstm/linear']['w']),
   )
+  stopped_rows = metrics_without_timing(tmp_path / 'a/metrics.csv')
   shutil.copytree(tmp_path / 'a', tmp_path / 'b')  # The run as stopped.
   resumed = trainer_lib.Trainer(
-    config, tmp_path / 'b', resume=True, progress=False
+    dict(num_steps=4), tmp_path / 'b', resume=True, progress=False
   )
-  summary = resumed.fit()
+  assert resumed.config == config and resumed.step == 2
+  chex.assert_trees_all_equal(
+    jax.device_get(resumed.state), jax.device_get(first.state)
+  )
+  assert len(resumed.rows) == len(stopped_rows)
+  resumed.close()
+
+  summary = first.fit()  # Carried on in memory: the straight run.
   assert summary['steps'] == 4
   assert summary['tasks'] == list(tasks)
   if len(tasks) > 1:
-    assert (tmp_path / 'b/rewards_task1.png').is_file()
-  renewed = metrics_lib.read_table(tmp_path / 'b/metrics.csv')['agents_renewed']
-  # Renewals before and after the resume.
+    assert (tmp_path / 'a/rewards_task1.png').is_file()
+  straight = metrics_without_timing(tmp_path / 'a/metrics.csv')
+  straight_state = jax.device_get(first.state)
+  # Renewals before and after the stop.
+  renewed = straight['agents_renewed']
   assert renewed[:2].sum() > 0 and renewed[2:].sum() > 0, renewed
-  assert first.fit()['steps'] == 4  # Carried on in memory: the straight run.
-  assert_same_run(tmp_path / 'b', tmp_path / 'a', resumed.state, first.state)
-  rule_a = _npz(tmp_path / 'b/update_rule_params.npz')
-  chex.assert_trees_all_equal(
-    rule_a, _npz(tmp_path / 'a/update_rule_params.npz')
+  assert straight[:2].equals(stopped_rows)
+
+  # The stopped run's checkpoint, continued.
+  assert first.restore(tmp_path / 'b/checkpoints') == 2
+  assert first.fit()['steps'] == 4
+  again = metrics_without_timing(tmp_path / 'a/metrics.csv')
+  assert again.equals(straight), again.compare(straight)
+  chex.assert_trees_all_equal(jax.device_get(first.state), straight_state)
+  _check_read_rule(
+    tmp_path / 'a', _npz(tmp_path / 'a/update_rule_params.npz'), rule_at_2
   )
-  _check_read_rule(tmp_path / 'b', rule_a, rule_at_2)
   # That the learned rule trains a fresh agent: the next test.
 
 

@@ -176,6 +176,10 @@ def test_notebook_is_clean(name):
 @pytest.mark.parametrize(
   'num_devices', [1, pytest.param(2, marks=pytest.mark.slow)]
 )
+# On the worker that runs test_examples.py's eval CLI of the same settings,
+# after it: the program is then read from the session's compilation cache
+# (run at once on two workers, both compiled it).
+@pytest.mark.xdist_group('tiny_eval_programs')
 def test_eval_notebook(
   num_devices, tmp_path, execute, disco_103_path, disco_103_params
 ):
@@ -327,6 +331,9 @@ def test_eval_notebook_trains_a_pixel_family(
     pytest.param(2, True, marks=pytest.mark.slow),
   ],
 )
+# With test_examples.py's tiny meta-training CLI run (the same program), as
+# the eval notebook above.
+@pytest.mark.xdist_group('tiny_meta_run')
 def test_meta_train_notebook(num_devices, paper, tmp_path, execute):
   out = tmp_path / 'out'
   params = dict(META_TINY, **META_PAPER_TINY, output_dir=str(out))
