@@ -4,10 +4,11 @@
 
 Each process is `python -m disco_rl.examples.eval` (or `.meta_train`) with
 `--coordinator-address 127.0.0.1:PORT --num-processes 2 --process-id i`,
-one CPU device each. A run ends in both processes; a run stopped by a
-SIGTERM to one process stops in both at the same step, with a checkpoint,
-and resumed in both it gives the rows and parameters of a run never
-stopped; a process whose peer dies ends with one `error:` line.
+one CPU device each. A run stopped by a SIGTERM to one process stops in
+both at the same step, with a checkpoint; resumed in both, it ends in both
+and gives the rows and parameters of the run never stopped (the command in
+one process with two devices); a process whose peer dies ends with one
+`error:` line.
 """
 
 import json
@@ -94,21 +95,35 @@ def _free_port() -> int:
 
 
 class _Pair:
-  """The two processes of one run, started as a user starts them."""
+  """The two processes of one run, started as a user starts them (one CPU
+  device each); with `alone`, the run in one process with two devices."""
 
-  def __init__(self, job, args, tmp_path, name):
+  def __init__(self, job, args, tmp_path, name, alone=False):
+    num_devices = 2 if alone else 1
     env = dict(
       os.environ,
-      **smoke_env.fast_jax_env(num_devices=1),
+      **smoke_env.fast_jax_env(num_devices=num_devices),
       JAX_PLATFORMS='cpu',
       MPLBACKEND='Agg',
     )
     env.pop('XLA_FLAGS', None)
-    env['XLA_FLAGS'] = smoke_env.xla_flags(1)
+    env['XLA_FLAGS'] = smoke_env.xla_flags(num_devices)
     address = f'127.0.0.1:{_free_port()}'
-    self.logs = [tmp_path / f'{name}_{i}.log' for i in range(2)]
+    self.logs = [tmp_path / f'{name}_{i}.log' for i in range(2 - alone)]
     self.procs = []
     for i, log in enumerate(self.logs):
+      processes = (
+        ['--num-devices', '2']
+        if alone
+        else [
+          '--coordinator-address',
+          address,
+          '--num-processes',
+          '2',
+          '--process-id',
+          str(i),
+        ]
+      )
       with open(log, 'w') as out:
         self.procs.append(
           subprocess.Popen(
@@ -118,12 +133,7 @@ class _Pair:
               COMMANDS[job],
               *args,
               '--no-progress',
-              '--coordinator-address',
-              address,
-              '--num-processes',
-              '2',
-              '--process-id',
-              str(i),
+              *processes,
             ],
             cwd=tmp_path,
             env=env,
@@ -192,24 +202,30 @@ TOTAL = {'eval': 40, 'meta_train': 30}
   'job',
   [
     'eval',
-    # 116 s alone (2026-12-04; about 160 s of CPU time: six processes that
+    # 85 s alone (2026-12-04 18:20; 120 s of CPU time: five processes that
     # each take ~9 s to start and 11-27 s to trace and compile the meta
-    # program), which would take the default suite past its 8 minutes: in
-    # the slow target; the eval case runs the same command path in the
-    # default one, and test_loops_trainer.py resumes meta-training there.
+    # program; 116 s with a third pair as the reference), which would take
+    # the default suite past its 8 minutes: in the slow target; the eval
+    # case runs the same command path in the default one, and
+    # test_loops_trainer.py resumes meta-training there.
     pytest.param('meta_train', marks=pytest.mark.slow),
   ],
 )
 def test_two_processes_stop_resume_and_equal_a_run_never_stopped(job, tmp_path):
-  """A straight two-process run ends with exit 0 in both. Another, given a
-  SIGTERM in process 1, stops in both at one step (exit 143, checkpoint,
-  summary); `--resume` in both finishes it (exit 0), with the rows and
-  learned parameters of the straight run, bit for bit."""
+  """A two-process run given a SIGTERM in process 1 stops in both at one
+  step (exit 143, checkpoint, summary); `--resume` in both runs it to its
+  end, where both processes exit 0, with the rows and learned parameters of
+  the run never stopped, bit for bit. That run is the same command in one
+  process with two devices (two processes compute what one process with
+  two devices does, bit for bit: test_loops_multiprocess.py), which saves
+  a third pair of processes here."""
   stopped, straight = tmp_path / 'stopped', tmp_path / 'straight'
   # A checkpoint every 3 calls (each save is a collective of both
   # processes); the stop saves one of its own.
   run = [*TINY[job], '--steps', str(TOTAL[job]), '--checkpoint-every', '6']
-  reference = _Pair(job, [*run, '--out', str(straight)], tmp_path, 'straight')
+  reference = _Pair(
+    job, [*run, '--out', str(straight)], tmp_path, 'straight', alone=True
+  )
   deadline = time.monotonic() + TIMEOUT_S
   # The run to stop starts once the straight one has compiled (its first
   # row): its processes then read the program from the session's
@@ -236,7 +252,7 @@ def test_two_processes_stop_resume_and_equal_a_run_never_stopped(job, tmp_path):
   resumed = _Pair(job, ['--resume', str(stopped)], tmp_path, 'resumed')
   for pair in (reference, resumed):
     ends = pair.wait()
-    assert [status for status, _ in ends] == [0, 0], ends
+    assert [status for status, _ in ends] == [0] * len(pair.procs), ends
   assert json.loads((stopped / 'summary.json').read_text())['completed']
   pd.testing.assert_frame_equal(
     _compared(stopped), _compared(straight), check_exact=True

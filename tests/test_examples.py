@@ -265,7 +265,7 @@ def test_eval_cli_actor_critic_on_cpu_catch(run_main, tmp_path):
 
 
 @shares_tiny_meta_run
-def test_meta_train_cli(run_cli, tmp_path, tiny_meta_run):
+def test_meta_train_cli(run_cli, run_main, tmp_path, tiny_meta_run):
   out, stdout = tiny_meta_run
   summary = summary_of(stdout)
   pos = float(line_value(stdout, 'positive rewards per meta-step (last 100):'))
@@ -307,9 +307,10 @@ def test_meta_train_cli(run_cli, tmp_path, tiny_meta_run):
   weights.load_disco_103(
     summary['params_npz'], download=False, check_architecture=True
   )
-  # Resuming the finished run runs nothing and says so.
+  # Resuming the finished run runs nothing and says so (the command's
+  # main in this process: the run above started it as a process).
   stdout = ok(
-    run_cli(
+    run_main(
       'disco_rl.examples.meta_train', '--resume', str(out), '--no-progress'
     )
   )
