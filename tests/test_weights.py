@@ -18,6 +18,7 @@ import sys
 import threading
 
 import chex
+import golden_cases
 import jax
 import numpy as np
 import platformdirs
@@ -708,17 +709,22 @@ def test_ci_turns_golden_and_weights_skips_into_failures(
     result.assert_outcomes(skipped=3)
 
 
-def test_starting_rule_params_load_or_draw_fresh(monkeypatch, disco_103_path):
+@pytest.mark.golden
+def test_starting_rule_params_load_or_draw_fresh(
+  monkeypatch, disco_103_path, golden, golden_dir
+):
   monkeypatch.setenv(weights.ENV_WEIGHTS, str(disco_103_path))
   rule = disco.DiscoUpdateRule(**agent_lib.get_settings_disco().update_rule)
   loaded = weights.starting_rule_params(rule, True)
   chex.assert_trees_all_equal(loaded, weights.load_disco_103(disco_103_path))
-  fresh = weights.starting_rule_params(rule, False, seed=3)
-  # The rule's init_params, compiled as one program: what it computes op by
-  # op, to float rounding.
-  chex.assert_trees_all_close(
-    fresh, rule.init_params(jax.random.PRNGKey(3))[0], rtol=1e-6, atol=1e-7
+  # The rule's init_params, compiled as one program: the upstream's fresh
+  # meta-network of the golden case's seed, at the golden tolerances (op
+  # by op, the reference would compile a few hundred small programs).
+  case = golden_cases.load_case(
+    golden, golden_dir, golden_cases.CURRENT_JAX, 'disco_init'
   )
+  fresh = weights.starting_rule_params(rule, False, seed=case.meta['seed'])
+  case.check(fresh, 'params')
   chex.assert_trees_all_equal_shapes(fresh, loaded)
   assert not np.allclose(fresh['lstm/linear']['w'], loaded['lstm/linear']['w'])
   hand_written = actor_critic.ActorCritic(
