@@ -20,6 +20,7 @@ import pathlib
 import shutil
 import signal
 import statistics
+import subprocess
 import tempfile
 
 import pytest
@@ -373,6 +374,25 @@ def pytest_xdist_make_scheduler(config, log):
       return self.units.get(nodeid, nodeid)
 
   return ByUnit(config, log)
+
+
+@pytest.fixture
+def call_main(capsys):
+  """`call_main(main, *args)` -> the `subprocess.CompletedProcess` (exit
+  status, stdout, stderr) of a command's `main(args)` run in this process,
+  as `subprocess.run` gives a process's: for the paths of a command whose
+  process start-up (about 3 s) another test already runs."""
+
+  def call(main, *args: str) -> subprocess.CompletedProcess:
+    capsys.readouterr()
+    try:
+      code = main(list(args))
+    except SystemExit as e:  # argparse's own errors.
+      code = e.code
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+  return call
 
 
 @pytest.fixture

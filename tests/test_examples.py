@@ -114,22 +114,13 @@ def _run_cli(cwd, module: str, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def run_main(capsys, fast_compile):
-  """`run_main(module, *args)` -> CompletedProcess of the command's `main`
-  in this process (compiled as `run_cli`'s processes are): for paths whose
-  process start-up (about 3 s) the subprocess tests already cover."""
-  del fast_compile
-
-  def run(module: str, *args: str) -> subprocess.CompletedProcess:
-    capsys.readouterr()
-    try:
-      code = _main(module.rsplit('.', 1)[-1])(list(args))
-    except SystemExit as e:  # argparse's own errors.
-      code = e.code
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(args, code, out.out, out.err)
-
-  return run
+def run_main(call_main):
+  """`run_main(module, *args)`: the command's `main` in this process
+  (`call_main`), for paths whose process start-up (about 3 s) the
+  subprocess tests already cover."""
+  return lambda module, *args: call_main(
+    _main(module.rsplit('.', 1)[-1]), *args
+  )
 
 
 @pytest.fixture(scope='module')

@@ -103,15 +103,15 @@ def _run(spec, out, *flags):
   )
 
 
-def _in_process(spec, out, capsys, *flags):
-  """The command's `main` in this process: for what trains nothing (the
-  reports rebuilt, a refusal), without a process's start-up (2-4 s)."""
+def _in_process(call_main, spec, out, *flags):
+  """The command's `main` in this process (`call_main`): for what trains
+  nothing (the reports rebuilt, a refusal), without a process's start-up
+  (2-4 s)."""
   from disco_rl.examples import study as study_cli  # pylint: disable=g-import-not-at-top
 
-  capsys.readouterr()
-  code = study_cli.main([str(spec), '--out', str(out), '--no-progress', *flags])
-  captured = capsys.readouterr()
-  return subprocess.CompletedProcess([], code, captured.out, captured.err)
+  return call_main(
+    study_cli.main, str(spec), '--out', str(out), '--no-progress', *flags
+  )
 
 
 def _stopped(spec, out, sig, tmp_path) -> subprocess.CompletedProcess:
@@ -145,7 +145,7 @@ def _stopped(spec, out, sig, tmp_path) -> subprocess.CompletedProcess:
 
 
 def test_a_study_stops_resumes_and_reports_as_one_never_stopped(
-  tmp_path, capsys
+  tmp_path, call_main
 ):
   spec = _spec(tmp_path)
   straight = tmp_path / 'straight'
@@ -183,14 +183,14 @@ def test_a_study_stops_resumes_and_reports_as_one_never_stopped(
   for stage in ('tune', 'compare'):
     for p in (out / stage).iterdir():
       p.unlink()
-  rebuilt = _in_process(spec, out, capsys, '--report')
+  rebuilt = _in_process(call_main, spec, out, '--report')
   assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
   for path, content in files.items():
     assert path.read_bytes() == content, path
 
   # A changed setting in an existing cell: refused, nothing run.
   changed = _spec(tmp_path, **{'rollout_len=5': 'rollout_len=6'})
-  refused = _in_process(changed, out, capsys)
+  refused = _in_process(call_main, changed, out)
   assert refused.returncode == 2
   lines = refused.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith('error: ')
@@ -206,7 +206,7 @@ def test_a_study_stops_resumes_and_reports_as_one_never_stopped(
     spec_lib_load(spec), straight, progress=False, on_cell=cells.append
   )
   assert cells == [] and (straight / 'results.csv').read_text() == want
-  refused = _in_process(changed, straight, capsys)
+  refused = _in_process(call_main, changed, straight)
   assert refused.returncode == 2
   assert 'Cell tune/jittable_catch[rows=5,columns=5]/actor_critic' in (
     refused.stderr

@@ -601,19 +601,16 @@ def test_cli_verify(real_file):
 
 
 @pytest.fixture
-def run_main(monkeypatch, capsys):
-  """`run_main(*args, **env)` -> CompletedProcess of `weights.main(args)`
-  with `env` set and $DISCO_RL_WEIGHTS unset, as `_cli_env` gives the
-  process."""
+def run_main(monkeypatch, call_main):
+  """`run_main(*args, **env)`: `weights.main(args)` in this process
+  (`call_main`) with `env` set and $DISCO_RL_WEIGHTS unset, as `_cli_env`
+  gives the process."""
 
   def run(*args, **env):
     monkeypatch.delenv(weights.ENV_WEIGHTS, raising=False)
     for name, value in env.items():
       monkeypatch.setenv(name, value)
-    capsys.readouterr()
-    code = weights.main(list(args))
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(args, code, out.out, out.err)
+    return call_main(weights.main, *args)
 
   return run
 
