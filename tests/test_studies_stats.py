@@ -366,3 +366,33 @@ def test_the_minatar_scores_are_the_committed_runs():
     ]
     == 0.5
   )
+
+
+@pytest.mark.parametrize('shape', [(3, 1), (5, 4), (10, 7), (4, 3, 6)])
+def test_the_batched_statistics_give_the_one_by_one_numbers_exactly(shape):
+  """`interval` computes iqm, iqm_difference, probability_of_improvement
+  and curves of iqm over all resamples at once: the same bits as one
+  resample at a time (ties included: scores on a coarse grid)."""
+  rng = np.random.default_rng(sum(shape))
+  x = np.round(rng.normal(size=shape), 1)
+  y = np.round(rng.normal(size=(shape[0] + 2, *shape[1:])), 1)
+  kwargs = dict(confidence=0.9, reps=300, seed=3)
+  if len(shape) == 3:
+    got = rl_stats.curve_intervals(x, rl_stats.iqm, **kwargs)[1:]
+
+    def one_by_one(c):
+      return np.array([rl_stats.iqm(c[:, :, i]) for i in range(c.shape[2])])
+
+    want = rl_stats._interval(x, one_by_one, None, **kwargs)  # pylint: disable=protected-access
+    np.testing.assert_array_equal(got, want)
+    return
+  cases = [
+    (x, rl_stats.iqm),
+    ((x, y), rl_stats.iqm_difference),
+    ((x, y), rl_stats.probability_of_improvement),
+  ]
+  for scores, statistic in cases:
+    assert statistic in rl_stats._BATCHED  # pylint: disable=protected-access
+    got = rl_stats.interval(scores, statistic, **kwargs)
+    want = rl_stats._interval(scores, statistic, None, **kwargs)  # pylint: disable=protected-access
+    assert got == want, statistic.__name__

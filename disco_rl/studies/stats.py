@@ -334,6 +334,27 @@ def interval(
   Returns:
     (lower, upper): numbers, or [k] arrays for a [k] statistic.
   """
+  return _interval(
+    scores,
+    statistic,
+    _BATCHED.get(statistic),
+    confidence=confidence,
+    reps=reps,
+    seed=seed,
+  )
+
+
+def _interval(
+  scores: npt.ArrayLike | tuple[npt.ArrayLike, ...],
+  statistic: Callable[..., float | np.ndarray],
+  batched: Callable[..., np.ndarray] | None,
+  *,
+  confidence: float = 0.95,
+  reps: int = 2000,
+  seed: int | np.random.RandomState = 0,
+) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
+  """`interval`, with `statistic`'s batched form (of [reps, ...] resamples,
+  the same numbers) or None."""
   if not 0 < confidence < 1:
     raise ValueError(f'confidence must be in (0, 1), got {confidence}.')
   if (
@@ -358,15 +379,48 @@ def interval(
   given = scores if isinstance(scores, tuple) else (scores,)
   what = 'scores' if len(given) == 1 else 'each of scores'
   arrays = tuple(_check_resampled(a, what) for a in given)
-  values = np.array(
-    [statistic(*(_resample(a, rng) for a in arrays)) for _ in range(reps)],
-    float,
-  )
+  # Every resample is drawn first, in rliable's order (per resample, each
+  # array in turn); a statistic with a batched form then takes them all at
+  # once ([reps, ...] each), with the same numbers as one by one.
+  resamples = [tuple(_resample(a, rng) for a in arrays) for _ in range(reps)]
+  if batched is not None:
+    values = np.asarray(
+      batched(*(np.stack(a) for a in zip(*resamples, strict=True))), float
+    )
+  else:
+    values = np.array([statistic(*r) for r in resamples], float)
   alpha = (1.0 - confidence) / 2
   low, high = np.percentile(values, [100 * alpha, 100 * (1.0 - alpha)], axis=0)
   if values.ndim == 1:
     return float(low), float(high)
   return low, high
+
+
+def _iqm_batched(scores: np.ndarray) -> np.ndarray:
+  """[reps] `iqm` of [reps, runs, tasks] scores: each resample's sorted
+  scores and the mean of its middle half, as `iqm` computes them (the
+  same sums, row by row)."""
+  flat = np.sort(scores.reshape(scores.shape[0], -1), axis=1)
+  cut = int(0.25 * flat.shape[1])
+  return np.mean(flat[:, cut : flat.shape[1] - cut], axis=1)
+
+
+def _probability_batched(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+  """[reps] `probability_of_improvement` of [reps, n, tasks] and [reps, m,
+  tasks] scores."""
+  x, y = x[:, :, None, :], y[:, None, :, :]  # [reps, n, 1, t], [reps, 1, m, t]
+  per_task = (
+    np.sum(x > y, axis=(1, 2)) + 0.5 * np.sum(x == y, axis=(1, 2))
+  ) / (x.shape[1] * y.shape[2])
+  return np.mean(per_task, axis=1)
+
+
+# The statistics `interval` computes over all resamples at once.
+_BATCHED: dict[Callable[..., Any], Callable[..., np.ndarray]] = {
+  iqm: _iqm_batched,
+  iqm_difference: lambda x, y: _iqm_batched(x) - _iqm_batched(y),
+  probability_of_improvement: _probability_batched,
+}
 
 
 def profile_intervals(
@@ -425,5 +479,16 @@ def curve_intervals(
   def per_point(c: np.ndarray) -> np.ndarray:
     return np.array([statistic(c[:, :, i]) for i in range(c.shape[2])])
 
-  low, high = interval(curves, per_point, **kwargs)
+  batched = _BATCHED.get(statistic)
+
+  def per_point_batched(c: np.ndarray) -> np.ndarray:
+    """[reps, runs, tasks, points] -> [reps, points]."""
+    assert batched is not None
+    reps, points = c.shape[0], c.shape[3]
+    by_point = np.moveaxis(c, 3, 1).reshape(reps * points, *c.shape[1:3])
+    return batched(by_point).reshape(reps, points)
+
+  low, high = _interval(
+    curves, per_point, batched and per_point_batched, **kwargs
+  )
   return per_point(curves), np.asarray(low), np.asarray(high)
