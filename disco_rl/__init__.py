@@ -34,7 +34,7 @@ _EXPORTS = {
   'stop_when': 'disco_rl.loops.run',
   'read_rule': 'disco_rl.loops.meta',
   'EvalConfig': 'disco_rl.loops.config',
-  'MetaTrainConfig': 'disco_rl.loops.config',
+  'MetaTrainConfig': 'disco_rl.loops.meta_config',
   'make_eval': 'disco_rl.loops.eval',
   'make_meta_train': 'disco_rl.loops.meta',
 }
@@ -45,10 +45,10 @@ _EXPORTS = {
 TYPE_CHECKING = False
 if TYPE_CHECKING:
   from disco_rl.loops.config import EvalConfig as EvalConfig
-  from disco_rl.loops.config import MetaTrainConfig as MetaTrainConfig
   from disco_rl.loops.eval import make_eval as make_eval
   from disco_rl.loops.meta import make_meta_train as make_meta_train
   from disco_rl.loops.meta import read_rule as read_rule
+  from disco_rl.loops.meta_config import MetaTrainConfig as MetaTrainConfig
   from disco_rl.loops.run import stop_when as stop_when
   from disco_rl.loops.trainer import Trainer as Trainer
 

@@ -49,8 +49,8 @@ from disco_rl import agent as agent_lib
 from disco_rl import environments
 from disco_rl import metrics
 from disco_rl.examples import meta_train as command
-from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta
+from disco_rl.loops import meta_config
 from disco_rl.loops import run as run_lib
 from disco_rl.update_rules import disco
 
@@ -68,7 +68,7 @@ TINY = dict(
 
 
 @dataclasses.dataclass(frozen=True)
-class BinsConfig(config_lib.MetaTrainConfig):
+class BinsConfig(meta_config.MetaTrainConfig):
   """A `MetaTrainConfig` whose agents' categorical q has `num_bins` bins:
   a setting of the rule's agents (Disco103's 601), not of the job, but
   most of a tiny tabular agent (observation x actions x bins), so part of

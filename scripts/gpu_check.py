@@ -594,7 +594,7 @@ def measure_meta(rec: Recorder, args, label: str, config) -> None:
 
 
 def section_meta(rec: Recorder, args) -> None:
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import meta_config  # pylint: disable=g-import-not-at-top
 
   tiny = dict(
     num_agents=2,
@@ -609,7 +609,7 @@ def section_meta(rec: Recorder, args) -> None:
   if not args.tiny:  # At tiny sizes the paper's recipe alone: its code
     # path holds the notebook's (looped and unrolled updates differ only in
     # a setting), and each meta compile costs half a minute on a CPU.
-    notebook = config_lib.MetaTrainConfig(steps_per_call=10)
+    notebook = meta_config.MetaTrainConfig(steps_per_call=10)
     measure_meta(rec, args, 'notebook settings', notebook)
   # The paper's meta-optimisation on a population of 2 (its window of 20
   # updates, a loop with remat; 3 updates at tiny sizes, looped too).
@@ -620,7 +620,7 @@ def section_meta(rec: Recorder, args) -> None:
   )
   from disco_rl.examples import meta_train as command  # pylint: disable=g-import-not-at-top
 
-  paper = config_lib.MetaTrainConfig(
+  paper = meta_config.MetaTrainConfig(
     **{**command.PRESETS['paper'], **small, 'num_agents': 2}
   )
   measure_meta(rec, args, 'paper preset, 2 agents', paper)

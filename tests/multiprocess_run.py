@@ -22,6 +22,7 @@ from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import mesh
 from disco_rl.loops import meta as meta_lib
+from disco_rl.loops import meta_config
 
 EVAL = config_lib.EvalConfig(
   rule='actor_critic',
@@ -36,7 +37,7 @@ EVAL = config_lib.EvalConfig(
   num_steps=4,
 )
 # A suite of two tasks (two agent groups, network shapes and environments).
-META = config_lib.MetaTrainConfig(
+META = meta_config.MetaTrainConfig(
   num_agents=2,
   batch_size_per_device=2,
   rollout_len=3,

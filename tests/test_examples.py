@@ -40,6 +40,7 @@ from disco_rl import weights
 from disco_rl.examples import cli
 from disco_rl.examples import flags as flags_lib
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import meta_config
 from disco_rl.update_rules import disco
 
 TIMEOUT_S = 1800
@@ -1014,7 +1015,7 @@ def test_meta_train_cli_weights_need_init_disco_103(tmp_path, capsys):
 )
 def test_cli_flags_reach_the_settings(module, flags, expected):
   config_cls = (
-    config_lib.EvalConfig if module == 'eval' else config_lib.MetaTrainConfig
+    config_lib.EvalConfig if module == 'eval' else meta_config.MetaTrainConfig
   )
   parser = cli.make_parser('test', config_cls, 'runs/x')
   values, shorthands = flags_lib.values_from_flags(
@@ -1063,7 +1064,7 @@ def test_meta_train_preset_flag_and_overrides(tmp_path, capsys, monkeypatch):
       ]
     )
   paper = meta_train_command.PRESETS['paper']
-  assert seen['config'] == config_lib.MetaTrainConfig(
+  assert seen['config'] == meta_config.MetaTrainConfig(
     **{**paper, 'num_agents': 2}
   )
   # Flags are checked with the preset, not alone: 8 tasks need the paper's
@@ -1081,7 +1082,7 @@ def test_meta_train_preset_flag_and_overrides(tmp_path, capsys, monkeypatch):
         '--no-progress',
       ]
     )
-  assert seen['config'] == config_lib.MetaTrainConfig(
+  assert seen['config'] == meta_config.MetaTrainConfig(
     **paper, tasks=tuple(suite)
   )
   assert (

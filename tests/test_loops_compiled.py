@@ -18,6 +18,7 @@ from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import mesh as mesh_lib
 from disco_rl.loops import meta as meta_lib
+from disco_rl.loops import meta_config
 
 LEVELS = {
   'default': jax.lax.Precision.DEFAULT,
@@ -188,7 +189,7 @@ def test_the_eval_program_uses_the_configured_precision(name):
 @pytest.mark.slow
 def test_the_meta_program_uses_the_configured_precision():
   job = meta_lib.make_meta_train(
-    config_lib.MetaTrainConfig(
+    meta_config.MetaTrainConfig(
       num_agents=1,
       batch_size_per_device=2,
       rollout_len=3,
@@ -206,7 +207,7 @@ def test_the_meta_program_uses_the_configured_precision():
 
 
 @pytest.mark.parametrize(
-  'config_cls', [config_lib.EvalConfig, config_lib.MetaTrainConfig]
+  'config_cls', [config_lib.EvalConfig, meta_config.MetaTrainConfig]
 )
 def test_the_setting_is_checked_with_the_config(config_cls):
   with pytest.raises(

@@ -11,10 +11,12 @@ import pytest
 from disco_rl import agent as agent_lib
 from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import meta_config
 from disco_rl.loops import meta_setup
+from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl.update_rules import disco
 
-CONFIGS = (config_lib.EvalConfig, config_lib.MetaTrainConfig)
+CONFIGS = (config_lib.EvalConfig, meta_config.MetaTrainConfig)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +85,7 @@ def test_bad_eval_settings(changes, fragment):
 )
 def test_bad_meta_train_settings(changes, fragment):
   with pytest.raises(ValueError, match=fragment):
-    config_lib.MetaTrainConfig(**changes)
+    meta_config.MetaTrainConfig(**changes)
 
 
 def test_the_shared_fields_are_declared_once_with_each_jobs_defaults():
@@ -97,7 +99,7 @@ def test_the_shared_fields_are_declared_once_with_each_jobs_defaults():
       assert field.metadata == shared[field.name].metadata
   # The jobs' own defaults: the upstream notebooks'. Eval's are RunConfig's
   # (declared once); meta-training states the ones it changes.
-  eval_config, meta = config_lib.EvalConfig(), config_lib.MetaTrainConfig()
+  eval_config, meta = config_lib.EvalConfig(), meta_config.MetaTrainConfig()
   for name in shared:
     assert getattr(eval_config, name) == getattr(config_lib.RunConfig(), name)
   assert (
@@ -127,7 +129,7 @@ def test_a_config_is_checked_once_when_made(monkeypatch):
     return check(self)
 
   monkeypatch.setattr(config_lib.RunConfig, '_check', counted)
-  config = config_lib.MetaTrainConfig(
+  config = meta_config.MetaTrainConfig(
     tasks=('catch', 'gymnax:CartPole-v1'), num_agents=2
   )
   assert calls == ['MetaTrainConfig']
@@ -222,7 +224,7 @@ def test_bad_flag_values_are_argparse_errors(argv):
   ],
 )
 def test_field_value_types_the_value_as_the_field(text, expected):
-  assert flags.field_value(config_lib.MetaTrainConfig, text) == expected
+  assert flags.field_value(meta_config.MetaTrainConfig, text) == expected
 
 
 @pytest.mark.parametrize(
@@ -240,7 +242,7 @@ def test_field_value_types_the_value_as_the_field(text, expected):
 )
 def test_field_value_names_the_field_and_the_bad_value(text, fragment):
   with pytest.raises(argparse.ArgumentTypeError) as error:
-    flags.field_value(config_lib.MetaTrainConfig, text)
+    flags.field_value(meta_config.MetaTrainConfig, text)
   assert fragment in str(error.value)
 
 
@@ -451,7 +453,7 @@ def test_agent_settings_build_the_resnet_torso_from_the_config():
   'config_cls, rate',
   [
     (config_lib.EvalConfig, 'learning_rate'),
-    (config_lib.MetaTrainConfig, 'meta_learning_rate'),
+    (meta_config.MetaTrainConfig, 'meta_learning_rate'),
   ],
 )
 def test_configs_check_themselves_when_made_and_are_frozen(config_cls, rate):
@@ -471,7 +473,7 @@ def test_configs_check_themselves_when_made_and_are_frozen(config_cls, rate):
 
 
 def test_parse_catch_and_gymnax_tasks():
-  suite = config_lib.parse_tasks(
+  suite = meta_config.parse_tasks(
     [
       'catch',
       'jittable_catch[rows=7,columns=5]',
@@ -479,9 +481,9 @@ def test_parse_catch_and_gymnax_tasks():
     ]
   )
   assert suite == (
-    config_lib.Task('catch'),
-    config_lib.Task('jittable_catch', (('rows', 7), ('columns', 5))),
-    config_lib.Task('gymnax:DeepSea-bsuite', (('size', 8),)),
+    meta_config.Task('catch'),
+    meta_config.Task('jittable_catch', (('rows', 7), ('columns', 5))),
+    meta_config.Task('gymnax:DeepSea-bsuite', (('size', 8),)),
   )
   assert [t.spec() for t in suite] == [
     'catch',
@@ -489,7 +491,7 @@ def test_parse_catch_and_gymnax_tasks():
     'gymnax:DeepSea-bsuite[size=8]',
   ]
   for task in suite:  # The text is the task.
-    assert config_lib.parse_task(task.spec()) == task
+    assert meta_config.parse_task(task.spec()) == task
   # Catch like any family: its settings, else its defaults (8x8); a host
   # family's tasks act in its jittable twin.
   assert suite[0].env_name == 'jittable_catch'
@@ -497,9 +499,9 @@ def test_parse_catch_and_gymnax_tasks():
     'observation'
   ].shape == (8, 8, 1)
   # A task may name its agents' network; the text keeps it.
-  breakout = config_lib.parse_task('gymnax:Breakout-MinAtar[net=conv]')
-  assert breakout == config_lib.Task('gymnax:Breakout-MinAtar', (), 'conv')
-  assert config_lib.parse_task(breakout.spec()) == breakout
+  breakout = meta_config.parse_task('gymnax:Breakout-MinAtar[net=conv]')
+  assert breakout == meta_config.Task('gymnax:Breakout-MinAtar', (), 'conv')
+  assert meta_config.parse_task(breakout.spec()) == breakout
   assert breakout.eval_settings() == dict(
     env='gymnax:Breakout-MinAtar', env_kwargs={}, net='conv'
   )
@@ -518,12 +520,12 @@ def test_parse_catch_and_gymnax_tasks():
 )
 def test_bad_task_names_the_task(text, fragment):
   with pytest.raises(ValueError, match=fragment.replace('[', r'\[')):
-    config_lib.parse_task(text)
+    meta_config.parse_task(text)
 
 
 def test_a_bad_board_fails_when_its_environment_is_made():
   with pytest.raises(ValueError, match='rows must be an integer >= 2'):
-    config_lib.parse_task('catch[rows=1]').make_env(1)
+    meta_config.parse_task('catch[rows=1]').make_env(1)
 
 
 def test_bad_suites():
@@ -532,11 +534,11 @@ def test_bad_suites():
     match=r"tasks \['catch'\] appear more "
     'than once',
   ):
-    config_lib.parse_tasks(['catch', 'catch'])
+    meta_config.parse_tasks(['catch', 'catch'])
   with pytest.raises(ValueError, match="got the text 'catch'"):
-    config_lib.parse_tasks('catch')
+    meta_config.parse_tasks('catch')
   with pytest.raises(ValueError, match='tasks must name at least one'):
-    config_lib.parse_tasks(())
+    meta_config.parse_tasks(())
   suite = ('catch', 'catch[rows=6]', 'gymnax:CartPole-v1')
   # A config checks itself when made, and again when replaced.
   with pytest.raises(
@@ -544,8 +546,8 @@ def test_bad_suites():
     match=r'num_agents=2 is smaller than the '
     r'number of tasks \(3\)',
   ):
-    config_lib.MetaTrainConfig(num_agents=2, tasks=suite)
-  config = config_lib.MetaTrainConfig(num_agents=3, tasks=suite)
+    meta_config.MetaTrainConfig(num_agents=2, tasks=suite)
+  config = meta_config.MetaTrainConfig(num_agents=3, tasks=suite)
   with pytest.raises(ValueError, match="Unknown task environment 'cartpole'"):
     dataclasses.replace(config, tasks=('cartpole',))
 
@@ -557,11 +559,11 @@ def test_board_shorthands_write_the_catch_settings():
   assert parse(config_lib.EvalConfig, ['--rows', '6', '--columns', '5']) == (
     config_lib.EvalConfig(env_kwargs=dict(rows=6, columns=5))
   )
-  assert parse(config_lib.MetaTrainConfig, ['--rows', '4']).tasks == (
+  assert parse(meta_config.MetaTrainConfig, ['--rows', '4']).tasks == (
     'catch[rows=4,columns=5]',
   )
   assert parse(
-    config_lib.MetaTrainConfig,
+    meta_config.MetaTrainConfig,
     [
       '--tasks',
       'catch',
@@ -603,12 +605,12 @@ def test_group_sizes_split_the_population_evenly():
       dict(env='gymnax:CartPole-v1', env_kwargs={}),
     ),
     (
-      (config_lib.MetaTrainConfig, dict(rows=4, columns=3, tasks=())),
+      (meta_config.MetaTrainConfig, dict(rows=4, columns=3, tasks=())),
       dict(tasks=('catch[rows=4,columns=3]',)),
     ),
     (
       (
-        config_lib.MetaTrainConfig,
+        meta_config.MetaTrainConfig,
         dict(
           rows=4,
           columns=3,
@@ -627,7 +629,7 @@ def test_group_sizes_split_the_population_evenly():
 )
 def test_old_records_are_upgraded(record, expected):
   """Version 0.1 records name Catch's board in fields of their own."""
-  upgraded = config_lib.upgrade_settings(*record)
+  upgraded = run_dir_lib.upgrade_settings(*record)
   assert {k: upgraded[k] for k in expected} == expected
   assert 'rows' not in upgraded and 'columns' not in upgraded
   # Fields added since take their defaults: the record makes a config.
@@ -640,7 +642,7 @@ def test_old_records_are_upgraded(record, expected):
 
 
 def test_environments_and_eval_configs_of_tasks():
-  catch, deep_sea = config_lib.parse_tasks(
+  catch, deep_sea = meta_config.parse_tasks(
     ['catch[rows=7,columns=5]', 'gymnax:DeepSea-bsuite[size=8]']
   )
   env = catch.make_env(3)
@@ -668,8 +670,8 @@ def test_rule_sizes_flag_writes_tuple_sizes_with_x():
     meta_embedding_size=(8,),
   )
   config = _from_flags(
-    config_lib.MetaTrainConfig,
-    _parser(config_lib.MetaTrainConfig).parse_args(
+    meta_config.MetaTrainConfig,
+    _parser(meta_config.MetaTrainConfig).parse_args(
       ['--rule-sizes', tiny.text()]
     ),
   )

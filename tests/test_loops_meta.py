@@ -19,12 +19,12 @@ import smoke_env
 
 from disco_rl import meta_objective
 from disco_rl import rollout_checks
-from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta as meta_lib
+from disco_rl.loops import meta_config
 from disco_rl.loops import meta_setup
 
 DATA = pathlib.Path(__file__).resolve().parent / 'data'
-TINY = config_lib.MetaTrainConfig(
+TINY = meta_config.MetaTrainConfig(
   num_agents=2,
   batch_size_per_device=2,
   rollout_len=3,
@@ -105,7 +105,7 @@ def test_meta_training_repeats_the_upstream_first_steps():
   recorded = json.loads((DATA / 'upstream_meta_train_steps.json').read_text())
   steps = 3
   job = meta_lib.make_meta_train(
-    config_lib.MetaTrainConfig(
+    meta_config.MetaTrainConfig(
       num_steps=steps, num_devices=1, steps_per_call=steps
     )
   )
@@ -426,7 +426,7 @@ def test_the_meta_objectives_regularisers_follow_the_config(fast_compile):
 def test_presets():
   from disco_rl.examples import meta_train as command  # pylint: disable=g-import-not-at-top
 
-  paper = config_lib.MetaTrainConfig(
+  paper = meta_config.MetaTrainConfig(
     **{**command.PRESETS['paper'], 'num_agents': 2}
   )
   assert paper.meta_grad_norm == 'per_agent_adam'
@@ -434,10 +434,10 @@ def test_presets():
   assert paper.num_inner_steps == 20 and paper.remat
   assert paper.batch_size_per_device == 96 and paper.rollout_len == 29
   assert paper.num_agents == 2  # Overridden.
-  assert config_lib.MetaTrainConfig(**command.PRESETS['notebook']) == (
-    config_lib.MetaTrainConfig()
+  assert meta_config.MetaTrainConfig(**command.PRESETS['notebook']) == (
+    meta_config.MetaTrainConfig()
   )
-  lpg = config_lib.MetaTrainConfig(**command.PRESETS['lpg'])
+  lpg = meta_config.MetaTrainConfig(**command.PRESETS['lpg'])
   assert [t.spec() for t in lpg.suite] == ['lpg:all[layout_seed=-1,net=table]']
   assert lpg.model_lstm_size == 8 and lpg.value_dense == (16,)
   assert lpg.batch_size_per_device == 64 and lpg.rollout_len == 20

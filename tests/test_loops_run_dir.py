@@ -21,6 +21,7 @@ import pytest
 
 from disco_rl import checkpoints
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import meta_config
 from disco_rl.loops import run_dir
 
 
@@ -94,7 +95,7 @@ def test_a_run_is_only_replaced_when_asked(tmp_path):
   assert run_dir.RunDir(path, resume=True).path == path
   replacing = run_dir.RunDir(path, overwrite=True)
   assert sorted(p.name for p in path.iterdir()) == before  # Not yet.
-  replacing.start('meta_train', config_lib.MetaTrainConfig())
+  replacing.start('meta_train', meta_config.MetaTrainConfig())
   # Every file of the old run is gone (summary.json too), the user's stays.
   assert sorted(p.name for p in path.iterdir()) == ['mine.txt', 'run.json']
 
@@ -117,7 +118,7 @@ def test_nothing_to_resume_or_read(tmp_path):
       env_kwargs={'size': 10},
       env='gymnax:DeepSea-bsuite',
     ),
-    config_lib.MetaTrainConfig(
+    meta_config.MetaTrainConfig(
       num_agents=4,
       value_dense=(16,),
       tasks=('catch', 'gymnax:CartPole-v1'),
@@ -165,7 +166,7 @@ def test_unreadable_or_foreign_settings(tmp_path):
     match=r"settings \['num_stepz'\] that "
     'EvalConfig does not know',
   ):
-    config_lib.upgrade_settings(
+    run_dir.upgrade_settings(
       config_lib.EvalConfig, resumed.saved_settings('eval')
     )
   (tmp_path / 'run.json').write_text('{not json')

@@ -20,6 +20,7 @@ from disco_rl import signals
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import meta as meta_lib
+from disco_rl.loops import meta_config as meta_config_lib
 from disco_rl.loops import run as run_lib
 from disco_rl.loops import trainer as trainer_lib
 from disco_rl.update_rules import disco
@@ -69,7 +70,7 @@ def meta_config(**overrides):
     agent_lifetime=2,
   )
   settings.update(overrides)
-  return config_lib.MetaTrainConfig(**settings)
+  return meta_config_lib.MetaTrainConfig(**settings)
 
 
 # A meta-training run's record (run.json) from version 0.1.
@@ -416,7 +417,7 @@ def test_lpg_preset_meta_training_resumes_exactly(tmp_path):
   resume."""
   from disco_rl.examples import meta_train as command  # pylint: disable=g-import-not-at-top
 
-  config = config_lib.MetaTrainConfig(
+  config = meta_config_lib.MetaTrainConfig(
     **{
       **command.PRESETS['lpg'],
       **dict(

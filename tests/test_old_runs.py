@@ -19,7 +19,7 @@ import pytest
 
 from disco_rl import metrics as metrics_lib
 from disco_rl.examples import eval as eval_command
-from disco_rl.loops import config as config_lib
+from disco_rl.loops import meta_config
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl.loops import trainer as trainer_lib
 
@@ -59,8 +59,8 @@ def test_an_old_meta_training_record_loads():
   record = run_dir_lib.RunDir(OLD / 'meta', read_only=True)
   saved = record.saved_settings('meta_train')
   assert (saved['rows'], saved['columns'], saved['tasks']) == (4, 3, ())
-  config = config_lib.MetaTrainConfig(
-    **config_lib.upgrade_settings(config_lib.MetaTrainConfig, saved)
+  config = meta_config.MetaTrainConfig(
+    **run_dir_lib.upgrade_settings(meta_config.MetaTrainConfig, saved)
   )
   assert config.tasks == ('catch[rows=4,columns=3]',)
   assert config.suite[0].make_env(2).single_observation_spec()[
@@ -77,5 +77,5 @@ def test_an_old_meta_training_record_loads():
 def test_every_committed_record_loads(path):
   job, saved = run_dir_lib.RunDir((ROOT / path).parent, read_only=True).record()
   cls = trainer_lib.CONFIGS[job]
-  config = cls(**config_lib.upgrade_settings(cls, saved))
+  config = cls(**run_dir_lib.upgrade_settings(cls, saved))
   assert config.num_steps == saved['num_steps']

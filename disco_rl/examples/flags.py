@@ -20,6 +20,7 @@ from typing import Any
 from disco_rl import distributed
 from disco_rl import environments
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import meta_config
 
 parse_kwargs = environments.parse_kwargs
 # Shorthands for Catch's board: --rows R --columns C.
@@ -259,7 +260,7 @@ def values_from_flags(
       dict(values['env_kwargs']), board, f'--env-kwargs of env {values["env"]}'
     )
     return values, shorthands | {'env_kwargs'}
-  default = config_lib.MetaTrainConfig.__dataclass_fields__['tasks'].default
+  default = meta_config.MetaTrainConfig.__dataclass_fields__['tasks'].default
   if tuple(values['tasks']) == default:  # The default task, resized.
     name, settings = environments.parse_spec(default[0])
     values['tasks'] = (environments.format_spec(name, {**settings, **board}),)

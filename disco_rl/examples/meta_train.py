@@ -25,7 +25,7 @@ signals.catch_from_here(__name__)  # The rule for signals, from this line on.
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from disco_rl.examples import cli
-from disco_rl.loops import config as config_lib
+from disco_rl.loops import meta_config
 
 # Named starting points (`--preset`); flags given override them, e.g.
 # `MetaTrainConfig(**PRESETS['paper'], num_agents=2)` from Python.
@@ -125,7 +125,7 @@ def _weights_unusable(config) -> str | None:
 # The command: main(argv=None) -> exit status.
 main = cli.command(
   description=__doc__.split('\n\n')[0],
-  config_cls=config_lib.MetaTrainConfig,
+  config_cls=meta_config.MetaTrainConfig,
   default_out='runs/meta_train',
   weights_help='with --init disco_103: the rule to fine-tune '
   "(disco_103.npz or a previous run's update_rule_params.npz; "

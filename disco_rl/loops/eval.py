@@ -51,7 +51,6 @@ from disco_rl import plots
 from disco_rl import replay
 from disco_rl import rollout_checks
 from disco_rl import types
-from disco_rl import weights
 from disco_rl.loops import compiled
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import divergence
@@ -60,7 +59,6 @@ from disco_rl.loops import eval_setup
 from disco_rl.loops import host_acting
 from disco_rl.loops import mesh as mesh_lib
 from disco_rl.loops import run as run_lib
-from disco_rl.update_rules import disco
 
 AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS
 State = eval_setup.EvalState
@@ -103,7 +101,7 @@ def make_eval(
     devices: the devices (default: the config's choice).
   """
   setup = eval_setup.make_setup(config, devices, env)
-  agent, mesh, rule = setup.agent, setup.mesh, setup.agent.update_rule
+  agent, mesh = setup.agent, setup.mesh
   num_devices = setup.batch_devices
 
   def per_seed(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -148,7 +146,7 @@ def make_eval(
         replay=jax.tree.map(
           per_device,
           replay.init(
-            example_rollout(mesh_lib.local_block(timestep)),
+            eval_setup.example_rollout(setup, mesh_lib.local_block(timestep)),
             setup.capacity_per_device,
           ),
         ),
@@ -164,23 +162,6 @@ def make_eval(
       lambda part: jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), part),
       eval_setup.state_specs(),
       states,
-    )
-
-  def example_rollout(
-    timestep: types.EnvironmentTimestep,
-  ) -> types.ActorRollout:
-    """Zeros shaped like one device's [T, E, ...] stored rollout."""
-    key = jax.random.PRNGKey(0)
-    params = jax.eval_shape(agent.initial_learner_state, key).params
-    actor_state = jax.eval_shape(agent.initial_actor_state, key)
-    recorded, _ = jax.eval_shape(
-      agent.actor_step, params, key, timestep, actor_state
-    )
-    rollout = replay.keep_outputs(
-      types.ActorRollout.from_timestep(recorded), config.behaviour_outputs
-    )
-    return jax.tree.map(
-      lambda s: jnp.zeros((config.rollout_len,) + s.shape, s.dtype), rollout
     )
 
   # -- One iteration of one run, on one device's view. ---------------------
@@ -308,22 +289,6 @@ def make_eval(
     mesh_lib.shardings(mesh, P(SEED)),
   )
 
-  def default_rule_params() -> types.MetaParams:
-    params = rule_params
-    sizes = disco.as_sizes(config.rule_sizes)
-    if params is None and config.rule == 'disco_103' and sizes.changes():
-      raise ValueError(
-        f'rule_sizes {sizes.text()}: Disco103 has its own sizes, so a '
-        'rule of these sizes needs its parameters (--weights FILE, or '
-        'rule_params=).'
-      )
-    if params is None:
-      params = weights.starting_rule_params(rule, config.rule == 'disco_103')
-    return mesh_lib.place(params, mesh_lib.replicated(mesh))
-
-  def rule_shapes() -> Any:
-    return jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))[0]
-
   init_program = compiled.placed(
     init_runs,
     mesh_lib.shardings(mesh, eval_setup.state_specs()),
@@ -370,8 +335,10 @@ def make_eval(
       return state, metrics
 
     return dict(
-      init=lambda: reset_and_init(default_rule_params()),
-      state_shapes=lambda: jax.eval_shape(reset_and_init, rule_shapes()),
+      init=lambda: reset_and_init(eval_setup.rule_params(setup, rule_params)),
+      state_shapes=lambda: jax.eval_shape(
+        reset_and_init, eval_setup.rule_shapes(setup)
+      ),
       step=step,
       program=program,
     )
@@ -387,8 +354,8 @@ def make_eval(
       learn_iteration=per_seed(iteration),
       rates=rates,
       init_program=init_program,
-      rule_params=default_rule_params,
-      rule_shapes=rule_shapes,
+      rule_params=lambda: eval_setup.rule_params(setup, rule_params),
+      rule_shapes=lambda: eval_setup.rule_shapes(setup),
       check=check,
     )
   else:

@@ -6,7 +6,9 @@
 devices] mesh, the environment (jittable, `envs_per_device` instances, or
 stepped on the host), the agent, and each device's share of the batch and
 the buffer. `EvalState` is what an iteration carries to the next, for the
-S runs of one program; `state_specs` says how it lies on the mesh.
+S runs of one program; `state_specs` says how it lies on the mesh, and
+`example_rollout` the shape of a stored rollout. `rule_params` places the
+rule's meta-parameters (given, or the rule's default) on the mesh.
 """
 
 import dataclasses
@@ -21,10 +23,12 @@ from disco_rl import agent as agent_lib
 from disco_rl import environments
 from disco_rl import replay
 from disco_rl import types
+from disco_rl import weights
 from disco_rl.environments import base as base_env
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import mesh as mesh_lib
 from disco_rl.networks import nets
+from disco_rl.update_rules import disco
 
 AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS
 PER_DEVICE = P(AXIS, SEED)  # [D, S, ...]: a row per device, the seeds split.
@@ -260,3 +264,52 @@ def seed_keys(config: config_lib.EvalConfig) -> chex.PRNGKey:
   """[S, 2]: the key of each run, `PRNGKey(run.seed)` (runs of one seed
   at several rates share it: they differ in the rate alone)."""
   return jnp.stack([jax.random.PRNGKey(run.seed) for run in config.runs])
+
+
+def example_rollout(
+  setup: EvalSetup, timestep: types.EnvironmentTimestep
+) -> types.ActorRollout:
+  """Zeros shaped like one device's [T, E, ...] stored rollout, from its
+  environments' [E, ...] `timestep` (traced: shapes only)."""
+  agent, config = setup.agent, setup.config
+  key = jax.random.PRNGKey(0)
+  params = jax.eval_shape(agent.initial_learner_state, key).params
+  actor_state = jax.eval_shape(agent.initial_actor_state, key)
+  recorded, _ = jax.eval_shape(
+    agent.actor_step, params, key, timestep, actor_state
+  )
+  rollout = replay.keep_outputs(
+    types.ActorRollout.from_timestep(recorded), config.behaviour_outputs
+  )
+  return jax.tree.map(
+    lambda s: jnp.zeros((config.rollout_len,) + s.shape, s.dtype), rollout
+  )
+
+
+def rule_params(
+  setup: EvalSetup, given: types.MetaParams | None
+) -> types.MetaParams:
+  """The rule's meta-parameters on the mesh (replicated): `given`, or for
+  'disco_103' the Disco103 weights (`disco_rl.weights`), for a hand-written
+  rule its own placeholder parameters.
+
+  Raises:
+    ValueError: 'disco_103' with other `rule_sizes` and no parameters.
+  """
+  config, rule = setup.config, setup.agent.update_rule
+  sizes = disco.as_sizes(config.rule_sizes)
+  if given is None and config.rule == 'disco_103' and sizes.changes():
+    raise ValueError(
+      f'rule_sizes {sizes.text()}: Disco103 has its own sizes, so a '
+      'rule of these sizes needs its parameters (--weights FILE, or '
+      'rule_params=).'
+    )
+  if given is None:
+    given = weights.starting_rule_params(rule, config.rule == 'disco_103')
+  return mesh_lib.place(given, mesh_lib.replicated(setup.mesh))
+
+
+def rule_shapes(setup: EvalSetup) -> Any:
+  """The shapes of the rule's meta-parameters (`jax.ShapeDtypeStruct`s)."""
+  rule = setup.agent.update_rule
+  return jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))[0]

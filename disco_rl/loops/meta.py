@@ -6,14 +6,16 @@
 once (`meta_setup.make_setup`, one `meta_setup.make_member` per task),
 then the program's pieces in reading order:
 
-  init                   the rule, its optimiser, every agent
   agent_meta_gradient    one agent's rollouts and meta-gradient
   group_meta_gradients   every task group's agents (`vmap`, or `lax.map`
                          one after another: `population`)
-  renew_old_agents       agents past their lifetime start afresh
-  meta_step              the meta-gradients into one rule update
-  rows, summary, outputs   on the host; `evaluate` and `rule` read a
-                         job's state
+  meta_step              the meta-gradients into one rule update; agents
+                         past their lifetime start afresh
+                         (`meta_setup.renew_old_agents`)
+
+The population's initial state is `meta_setup.init_population`; rows,
+summary and outputs are on the host (`meta_report`); `evaluate` and
+`rule` read a job's state.
 
 One meta-step, for every agent: act for `num_inner_steps` training
 rollouts and one validation rollout, then differentiate the meta-objective
@@ -30,7 +32,7 @@ on one device a run repeats the upstream's). `compiled.program` runs
 `steps_per_call` meta-steps in one jit(shard_map(scan)).
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 import dataclasses
 import functools
 import os
@@ -43,8 +45,6 @@ import numpy as np
 import optax
 
 from disco_rl import meta_objective
-from disco_rl import metrics as metrics_lib
-from disco_rl import plots
 from disco_rl import rollout_checks
 from disco_rl import types
 from disco_rl import weights
@@ -53,29 +53,18 @@ from disco_rl.loops import config as config_lib
 from disco_rl.loops import divergence
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import mesh as mesh_lib
+from disco_rl.loops import meta_config
+from disco_rl.loops import meta_report
 from disco_rl.loops import meta_setup
 from disco_rl.loops import run as run_lib
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl.update_rules import disco
 
 AXIS = mesh_lib.AXIS
-# Folded into a key to draw lifetimes from it (`lifetime_sampling`), apart
-# from the keys of the agents it starts.
-LIFETIME_SALT = 0x11FF
-# Folded into a renewed agent's key for its new environments.
-RENEWED_ENV_SALT = 0x11FD
-PLOTS = (
-  ('pos_rewards', 'positive rewards per meta-step'),
-  ('neg_rewards', 'negative rewards per meta-step'),
-  ('meta_loss', 'meta loss'),
-  ('meta_grad_norm', 'meta-gradient norm'),
-  ('meta_up_norm', 'meta-update norm'),
-  ('rewards', 'mean reward'),
-)
 
 
 def make_meta_train(
-  config: config_lib.MetaTrainConfig,
+  config: meta_config.MetaTrainConfig,
   *,
   rule_params: types.MetaParams | None = None,
   devices: Sequence[jax.Device] | None = None,
@@ -93,60 +82,6 @@ def make_meta_train(
   rule = setup.members[0].agent.update_rule
   num_agents, num_devices = config.num_agents, setup.num_devices
   specs = meta_setup.state_specs(len(setup.tasks), config.sampled_lifetimes)
-
-  # -- The initial state (under `jit`, outside `shard_map`). ---------------
-
-  def init_population(
-    rng: chex.PRNGKey, update_rule_params: types.MetaParams
-  ) -> meta_setup.PopulationState:
-    """Agent i starts from `split(init_rng, N)[i]` with `_, init_rng =
-    split(rng)`, as in the upstream notebook."""
-    loop_rng, init_rng = jax.random.split(rng)
-    agent_keys = jax.random.split(init_rng, num_agents)
-    # [D, N] keys: device 0 keeps the environments of the agents' own keys,
-    # the others fold in the device index.
-    reset_keys = jnp.stack(
-      [agent_keys]
-      + [
-        jax.vmap(functools.partial(jax.random.fold_in, data=d))(agent_keys)
-        for d in range(1, num_devices)
-      ]
-    )
-    lifetimes = None
-    if config.sampled_lifetimes:  # Each agent's first lifetime.
-      lifetimes = draw_lifetimes(init_rng)
-    groups, ages = [], []
-    for member, start, size in setup.groups:
-      agents = jax.vmap(member.init_state)(agent_keys[start : start + size])
-      env_state, timestep = jax.vmap(jax.vmap(member.env.reset))(
-        reset_keys[:, start : start + size]
-      )
-      groups.append(
-        dataclasses.replace(agents, env_state=env_state, env_timestep=timestep)
-      )
-      # Staggered within each group: every task has agents of every age.
-      if lifetimes is None:
-        ages.append(meta_setup.initial_ages(size, config.agent_lifetime))
-      else:
-        ages.append(meta_setup.staggered_ages(lifetimes[start : start + size]))
-    return meta_setup.population_state(
-      lifetimes=lifetimes,
-      update_rule_params=update_rule_params,
-      meta_opt_state=setup.meta_opt.init(update_rule_params),
-      agents=tuple(groups),
-      ages=jnp.concatenate([jnp.asarray(a) for a in ages]),
-      rng=loop_rng,
-      step=jnp.zeros((), jnp.int32),
-    )
-
-  def draw_lifetimes(rng: chex.PRNGKey) -> chex.Array:
-    """[N] lifetimes drawn from `rng` (agent i's from `fold_in` of i)."""
-    return meta_setup.draw_lifetimes(
-      jax.random.fold_in(rng, LIFETIME_SALT),
-      num_agents,
-      config.min_agent_lifetime,
-      config.agent_lifetime,
-    )
 
   # -- The meta-step, on one device's view. --------------------------------
 
@@ -258,70 +193,6 @@ def make_meta_train(
     task_rewards = [jnp.mean(log['rewards']) for _, _, log, _ in outputs]
     return grads, tuple(agents), metrics, meta_log, task_rewards, fault
 
-  def renew_old_agents(
-    agents: tuple[meta_objective.MetaTrainState, ...],
-    ages: chex.Array,
-    lifetimes: chex.Array | None,
-    rng: chex.PRNGKey,
-  ) -> tuple[
-    tuple[meta_objective.MetaTrainState, ...], chex.Array, chex.Array | None
-  ]:
-    """Agents of age >= lifetime start afresh at age 0 (keys from `rng`
-    folded with their index), in new environments: reset with that key
-    folded with `RENEWED_ENV_SALT` and the device's index (a new episode;
-    a new layout where the environment draws one per reset key, as in
-    LPG's and GROOVE's lifetimes). With sampled lifetimes each renewed
-    agent draws its next one (also from `rng`). New agents are drawn only
-    in a meta-step that renews one. Returns the agents, their ages and
-    their lifetimes (None: `agent_lifetime` each)."""
-    if not config.agent_lifetime:
-      return agents, ages, lifetimes
-    renew = ages >= (config.agent_lifetime if lifetimes is None else lifetimes)
-    keys = jax.vmap(
-      lambda i: jax.random.fold_in(jax.random.fold_in(rng, 0x11FE), i)
-    )(jnp.arange(ages.shape[0]))
-    renewed = []
-    for (member, start, size), group in zip(setup.groups, agents, strict=True):
-      mask = renew[start : start + size]
-      learned = dict(
-        learner_state=group.learner_state,
-        actor_state=group.actor_state,
-        value_state=group.value_state,
-        env_state=group.env_state,
-        env_timestep=group.env_timestep,
-      )
-
-      def renew_some(
-        learned: dict[str, Any],
-        member: meta_objective.MetaTrainAgent = member,
-        mask: chex.Array = mask,
-        start: int = start,
-        size: int = size,
-      ) -> dict[str, Any]:
-        agent_keys = keys[start : start + size]
-        fresh = jax.vmap(member.fresh_agent)(agent_keys)
-        env_keys = jax.vmap(
-          lambda k: jax.random.fold_in(
-            jax.random.fold_in(k, RENEWED_ENV_SALT), jax.lax.axis_index(AXIS)
-          )
-        )(agent_keys)
-        fresh['env_state'], fresh['env_timestep'] = jax.vmap(member.env.reset)(
-          env_keys
-        )
-        return jax.tree.map(
-          lambda new, old: jnp.where(
-            mask.reshape(mask.shape + (1,) * (old.ndim - 1)), new, old
-          ),
-          fresh,
-          learned,
-        )
-
-      learned = jax.lax.cond(jnp.any(mask), renew_some, lambda x: x, learned)
-      renewed.append(dataclasses.replace(group, **learned))
-    if lifetimes is not None:
-      lifetimes = jnp.where(renew, draw_lifetimes(rng), lifetimes)
-    return tuple(renewed), jnp.where(renew, 0, ages), lifetimes
-
   def meta_step(
     state: meta_setup.PopulationState,
   ) -> tuple[meta_setup.PopulationState, types.LogDict]:
@@ -344,7 +215,8 @@ def make_meta_train(
     meta_log, task_rewards = jax.lax.pmean((meta_log, task_rewards), AXIS)
     updates, meta_opt_state = setup.meta_opt.update(grads, state.meta_opt_state)
     params = optax.apply_updates(state.update_rule_params, updates)
-    agents, ages, lifetimes = renew_old_agents(
+    agents, ages, lifetimes = meta_setup.renew_old_agents(
+      setup,
       agents,
       state.ages + config.num_inner_steps,
       meta_setup.lifetimes_of(state),
@@ -385,7 +257,7 @@ def make_meta_train(
     ), logs
 
   init_program = compiled.placed(
-    init_population,
+    functools.partial(meta_setup.init_population, setup),
     mesh_lib.shardings(setup.mesh, specs),
     config.matmul_precision,
   )
@@ -438,66 +310,6 @@ def make_meta_train(
     rollout_checks.raise_if_faulty(faults, 'training rollout of agent {source}')
     return state, logs
 
-  def rows(logs: Mapping[str, np.ndarray], first_step: int) -> run_lib.Rows:
-    return [
-      dict(step=first_step + i, **{k: float(v[i]) for k, v in logs.items()})
-      for i in range(len(logs['meta_loss']))
-    ]
-
-  def summary(
-    state: meta_setup.PopulationState,
-    rows: run_lib.Rows,
-    timing: run_lib.Timing,
-  ) -> dict[str, Any]:
-    """Positive rewards (last 100 meta-steps), speed, memory."""
-    del state
-    pos_rewards = [r['pos_rewards'] for r in rows] or [float('nan')]
-    return dict(
-      final_pos_rewards=float(np.mean(pos_rewards[-100:])),
-      first_pos_rewards=pos_rewards[0],
-      steps=len(rows),
-      compile_s=timing.first_call_s,
-      meta_steps_per_second=timing.steps_per_second,
-      peak_memory_mb=metrics_lib.peak_memory_mb(),
-      devices=num_devices,
-      processes=jax.process_count(),
-      tasks=[t.spec() for t in setup.tasks],
-      agents_per_task=list(setup.group_sizes),
-    )
-
-  def outputs(
-    state: meta_setup.PopulationState,
-    rows: run_lib.Rows,
-    run_dir: run_dir_lib.RunDir,
-    lead: bool,
-  ) -> dict[str, Any]:
-    """A plot per logged curve, and the learned rule's parameters."""
-    params = mesh_lib.fetch(state.update_rule_params)  # Every process.
-    if not lead:
-      return {}
-    curves = list(PLOTS) + [
-      (f'rewards_task{g}', f'mean reward on {t.spec()}')
-      for g, t in enumerate(setup.tasks)
-      if len(setup.tasks) > 1
-    ]
-    curve_paths = {
-      key: str(
-        plots.plot_curve(
-          [r['step'] for r in rows],
-          [r[key] for r in rows],
-          run_dir.file(f'{key}.png'),
-          'meta-step',
-          label,
-          f'meta-training: {label}',
-          smooth=20,
-        )
-      )
-      for key, label in curves
-    }
-    path = run_dir.file(run_dir_lib.RULE)
-    meta_objective.save_params(params, path)
-    return dict(plots=curve_paths, params_npz=str(path))
-
   return run_lib.Job(
     name='meta_train',
     config=config,
@@ -506,13 +318,10 @@ def make_meta_train(
     state_shapes=state_shapes,
     step=step,
     program=program,
-    rows=rows,
-    summary=summary,
-    outputs=outputs,
-    progress=lambda rows: dict(
-      pos_rewards=f'{rows[-1]["pos_rewards"]:.1f}',
-      meta_loss=f'{rows[-1]["meta_loss"]:.3f}',
-    ),
+    rows=meta_report.rows,
+    summary=functools.partial(meta_report.summary, setup),
+    outputs=functools.partial(meta_report.outputs, setup),
+    progress=meta_report.progress,
     steps_per_call=config.steps_per_call,
     description='meta-train',
   )

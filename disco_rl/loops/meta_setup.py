@@ -6,11 +6,15 @@
 suite's tasks, one population member per task (`make_member`: its agent,
 value function and environment), how many agents each task gets
 (`group_sizes`), the rule's optimiser and how a device runs its agents.
-`PopulationState` is what a meta-step carries to the next.
+`PopulationState` is what a meta-step carries to the next; the
+population's life cycle is here too: its initial state
+(`init_population`) and the renewal of agents past their lifetime
+(`renew_old_agents`, inside the meta-step).
 """
 
 from collections.abc import Sequence
 import dataclasses
+import functools
 from typing import Any
 
 import chex
@@ -23,8 +27,8 @@ import optax
 from disco_rl import meta_objective
 from disco_rl import optimizers
 from disco_rl import types
-from disco_rl.loops import config as config_lib
 from disco_rl.loops import mesh as mesh_lib
+from disco_rl.loops import meta_config
 from disco_rl.networks import nets
 
 AXIS = mesh_lib.AXIS
@@ -129,10 +133,10 @@ class MetaSetup:
     population: how a device runs its agents: 'map' or 'vmap'.
   """
 
-  config: config_lib.MetaTrainConfig
+  config: meta_config.MetaTrainConfig
   devices: tuple[jax.Device, ...]
   mesh: jax.sharding.Mesh
-  tasks: tuple[config_lib.Task, ...]
+  tasks: tuple[meta_config.Task, ...]
   group_sizes: tuple[int, ...]
   members: tuple[meta_objective.MetaTrainAgent, ...]
   meta_opt: optax.GradientTransformation
@@ -153,8 +157,8 @@ class MetaSetup:
 
 
 def make_member(
-  config: config_lib.MetaTrainConfig,
-  task: config_lib.Task,
+  config: meta_config.MetaTrainConfig,
+  task: meta_config.Task,
   axis_name: str | None = AXIS,
 ) -> meta_objective.MetaTrainAgent:
   """The population member of `task`: an agent of the config's settings
@@ -187,7 +191,7 @@ def make_member(
 
 
 def make_setup(
-  config: config_lib.MetaTrainConfig,
+  config: meta_config.MetaTrainConfig,
   devices: Sequence[jax.Device] | None = None,
 ) -> MetaSetup:
   """The run's devices, tasks and agents from `config`.
@@ -266,3 +270,140 @@ def draw_lifetimes(
     return jnp.clip(jnp.round(jnp.exp(u)), low, high).astype(jnp.int32)
 
   return jax.vmap(one)(jnp.arange(num_agents))
+
+
+# Folded into a key to draw lifetimes from it (`lifetime_sampling`), apart
+# from the keys of the agents it starts.
+LIFETIME_SALT = 0x11FF
+
+
+def agent_lifetimes(
+  config: meta_config.MetaTrainConfig, rng: chex.PRNGKey
+) -> chex.Array:
+  """[N] lifetimes of the population's agents drawn from `rng` (agent i's
+  from `fold_in` of i), per `config`'s range."""
+  return draw_lifetimes(
+    jax.random.fold_in(rng, LIFETIME_SALT),
+    config.num_agents,
+    config.min_agent_lifetime,
+    config.agent_lifetime,
+  )
+
+
+def init_population(
+  setup: MetaSetup, rng: chex.PRNGKey, update_rule_params: types.MetaParams
+) -> PopulationState:
+  """The initial state (under `jit`, outside `shard_map`): agent i starts
+  from `split(init_rng, N)[i]` with `_, init_rng = split(rng)`, as in the
+  upstream notebook; ages staggered within each task's group."""
+  config = setup.config
+  loop_rng, init_rng = jax.random.split(rng)
+  agent_keys = jax.random.split(init_rng, config.num_agents)
+  # [D, N] keys: device 0 keeps the environments of the agents' own keys,
+  # the others fold in the device index.
+  reset_keys = jnp.stack(
+    [agent_keys]
+    + [
+      jax.vmap(functools.partial(jax.random.fold_in, data=d))(agent_keys)
+      for d in range(1, setup.num_devices)
+    ]
+  )
+  lifetimes = None
+  if config.sampled_lifetimes:  # Each agent's first lifetime.
+    lifetimes = agent_lifetimes(config, init_rng)
+  groups, ages = [], []
+  for member, start, size in setup.groups:
+    agents = jax.vmap(member.init_state)(agent_keys[start : start + size])
+    env_state, timestep = jax.vmap(jax.vmap(member.env.reset))(
+      reset_keys[:, start : start + size]
+    )
+    groups.append(
+      dataclasses.replace(agents, env_state=env_state, env_timestep=timestep)
+    )
+    # Staggered within each group: every task has agents of every age.
+    if lifetimes is None:
+      ages.append(initial_ages(size, config.agent_lifetime))
+    else:
+      ages.append(staggered_ages(lifetimes[start : start + size]))
+  return population_state(
+    lifetimes=lifetimes,
+    update_rule_params=update_rule_params,
+    meta_opt_state=setup.meta_opt.init(update_rule_params),
+    agents=tuple(groups),
+    ages=jnp.concatenate([jnp.asarray(a) for a in ages]),
+    rng=loop_rng,
+    step=jnp.zeros((), jnp.int32),
+  )
+
+
+# Folded into a key to draw renewed agents from it, and into a renewed
+# agent's key for its new environments.
+RENEWED_AGENT_SALT = 0x11FE
+RENEWED_ENV_SALT = 0x11FD
+
+
+def renew_old_agents(
+  setup: MetaSetup,
+  agents: tuple[meta_objective.MetaTrainState, ...],
+  ages: chex.Array,
+  lifetimes: chex.Array | None,
+  rng: chex.PRNGKey,
+) -> tuple[
+  tuple[meta_objective.MetaTrainState, ...], chex.Array, chex.Array | None
+]:
+  """Agents of age >= lifetime start afresh at age 0 (keys from `rng`
+  folded with their index), in new environments: reset with that key
+  folded with `RENEWED_ENV_SALT` and the device's index (a new episode;
+  a new layout where the environment draws one per reset key, as in
+  LPG's and GROOVE's lifetimes). With sampled lifetimes each renewed
+  agent draws its next one (also from `rng`). New agents are drawn only
+  in a meta-step that renews one. Returns the agents, their ages and
+  their lifetimes (None: `agent_lifetime` each). Inside the mesh."""
+  config = setup.config
+  if not config.agent_lifetime:
+    return agents, ages, lifetimes
+  renew = ages >= (config.agent_lifetime if lifetimes is None else lifetimes)
+  keys = jax.vmap(
+    lambda i: jax.random.fold_in(jax.random.fold_in(rng, RENEWED_AGENT_SALT), i)
+  )(jnp.arange(ages.shape[0]))
+  renewed = []
+  for (member, start, size), group in zip(setup.groups, agents, strict=True):
+    mask = renew[start : start + size]
+    learned = dict(
+      learner_state=group.learner_state,
+      actor_state=group.actor_state,
+      value_state=group.value_state,
+      env_state=group.env_state,
+      env_timestep=group.env_timestep,
+    )
+
+    def renew_some(
+      learned: dict[str, Any],
+      member: meta_objective.MetaTrainAgent = member,
+      mask: chex.Array = mask,
+      start: int = start,
+      size: int = size,
+    ) -> dict[str, Any]:
+      agent_keys = keys[start : start + size]
+      fresh = jax.vmap(member.fresh_agent)(agent_keys)
+      env_keys = jax.vmap(
+        lambda k: jax.random.fold_in(
+          jax.random.fold_in(k, RENEWED_ENV_SALT), jax.lax.axis_index(AXIS)
+        )
+      )(agent_keys)
+      fresh['env_state'], fresh['env_timestep'] = jax.vmap(member.env.reset)(
+        env_keys
+      )
+      return jax.tree.map(
+        lambda new, old: jnp.where(
+          mask.reshape(mask.shape + (1,) * (old.ndim - 1)), new, old
+        ),
+        fresh,
+        learned,
+      )
+
+    learned = jax.lax.cond(jnp.any(mask), renew_some, lambda x: x, learned)
+    renewed.append(dataclasses.replace(group, **learned))
+  if lifetimes is not None:
+    lifetimes = jnp.where(renew, agent_lifetimes(config, rng), lifetimes)
+  return tuple(renewed), jnp.where(renew, 0, ages), lifetimes

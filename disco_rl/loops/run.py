@@ -125,6 +125,28 @@ def steps_done(rows: Rows) -> int:
   return int(rows[-1]['step']) + 1 if rows else 0
 
 
+def save_checkpoint(checkpoints: Any, job: Job, state: Any, rows: Rows) -> int:
+  """Checkpoints a job's whole state after `rows` (every process calls it):
+  the device state, the number of rows and the host state. Returns the
+  checkpoint's step."""
+  step, host = steps_done(rows), job.host_state
+  extra = dict(rows=len(rows), **(host.save() if host else {}))
+  checkpoints.save(step, state, extra)
+  return step
+
+
+def restore_checkpoint(
+  checkpoints: Any, job: Job, step: int | None = None
+) -> tuple[Any, int, int]:
+  """A job's state at checkpoint `step` (default: the latest), its host
+  state loaded: (state, step, the number of rows it follows)."""
+  step = checkpoints.resolve_step(step)
+  state, extra = checkpoints.restore(job.state_shapes(), step)
+  if job.host_state is not None:
+    job.host_state.load(extra)
+  return state, step, int(extra['rows'])
+
+
 @dataclasses.dataclass
 class Outcome:
   """How `run` ended.

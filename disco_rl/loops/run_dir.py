@@ -14,6 +14,7 @@ Its checkpoints are `disco_rl.checkpoints.Checkpointer`s in
 `checkpoints/`.
 """
 
+from collections.abc import Sequence
 import dataclasses
 import json
 import math
@@ -25,7 +26,9 @@ from typing import Any
 import numpy as np
 
 from disco_rl import checkpoints as checkpoints_lib
+from disco_rl import metrics as metrics_lib
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import meta_config
 
 SETTINGS = 'run.json'
 METRICS = 'metrics.csv'
@@ -101,6 +104,59 @@ def _tuples(value: Any) -> Any:
   if isinstance(value, dict):
     return {k: _tuples(v) for k, v in value.items()}
   return value
+
+
+def upgrade_settings(
+  cls: type[config_lib.EvalConfig] | type[meta_config.MetaTrainConfig],
+  settings: dict[str, Any],
+) -> dict[str, Any]:
+  """The settings of a run's record (`run.json`) as fields of `cls` (an
+  `EvalConfig` or a `MetaTrainConfig`) today.
+
+  Version 0.1 records name Catch's board in fields `rows` and `columns`:
+  the eval job's `env_kwargs`, or each meta-training Catch task's board.
+
+  Raises:
+    ValueError: naming settings `cls` does not know.
+  """
+  settings = dict(settings)
+  board: dict[str, Any] = {
+    k: settings.pop(k) for k in ('rows', 'columns') if k in settings
+  }
+  if (
+    board
+    and cls is config_lib.EvalConfig
+    and settings.get('env') in ('catch', 'jittable_catch')
+  ):
+    settings['env_kwargs'] = {**board, **dict(settings.get('env_kwargs') or {})}
+  elif board and cls is meta_config.MetaTrainConfig:
+    tasks: list[str] = []
+    for text in tuple(settings.get('tasks') or ('catch',)):
+      task = meta_config.parse_task(text)
+      if task.name in ('catch', 'jittable_catch'):
+        merged: dict[str, Any] = {**board, **dict(task.settings)}
+        task = dataclasses.replace(task, settings=tuple(merged.items()))
+      tasks.append(task.spec())
+    settings['tasks'] = tuple(tasks)
+  for field in dataclasses.fields(cls):  # Fields added since: defaults.
+    if field.name in settings:
+      continue
+    if field.default is not dataclasses.MISSING:
+      settings[field.name] = field.default
+    elif field.default_factory is not dataclasses.MISSING:
+      settings[field.name] = field.default_factory()
+    else:
+      raise ValueError(
+        f'The record lacks setting {field.name!r}, which has no default.'
+      )
+  unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(cls)})
+  if unknown:
+    raise ValueError(
+      f'The run record has settings {unknown} that '
+      f'{cls.__name__} does not know (written by another '
+      'version?).'
+    )
+  return settings
 
 
 class RunDir:
@@ -233,7 +289,7 @@ class RunDir:
           f'({", ".join(c.__name__ for c in configs.values())}).'
         )
       name = names[0]
-    saved = config_lib.upgrade_settings(cls, self.saved_settings(name))
+    saved = upgrade_settings(cls, self.saved_settings(name))
     self.check_same_settings(saved, given)
     return cls(**{**saved, **given})
 
@@ -271,6 +327,23 @@ class RunDir:
     tmp = self.path / (name + '.tmp')
     tmp.write_text(text)
     tmp.replace(self.path / name)
+
+  def rows(self, count: int, cut: bool) -> list[dict[str, Any]]:
+    """The first `count` rows of `metrics.csv`; with `cut` (one process),
+    the file is cut to them (whole or not at all): the rows after a
+    checkpoint leave it when the run continues from there."""
+    return metrics_lib.read_rows(self.path / METRICS, count, cut=cut)
+
+  def writers(self, loggers: Sequence[str], config) -> list[Any]:
+    """The writers of the run's rows: `metrics.csv` (continued) and each
+    live logger's (`metrics.open_writers`)."""
+    return metrics_lib.open_writers(
+      self.path / METRICS,
+      loggers,
+      self.path,
+      self.path.name,
+      dataclasses.asdict(config),
+    )
 
   def checkpoints(self, keep: int = 3) -> checkpoints_lib.Checkpointer:
     return checkpoints_lib.Checkpointer(self.path / CHECKPOINTS, keep)

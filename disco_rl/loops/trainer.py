@@ -19,7 +19,6 @@ job's own results: `eval.evaluate(trainer.job, trainer.state)`,
 
 from collections.abc import Callable, Iterator, Sequence
 import contextlib
-import dataclasses
 import os
 from typing import Any
 
@@ -33,6 +32,7 @@ from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import mesh
 from disco_rl.loops import meta as meta_lib
+from disco_rl.loops import meta_config
 from disco_rl.loops import run as run_lib
 from disco_rl.loops import run_dir as run_dir_lib
 
@@ -40,7 +40,7 @@ from disco_rl.loops import run_dir as run_dir_lib
 JOBS: dict[type[config_lib.RunConfig], tuple[str, Callable[..., run_lib.Job]]]
 JOBS = {
   config_lib.EvalConfig: ('eval', eval_lib.make_eval),
-  config_lib.MetaTrainConfig: ('meta_train', meta_lib.make_meta_train),
+  meta_config.MetaTrainConfig: ('meta_train', meta_lib.make_meta_train),
 }
 CONFIGS = {name: cls for cls, (name, _) in JOBS.items()}
 # callback(trainer, new rows) -> True stops the run (e.g. run.stop_when).
@@ -116,11 +116,13 @@ class Trainer:
     ):
       if value is not None and value < least:
         raise ValueError(f'{name} must be >= {least}, got {value}.')
-    self.run_dir = (
-      output_dir
-      if output_dir is None or isinstance(output_dir, run_dir_lib.RunDir)
-      else run_dir_lib.RunDir(output_dir, overwrite=overwrite, resume=resume)
-    )
+    if output_dir is not None and not isinstance(
+      output_dir, run_dir_lib.RunDir
+    ):
+      output_dir = run_dir_lib.RunDir(
+        output_dir, overwrite=overwrite, resume=resume
+      )
+    self.run_dir = output_dir
     if resume:
       if self.run_dir is None:
         raise ValueError('resume=True needs the output_dir of the run.')
@@ -142,24 +144,13 @@ class Trainer:
         "env= is for an EvalConfig run (env='custom'); got a "
         f'{type(config).__name__}.'
       )
-    self.config, self.job = (
-      config,
-      maker(
-        config,
-        rule_params=rule_params,
-        devices=devices,
-        **({} if env is None else dict(env=env)),
-      ),
-    )
-    self.progress, self.log_every, self.checkpoint_every = (
-      progress,
-      log_every,
-      checkpoint_every,
-    )
-    self.keep_checkpoints, self._lead = (
-      keep_checkpoints,
-      jax.process_index() == 0,
-    )
+    custom = {} if env is None else dict(env=env)
+    self.config = config
+    self.job = maker(config, rule_params=rule_params, devices=devices, **custom)
+    self.progress, self.log_every = progress, log_every
+    self.checkpoint_every = checkpoint_every
+    self.keep_checkpoints = keep_checkpoints
+    self._lead = jax.process_index() == 0
     self._checkpointer: checkpoints_lib.Checkpointer | None = None
     self.interrupted, self.rows = None, []
     mesh.sync('disco_rl: run directory checked')  # Before anything writes.
@@ -185,14 +176,11 @@ class Trainer:
   ) -> 'Trainer':
     """Continues the run in `output_dir` as saved; `changes` may raise
     `num_steps`; `config_cls`: the job it must be (default: any)."""
-    run_dir = (
-      output_dir
-      if isinstance(output_dir, run_dir_lib.RunDir)
-      else (run_dir_lib.RunDir(output_dir, resume=True))
-    )
+    if not isinstance(output_dir, run_dir_lib.RunDir):
+      output_dir = run_dir_lib.RunDir(output_dir, resume=True)
     if config_cls is not None:
-      run_dir.saved_settings(JOBS[config_cls][0])  # Raises for another job.
-    return cls(changes or {}, run_dir, resume=True, **kwargs)
+      output_dir.saved_settings(JOBS[config_cls][0])  # Raises for another.
+    return cls(changes or {}, output_dir, resume=True, **kwargs)
 
   @property
   def step(self) -> int:  # Loop steps done.
@@ -204,13 +192,10 @@ class Trainer:
   ) -> Iterator[checkpoints_lib.Checkpointer]:
     """The run's checkpoints, or a one-off directory's (closed after)."""
     if directory is not None:
-      checkpoints = checkpoints_lib.Checkpointer(
-        directory, self.keep_checkpoints
-      )
-      try:
+      with contextlib.closing(
+        checkpoints_lib.Checkpointer(directory, self.keep_checkpoints)
+      ) as checkpoints:
         yield checkpoints
-      finally:
-        checkpoints.close()
       return
     if self.run_dir is None:
       raise ValueError('This Trainer has no output_dir: pass a directory.')
@@ -221,14 +206,10 @@ class Trainer:
   def save(self, directory: Directory | None = None) -> int:
     """Checkpoints the whole state now (default: the run's `checkpoints/`;
     every process calls it). Returns the checkpoint's step."""
-    host = self.job.host_state
     with self._checkpoints(directory) as checkpoints:
-      checkpoints.save(
-        self.step,
-        self.state,
-        dict(rows=len(self.rows), **(host.save() if host else {})),
+      return run_lib.save_checkpoint(
+        checkpoints, self.job, self.state, self.rows
       )
-    return self.step
 
   def restore(
     self, directory: Directory | None = None, step: int | None = None
@@ -237,19 +218,14 @@ class Trainer:
     after it leave `metrics.csv` (they come again, the same). Returns the
     restored step."""
     with self._checkpoints(directory) as checkpoints:
-      step = checkpoints.resolve_step(step)
-      self.state, extra = checkpoints.restore(self.job.state_shapes(), step)
-    if self.job.host_state is not None:
-      self.job.host_state.load(extra)
-    count = int(extra['rows'])
+      self.state, step, count = run_lib.restore_checkpoint(
+        checkpoints, self.job, step
+      )
     if self.run_dir is None:  # Rows not kept: stand-ins count the steps.
       per_step = max(1, count // max(1, step))
       self.rows = [dict(step=i // per_step) for i in range(count)]
-    else:  # Every process reads them; process 0 also cuts the file (whole
-      # or not at all), so all read the same first `count` rows.
-      self.rows = metrics_lib.read_rows(
-        self.run_dir.file(run_dir_lib.METRICS), count, cut=self._lead
-      )
+    else:  # Every process reads them; process 0 cuts the file, so all read
+      self.rows = self.run_dir.rows(count, cut=self._lead)  # the same.
     return self.step
 
   def fit(
@@ -266,26 +242,15 @@ class Trainer:
     if num_steps < 1:
       raise ValueError(f'num_steps must be >= 1, got {num_steps}.')
     target = num_steps + self.job.warmup
-    every = (
-      max(1, target // 10)
-      if self.checkpoint_every is None
-      else self.checkpoint_every
-    )
-    writers = (
-      metrics_lib.open_writers(
-        self.run_dir.file(run_dir_lib.METRICS),
-        self.loggers,
-        self.run_dir.path,
-        self.run_dir.path.name,
-        dataclasses.asdict(self.config),
-      )
-      if self.run_dir is not None and self._lead
-      else []
-    )
+    every = self.checkpoint_every
+    every = max(1, target // 10) if every is None else every
+    writers = []
+    if self.run_dir is not None and self._lead:
+      writers = self.run_dir.writers(self.loggers, self.config)
 
-    def write(rows: run_lib.Rows) -> None:
+    def write(new_rows: run_lib.Rows) -> None:
       for writer in writers:
-        writer.write_rows(rows)
+        writer.write_rows(new_rows)
 
     def on_call(state: Any, new_rows: run_lib.Rows) -> bool:
       self.state = state
@@ -299,19 +264,18 @@ class Trainer:
     # Every process: each enters collectives.
     def finish(state: Any, timing: run_lib.Timing) -> dict[str, Any]:
       summary = self.job.summary(state, self.rows, timing)
-      if self.run_dir is not None:
-        with self._checkpoints() as checkpoints:
-          if checkpoints.latest_step() != self.step:
-            save(state, self.step)
-        summary.update(
-          self.job.outputs(state, self.rows, self.run_dir, self._lead)
-        )
-        summary.update(
-          output_dir=str(self.run_dir.path),
-          metrics_csv=str(self.run_dir.file(run_dir_lib.METRICS)),
-          checkpoint_step=self.step,
-        )
-      return summary
+      if self.run_dir is None:
+        return summary
+      with self._checkpoints() as checkpoints:
+        if checkpoints.latest_step() != self.step:
+          save(state, self.step)
+      return dict(
+        summary,
+        **self.job.outputs(state, self.rows, self.run_dir, self._lead),
+        output_dir=str(self.run_dir.path),
+        metrics_csv=str(self.run_dir.file(run_dir_lib.METRICS)),
+        checkpoint_step=self.step,
+      )
 
     try:
       outcome = run_lib.run(
@@ -338,11 +302,9 @@ class Trainer:
     )
     if self.interrupted is not None:
       summary['stopped_at_step'] = max(0, self.step - self.job.warmup)
-    return (
-      self.run_dir.write_summary(summary)
-      if self.run_dir is not None and self._lead
-      else run_dir_lib.json_safe(summary)
-    )
+    if self.run_dir is not None and self._lead:
+      return self.run_dir.write_summary(summary)
+    return run_dir_lib.json_safe(summary)
 
   def close(self) -> None:
     """Finishes pending checkpoint I/O."""
