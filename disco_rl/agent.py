@@ -282,14 +282,16 @@ class Agent:
   differentiated when meta-training.
   """
 
+  settings: config_dict.ConfigDict
   update_rule: update_rules_base.UpdateRule
+  num_actions: int  # Actions are 0 .. num_actions - 1.
 
   def __init__(
     self,
     *,
     single_observation_spec: types.Specs,
     single_action_spec: types.ActionSpec,
-    agent_settings: config_dict.ConfigDict,
+    agent_settings: config_dict.ConfigDict | Mapping[str, Any],
     batch_axis_name: str | None,
     debug_checks: bool = False,
   ):
@@ -298,7 +300,8 @@ class Agent:
     Args:
       single_observation_spec: spec (tree) of one observation, no batch axis.
       single_action_spec: a scalar int32 `dm_env.specs.BoundedArray`.
-      agent_settings: e.g. `get_settings_disco()`; unknown keys are errors.
+      agent_settings: e.g. `get_settings_disco()` (a plain mapping is
+        wrapped in a ConfigDict); unknown keys are errors.
       batch_axis_name: the `pmap` axis name the learner runs under, or None.
       debug_checks: also check the values of every rollout `learner_step`
         gets (`check_rollout_values`: actions in range, finite rewards),
@@ -400,8 +403,8 @@ class Agent:
     actor_params: hk.Params,
     rng: chex.PRNGKey,
     timestep: types.EnvironmentTimestep,
-    actor_state: hk.State,
-  ) -> tuple[types.ActorTimestep, hk.State]:
+    actor_state: types.HaikuState,
+  ) -> tuple[types.ActorTimestep, types.HaikuState]:
     """Samples actions [B] for a batch of timesteps.
 
     Returns:
@@ -418,24 +421,24 @@ class Agent:
     agent_outs, next_actor_state = self._network.one_step(
       actor_params, actor_state, timestep.observation, should_reset
     )
-    actions = distrax.Softmax(logits=agent_outs['logits']).sample(seed=rng)
+    logits = agent_outs['logits']
     recorded = types.ActorTimestep(
       observations=timestep.observation,
-      actions=actions,
+      agent_outs=agent_outs,
+      states=actor_state,  # The state this step started from.
+      logits=logits,
+      actions=distrax.Softmax(logits).sample(seed=rng),
       rewards=timestep.reward,
       discounts=jnp.logical_not(should_reset),
-      agent_outs=agent_outs,
-      logits=agent_outs['logits'],
-      states=actor_state,
     )
     return recorded, next_actor_state
 
   def unroll_net(
     self,
     agent_net_params: hk.Params,
-    agent_net_state: hk.State,
+    agent_net_state: types.HaikuState,
     rollout: types.ActorRollout,
-  ) -> tuple[types.AgentOuts, hk.State]:
+  ) -> tuple[types.AgentOuts, types.HaikuState]:
     """The network's outputs [T, B, ...] along a rollout.
 
     The recurrent state resets where the actor's did: at timesteps whose
@@ -465,33 +468,34 @@ class Agent:
 
   def _loss(
     self,
-    agent_net_params: hk.Params,
-    agent_net_state: hk.State,
-    meta_state: types.MetaState,
+    params: hk.Params,
     rollout: types.ActorRollout,
     meta_out: types.UpdateRuleOuts,
+    net_state: types.HaikuState,
     is_meta_training: bool,
-  ) -> tuple[chex.Array, tuple[types.MetaState, hk.State, types.LogDict]]:
-    """The rule's loss, averaged over non-terminal steps."""
-    agent_out, new_agent_net_state = self.unroll_net(
-      agent_net_params, agent_net_state, rollout
-    )
+  ) -> tuple[chex.Array, tuple[types.HaikuState, types.LogDict]]:
+    """The rule's loss, averaged over non-terminal steps.
+
+    Differentiable in `params`; returns (loss, (network state after the
+    rollout, logs)).
+    """
+    agent_out, net_state_after = self.unroll_net(params, net_state, rollout)
     inputs = self._update_rule_inputs(rollout, agent_out)
     hyper_params = self._hyper_params()
-    loss_meta, log_meta = self.update_rule.agent_loss(
+    # The rule's two parts: the loss meta-gradients flow through (keeping
+    # the path into `meta_out` only when meta-training) and the rest.
+    meta_part, meta_part_logs = self.update_rule.agent_loss(
       inputs, meta_out, hyper_params, backprop=is_meta_training
     )
-    loss_no_meta, log_no_meta = self.update_rule.agent_loss_no_meta(
+    rest, rest_logs = self.update_rule.agent_loss_no_meta(
       inputs, meta_out, hyper_params
     )
-    mask = rollout.discounts[:-1] > 0  # [T-1, B]
-    per_step = loss_meta + loss_no_meta
-    total_loss = jnp.sum(per_step * mask) / (jnp.sum(mask) + 1e-8)
-    logs = dict(
-      total_loss=total_loss,
-      **jax.tree.map(jnp.mean, {**log_no_meta, **log_meta}),
-    )
-    return total_loss, (meta_state, new_agent_net_state, logs)
+    per_step = meta_part + rest  # [T-1, B]
+    live_t = rollout.discounts[:-1] > 0
+    total_loss = jnp.sum(per_step * live_t) / (jnp.sum(live_t) + 1e-8)
+    logs = {'total_loss': total_loss}
+    logs.update(jax.tree.map(jnp.mean, {**rest_logs, **meta_part_logs}))
+    return total_loss, (net_state_after, logs)
 
   def _check_rollout_inputs(self, rollout: types.ActorRollout) -> None:
     """Shapes and dtypes at the call; values too with `debug_checks`."""
@@ -512,11 +516,11 @@ class Agent:
     rng: chex.PRNGKey,
     rollout: types.ActorRollout,
     learner_state: LearnerState,
-    agent_net_state: hk.State,
+    agent_net_state: types.HaikuState,
     update_rule_params: types.MetaParams,
     is_meta_training: bool,
     learning_rate: chex.Numeric | None = None,
-  ) -> tuple[LearnerState, hk.State, types.LogDict]:
+  ) -> tuple[LearnerState, types.HaikuState, types.LogDict]:
     """One update of the agent on a rollout.
 
     Args:
@@ -552,18 +556,13 @@ class Agent:
       axis_name=self._batch_axis_name,
     )
 
-    # Gradient w.r.t. the agent parameters only (the first argument).
-    loss_grad = jax.grad(self._loss, has_aux=True)
-    grads, (_, last_agent_net_state, logs) = loss_grad(
-      learner_state.params,
-      agent_net_state=agent_net_state,
-      meta_state=learner_state.meta_state,
-      rollout=rollout,
-      meta_out=meta_out,
-      is_meta_training=is_meta_training,
+    # d loss / d params (the first argument only); learners under `pmap`
+    # then share the mean gradient.
+    grads, (last_agent_net_state, logs) = jax.grad(self._loss, has_aux=True)(
+      learner_state.params, rollout, meta_out, agent_net_state, is_meta_training
     )
     if self._batch_axis_name is not None:
-      grads = jax.lax.pmean(grads, axis_name=self._batch_axis_name)
+      grads = jax.lax.pmean(grads, self._batch_axis_name)
     optimizer = self._optimizer
     if learning_rate is not None:
       optimizer = optimizers.agent_optimizer(
@@ -585,6 +584,41 @@ class Agent:
 
 # ----------------------------------------------------------------------------
 # Settings.
+
+# Shared by the Disco103 and actor-critic agents: the discount, and the
+# categorical value head's support (601 two-hot bins on [-300, 300]).
+_DISCOUNT = 0.997
+_VALUE_BINS = dict(num_bins=601, max_abs_value=300.0)
+
+
+def _agent_net(hiddens: tuple[int, ...], model_size: int) -> dict[str, Any]:
+  """Network arguments: an MLP torso of hidden sizes `hiddens` and an LSTM
+  action model (LSTM and one-layer heads of `model_size` units)."""
+  return dict(
+    dense=hiddens,
+    model_arch_name='lstm',
+    head_w_init_std=1e-2,
+    model_kwargs=dict(head_mlp_hiddens=(model_size,), lstm_size=model_size),
+  )
+
+
+def _agent_settings(
+  rule_name: str,
+  hyper_params: dict[str, Any],
+  rule: Any,
+  learning_rate: float,
+  net_args: dict[str, Any],
+) -> config_dict.ConfigDict:
+  return config_dict.ConfigDict(
+    dict(
+      update_rule_name=rule_name,
+      hyper_params=hyper_params,
+      update_rule=rule,
+      learning_rate=learning_rate,
+      max_abs_update=1.0,
+      net_settings=dict(name='mlp', net_args=net_args),
+    )
+  )
 
 
 def get_settings_disco(
@@ -608,69 +642,52 @@ def get_settings_disco(
     state_stddev=1.0,
     input_option=disco.get_input_option(),
   )
-  agent_net = dict(
-    dense=(512, 512),
-    model_arch_name='lstm',
-    head_w_init_std=1e-2,
-    model_kwargs=dict(head_mlp_hiddens=(128,), lstm_size=128),
+  # Unit weights for the policy, y, z and auxiliary-policy losses.
+  loss_weights = dict.fromkeys(
+    ('pi_cost', 'y_cost', 'z_cost', 'aux_policy_cost'), 1.0
   )
-  return config_dict.ConfigDict(
-    dict(
-      update_rule_name='disco',
-      hyper_params=dict(
-        pi_cost=1.0,
-        y_cost=1.0,
-        z_cost=1.0,
-        value_cost=0.2,
-        aux_policy_cost=1.0,
-        target_params_coeff=0.9,
-        value_fn_td_lambda=0.95,
-        discount_factor=0.997,
-      ),
-      update_rule=dict(
-        net=config_dict.ConfigDict(meta_net),
-        value_discount=0.997,
-        num_bins=601,
-        max_abs_value=300.0,
-      ),
-      learning_rate=3e-4,
-      max_abs_update=1.0,
-      net_settings=dict(name='mlp', net_args=agent_net),
-    )
+  return _agent_settings(
+    'disco',
+    hyper_params=dict(
+      loss_weights,
+      value_cost=0.2,
+      target_params_coeff=0.9,
+      value_fn_td_lambda=0.95,
+      discount_factor=_DISCOUNT,
+    ),
+    rule=dict(
+      net=config_dict.ConfigDict(meta_net),
+      value_discount=_DISCOUNT,
+      **_VALUE_BINS,
+    ),
+    learning_rate=3e-4,
+    net_args=_agent_net((512, 512), 128),
   )
 
 
 def get_settings_actor_critic() -> config_dict.ConfigDict:
   """Settings of the V-trace actor-critic baseline agent."""
+  # A categorical value head in signed-hyperbolic space; raw advantages and
+  # TD errors (no moving-average normalisation).
   rule = dict(
     categorical_value=True,
-    num_bins=601,
-    max_abs_value=300.0,
     nonlinear_value_transform=True,
     normalize_adv=False,
     normalize_td=False,
+    **_VALUE_BINS,
   )
-  agent_net = dict(
-    dense=(64, 32, 32),
-    model_arch_name='lstm',
-    head_w_init_std=1e-2,
-    model_kwargs=dict(head_mlp_hiddens=(64,), lstm_size=64),
-  )
-  return config_dict.ConfigDict(
-    dict(
-      update_rule_name='actor_critic',
-      hyper_params=dict(
-        discount_factor=0.997,
-        vtrace_lambda=0.95,
-        entropy_cost=0.2,
-        pg_cost=1.0,
-        value_cost=0.5,
-      ),
-      update_rule=config_dict.ConfigDict(rule),
-      learning_rate=5e-4,
-      max_abs_update=1.0,
-      net_settings=dict(name='mlp', net_args=agent_net),
-    )
+  return _agent_settings(
+    'actor_critic',
+    hyper_params=dict(
+      pg_cost=1.0,
+      entropy_cost=0.2,
+      value_cost=0.5,
+      discount_factor=_DISCOUNT,
+      vtrace_lambda=0.95,
+    ),
+    rule=config_dict.ConfigDict(rule),
+    learning_rate=5e-4,
+    net_args=_agent_net((64, 32, 32), 64),
   )
 
 
@@ -681,21 +698,12 @@ def get_settings_ppo() -> config_dict.ConfigDict:
   rate: gymnax-blines' MinAtar PPO (5e-4; a job's `learning_rate` replaces
   it, `make_settings`); the network: the actor-critic's.
   """
-  agent_net = dict(
-    dense=(64, 32, 32),
-    model_arch_name='lstm',
-    head_w_init_std=1e-2,
-    model_kwargs=dict(head_mlp_hiddens=(64,), lstm_size=64),
-  )
-  return config_dict.ConfigDict(
-    dict(
-      update_rule_name='ppo',
-      hyper_params=dict(ppo.DEFAULT_HYPER_PARAMS),
-      update_rule=config_dict.ConfigDict(dict(normalize_adv=True)),
-      learning_rate=5e-4,
-      max_abs_update=1.0,
-      net_settings=dict(name='mlp', net_args=agent_net),
-    )
+  return _agent_settings(
+    'ppo',
+    hyper_params=dict(ppo.DEFAULT_HYPER_PARAMS),
+    rule=config_dict.ConfigDict(dict(normalize_adv=True)),
+    learning_rate=5e-4,
+    net_args=_agent_net((64, 32, 32), 64),
   )
 
 

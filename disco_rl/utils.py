@@ -16,6 +16,9 @@ import rlax
 from disco_rl import types
 
 _T = TypeVar('_T')
+# Type aliases (as rlax spells them).
+Array = chex.Array
+ArrayTree = chex.ArrayTree
 
 # ----------------------------------------------------------------------------
 # Devices.
@@ -142,7 +145,7 @@ def _device_copies(leaf, replicated: bool) -> np.ndarray:
   return np.asarray(jax.device_get(copies), dtype=np.float64)
 
 
-def replica_spread(data: chex.ArrayTree, *, replicated: bool = False) -> float:
+def replica_spread(data: ArrayTree, *, replicated: bool = False) -> float:
   """How far the per-device copies of a replicated tree have drifted apart.
 
   Args:
@@ -171,9 +174,7 @@ def replica_spread(data: chex.ArrayTree, *, replicated: bool = False) -> float:
 # Trees and indexing.
 
 
-def batch_lookup(
-  table: chex.Array, index: chex.Array, num_dims: int = 2
-) -> chex.Array:
+def batch_lookup(table: Array, index: Array, num_dims: int = 2) -> Array:
   """Selects `table[i_0, ..., i_{n-1}, index[i_0, ..., i_{n-1}]]`.
 
   Args:
@@ -192,9 +193,7 @@ def batch_lookup(
   return jnp.squeeze(picked, axis=num_dims)
 
 
-def tree_stack(
-  elems: Sequence[chex.ArrayTree], axis: int = 0
-) -> chex.ArrayTree:
+def tree_stack(elems: Sequence[ArrayTree], axis: int = 0) -> ArrayTree:
   """Stacks same-structured trees leaf by leaf along a new `axis`."""
   return jax.tree.map(lambda *leaves: jnp.stack(leaves, axis=axis), *elems)
 
@@ -274,8 +273,8 @@ def zeros_like_spec(spec: Any, prepend_shape: tuple[int, ...] = ()) -> Any:
 
 
 def differentiable_policy_gradient_loss(
-  logits_t: chex.Array, a_t: chex.Array, adv_t: chex.Array, backprop: bool
-) -> chex.Array:
+  logits_t: Array, a_t: Array, adv_t: Array, backprop: bool
+) -> Array:
   """Per-step policy-gradient loss -log pi(a_t) * adv_t.
 
   Args:
@@ -306,7 +305,7 @@ class MovingAverage:
   """
 
   def __init__(
-    self, example_tree: chex.ArrayTree, decay: float = 0.999, eps: float = 1e-6
+    self, example_tree: ArrayTree, decay: float = 0.999, eps: float = 1e-6
   ):
     """Builds the tracker.
 
@@ -327,9 +326,7 @@ class MovingAverage:
       decay_product=jnp.ones((), jnp.float32),
     )
 
-  def _blend(
-    self, old: chex.Array, sample: chex.Array, axis_name: str | None
-  ) -> chex.Array:
+  def _blend(self, old: Array, sample: Array, axis_name: str | None) -> Array:
     mean = jnp.mean(sample)
     if axis_name is not None:
       mean = jax.lax.pmean(mean, axis_name=axis_name)
@@ -337,7 +334,7 @@ class MovingAverage:
 
   def update_state(
     self,
-    tree_like: chex.ArrayTree,
+    tree_like: ArrayTree,
     state: types.EmaState,
     pmean_axis_name: str | None,
   ) -> types.EmaState:
@@ -362,11 +359,11 @@ class MovingAverage:
 
   def normalize(
     self,
-    value: chex.ArrayTree,
+    value: ArrayTree,
     state: types.EmaState,
     subtract_mean: bool = True,
     root_eps: float = 1e-12,
-  ) -> chex.ArrayTree:
+  ) -> ArrayTree:
     """(value - mean) / (sqrt(var + root_eps) + eps), or without the mean.
 
     `root_eps` keeps the square root differentiable at zero variance.

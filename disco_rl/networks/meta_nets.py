@@ -32,6 +32,13 @@ from disco_rl import utils
 from disco_rl.update_rules import input_transforms
 
 _Fn = Callable[[chex.Array], chex.Array]
+# Widths of successive layers (hidden sizes or channels).
+_LayerSizes = Sequence[int]
+# Stddev of a truncated-normal initialiser; None: Haiku's default init.
+_InitStddev = float | None
+# The lifetime LSTM's state: unbatched hidden and cell vectors, carried across
+# updates in Haiku state.
+_LifetimeState = hk.LSTMState
 
 
 class MetaNet(hk.Module):
@@ -52,7 +59,7 @@ class _Embedders(NamedTuple):
 
 
 def _make_embedders(
-  prediction_hiddens: Sequence[int], policy_channels: Sequence[int]
+  prediction_hiddens: _LayerSizes, policy_channels: _LayerSizes
 ) -> _Embedders:
   # Construction order fixes the module names: mlp, mlp_1, sequential.
   return _Embedders(
@@ -68,16 +75,16 @@ class LSTM(MetaNet):
   def __init__(
     self,
     hidden_size: int,
-    embedding_size: Sequence[int],
+    embedding_size: _LayerSizes,
     prediction_size: int,
     meta_rnn_kwargs: Mapping[str, Any],
     input_option: types.MetaNetInputOption,
-    policy_channels: Sequence[int] = (16, 2),
-    policy_target_channels: Sequence[int] = (128,),
-    policy_target_stddev: float | None = None,
-    output_stddev: float | None = None,
-    aux_stddev: float | None = None,
-    state_stddev: float | None = None,
+    policy_channels: _LayerSizes = (16, 2),
+    policy_target_channels: _LayerSizes = (128,),
+    policy_target_stddev: _InitStddev = None,
+    output_stddev: _InitStddev = None,
+    aux_stddev: _InitStddev = None,
+    state_stddev: _InitStddev = None,
     name: str | None = None,
   ) -> None:
     """Builds the meta-network.
@@ -127,7 +134,7 @@ class LSTM(MetaNet):
     initial_lifetime_state = self._meta_rnn_core.initial_state()
     # Haiku's annotations say a state is one array; this one is a tree.
     lifetime_state = cast(
-      hk.LSTMState,
+      _LifetimeState,
       hk.get_state(
         'meta_rnn_state',
         shape=jax.tree.map(jnp.shape, initial_lifetime_state),
@@ -198,9 +205,9 @@ class MetaLSTM(hk.Module):
   def __init__(
     self,
     input_option: types.MetaNetInputOption,
-    policy_channels: Sequence[int],
-    embedding_size: Sequence[int],
-    pred_embedding_size: Sequence[int],
+    policy_channels: _LayerSizes,
+    embedding_size: _LayerSizes,
+    pred_embedding_size: _LayerSizes,
     hidden_size: int,
   ):
     super().__init__()
@@ -214,9 +221,9 @@ class MetaLSTM(hk.Module):
     self,
     inputs: types.UpdateRuleInputs,
     meta_out: types.UpdateRuleOuts,
-    state: hk.LSTMState,
+    state: _LifetimeState,
     axis_name: str | None,
-  ) -> hk.LSTMState:
+  ) -> _LifetimeState:
     """Advances `state` by one step summarising this trajectory's update."""
     embedders = _make_embedders(
       self._pred_embedding_size, self._policy_channels
@@ -238,12 +245,12 @@ class MetaLSTM(hk.Module):
     _, new_state = hk.LSTM(self._hidden_size)(pooled, state)
     return new_state
 
-  def initial_state(self) -> hk.LSTMState:
+  def initial_state(self) -> _LifetimeState:
     """Zeros, unbatched: hidden and cell are [hidden_size]."""
     zeros = jnp.zeros((self._hidden_size,), jnp.float32)
     return hk.LSTMState(hidden=zeros, cell=zeros)
 
-  def output(self, state: hk.LSTMState) -> chex.Array:
+  def output(self, state: _LifetimeState) -> chex.Array:
     """The [hidden_size] vector other modules condition on."""
     return state.hidden
 
@@ -358,7 +365,7 @@ def _construct_input(
 
 
 def _truncated_normal_or_none(
-  stddev: float | None,
+  stddev: _InitStddev,
 ) -> hk.initializers.Initializer | None:
   if stddev is None:
     return None
@@ -379,7 +386,7 @@ def _multiplicative_interaction(
   return x * hk.Linear(x.shape[-1], w_init=initializer)(y)
 
 
-def _batch_mlp(hiddens: Sequence[int], num_dims: int = 2) -> _Fn:
+def _batch_mlp(hiddens: _LayerSizes, num_dims: int = 2) -> _Fn:
   return hk.BatchApply(hk.nets.MLP(tuple(hiddens)), num_dims=num_dims)
 
 
@@ -393,7 +400,7 @@ def _conv1d_block(x: chex.Array, n_channels: int) -> chex.Array:
   return jax.nn.relu(x)
 
 
-def _conv1d_net(channels: Sequence[int]) -> _Fn:
+def _conv1d_net(channels: _LayerSizes) -> _Fn:
   return hk.Sequential(
     [functools.partial(_conv1d_block, n_channels=c) for c in channels]
   )

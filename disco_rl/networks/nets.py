@@ -21,6 +21,10 @@ import numpy as np
 from disco_rl import types
 from disco_rl.networks import action_models
 
+# Type aliases (as rlax spells them).
+Array = chex.Array
+ArrayTree = chex.ArrayTree
+
 
 def get_network(name: str, *args, **kwargs) -> types.PolicyNetwork:
   """Builds the pure `init`/`one_step`/`unroll` functions of a network.
@@ -61,8 +65,8 @@ def get_network(name: str, *args, **kwargs) -> types.PolicyNetwork:
 
 
 def float_observations(
-  observations: chex.ArrayTree, scales: list[float] | None = None
-) -> chex.ArrayTree:
+  observations: ArrayTree, scales: list[float] | None = None
+) -> ArrayTree:
   """Observations with every integer or bool leaf (bytes as stored, e.g.
   MinAtar's uint8 channels) as float32, times its entry of `scales` (one per
   leaf in tree order, `observation_scales`; None: 1); floating leaves
@@ -193,10 +197,10 @@ class MLPHeadNet(hk.Module):
 
   def __init__(
     self,
-    out_spec: chex.ArrayTree,
+    out_spec: ArrayTree,
     action_spec: types.Specs,
     head_w_init_std: float | None,
-    model_out_spec: chex.ArrayTree | None = None,
+    model_out_spec: ArrayTree | None = None,
     model_arch_name: str | None = None,
     model_kwargs: Mapping[str, Any] | None = None,
     module_name: str | None = None,
@@ -208,22 +212,25 @@ class MLPHeadNet(hk.Module):
       if head_w_init_std
       else None
     )
-    self._model = None
-    if model_out_spec:
-      self._model = action_models.get_action_model(
+    # The optional action model, for outputs conditioned on each action.
+    self._model = (
+      action_models.get_action_model(
         model_arch_name,
         action_spec=action_spec,
         out_spec=model_out_spec,
         **(model_kwargs or {}),
       )
+      if model_out_spec
+      else None
+    )
 
   def _embedding_pass(
-    self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
-  ) -> chex.Array:
+    self, inputs: ArrayTree, should_reset: Array | None = None
+  ) -> Array:
     """Maps [B, ...] inputs to a [B, E] embedding."""
     raise NotImplementedError
 
-  def _head_pass(self, embedding: chex.Array) -> dict[str, chex.Array]:
+  def _head_pass(self, embedding: Array) -> dict[str, Array]:
     """One linear head per `out_spec` leaf: [B, E] -> [B, *leaf.shape]."""
     flat = hk.Flatten()(embedding)
     batch = flat.shape[0]
@@ -238,8 +245,8 @@ class MLPHeadNet(hk.Module):
     return jax.tree.map(head, self._out_spec)
 
   def __call__(
-    self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
-  ) -> dict[str, chex.Array]:
+    self, inputs: ArrayTree, should_reset: Array | None = None
+  ) -> dict[str, Array]:
     """Outputs for one step: every leaf of `inputs` is [B, ...]."""
     torso = self._embedding_pass(inputs)
     outputs = self._head_pass(torso)
@@ -249,8 +256,8 @@ class MLPHeadNet(hk.Module):
     return outputs
 
   def unroll(
-    self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
-  ) -> dict[str, chex.Array]:
+    self, inputs: ArrayTree, should_reset: Array | None = None
+  ) -> dict[str, Array]:
     """Outputs for a sequence: every leaf of `inputs` is [T, B, ...]."""
     return hk.BatchApply(self.__call__)(inputs, should_reset)
 
@@ -260,32 +267,33 @@ class MLP(MLPHeadNet):
 
   def __init__(
     self,
-    out_spec: chex.ArrayTree,
+    out_spec: ArrayTree,
     dense: Iterable[int],
     action_spec: types.Specs,
     head_w_init_std: float | None,
-    model_out_spec: chex.ArrayTree | None = None,
+    model_out_spec: ArrayTree | None = None,
     model_arch_name: str | None = None,
     model_kwargs: Mapping[str, Any] | None = None,
     module_name: str | None = None,
   ) -> None:
+    hidden_sizes = tuple(dense)  # Read once: `dense` may be an iterator.
     super().__init__(
       out_spec,
-      action_spec=action_spec,
-      head_w_init_std=head_w_init_std,
-      model_out_spec=model_out_spec,
-      model_arch_name=model_arch_name,
-      model_kwargs=model_kwargs,
-      module_name=module_name,
+      action_spec,
+      head_w_init_std,
+      model_out_spec,
+      model_arch_name,
+      model_kwargs,
+      module_name,
     )
-    self._dense = tuple(dense)
+    self._dense = hidden_sizes
 
   # The upstream MLP's torso ends in a linear layer (golden numbers).
   TORSO_ACTIVATE_FINAL = False
 
   def _embedding_pass(
-    self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
-  ) -> chex.Array:
+    self, inputs: ArrayTree, should_reset: Array | None = None
+  ) -> Array:
     del should_reset  # Stateless.
     leaves = [hk.Flatten()(leaf) for leaf in jax.tree.leaves(inputs)]
     return hk.nets.MLP(
@@ -331,8 +339,8 @@ def check_observation_spec(
 
 
 def split_image(
-  inputs: chex.ArrayTree, name: str = 'conv'
-) -> tuple[chex.Array, list[chex.Array]]:
+  inputs: ArrayTree, name: str = 'conv'
+) -> tuple[Array, list[Array]]:
   """The one [B, H, W, C] image among batched observations, and the others
   (in tree order).
 
@@ -362,17 +370,23 @@ class ConvNet(MLP):
 
   def __init__(
     self,
-    out_spec: chex.ArrayTree,
+    out_spec: ArrayTree,
     dense: Iterable[int],
     action_spec: types.Specs,
     head_w_init_std: float | None,
     conv_channels: Iterable[int] = (16,),
     conv_kernel: int = 3,
-    model_out_spec: chex.ArrayTree | None = None,
+    model_out_spec: ArrayTree | None = None,
     model_arch_name: str | None = None,
     model_kwargs: Mapping[str, Any] | None = None,
     module_name: str | None = None,
   ) -> None:
+    channels = tuple(conv_channels)
+    if not channels or min(channels) < 1 or conv_kernel < 1:
+      raise ValueError(
+        f'conv_channels must be positive sizes and conv_kernel >= 1, got '
+        f'conv_channels={channels} and conv_kernel={conv_kernel}.'
+      )
     super().__init__(
       out_spec,
       dense,
@@ -383,19 +397,13 @@ class ConvNet(MLP):
       model_kwargs,
       module_name,
     )
-    self._channels = tuple(conv_channels)
-    self._kernel = conv_kernel
-    if not self._channels or min(self._channels) < 1 or conv_kernel < 1:
-      raise ValueError(
-        f'conv_channels must be positive sizes and conv_kernel >= 1, got '
-        f'conv_channels={self._channels} and conv_kernel={conv_kernel}.'
-      )
+    self._channels, self._kernel = channels, conv_kernel
 
   TORSO_ACTIVATE_FINAL = True  # MinAtar's reference network.
 
   def _embedding_pass(
-    self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
-  ) -> chex.Array:
+    self, inputs: ArrayTree, should_reset: Array | None = None
+  ) -> Array:
     """[B, H, W, C] image (and other observations) -> [B, dense[-1]]."""
     x, others = split_image(inputs)
     for i, channels in enumerate(self._channels):
@@ -424,17 +432,23 @@ class ResNet(MLP):
 
   def __init__(
     self,
-    out_spec: chex.ArrayTree,
+    out_spec: ArrayTree,
     dense: Iterable[int],
     action_spec: types.Specs,
     head_w_init_std: float | None,
     resnet_channels: Iterable[int] = (16, 32, 32),
     resnet_blocks: int = 2,
-    model_out_spec: chex.ArrayTree | None = None,
+    model_out_spec: ArrayTree | None = None,
     model_arch_name: str | None = None,
     model_kwargs: Mapping[str, Any] | None = None,
     module_name: str | None = None,
   ) -> None:
+    channels = tuple(resnet_channels)
+    if not channels or min(channels) < 1 or resnet_blocks < 0:
+      raise ValueError(
+        f'resnet_channels must be positive sizes and resnet_blocks >= 0, '
+        f'got resnet_channels={channels} and resnet_blocks={resnet_blocks}.'
+      )
     super().__init__(
       out_spec,
       dense,
@@ -445,20 +459,13 @@ class ResNet(MLP):
       model_kwargs,
       module_name,
     )
-    self._channels = tuple(resnet_channels)
-    self._blocks = resnet_blocks
-    if not self._channels or min(self._channels) < 1 or resnet_blocks < 0:
-      raise ValueError(
-        f'resnet_channels must be positive sizes and resnet_blocks >= 0, '
-        f'got resnet_channels={self._channels} and '
-        f'resnet_blocks={resnet_blocks}.'
-      )
+    self._channels, self._blocks = channels, resnet_blocks
 
   TORSO_ACTIVATE_FINAL = True
 
   def _embedding_pass(
-    self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
-  ) -> chex.Array:
+    self, inputs: ArrayTree, should_reset: Array | None = None
+  ) -> Array:
     """[B, H, W, C] image (and other observations) -> [B, dense[-1]]."""
     x, others = split_image(inputs, 'resnet')
     for i, channels in enumerate(self._channels):
@@ -498,8 +505,8 @@ class Tabular(MLP):
   """
 
   def _embedding_pass(
-    self, inputs: chex.ArrayTree, should_reset: chex.Array | None = None
-  ) -> chex.Array:
+    self, inputs: ArrayTree, should_reset: Array | None = None
+  ) -> Array:
     """[B, ...] observations -> [B, F], flattened and concatenated."""
     del should_reset  # Stateless.
     return jnp.concatenate(
@@ -518,7 +525,7 @@ class _Rows(hk.Module):
     super().__init__(name='linear_0')  # As `hk.nets.MLP`'s one layer.
     self._output_size, self._w_init = output_size, w_init
 
-  def __call__(self, one_hot: chex.Array) -> chex.Array:
+  def __call__(self, one_hot: Array) -> Array:
     """[B, S] one-hot states -> [B, O]."""
     num_states = one_hot.shape[-1]
     w_init = self._w_init or hk.initializers.TruncatedNormal(
@@ -540,7 +547,7 @@ class _TableHead(hk.Module):
     super().__init__(name='torso_head')
     self._rows = _Rows(output_size, w_init)
 
-  def __call__(self, one_hot: chex.Array) -> chex.Array:
+  def __call__(self, one_hot: Array) -> Array:
     return self._rows(one_hot)
 
 
@@ -556,7 +563,7 @@ class Table(Tabular):
   largest entry. The action model's root embedding stays linear in the
   observation (`Tabular`)."""
 
-  def _head_pass(self, embedding: chex.Array) -> dict[str, chex.Array]:
+  def _head_pass(self, embedding: Array) -> dict[str, Array]:
     """[B, S] one-hot states -> one [B, *leaf.shape] output per leaf
     (built here, as `MLPHeadNet`'s: Haiku names the heads after it)."""
     batch = embedding.shape[0]

@@ -7,6 +7,9 @@ categorical value). The loss is a policy gradient on V-trace advantages, a
 value regression towards V-trace targets and an entropy bonus.
 """
 
+import dataclasses
+from typing import Any
+
 import chex
 import distrax
 import jax
@@ -25,64 +28,78 @@ HYPER_PARAMS = (
   'value_cost',
   'entropy_cost',
 )
+# meta_out's entries: {name: the `types.ValueOuts` field it holds}.
+_META_OUT = {
+  'values': 'value',
+  'value_target': 'value_target',
+  'tds': 'td',
+  'normalized_tds': 'normalized_td',
+  'raw_advs': 'adv',
+  'normalized_advs': 'normalized_adv',
+}
 
 
+@dataclasses.dataclass(eq=False)
 class ActorCritic(base.UpdateRule):
-  """Actor-critic with V-trace, optionally categorical and normalised."""
+  """Actor-critic with V-trace, optionally categorical and normalised.
 
-  def __init__(
-    self,
-    categorical_value: bool = False,
-    num_bins: int = 601,
-    max_abs_value: float = 300.0,
-    nonlinear_value_transform: bool = False,
-    normalize_adv: bool = False,
-    normalize_td: bool = False,
-    moving_average_decay: float = 0.99,
-    moving_average_eps: float = 1e-6,
-  ) -> None:
-    """Configures the rule.
+  The constructor's arguments are these attributes.
 
-    Args:
-      categorical_value: the value head outputs logits over `num_bins` bins.
-      num_bins: number of value bins (categorical value only).
-      max_abs_value: value range [-max, max] of the bins (categorical only).
-      nonlinear_value_transform: learn values in signed-hyperbolic space.
-      normalize_adv: use EMA-normalised advantages in the policy gradient.
-      normalize_td: use EMA-scaled TDs in the value loss (not with a
-        categorical value).
-      moving_average_decay: decay of the advantage/TD EMAs.
-      moving_average_eps: epsilon of the EMA normalisation.
-    """
-    if normalize_td and categorical_value:
+  Attributes:
+    categorical_value: the value head outputs logits over `num_bins` bins.
+    num_bins: number of value bins (categorical value only).
+    max_abs_value: value range [-max, max] of the bins (categorical only).
+    nonlinear_value_transform: learn values in signed-hyperbolic space.
+    normalize_adv: use EMA-normalised advantages in the policy gradient.
+    normalize_td: use EMA-scaled TDs in the value loss (not with a
+      categorical value).
+    moving_average_decay: decay of the advantage/TD EMAs.
+    moving_average_eps: epsilon of the EMA normalisation.
+  """
+
+  categorical_value: bool = False
+  num_bins: int = 601
+  max_abs_value: float = 300.0
+  nonlinear_value_transform: bool = False
+  normalize_adv: bool = False
+  normalize_td: bool = False
+  moving_average_decay: float = 0.99
+  moving_average_eps: float = 1e-6
+
+  def __post_init__(self) -> None:
+    if self.normalize_td and self.categorical_value:
       raise ValueError(
         'normalize_td=True cannot be combined with categorical_value=True.'
       )
-    self._categorical_value = categorical_value
-    self._num_bins = num_bins
-    self._max_abs_value = max_abs_value
-    self._nonlinear_value_transform = nonlinear_value_transform
-    self._normalize_adv = normalize_adv
-    self._normalize_td = normalize_td
-    self._adv_ema = utils.MovingAverage(
-      np.zeros(()), decay=moving_average_decay, eps=moving_average_eps
+    # How values are represented, as value_utils' functions take it.
+    self._value_head: dict[str, Any] = dict(
+      categorical_value=self.categorical_value,
+      max_abs_value=self.max_abs_value,
+      nonlinear_transform=self.nonlinear_value_transform,
     )
-    self._td_ema = utils.MovingAverage(
-      np.zeros(()), decay=moving_average_decay, eps=moving_average_eps
+    # Two normalisers of the same settings: advantages, then TD errors.
+    self._adv_ema, self._td_ema = (
+      utils.MovingAverage(
+        np.zeros(()),
+        decay=self.moving_average_decay,
+        eps=self.moving_average_eps,
+      )
+      for _ in range(2)
     )
 
   def init_params(self, rng: chex.PRNGKey):
+    """No meta-parameters: a placeholder scalar, and no state."""
     del rng
-    return {'dummy': jnp.array(0.0)}, {}
+    return dict(dummy=jnp.array(0.0)), {}
 
   def flat_output_spec(
     self, single_action_spec: types.ActionSpec
   ) -> types.Specs:
-    value_size = self._num_bins if self._categorical_value else 1
-    return dict(
-      logits=utils.get_logits_specs(single_action_spec),
-      v=types.ArraySpec((value_size,), np.float32),
-    )
+    bins = self.num_bins if self.categorical_value else 1
+    return {
+      'logits': utils.get_logits_specs(single_action_spec),
+      'v': types.ArraySpec((bins,), np.float32),
+    }
 
   def init_meta_state(
     self, rng: chex.PRNGKey, params: types.AgentParams
@@ -116,32 +133,25 @@ class ActorCritic(base.UpdateRule):
       )
     # State values only: no q heads and no separate target network.
     value_outs, adv_ema_state, td_ema_state = value_utils.get_value_outs(
-      value_net_out=rollout.agent_out['v'],
-      target_value_net_out=None,
-      q_net_out=None,
-      target_q_net_out=None,
       rollout=rollout,
       pi_logits=rollout.agent_out['logits'],
+      value_net_out=rollout.agent_out['v'],
+      q_net_out=None,
+      target_value_net_out=None,
+      target_q_net_out=None,
       discount=hyper_params['discount_factor'],
       lambda_=hyper_params['vtrace_lambda'],
-      nonlinear_transform=self._nonlinear_value_transform,
-      categorical_value=self._categorical_value,
-      max_abs_value=self._max_abs_value,
       drop_last=False,
-      adv_ema_state=meta_state['adv_ema_state'],
+      **self._value_head,
       adv_ema_fn=self._adv_ema,
-      td_ema_state=meta_state['td_ema_state'],
+      adv_ema_state=meta_state['adv_ema_state'],
       td_ema_fn=self._td_ema,
+      td_ema_state=meta_state['td_ema_state'],
       axis_name=axis_name,
     )
-    meta_out = dict(
-      raw_advs=value_outs.adv,
-      normalized_advs=value_outs.normalized_adv,
-      value_target=value_outs.value_target,
-      values=value_outs.value,
-      normalized_tds=value_outs.normalized_td,
-      tds=value_outs.td,
-    )
+    meta_out = {
+      name: getattr(value_outs, field) for name, field in _META_OUT.items()
+    }
     new_meta_state = dict(
       meta_state, adv_ema_state=adv_ema_state, td_ema_state=td_ema_state
     )
@@ -152,19 +162,13 @@ class ActorCritic(base.UpdateRule):
     del backprop
     a_t = rollout.actions[:-1]
     logits_t = rollout.agent_out['logits'][:-1]
-    adv_t = (
-      meta_out['normalized_advs']
-      if self._normalize_adv
-      else meta_out['raw_advs']
-    )
-    td_t = meta_out['normalized_tds'] if self._normalize_td else meta_out['tds']
+    adv_key = 'normalized_advs' if self.normalize_adv else 'raw_advs'
+    td_key = 'normalized_tds' if self.normalize_td else 'tds'
+    adv_t, td_t = meta_out[adv_key], meta_out[td_key]
 
+    v_t = rollout.agent_out['v'][:-1]
     value_loss = value_utils.value_loss_from_td(
-      rollout.agent_out['v'][:-1],
-      jax.lax.stop_gradient(td_t),
-      nonlinear_transform=self._nonlinear_value_transform,
-      categorical_value=self._categorical_value,
-      max_abs_value=self._max_abs_value,
+      v_t, jax.lax.stop_gradient(td_t), **self._value_head
     )
     entropy = distrax.Softmax(logits_t).entropy()
     pg_loss = utils.differentiable_policy_gradient_loss(

@@ -20,8 +20,6 @@ import jax.numpy as jnp
 from disco_rl import types
 from disco_rl import utils
 
-ArraySpec = types.ArraySpec
-
 
 def get_agent_out_spec(
   action_spec: types.ActionSpec,
@@ -51,7 +49,8 @@ def get_agent_out_spec(
   num_actions = utils.get_num_actions_from_spec(action_spec)
   merged = dict(flat_out_spec)
   for key, spec in model_out_spec.items():
-    merged[key] = ArraySpec((num_actions,) + tuple(spec.shape), spec.dtype)
+    per_action_shape = (num_actions, *spec.shape)
+    merged[key] = types.ArraySpec(per_action_shape, spec.dtype)
   return merged
 
 
@@ -131,15 +130,57 @@ def _ones_value_outs(t: int, b: int, num_actions: int) -> types.ValueOuts:
 
 
 class UpdateRule:
-  """Base class of update rules (see the module docstring)."""
+  """Base class of update rules.
+
+  A rule names the agent outputs it reads (`flat_output_spec`,
+  `model_output_spec`), builds its meta-parameters and per-agent state, and
+  computes the loss in two steps: `unroll_meta_net` on the trajectory, then
+  `agent_loss` and `agent_loss_no_meta` on what it returned (see the module
+  docstring); `__call__` runs all three.
+  """
+
+  def init_params(
+    self, rng: chex.PRNGKey
+  ) -> tuple[types.MetaParams, chex.ArrayTree]:
+    """Returns (meta-parameters, initial meta-network state)."""
+    raise NotImplementedError
+
+  def flat_output_spec(self, action_spec: types.ActionSpec) -> types.Specs:
+    """Specs of the agent outputs that do not depend on the action."""
+    del action_spec
+    return {}
+
+  def model_output_spec(self, action_spec: types.ActionSpec) -> types.Specs:
+    """Specs of the action-conditional agent outputs (per action)."""
+    del action_spec
+    return {}
+
+  def agent_output_spec(self, action_spec: types.ActionSpec) -> types.Specs:
+    """Specs of every agent output, per-action ones with an [A] axis first."""
+    per_state = self.flat_output_spec(action_spec)
+    per_action = self.model_output_spec(action_spec)
+    return get_agent_out_spec(action_spec, per_state, per_action)
+
+  def required_agent_outputs(self) -> tuple[str, ...]:
+    """Names of the agent outputs this rule reads."""
+    spec = dm_env_specs.BoundedArray((), int, 0, 1)
+    return tuple(self.agent_output_spec(spec))
 
   def _get_dummy_input(
     self,
+    *,
     include_behaviour_out: bool = True,
-    include_value_out: bool = False,
     include_agent_adv: bool = False,
+    include_value_out: bool = False,
   ) -> types.UpdateRuleInputs:
-    """A tiny all-zeros trajectory (T=2, B=1, A=4) for initialising networks."""
+    """A tiny all-zeros trajectory (T=2, B=1, A=4) for initialising networks.
+
+    Args:
+      include_behaviour_out: with `behaviour_agent_out` (the agent's outputs).
+      include_agent_adv: with the value quantities a meta-network reads in
+        `extra_from_rule` (zeros), besides `target_out`.
+      include_value_out: with a `value_out` of ones.
+    """
     t, b = 2, 1
     action_spec = dm_env_specs.BoundedArray(
       shape=(3,), dtype=int, minimum=0, maximum=3
@@ -177,35 +218,6 @@ class UpdateRule:
     if include_value_out:
       dummy.value_out = _ones_value_outs(t, b, num_actions)
     return dummy
-
-  def init_params(
-    self, rng: chex.PRNGKey
-  ) -> tuple[types.MetaParams, chex.ArrayTree]:
-    """Returns (meta-parameters, initial meta-network state)."""
-    raise NotImplementedError
-
-  def flat_output_spec(self, action_spec: types.ActionSpec) -> types.Specs:
-    """Specs of the agent outputs that do not depend on the action."""
-    del action_spec
-    return {}
-
-  def model_output_spec(self, action_spec: types.ActionSpec) -> types.Specs:
-    """Specs of the action-conditional agent outputs (per action)."""
-    del action_spec
-    return {}
-
-  def agent_output_spec(self, action_spec: types.ActionSpec) -> types.Specs:
-    """Specs of every agent output, per-action ones with an [A] axis first."""
-    return get_agent_out_spec(
-      action_spec=action_spec,
-      flat_out_spec=self.flat_output_spec(action_spec),
-      model_out_spec=self.model_output_spec(action_spec),
-    )
-
-  def required_agent_outputs(self) -> tuple[str, ...]:
-    """Names of the agent outputs this rule reads."""
-    spec = dm_env_specs.BoundedArray((), int, 0, 1)
-    return tuple(self.agent_output_spec(spec))
 
   def init_meta_state(
     self, rng: chex.PRNGKey, params: types.AgentParams
@@ -266,9 +278,13 @@ class UpdateRule:
     meta_out: types.UpdateRuleOuts | None,
     hyper_params: types.HyperParams,
   ) -> tuple[chex.Array, types.UpdateRuleLog]:
-    """The per-step [T, B] loss that receives no meta-gradient (default 0)."""
+    """The per-step [T, B] loss that receives no meta-gradient, and logs.
+
+    By default there is none: zeros [T, B] and no logs.
+    """
     del meta_out, hyper_params
-    return jnp.zeros_like(rollout.rewards), {}
+    zero_t = jnp.zeros_like(rollout.rewards)  # [T, B]
+    return zero_t, {}
 
   def __call__(
     self,
@@ -285,12 +301,12 @@ class UpdateRule:
   ) -> tuple[chex.Array, types.MetaState, types.UpdateRuleLog]:
     """The whole loss in one call: (per-step loss [T, B], meta state, logs)."""
     meta_out, new_meta_state = self.unroll_meta_net(
-      meta_params=meta_params,
-      params=params,
-      state=state,
-      meta_state=meta_state,
       rollout=rollout,
       hyper_params=hyper_params,
+      meta_params=meta_params,
+      meta_state=meta_state,
+      params=params,
+      state=state,
       unroll_policy_fn=unroll_policy_fn,
       rng=rng,
       axis_name=axis_name,

@@ -23,6 +23,7 @@ import distrax
 import haiku as hk
 import jax
 import jax.numpy as jnp
+import optax
 
 from disco_rl import types
 from disco_rl import utils
@@ -40,6 +41,17 @@ HYPER_PARAMS = (
   'aux_policy_cost',
   'target_params_coeff',
   'value_fn_td_lambda',
+)
+# The value quantities (`types.ValueOuts` fields) passed on in meta_out.
+_VALUE_OUTS = (
+  'adv',
+  'normalized_adv',
+  'qv_adv',
+  'normalized_qv_adv',
+  'q_value',
+  'q_target',
+  'q_td',
+  'normalized_q_td',
 )
 
 
@@ -114,19 +126,25 @@ class MetaNetSizes:
 
   def net_kwargs(self) -> dict[str, Any]:
     """The size arguments of `meta_nets.LSTM` (with its `MetaLSTM`'s)."""
-    return dict(
-      prediction_size=self.prediction_size,
-      hidden_size=self.hidden_size,
-      embedding_size=self.embedding_size,
-      policy_channels=self.policy_channels,
-      policy_target_channels=self.policy_target_channels,
-      meta_rnn_kwargs=dict(
-        policy_channels=self.meta_policy_channels,
-        embedding_size=self.meta_embedding_size,
-        pred_embedding_size=self.meta_pred_embedding_size,
-        hidden_size=self.meta_hidden_size,
-      ),
+    own = (
+      'prediction_size',
+      'hidden_size',
+      'embedding_size',
+      'policy_channels',
+      'policy_target_channels',
     )
+    kwargs: dict[str, Any] = {name: getattr(self, name) for name in own}
+    # The lifetime LSTM's sizes are the `meta_` fields, less the prefix.
+    lifetime = (
+      'meta_policy_channels',
+      'meta_embedding_size',
+      'meta_pred_embedding_size',
+      'meta_hidden_size',
+    )
+    kwargs['meta_rnn_kwargs'] = {
+      name.removeprefix('meta_'): getattr(self, name) for name in lifetime
+    }
+    return kwargs
 
 
 SIZE_FIELDS = tuple(f.name for f in dataclasses.fields(MetaNetSizes))
@@ -245,51 +263,52 @@ def sizes_from_params(
     ) from None
 
 
+@dataclasses.dataclass(eq=False)
 class DiscoUpdateRule(base.UpdateRule):
-  """The discovered rule; `net` configures its meta-network."""
+  """The discovered rule; `net` configures its meta-network.
 
-  def __init__(
-    self,
-    net: Mapping[str, Any],
-    value_discount: float,
-    max_abs_value: float,
-    num_bins: int,
-    moving_average_decay: float = 0.99,
-    moving_average_eps: float = 1e-6,
-  ) -> None:
-    """Builds the rule.
+  The constructor's arguments are these attributes.
 
-    Args:
-      net: meta-network settings: 'name' (a key of `META_NETWORKS`, also the
-        Haiku module name), 'prediction_size' and that network's arguments.
-      value_discount: discount of the Retrace action-value targets.
-      max_abs_value: range of the categorical value [-max, max].
-      num_bins: number of bins of the categorical value.
-      moving_average_decay: decay of the advantage/TD normalisation EMAs.
-      moving_average_eps: epsilon of that normalisation.
-    """
-    super().__init__()
-    net = dict(net)  # A ConfigDict or a mapping.
-    net_name = net.get('name')
+  Attributes:
+    net: meta-network settings: 'name' (a key of `META_NETWORKS`, also the
+      Haiku module name), 'prediction_size' and that network's arguments.
+    value_discount: discount of the Retrace action-value targets.
+    max_abs_value: range of the categorical value [-max, max].
+    num_bins: number of bins of the categorical value.
+    moving_average_decay: decay of the advantage/TD normalisation EMAs.
+    moving_average_eps: epsilon of that normalisation.
+  """
+
+  net: Mapping[str, Any]
+  value_discount: float
+  max_abs_value: float
+  num_bins: int
+  moving_average_decay: float = 0.99
+  moving_average_eps: float = 1e-6
+
+  def __post_init__(self) -> None:
+    settings = dict(self.net)  # A ConfigDict or a mapping.
+    net_name = settings.get('name')
     if net_name not in META_NETWORKS:
       raise ValueError(
         f'Unknown meta-network name {net_name!r}; expected one '
         f'of {sorted(META_NETWORKS)}.'
       )
-    utils.check_kwargs(META_NETWORKS[net_name], net, 'disco meta-network (net)')
-    self._prediction_size = net['prediction_size']
-    self._value_discount = value_discount
-    self._max_abs_value = max_abs_value
-    self._num_bins = num_bins
-    self._adv_ema = utils.MovingAverage(
-      jnp.zeros(()), decay=moving_average_decay, eps=moving_average_eps
-    )
-    self._td_ema = utils.MovingAverage(
-      jnp.zeros(()), decay=moving_average_decay, eps=moving_average_eps
+    net_cls = META_NETWORKS[net_name]
+    utils.check_kwargs(net_cls, settings, 'disco meta-network (net)')
+    self._prediction_size = settings['prediction_size']
+    # Two normalisers of the same settings: advantages, then TD errors.
+    self._adv_ema, self._td_ema = (
+      utils.MovingAverage(
+        jnp.zeros(()),
+        decay=self.moving_average_decay,
+        eps=self.moving_average_eps,
+      )
+      for _ in range(2)
     )
 
     def forward(inputs, axis_name):
-      return META_NETWORKS[net_name](**net)(inputs, axis_name)
+      return net_cls(**settings)(inputs, axis_name)
 
     self._eta_init_fn, self._eta_apply = hk.transform_with_state(forward)
     # Compiled once per rule: running the meta-network's initialisation op by
@@ -299,21 +318,22 @@ class DiscoUpdateRule(base.UpdateRule):
   # --------------------------------------------------------------------------
   # Parameters, specs and state.
 
+  def _meta_net_example(self) -> types.UpdateRuleInputs:
+    """A small trajectory with every input the meta-network reads."""
+    return self._get_dummy_input(
+      include_behaviour_out=True, include_agent_adv=True
+    )
+
   def init_params(
     self, rng: chex.PRNGKey
   ) -> tuple[types.MetaParams, chex.ArrayTree]:
-    dummy = self._get_dummy_input(
-      include_behaviour_out=True, include_agent_adv=True
-    )
-    return self._eta_init_fn(rng, dummy, axis_name=None)
+    return self._eta_init_fn(rng, self._meta_net_example(), axis_name=None)
 
   def init_meta_state(
     self, rng: chex.PRNGKey, params: types.AgentParams
   ) -> types.MetaState:
-    dummy = self._get_dummy_input(
-      include_behaviour_out=True, include_agent_adv=True
-    )
-    _, rnn_state = self._jit_init(rng, dummy, axis_name=None)
+    example = self._meta_net_example()
+    _, rnn_state = self._jit_init(rng, example, axis_name=None)
     return dict(
       rnn_state=rnn_state,
       adv_ema_state=self._adv_ema.init_state(),
@@ -324,41 +344,40 @@ class DiscoUpdateRule(base.UpdateRule):
   def flat_output_spec(
     self, single_action_spec: types.ActionSpec
   ) -> types.Specs:
-    return dict(
-      logits=utils.get_logits_specs(single_action_spec),
-      y=types.ArraySpec((self._prediction_size,), jnp.float32),
-    )
+    y_spec = types.ArraySpec((self._prediction_size,), jnp.float32)
+    return {'logits': utils.get_logits_specs(single_action_spec), 'y': y_spec}
 
   def model_output_spec(
     self, single_action_spec: types.ActionSpec
   ) -> types.Specs:
-    return dict(
-      z=types.ArraySpec((self._prediction_size,), jnp.float32),
-      aux_pi=utils.get_logits_specs(single_action_spec),
-      q=types.ArraySpec((self._num_bins,), jnp.float32),
-    )
+    # Per action: z [Y], the auxiliary policy [A] and q's bins.
+    return {
+      'z': types.ArraySpec((self._prediction_size,), jnp.float32),
+      'aux_pi': utils.get_logits_specs(single_action_spec),
+      'q': types.ArraySpec((self.num_bins,), jnp.float32),
+    }
 
   # --------------------------------------------------------------------------
   # The meta-network.
 
   def unroll_meta_net(
     self,
-    meta_params: types.MetaParams,
-    params: types.AgentParams,
-    state: types.HaikuState,
-    meta_state: types.MetaState,
-    rollout: types.UpdateRuleInputs,
-    hyper_params: types.HyperParams,
-    unroll_policy_fn: types.AgentUnrollFn,
-    rng: chex.PRNGKey,
-    axis_name: str | None = None,
-  ) -> tuple[types.UpdateRuleOuts, types.MetaState]:
+    meta_params,
+    params,
+    state,
+    meta_state,
+    rollout,
+    hyper_params,
+    unroll_policy_fn,
+    rng,
+    axis_name=None,
+  ):
     """Targets pi/y/z [T, B, ...], value quantities, and the next meta state.
 
     Also advances the target network's parameters, an EMA of `params` with
     weight `hyper_params['target_params_coeff']` on the old value.
     """
-    del rng
+    del rng  # The rule draws no random numbers.
     base.check_update_rule_inputs(rollout, AGENT_OUTPUTS, 'disco rule')
     missing = [k for k in HYPER_PARAMS if k not in hyper_params]
     if missing:
@@ -366,94 +385,78 @@ class DiscoUpdateRule(base.UpdateRule):
         f'disco rule: hyper_params lacks {missing}; got {sorted(hyper_params)}.'
       )
 
-    target_out, _ = unroll_policy_fn(
-      meta_state['target_params'],
-      state,
-      rollout.observations,
-      rollout.should_reset_mask_fwd,
-    )
+    # The target network's outputs on the same observations.
+    old_target_params = meta_state['target_params']
+    obs, resets = rollout.observations, rollout.should_reset_mask_fwd
+    target_out, _ = unroll_policy_fn(old_target_params, state, obs, resets)
 
     # Retrace targets for the categorical q head only (no state-value head);
     # advantages and TD errors are normalised by the rule's moving averages.
     value_outs, adv_ema_state, td_ema_state = value_utils.get_value_outs(
-      value_net_out=None,
-      target_value_net_out=None,
-      q_net_out=rollout.agent_out['q'],
-      target_q_net_out=target_out['q'],
       rollout=rollout,
       pi_logits=rollout.agent_out['logits'],
-      discount=self._value_discount,
+      q_net_out=rollout.agent_out['q'],
+      target_q_net_out=target_out['q'],
+      value_net_out=None,
+      target_value_net_out=None,
+      discount=self.value_discount,
       lambda_=hyper_params['value_fn_td_lambda'],
-      nonlinear_transform=True,
-      categorical_value=True,
-      max_abs_value=self._max_abs_value,
       drop_last=False,
-      adv_ema_state=meta_state['adv_ema_state'],
+      categorical_value=True,
+      nonlinear_transform=True,
+      max_abs_value=self.max_abs_value,
       adv_ema_fn=self._adv_ema,
-      td_ema_state=meta_state['td_ema_state'],
+      adv_ema_state=meta_state['adv_ema_state'],
       td_ema_fn=self._td_ema,
+      td_ema_state=meta_state['td_ema_state'],
       axis_name=axis_name,
     )
 
-    meta_inputs = dataclasses.replace(
-      rollout,
-      extra_from_rule=dict(
-        v_scalar=value_outs.value,
-        adv=value_outs.adv,
-        normalized_adv=value_outs.normalized_adv,
-        q=value_outs.target_q_value,
-        qv_adv=value_outs.qv_adv,
-        normalized_qv_adv=value_outs.normalized_qv_adv,
-        target_out=target_out,
-      ),
+    # What the meta-network reads under 'extra_from_rule/...'.
+    extra_from_rule = {
+      name: getattr(value_outs, name)
+      for name in ('adv', 'normalized_adv', 'qv_adv', 'normalized_qv_adv')
+    }
+    extra_from_rule.update(
+      v_scalar=value_outs.value,
+      q=value_outs.target_q_value,
+      target_out=target_out,
     )
+    meta_inputs = dataclasses.replace(rollout, extra_from_rule=extra_from_rule)
     targets, new_rnn_state = self._eta_apply(
-      meta_params,
-      meta_state['rnn_state'],
-      None,
-      meta_inputs,
-      axis_name=axis_name,
+      meta_params, meta_state['rnn_state'], None, meta_inputs, axis_name
     )
     chex.assert_rank([targets['pi'], targets['y'], targets['z']], 3)
 
-    meta_out = dict(
-      targets,
-      q_target=value_outs.q_target,
-      adv=value_outs.adv,
-      normalized_adv=value_outs.normalized_adv,
-      qv_adv=value_outs.qv_adv,
-      normalized_qv_adv=value_outs.normalized_qv_adv,
-      q_value=value_outs.q_value,
-      q_td=value_outs.q_td,
-      normalized_q_td=value_outs.normalized_q_td,
-      target_out=target_out,
-    )
+    # The targets, with the value quantities the losses and logs read.
+    meta_out = {name: getattr(value_outs, name) for name in _VALUE_OUTS}
+    meta_out.update(targets, target_out=target_out)
 
+    # The target network moves towards the agent: with c the coefficient,
+    # new = c * old + (1 - c) * params.
     coeff = hyper_params['target_params_coeff']
+    new_target_params = optax.incremental_update(
+      params, old_target_params, step_size=1.0 - coeff
+    )
     new_meta_state = dict(
       meta_state,
       rnn_state=new_rnn_state,
       adv_ema_state=adv_ema_state,
       td_ema_state=td_ema_state,
-      target_params=jax.tree.map(
-        lambda old, new: old * coeff + (1.0 - coeff) * new,
-        meta_state['target_params'],
-        params,
-      ),
+      target_params=new_target_params,
     )
     return meta_out, new_meta_state
 
   # --------------------------------------------------------------------------
   # Losses.
 
-  def agent_loss(
-    self,
-    rollout: types.UpdateRuleInputs,
-    meta_out: types.UpdateRuleOuts,
-    hyper_params: types.HyperParams,
-    backprop: bool,
-  ) -> tuple[chex.Array, types.UpdateRuleLog]:
-    """KL to the meta-network's targets plus the auxiliary policy loss."""
+  def agent_loss(self, rollout, meta_out, hyper_params, backprop):
+    """KL to the meta-network's targets plus the auxiliary policy loss.
+
+    Returns the per-step loss [T, B]: pi_cost * KL(pi_hat || pi) + y_cost *
+    KL(y_hat || y) + z_cost * KL(z_hat || z(a_t)) + aux_policy_cost * the
+    auxiliary KL, and logs.
+    """
     t, b = base.check_update_rule_inputs(rollout, AGENT_OUTPUTS, 'disco rule')
     out_t = jax.tree.map(lambda x: x[:-1], rollout.agent_out)
     a_t = rollout.actions[:-1]
@@ -463,39 +466,32 @@ class DiscoUpdateRule(base.UpdateRule):
     pi_hat, y_hat, z_hat = meta_out['pi'], meta_out['y'], meta_out['z']
     if not backprop:
       pi_hat, y_hat, z_hat = jax.lax.stop_gradient((pi_hat, y_hat, z_hat))
-    chex.assert_equal_shape([pi_hat, logits_t])
-    chex.assert_equal_shape([y_hat, y_t])
-    chex.assert_equal_shape([z_hat, z_a_t])
     # Auxiliary: from (s_t, a_t) predict the policy at s_{t+1}; no target
     # across an episode boundary.
     aux_pi_a_t = utils.batch_lookup(out_t['aux_pi'], a_t)  # [T, B, A]
     next_logits = rollout.agent_out['logits'][1:]
-    # KL(target || output) per step for pi, y, z and the auxiliary policy.
-    pi_loss, y_loss, z_loss, aux_loss = (
-      distrax.Softmax(target).kl_divergence(distrax.Softmax(out))
-      for target, out in (
-        (pi_hat, logits_t),
-        (y_hat, y_t),
-        (z_hat, z_a_t),
-        (jax.lax.stop_gradient(next_logits), aux_pi_a_t),
-      )
+    # Each term's (target, output) logits; its loss is KL(target || output)
+    # per step, weighted by hyper_params[f'{name}_cost'].
+    terms = dict(
+      pi=(pi_hat, logits_t),
+      y=(y_hat, y_t),
+      z=(z_hat, z_a_t),
+      aux_policy=(jax.lax.stop_gradient(next_logits), aux_pi_a_t),
     )
-    aux_loss = aux_loss * (1.0 - rollout.is_terminal)
-
-    chex.assert_shape([pi_loss, y_loss, z_loss, aux_loss], (t, b))
-    loss = (
-      hyper_params['pi_cost'] * pi_loss
-      + hyper_params['y_cost'] * y_loss
-      + hyper_params['z_cost'] * z_loss
-      + hyper_params['aux_policy_cost'] * aux_loss
-    )
+    kl = {}
+    for name, (target, out) in terms.items():
+      chex.assert_equal_shape([target, out])
+      kl[name] = distrax.Softmax(target).kl_divergence(distrax.Softmax(out))
+    kl['aux_policy'] = kl['aux_policy'] * (1.0 - rollout.is_terminal)
+    chex.assert_shape(list(kl.values()), (t, b))
+    loss = sum(hyper_params[f'{name}_cost'] * kl[name] for name in terms)
 
     means = dict(
       logits=logits_t,
       y=y_t,
       z=out_t['z'],
-      pi_loss=pi_loss,
-      aux_kl_loss=aux_loss,
+      pi_loss=kl['pi'],
+      aux_kl_loss=kl['aux_policy'],
       pi_hat=pi_hat,
       y_hat=y_hat,
       z_hat=z_hat,
@@ -514,33 +510,33 @@ class DiscoUpdateRule(base.UpdateRule):
     )
     return loss, log
 
-  def agent_loss_no_meta(
-    self,
-    rollout: types.UpdateRuleInputs,
-    meta_out: types.UpdateRuleOuts | None,
-    hyper_params: types.HyperParams,
-  ) -> tuple[chex.Array, types.UpdateRuleLog]:
-    """Categorical Retrace loss on q(s_t, a_t); no meta-gradient flows here."""
+  def agent_loss_no_meta(self, rollout, meta_out, hyper_params):
+    """Categorical Retrace loss on q(s_t, a_t); no meta-gradient flows here.
+
+    Returns value_cost times the per-step loss [T, B], and logs.
+    """
     if meta_out is None:
       raise ValueError(
         'The disco rule needs meta_out (from unroll_meta_net) '
         'for its value loss, got None.'
       )
     q_a_t = utils.batch_lookup(rollout.agent_out['q'], rollout.actions)[:-1]
+    td_t = jax.lax.stop_gradient(meta_out['q_td'])
     q_loss = value_utils.value_loss_from_td(
-      value_net_out=q_a_t,
-      td=jax.lax.stop_gradient(meta_out['q_td']),
-      nonlinear_transform=True,
+      q_a_t,
+      td_t,
+      max_abs_value=self.max_abs_value,
       categorical_value=True,
-      max_abs_value=self._max_abs_value,
+      nonlinear_transform=True,
     )
-    log = dict(
-      q_target=jnp.mean(meta_out['q_target']),
-      agent_q_mean=jnp.mean(meta_out['q_value']),
-      q_loss=jnp.mean(q_loss),
-      td=jnp.mean(meta_out['q_td']),
-      normalized_td=jnp.mean(meta_out['normalized_q_td']),
+    means = dict(
+      q_target=meta_out['q_target'],
+      agent_q_mean=meta_out['q_value'],
+      q_loss=q_loss,
+      td=meta_out['q_td'],
+      normalized_td=meta_out['normalized_q_td'],
     )
+    log = {k: jnp.mean(v) for k, v in means.items()}
     return q_loss * hyper_params['value_cost'], log
 
 

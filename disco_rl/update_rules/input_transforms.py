@@ -23,16 +23,31 @@ from disco_rl import utils
 
 
 class InputTransform:
-  """Interface: `transform(x, actions, policy, axis) -> array`."""
+  """Interface of the transforms that read more than the input itself."""
 
   def __call__(
     self, x, actions: chex.Array, policy: chex.Array, axis: str | None
   ) -> chex.Array:
+    """Transforms one input.
+
+    Args:
+      x: the input, time and batch axes first.
+      actions: [T, B] the actions taken.
+      policy: [T+1, B, A] the agent's action probabilities.
+      axis: the `pmap` axis name for statistics across devices, or None.
+
+    Returns:
+      The transformed input.
+    """
     raise NotImplementedError
 
 
 class SelectByAction(InputTransform):
-  """x [T, B, A, ...] -> x[t, b, actions[t, b]], i.e. [T, B, ...]."""
+  """Keeps, at every step, the entry of the action taken.
+
+  x [T, B, A, ...] and actions [T, B] give x[t, b, actions[t, b]], of shape
+  [T, B, ...].
+  """
 
   def __call__(self, x, actions, policy, axis):
     del policy, axis
@@ -42,13 +57,18 @@ class SelectByAction(InputTransform):
 
 
 class PiWeightedAvg(InputTransform):
-  """x [T, B, A, C] -> sum_a policy[t, b, a] * x[t, b, a], i.e. [T, B, C]."""
+  """The expectation of x over actions under the policy.
+
+  x [T, B, A, C] and policy [T, B, A] give sum_a policy[t, b, a] x[t, b, a],
+  of shape [T, B, C].
+  """
 
   def __call__(self, x, actions, policy, axis):
     del actions, axis
     chex.assert_rank((x, policy), (4, 3))
     chex.assert_tree_shape_prefix((x, policy), policy.shape)
-    return jnp.sum(x * policy[..., None], axis=2)
+    weights = policy[..., None]  # [T, B, A, 1]
+    return jnp.sum(x * weights, axis=2)
 
 
 class Normalize(InputTransform, hk.Module):
@@ -60,9 +80,11 @@ class Normalize(InputTransform, hk.Module):
       raise ValueError(
         f'normalize needs a [T, B, ...] input, got shape {x.shape}.'
       )
-    return EmaNorm(
-      decay_rate=0.99, eps=1e-6, axis=(0, 1), cross_replica_axis=axis
-    )(x)
+    time_and_batch = (0, 1)
+    norm = EmaNorm(
+      decay_rate=0.99, eps=1e-6, axis=time_and_batch, cross_replica_axis=axis
+    )
+    return norm(x)
 
 
 class EmaNorm(hk.Module):
@@ -150,19 +172,23 @@ def _elementwise(fn: Callable[[chex.Array], chex.Array]):
   return builder
 
 
+# The transforms of x alone, by what they do.
 _ELEMENTWISE = {
-  'identity': lambda x: x,
-  'softmax': jax.nn.softmax,
-  'max_a': functools.partial(jnp.max, axis=2),
-  'stop_grad': jax.lax.stop_gradient,
-  'clip': lambda x: jnp.clip(x, -2.0, 2.0),
-  'sign': jnp.sign,
+  # Along the time axis ([T+1, ...] -> [T, ...]).
   'drop_last': lambda x: x[:-1],
   'td_pair': td_pair,
+  # Over the action axis ([T, B, A, ...] -> [T, B, ...]).
+  'max_a': functools.partial(jnp.max, axis=2),
+  # Value by value.
+  'identity': lambda x: x,
+  'stop_grad': jax.lax.stop_gradient,
+  'softmax': jax.nn.softmax,
+  'masks_to_discounts': lambda is_terminal: 1.0 - is_terminal,
+  'clip': lambda x: jnp.clip(x, -2.0, 2.0),
+  'sign': jnp.sign,
   # Sign-preserving squashing: sign(x) log(1 + |x|) and the hyperbolic one.
   'sign_log': rlax.signed_logp1,
   'sign_hyp': rlax.signed_hyperbolic,
-  'masks_to_discounts': lambda x: 1.0 - x,
 }
 
 TRANSFORMS = immutabledict.immutabledict(

@@ -2,6 +2,8 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """REINFORCE-style policy gradient with advantages from an outside critic."""
 
+import dataclasses
+
 import chex
 import distrax
 import jax.numpy as jnp
@@ -11,50 +13,42 @@ from disco_rl import utils
 from disco_rl.update_rules import base
 
 
+@dataclasses.dataclass(eq=False)
 class PolicyGradientUpdate(base.UpdateRule):
   """Policy gradient on `rollout.value_out` advantages, with an entropy bonus.
 
   The advantages come from a value function outside the rule (in
   `UpdateRuleInputs.value_out`), e.g. the meta-training `ValueFunction`.
+  The constructor's arguments are these attributes.
+
+  Attributes:
+    entropy_cost: weight of the entropy bonus.
+    normalize_adv: use the EMA-normalised advantage.
+    pg_cost: weight of the policy-gradient term.
+    kl_prior_cost: kept for configuration compatibility (unused).
+    p_actor_prior: kept for configuration compatibility (unused).
+    p_uniform_prior: kept for configuration compatibility (unused).
+    target_params_coeff: kept for configuration compatibility (unused).
   """
 
-  def __init__(
-    self,
-    entropy_cost: float = 0.01,
-    normalize_adv: bool = True,
-    pg_cost: float = 1,
-    kl_prior_cost: float = 0.5,
-    p_actor_prior: float = 0.03,
-    p_uniform_prior: float = 0.003,
-    target_params_coeff: float = 0.1,
-  ) -> None:
-    """Configures the rule.
-
-    Args:
-      entropy_cost: weight of the entropy bonus.
-      normalize_adv: use the EMA-normalised advantage.
-      pg_cost: weight of the policy-gradient term.
-      kl_prior_cost: kept for configuration compatibility (unused).
-      p_actor_prior: kept for configuration compatibility (unused).
-      p_uniform_prior: kept for configuration compatibility (unused).
-      target_params_coeff: kept for configuration compatibility (unused).
-    """
-    self._entropy_cost = entropy_cost
-    self._normalize_adv = normalize_adv
-    self._pg_cost = pg_cost
-    self._kl_prior_cost = kl_prior_cost
-    self._p_actor_prior = p_actor_prior
-    self._p_uniform_prior = p_uniform_prior
-    self._target_params_coeff = target_params_coeff
+  entropy_cost: float = 0.01
+  normalize_adv: bool = True
+  pg_cost: float = 1
+  kl_prior_cost: float = 0.5
+  p_actor_prior: float = 0.03
+  p_uniform_prior: float = 0.003
+  target_params_coeff: float = 0.1
 
   def init_params(self, rng: chex.PRNGKey):
+    """No meta-parameters: a placeholder scalar, and no state."""
     del rng
-    return {'dummy': jnp.array(0.0)}, {}
+    return dict(dummy=jnp.array(0.0)), {}
 
   def flat_output_spec(
     self, single_action_spec: types.ActionSpec
   ) -> types.Specs:
-    return dict(logits=utils.get_logits_specs(single_action_spec))
+    logits_spec = utils.get_logits_specs(single_action_spec)
+    return {'logits': logits_spec}
 
   def init_meta_state(
     self, rng: chex.PRNGKey, params: types.AgentParams
@@ -83,7 +77,7 @@ class PolicyGradientUpdate(base.UpdateRule):
         'advantages [T, B], got None.'
       )
     value_out = rollout.value_out
-    adv_t = value_out.normalized_adv if self._normalize_adv else value_out.adv
+    adv_t = value_out.normalized_adv if self.normalize_adv else value_out.adv
     return dict(pi=adv_t), meta_state
 
   def agent_loss(self, rollout, meta_out, hyper_params, backprop):
@@ -96,7 +90,7 @@ class PolicyGradientUpdate(base.UpdateRule):
     )
     entropy = distrax.Softmax(logits_t).entropy()
     chex.assert_rank([pg_loss, entropy], 2)
-    loss = self._pg_cost * pg_loss - self._entropy_cost * entropy
+    loss = self.pg_cost * pg_loss - self.entropy_cost * entropy
     return loss, dict(
       entropy=jnp.mean(entropy), pg_advs=jnp.mean(meta_out['pi'])
     )

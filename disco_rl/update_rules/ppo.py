@@ -178,16 +178,17 @@ class PPO(base.UpdateRule):
     self._normalize_adv = bool(normalize_adv)
 
   def init_params(self, rng: chex.PRNGKey):
+    """No meta-parameters: a placeholder scalar, and no state."""
     del rng
-    return {'dummy': jnp.array(0.0)}, {}
+    return dict(dummy=jnp.array(0.0)), {}
 
   def flat_output_spec(
     self, single_action_spec: types.ActionSpec
   ) -> types.Specs:
-    return dict(
-      logits=utils.get_logits_specs(single_action_spec),
-      v=types.ArraySpec((1,), np.float32),
-    )
+    return {
+      'logits': utils.get_logits_specs(single_action_spec),
+      'v': types.ArraySpec((1,), np.float32),  # A scalar value.
+    }
 
   def init_meta_state(
     self, rng: chex.PRNGKey, params: types.AgentParams

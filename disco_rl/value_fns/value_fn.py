@@ -7,6 +7,7 @@ validation rollout); it is not part of the update rule being learned.
 """
 
 import dataclasses
+import functools
 
 import chex
 import haiku as hk
@@ -19,6 +20,14 @@ from disco_rl import types
 from disco_rl import utils
 from disco_rl.networks import nets
 from disco_rl.value_fns import value_utils
+
+# (value outs, value-head outputs [T, B, 1], new advantage EMA state, new TD
+# EMA state).
+_Estimates = tuple[
+  types.ValueOuts, chex.Array, types.EmaState | None, types.EmaState | None
+]
+# (new value state, value outs before the step, logs).
+_Updated = tuple[types.ValueState, types.ValueOuts, types.LogDict]
 
 
 class ValueFunction:
@@ -63,6 +72,18 @@ class ValueFunction:
     self._td_ema = utils.MovingAverage(
       jnp.zeros(()), decay=config.ema_decay, eps=config.ema_eps
     )
+    # V-trace on a scalar head in signed-hyperbolic space; the fixed
+    # arguments are bound here, the config's at each call.
+    self._estimate = functools.partial(
+      value_utils.get_value_outs,
+      q_net_out=None,
+      target_value_net_out=None,
+      target_q_net_out=None,
+      nonlinear_transform=True,
+      categorical_value=False,
+      adv_ema_fn=self._adv_ema,
+      td_ema_fn=self._td_ema,
+    )
 
   def initial_state(
     self, rng: chex.PRNGKey, dummy_observation: chex.ArrayTree
@@ -79,10 +100,11 @@ class ValueFunction:
         'ValueFunction supports only stateless networks; the '
         f'network has state {jax.tree.map(jnp.shape, state)}.'
       )
+    opt_state = self._value_opt.init(params)
     return types.ValueState(
       params=params,
       state=state,
-      opt_state=self._value_opt.init(params),
+      opt_state=opt_state,
       adv_ema_state=self._adv_ema.init_state(),
       td_ema_state=self._td_ema.init_state(),
     )
@@ -99,9 +121,7 @@ class ValueFunction:
     value_state: types.ValueState,
     rollout: types.ActorRollout,
     target_logits: chex.Array,
-  ) -> tuple[
-    types.ValueOuts, chex.Array, types.EmaState | None, types.EmaState | None
-  ]:
+  ) -> _Estimates:
     """V-trace estimates on a [T, B] rollout for the policy `target_logits`.
 
     Returns:
@@ -111,22 +131,14 @@ class ValueFunction:
     net_out = self._values(
       value_state.params, value_state.state, rollout.observations
     )
-    # A scalar (non-categorical) state value in signed-hyperbolic space.
-    value_outs, adv_ema_state, td_ema_state = value_utils.get_value_outs(
+    value_outs, adv_ema_state, td_ema_state = self._estimate(
       value_net_out=net_out,
-      target_value_net_out=None,
-      q_net_out=None,
-      target_q_net_out=None,
       rollout=rollout,
       pi_logits=target_logits,
       discount=self.config.discount_factor,
       lambda_=self.config.td_lambda,
-      nonlinear_transform=True,
-      categorical_value=False,
       adv_ema_state=value_state.adv_ema_state,
-      adv_ema_fn=self._adv_ema,
       td_ema_state=value_state.td_ema_state,
-      td_ema_fn=self._td_ema,
       axis_name=self.axis_name,
     )
     return value_outs, net_out, adv_ema_state, td_ema_state
@@ -136,7 +148,7 @@ class ValueFunction:
     value_state: types.ValueState,
     rollout: types.ActorRollout,
     target_logits: chex.Array,
-  ) -> tuple[types.ValueState, types.ValueOuts, types.LogDict]:
+  ) -> _Updated:
     """One optimiser step on the (normalised-TD) value loss.
 
     Returns:
@@ -161,16 +173,16 @@ class ValueFunction:
     updates, opt_state = self._value_opt.update(
       grads, value_state.opt_state, value_state.params
     )
-    new_state = types.ValueState(
+    new_state = dataclasses.replace(
+      value_state,
       params=optax.apply_updates(value_state.params, updates),
-      state=value_state.state,
       opt_state=opt_state,
       adv_ema_state=adv_ema,
       td_ema_state=td_ema,
     )
-    log = dict(
-      value_loss=loss,
-      value_td=value_outs.td,
-      value_normalized_td=value_outs.normalized_td,
-    )
-    return new_state, value_outs, log
+    logs = {
+      'value_loss': loss,
+      'value_td': value_outs.td,
+      'value_normalized_td': value_outs.normalized_td,
+    }
+    return new_state, value_outs, logs

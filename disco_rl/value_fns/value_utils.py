@@ -30,6 +30,11 @@ import rlax
 from disco_rl import types
 from disco_rl import utils
 
+# Type aliases (as rlax spells them).
+Array = chex.Array
+ArrayTree = chex.ArrayTree
+ArrayLike = jax.typing.ArrayLike
+
 DEFAULT_DISCOUNT = 0.995
 DEFAULT_TD_LAMBDA = 0.95
 
@@ -67,7 +72,7 @@ def _require_positive_bound(max_abs_value: float) -> None:
 
 
 def _check_leading_dims(
-  name: str, tree: chex.ArrayTree, expected: tuple[int, ...], hint: str = ''
+  name: str, tree: ArrayTree, expected: tuple[int, ...], hint: str = ''
 ) -> None:
   """Raises a ValueError naming `name` unless every leaf starts `expected`."""
   for leaf in jax.tree.leaves(tree):
@@ -84,22 +89,22 @@ def _over_batch(time_major_fn):
   return jax.vmap(time_major_fn, in_axes=1, out_axes=1)
 
 
-def _first_leaf(tree: chex.ArrayTree) -> chex.Array:
+def _first_leaf(tree: ArrayTree) -> Array:
   return jax.tree.leaves(tree)[0]
 
 
-def _all_but_last_step(tree: chex.ArrayTree) -> chex.ArrayTree:
+def _all_but_last_step(tree: ArrayTree) -> ArrayTree:
   return jax.tree.map(lambda x: x[:-1], tree)
 
 
-def _with_zero_first_step(x_t: chex.Array) -> chex.Array:
+def _with_zero_first_step(x_t: Array) -> Array:
   """[T, ...] -> [T+1, ...] with an all-zero entry in front."""
   return jnp.concatenate([jnp.zeros_like(x_t[:1]), x_t], axis=0)
 
 
 def _behaviour_of(
   rollout: types.ActorRollout | types.UpdateRuleInputs,
-) -> tuple[chex.Array, chex.ArrayTree, str]:
+) -> tuple[Array, ArrayTree, str]:
   """Returns (env discounts, behaviour logits, how the discounts are named)."""
   if isinstance(rollout, types.ActorRollout):
     return rollout.discounts, rollout.logits, 'rollout.discounts'
@@ -127,24 +132,24 @@ def _behaviour_of(
 
 def get_value_outs(
   # Network heads (online, then target).
-  value_net_out: chex.Array | None,
-  q_net_out: chex.ArrayTree | None,
-  target_value_net_out: chex.Array | None,
-  target_q_net_out: chex.ArrayTree | None,
+  value_net_out: Array | None,
+  q_net_out: ArrayTree | None,
+  target_value_net_out: Array | None,
+  target_q_net_out: ArrayTree | None,
   # Trajectory and the policy being evaluated.
   rollout: types.ActorRollout | types.UpdateRuleInputs,
-  pi_logits: chex.Array,
+  pi_logits: Array,
   # Estimator settings.
-  discount: jax.typing.ArrayLike,
-  lambda_: jax.typing.ArrayLike = DEFAULT_TD_LAMBDA,
+  discount: ArrayLike,
+  lambda_: ArrayLike = DEFAULT_TD_LAMBDA,
   nonlinear_transform: bool = False,
   categorical_value: bool = False,
   max_abs_value: float | None = None,
   drop_last: bool = True,
   # Moving-average normalisation.
-  adv_ema_state: types.EmaState | chex.ArrayTree | None = None,
+  adv_ema_state: types.EmaState | ArrayTree | None = None,
   adv_ema_fn: utils.MovingAverage | None = None,
-  td_ema_state: types.EmaState | chex.ArrayTree | None = None,
+  td_ema_state: types.EmaState | ArrayTree | None = None,
   td_ema_fn: utils.MovingAverage | None = None,
   axis_name: str | None = None,
 ) -> tuple[types.ValueOuts, types.EmaState | None, types.EmaState | None]:
@@ -337,9 +342,7 @@ def get_value_outs(
 # Estimators.
 
 
-def _check_transition_arrays(
-  values: chex.Array, **per_transition: chex.Array
-) -> None:
+def _check_transition_arrays(values: Array, **per_transition: Array) -> None:
   """Every per-transition array must be [T, B] for values of shape [T+1, B]."""
   expected = (values.shape[0] - 1,) + tuple(values.shape[1:])
   for arg_name, arr in per_transition.items():
@@ -352,14 +355,14 @@ def _check_transition_arrays(
 
 
 def estimate_values(
-  rewards: chex.Array,
-  actions: chex.ArrayTree,
-  env_discounts: chex.Array,
-  rho: chex.Array,
-  values: chex.Array,
-  target_values: chex.Array,
-  discount: jax.typing.ArrayLike = DEFAULT_DISCOUNT,
-  lambda_: jax.typing.ArrayLike = DEFAULT_TD_LAMBDA,
+  rewards: Array,
+  actions: ArrayTree,
+  env_discounts: Array,
+  rho: Array,
+  values: Array,
+  target_values: Array,
+  discount: ArrayLike = DEFAULT_DISCOUNT,
+  lambda_: ArrayLike = DEFAULT_TD_LAMBDA,
 ) -> types.ValueOuts:
   """V-trace value targets and policy-gradient advantages.
 
@@ -411,16 +414,16 @@ def estimate_values(
 
 
 def estimate_q_values(
-  rewards: chex.Array,
-  actions: chex.ArrayTree,
-  env_discounts: chex.Array,
-  rho: chex.Array,
-  values: chex.Array,
-  target_values: chex.Array,
-  q_values: chex.ArrayTree,
-  target_q_values: chex.ArrayTree,
-  discount: jax.typing.ArrayLike = DEFAULT_DISCOUNT,
-  lambda_: jax.typing.ArrayLike = DEFAULT_TD_LAMBDA,
+  rewards: Array,
+  actions: ArrayTree,
+  env_discounts: Array,
+  rho: Array,
+  values: Array,
+  target_values: Array,
+  q_values: ArrayTree,
+  target_q_values: ArrayTree,
+  discount: ArrayLike = DEFAULT_DISCOUNT,
+  lambda_: ArrayLike = DEFAULT_TD_LAMBDA,
 ) -> types.ValueOuts:
   """Retrace targets for Q, and the state-value targets they imply.
 
@@ -508,11 +511,11 @@ def estimate_q_values(
 
 
 def get_values_from_net_outs(
-  x: chex.Array,
+  x: Array,
   categorical_value: bool,
   max_abs_value: float | None,
   nonlinear_transform: bool,
-) -> chex.Array:
+) -> Array:
   """Reads scalar values off a value head.
 
   Args:
@@ -543,13 +546,13 @@ def get_values_from_net_outs(
 
 
 def extract_scalar_values_from_net_out(
-  value_net_out: chex.Array,
-  q_net_out: chex.ArrayTree | None,
-  pi_logits: chex.ArrayTree,
+  value_net_out: Array,
+  q_net_out: ArrayTree | None,
+  pi_logits: ArrayTree,
   categorical_value: bool,
   max_abs_value: float | None,
   nonlinear_transform: bool,
-) -> tuple[chex.Array, chex.ArrayTree | None]:
+) -> tuple[Array, ArrayTree | None]:
   """Scalar state and action values from the heads.
 
   Args:
@@ -591,10 +594,10 @@ def extract_scalar_values_from_net_out(
 
 
 def importance_weight(
-  pi_logits: chex.ArrayTree,
-  mu_logits: chex.ArrayTree,
-  actions: chex.ArrayTree,
-) -> chex.Array:
+  pi_logits: ArrayTree,
+  mu_logits: ArrayTree,
+  actions: ArrayTree,
+) -> Array:
   """rho = pi(a|s) / mu(a|s), joint over action components, no gradient.
 
   Args:
@@ -622,9 +625,7 @@ def importance_weight(
 # Two-hot categorical values.
 
 
-def value_logits_to_scalar(
-  value_logits: chex.Array, max_abs_value: float
-) -> chex.Array:
+def value_logits_to_scalar(value_logits: Array, max_abs_value: float) -> Array:
   """Expected value of softmax(logits) over N evenly spaced bins.
 
   Args:
@@ -644,8 +645,8 @@ def value_logits_to_scalar(
 
 
 def scalar_to_categorical_value(
-  num_bins: int, value: chex.Array, max_abs_value: float
-) -> chex.Array:
+  num_bins: int, value: Array, max_abs_value: float
+) -> Array:
   """Two-hot encoding of `value` over N evenly spaced bins.
 
   Args:
@@ -670,12 +671,12 @@ def scalar_to_categorical_value(
 
 
 def value_loss_from_target(
-  value_net_out: chex.Array,
-  value_target: chex.Array,
+  value_net_out: Array,
+  value_target: Array,
   nonlinear_transform: bool = False,
   categorical_value: bool = False,
   max_abs_value: float | None = None,
-) -> chex.Array:
+) -> Array:
   """Per-step loss pulling a value head towards `value_target`.
 
   The target is used as is: stop its gradient beforehand if needed. With
@@ -705,12 +706,12 @@ def value_loss_from_target(
 
 
 def value_loss_from_td(
-  value_net_out: chex.Array,
-  td: chex.Array,
+  value_net_out: Array,
+  td: Array,
   nonlinear_transform: bool = False,
   categorical_value: bool = False,
   max_abs_value: float | None = None,
-) -> chex.Array:
+) -> Array:
   """Per-step value loss towards stop_gradient(v + td).
 
   For a plain scalar head this is 0.5 * td^2 in value and its gradient is

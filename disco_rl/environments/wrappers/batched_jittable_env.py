@@ -121,8 +121,7 @@ class BatchedJittableEnvironment(base.Environment[EnvState]):
   ) -> tuple[EnvState, types.EnvironmentTimestep]:
     carry_rng, step_rng = jax.random.split(env_state.rng)
     moved = self._env.step(step_rng, env_state.state, action)
-    done = self._env.is_terminal(moved)
-    reward = self._env.reward(moved)
+    reward, done = self._env.reward(moved), self._env.is_terminal(moved)
     # On termination continue from a fresh episode, keeping `done`/`reward`
     # of the finished one for the timestep.
     fresh = self._env.episode_reset(step_rng, moved)
