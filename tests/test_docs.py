@@ -264,18 +264,27 @@ FROM_IMPORT = re.compile(
 )
 
 
+def code_names(code: str) -> set[str]:
+  """The `disco_rl.…` names of Python code, and those its `from disco_rl…
+  import` lines import."""
+  names = set(NAME.findall(code))
+  for module, imported in FROM_IMPORT.findall(code):
+    names.update(
+      f'{module}.{item.split()[0]}'
+      for item in imported.split(',')
+      if item.split()
+    )
+  return names
+
+
 def mentioned_names(text: str) -> list[str]:
   """The `disco_rl.…` names of a page: in inline code, code blocks and
   mkdocstrings' `::: NAME` lines, and those `from disco_rl… import` lines
   import (sorted, once each)."""
-  code = [block.code for block in blocks(text)]
   spans = inline_code(text) + re.findall(r'^::: *(\S+)', text, re.M)
-  names = {name for part in code + spans for name in NAME.findall(part)}
-  for part in code:
-    for module, imported in FROM_IMPORT.findall(part):
-      for item in imported.split(','):
-        if item.split():
-          names.add(f'{module}.{item.split()[0]}')
+  names = {name for part in spans for name in NAME.findall(part)}
+  for block in blocks(text):
+    names |= code_names(block.code)
   return sorted(names)
 
 
@@ -330,24 +339,15 @@ NOTEBOOKS = sorted((ROOT / 'colabs').glob('*.ipynb'))
 
 
 def notebook_names(notebook_json: str) -> list[str]:
-  """The `disco_rl.…` names of a notebook: in its code cells (and the
-  `from disco_rl… import` lines there), and as a page's in its markdown
-  cells (sorted, once each)."""
-  cells = json.loads(notebook_json)['cells']
-  text = {c['cell_type']: [] for c in cells}
-  for cell in cells:
-    text[cell['cell_type']].append(''.join(cell['source']))
-  names = {n for part in text.get('code', []) for n in NAME.findall(part)}
-  names |= {
-    n for part in text.get('markdown', []) for n in mentioned_names(part)
-  }
-  for part in text.get('code', []):
-    for module, imported in FROM_IMPORT.findall(part):
-      names.update(
-        f'{module}.{item.split()[0]}'
-        for item in imported.split(',')
-        if item.split()
-      )
+  """The `disco_rl.…` names of a notebook: its code cells' (`code_names`)
+  and, as a page's, its markdown cells' (sorted, once each)."""
+  names: set[str] = set()
+  for cell in json.loads(notebook_json)['cells']:
+    text = ''.join(cell['source'])
+    if cell['cell_type'] == 'code':
+      names |= code_names(text)
+    elif cell['cell_type'] == 'markdown':
+      names.update(mentioned_names(text))
   return sorted(names)
 
 

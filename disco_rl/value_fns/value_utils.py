@@ -405,11 +405,11 @@ def estimate_values(
     adv=vtrace_out.pg_advantage,
     value_target=value_target,
     td=value_target - values[:-1],
-    qv_adv=jax.tree.map(jnp.zeros_like, actions),
+    qv_adv=no_q,
     q_value=no_q,
     target_q_value=no_q,
     q_target=no_q_target,
-    q_td=jax.tree.map(lambda _: jnp.zeros_like(value_target), actions),
+    q_td=no_q_target,
   )
 
 
