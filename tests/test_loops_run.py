@@ -66,7 +66,7 @@ def test_a_run_goes_in_calls_and_writes_every_row(tmp_path, capsys):
       0,
       7,
       rows,
-      write=writer.write_rows,
+      on_call=lambda state, new: writer.write_rows(new),
       progress=False,
       log_every=3,
     )

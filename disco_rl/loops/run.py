@@ -6,8 +6,9 @@
 the host side knows: how to make the initial state, the compiled call that
 advances it, the rows of its metrics, the summary and the outputs. `run`
 drives any job: for each call, `state, metrics = job.step(state, k)`; its
-rows are written; a checkpoint is saved when due; the run stops when a
-callback asks or a signal arrives (`disco_rl.signals`) in any process.
+rows are kept (`on_call` writes them); a checkpoint is saved when due; the
+run stops when a callback asks or a signal arrives (`disco_rl.signals`) in
+any process.
 Nothing here knows which job it runs.
 
 `run` is the one place that watches for a stop while a job runs, and it
@@ -156,7 +157,9 @@ class Outcome:
     timing: the run's wall-clock figures.
     interrupted: why it stopped early ('SIGINT', 'SIGTERM', 'callback') or
       None; a signal during `finish` counts (the run is then complete).
-    finished: what `finish` returned.
+    finished: what `finish` returned, with `interrupted`, `completed`
+      (whether `target` steps are done) and, if interrupted,
+      `stopped_at_step` (the job's steps done, warm-up steps not counted).
   """
 
   state: Any
@@ -176,7 +179,6 @@ def run(
   target: int,
   rows: Rows,
   *,
-  write: Callable[[Rows], None] | None = None,
   save: Callable[[Any, int], None] | None = None,
   checkpoint_every: int = 0,
   on_call: Callable[[Any, Rows], bool] | None = None,
@@ -192,11 +194,11 @@ def run(
     target: the steps the run has in all when this returns (unless
       stopped).
     rows: the run's rows so far; the new ones are appended.
-    write: writes new rows (None: not written, e.g. processes but 0).
     save: `save(state, steps)` checkpoints; called every
       `checkpoint_every` steps (rounded up to whole calls; 0: never), not
       after the last call.
-    on_call: `on_call(state, new rows)` after every call; True stops.
+    on_call: `on_call(state, new rows)` after every call (e.g. writes
+      them; `rows` holds them already); True stops.
     finish: `finish(state, timing)` after the last call, still under the
       signal rule (the final checkpoint and outputs); its dict is returned.
     progress: show a progress bar (process 0).
@@ -242,8 +244,6 @@ def run(
         rss = metrics_lib.resident_memory_mb()
         for row in new:
           row.update(rss_mb=rss, time_s=now - start)
-        if write is not None:
-          write(new)
         rows.extend(new)
         done += count
         figures = job.progress(rows)
@@ -276,6 +276,9 @@ def run(
     finished = {} if finish is None else finish(state, timing)
     if interrupted is None:  # A signal after the last call.
       should_stop()
+  finished = dict(finished, interrupted=interrupted, completed=done >= target)
+  if interrupted is not None:
+    finished['stopped_at_step'] = max(0, done - job.warmup)
   return Outcome(state, timing, interrupted, finished)
 
 

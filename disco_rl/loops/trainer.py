@@ -7,17 +7,14 @@
   trainer = Trainer.resume('runs/catch', dict(num_steps=1000))
   trainer.fit()                    # continues from the last checkpoint
 
-The config says the job (`make_eval` or `make_meta_train`); the `Trainer`
-runs the `Job` with the one host loop (`run.run`) and knows nothing else
-about it. The whole state is checkpointed every `checkpoint_every` steps,
-at the end of `fit` and when a signal stops the run; a resumed run gives
-the rows and state of one never interrupted, bit for bit. Every process of
-a multi-process run makes the same calls; process 0 writes the files. A
-job's own results: `eval.evaluate(trainer.job, trainer.state)`,
-`meta.rule(trainer.job, trainer.state)`.
+The config's type picks the job's maker; the `Trainer` runs the `Job`
+with the host loop (`run.run`), checkpoints it (every `checkpoint_every`
+steps, at the end, on a signal) and resumes it bit for bit. Every process
+makes the same calls; process 0 writes the files. A job's own results:
+`eval.evaluate(trainer.job, trainer.state)`, `meta.rule(...)` alike.
 """
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 import contextlib
 import os
 from typing import Any
@@ -45,10 +42,8 @@ JOBS = {
 CONFIGS = {name: cls for cls, (name, _) in JOBS.items()}
 # callback(trainer, new rows) -> True stops the run (e.g. run.stop_when).
 Callback = Callable[['Trainer', run_lib.Rows], bool | None]
-# A directory (of the run, of checkpoints).
 Directory = str | os.PathLike[str]
-# An eval run's own environment (EvalConfig(env='custom')), or what builds
-# it from its batch size.
+# EvalConfig(env='custom')'s environment, or a function of its batch size.
 CustomEnv = env_base.Environment | Callable[[int], env_base.Environment]
 
 
@@ -63,13 +58,6 @@ class Trainer:
     rows: the metrics rows so far (every process holds them all).
     interrupted: why the last `fit` stopped early, or None.
   """
-
-  config: config_lib.RunConfig
-  run_dir: run_dir_lib.RunDir | None
-  job: run_lib.Job
-  state: Any
-  rows: run_lib.Rows
-  interrupted: str | None
 
   def __init__(
     self,
@@ -90,20 +78,17 @@ class Trainer:
     """Builds the job and its state: the initial one, or the resumed one.
 
     Args:
-      config: an `EvalConfig` or a `MetaTrainConfig`; with `resume`, also a
-        dict of settings given again (the saved ones fill in the rest).
+      config: an `EvalConfig` or a `MetaTrainConfig` (with `resume`, also a
+        dict of settings given again; the saved ones fill in the rest).
       output_dir: the run directory (a path or a `RunDir`; None: nothing is
         written); `resume` continues its run (settings as saved but for
         `num_steps`), `overwrite` replaces it.
       rule_params: the rule's meta-parameters (default: see the makers).
       checkpoint_every: save every this many steps (whole calls; None: 10
-        times per run; 0: at the end and on signals).
-      keep_checkpoints: the checkpoints kept.
-      progress: a progress bar.
-      log_every: a line every `log_every` steps.
-      devices: the devices (default: the config's choice).
-      env: eval job only: the Environment of `EvalConfig(env='custom')`, or
-        a function of `batch_size` that builds it (again on resume).
+        times per run; 0: at the end and on signals); keep_checkpoints: the
+        checkpoints kept; progress: a progress bar; log_every: a line every
+        `log_every` steps; devices: the devices (default: the config's).
+      env: eval only: a `CustomEnv` (built again on resume).
       loggers: live curves besides the CSV: 'tensorboard', 'wandb'.
 
     Raises:
@@ -116,13 +101,11 @@ class Trainer:
     ):
       if value is not None and value < least:
         raise ValueError(f'{name} must be >= {least}, got {value}.')
-    if output_dir is not None and not isinstance(
-      output_dir, run_dir_lib.RunDir
-    ):
+    if isinstance(output_dir, (str, os.PathLike)):
       output_dir = run_dir_lib.RunDir(
         output_dir, overwrite=overwrite, resume=resume
       )
-    self.run_dir = output_dir
+    self.run_dir: run_dir_lib.RunDir | None = output_dir
     if resume:
       if self.run_dir is None:
         raise ValueError('resume=True needs the output_dir of the run.')
@@ -145,14 +128,17 @@ class Trainer:
         f'{type(config).__name__}.'
       )
     custom = {} if env is None else dict(env=env)
-    self.config = config
+    self.config, self.progress, self.log_every = config, progress, log_every
     self.job = maker(config, rule_params=rule_params, devices=devices, **custom)
-    self.progress, self.log_every = progress, log_every
-    self.checkpoint_every = checkpoint_every
-    self.keep_checkpoints = keep_checkpoints
+    self.checkpoint_every, self.keep_checkpoints = (
+      checkpoint_every,
+      keep_checkpoints,
+    )
     self._lead = jax.process_index() == 0
     self._checkpointer: checkpoints_lib.Checkpointer | None = None
-    self.interrupted, self.rows = None, []
+    self.interrupted: str | None = None
+    self.rows: run_lib.Rows = []
+    self.state: Any = None
     mesh.sync('disco_rl: run directory checked')  # Before anything writes.
     if resume:
       try:
@@ -186,22 +172,17 @@ class Trainer:
   def step(self) -> int:  # Loop steps done.
     return run_lib.steps_done(self.rows)
 
-  @contextlib.contextmanager
-  def _checkpoints(
-    self, directory: Directory | None = None
-  ) -> Iterator[checkpoints_lib.Checkpointer]:
-    """The run's checkpoints, or a one-off directory's (closed after)."""
+  def _checkpoints(self, directory: Directory | None) -> Any:
+    """A context of the run's checkpoints, or a one-off directory's."""
     if directory is not None:
-      with contextlib.closing(
+      return contextlib.closing(
         checkpoints_lib.Checkpointer(directory, self.keep_checkpoints)
-      ) as checkpoints:
-        yield checkpoints
-      return
+      )
     if self.run_dir is None:
       raise ValueError('This Trainer has no output_dir: pass a directory.')
     if self._checkpointer is None:
       self._checkpointer = self.run_dir.checkpoints(self.keep_checkpoints)
-    yield self._checkpointer
+    return contextlib.nullcontext(self._checkpointer)
 
   def save(self, directory: Directory | None = None) -> int:
     """Checkpoints the whole state now (default: the run's `checkpoints/`;
@@ -231,44 +212,40 @@ class Trainer:
   def fit(
     self, num_steps: int | None = None, callbacks: Sequence[Callback] = ()
   ) -> dict[str, Any]:
-    """Trains until `num_steps` learner steps (eval) or meta-steps are done
-    in all (default: the config's), writing rows and checkpoints as it
-    goes; stops early when a callback returns True (`run.stop_when`) or a
-    signal arrives in any process; then saves a checkpoint and the outputs.
-    Returns the job's summary (JSON-safe; also `summary.json`) with
-    `interrupted` (the signal's name, 'callback' or None), `completed`,
-    `stopped_at_step` (if interrupted) and the output paths."""
+    """Trains until `num_steps` steps are done in all (default: the
+    config's), writing rows and checkpoints, until a callback returns True
+    (`run.stop_when`) or a signal comes; then saves a checkpoint and the
+    outputs. Returns the summary (JSON-safe, in `summary.json`) with the
+    output paths and `run.Outcome.finished`'s `interrupted`, `completed`
+    and `stopped_at_step`."""
     num_steps = self.config.num_steps if num_steps is None else num_steps
     if num_steps < 1:
       raise ValueError(f'num_steps must be >= 1, got {num_steps}.')
     target = num_steps + self.job.warmup
     every = self.checkpoint_every
-    every = max(1, target // 10) if every is None else every
+    every = max(1, target // 10) if every is None else every  # The default.
     writers = []
     if self.run_dir is not None and self._lead:
       writers = self.run_dir.writers(self.loggers, self.config)
 
-    def write(new_rows: run_lib.Rows) -> None:
-      for writer in writers:
-        writer.write_rows(new_rows)
-
     def on_call(state: Any, new_rows: run_lib.Rows) -> bool:
       self.state = state
+      for writer in writers:
+        writer.write_rows(new_rows)
       return any([bool(callback(self, new_rows)) for callback in callbacks])
 
-    def save(state: Any, step: int) -> None:
+    def save(state: Any, step: int | None = None) -> None:
       del step
       self.state = state
       self.save()
 
-    # Every process: each enters collectives.
     def finish(state: Any, timing: run_lib.Timing) -> dict[str, Any]:
-      summary = self.job.summary(state, self.rows, timing)
-      if self.run_dir is None:
+      summary = self.job.summary(state, self.rows, timing)  # In every
+      if self.run_dir is None:  # process: each enters its collectives.
         return summary
-      with self._checkpoints() as checkpoints:
+      with self._checkpoints(None) as checkpoints:
         if checkpoints.latest_step() != self.step:
-          save(state, self.step)
+          save(state)
       return dict(
         summary,
         **self.job.outputs(state, self.rows, self.run_dir, self._lead),
@@ -283,7 +260,6 @@ class Trainer:
         self.state,
         target,
         self.rows,
-        write=write if writers else None,
         save=None if self.run_dir is None else save,
         checkpoint_every=every,
         on_call=on_call,
@@ -295,16 +271,9 @@ class Trainer:
       for writer in writers:
         writer.close()
     self.state, self.interrupted = outcome.state, outcome.interrupted
-    summary = dict(
-      outcome.finished,
-      interrupted=self.interrupted,
-      completed=self.step >= target,
-    )
-    if self.interrupted is not None:
-      summary['stopped_at_step'] = max(0, self.step - self.job.warmup)
     if self.run_dir is not None and self._lead:
-      return self.run_dir.write_summary(summary)
-    return run_dir_lib.json_safe(summary)
+      return self.run_dir.write_summary(outcome.finished)
+    return run_dir_lib.json_safe(outcome.finished)
 
   def close(self) -> None:
     """Finishes pending checkpoint I/O."""
