@@ -112,11 +112,6 @@ def gather_from_devices(data: _T) -> _T:
   )
 
 
-def get_first(data: _T) -> _T:
-  """The first device's copy of a replicated tree, on the host."""
-  return jax.device_get(jax.tree.map(lambda x: x[0], data))
-
-
 def _device_copies(leaf, replicated: bool) -> np.ndarray:
   """[D, ...] copies of a leaf: its rows, or a replicated array's buffers."""
   if replicated:

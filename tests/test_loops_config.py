@@ -208,45 +208,6 @@ def test_bad_flag_values_are_argparse_errors(argv):
 
 
 @pytest.mark.parametrize(
-  'text,expected',
-  [
-    ('agent_lifetime=200', ('agent_lifetime', 200)),
-    ('learning_rate=1e-3', ('learning_rate', 1e-3)),
-    ('dense=128,64', ('dense', (128, 64))),
-    ('remat=true', ('remat', True)),
-    ('remat=False', ('remat', False)),
-    (
-      'tasks=catch gymnax:CartPole-v1',
-      ('tasks', ('catch', 'gymnax:CartPole-v1')),
-    ),
-    ('num_devices=none', ('num_devices', None)),
-    ('meta_grad_norm=per_agent_adam', ('meta_grad_norm', 'per_agent_adam')),
-  ],
-)
-def test_field_value_types_the_value_as_the_field(text, expected):
-  assert flags.field_value(meta_config.MetaTrainConfig, text) == expected
-
-
-@pytest.mark.parametrize(
-  'text,fragment',
-  [
-    (
-      'lifetime=3',
-      "NAME a MetaTrainConfig field, got 'lifetime=3' (fields: agent_lifetime,",
-    ),
-    ('agent_lifetime', "got 'agent_lifetime'"),
-    ('agent_lifetime=1.5', "agent_lifetime expects an integer, got '1.5'"),
-    ('remat=yes', "remat expects true or false, got 'yes'"),
-    ('dense=a', "dense expects comma-separated sizes such as 128,128, got 'a'"),
-  ],
-)
-def test_field_value_names_the_field_and_the_bad_value(text, fragment):
-  with pytest.raises(argparse.ArgumentTypeError) as error:
-    flags.field_value(meta_config.MetaTrainConfig, text)
-  assert fragment in str(error.value)
-
-
-@pytest.mark.parametrize(
   'value,expected',
   [
     ('(16,)', (16,)),

@@ -90,59 +90,6 @@ def _flag_type(annotation) -> tuple[Any, bool]:
   raise TypeError(f'No flag type for {annotation!r}.')
 
 
-def field_value(config_cls, assignment: str) -> tuple[str, Any]:
-  """'name=value' -> (name, value typed as the field of `config_cls`).
-
-  For scripts that override any field of a config ('agent_lifetime=200',
-  'dense=128,128', 'remat=true', 'tasks=catch gymnax:CartPole-v1').
-
-  Raises:
-    argparse.ArgumentTypeError: not name=value, no such field, or a value
-      of the wrong type.
-  """
-  name, sep, text = assignment.partition('=')
-  name = name.strip()
-  fields = {f.name for f in dataclasses.fields(config_cls)}
-  if not sep or name not in fields:
-    raise argparse.ArgumentTypeError(
-      f'expected NAME=VALUE with NAME a {config_cls.__name__} field, got '
-      f'{assignment!r}'
-      + ('' if not sep else f' (fields: {", ".join(sorted(fields))})')
-    )
-  hint = typing.get_type_hints(config_cls)[name]
-  flag_type, optional = _flag_type(hint)
-  text = text.strip()
-  if optional and text.lower() == 'none':
-    return name, None
-  field = config_cls.__dataclass_fields__[name]
-  words = typing.get_origin(hint) is tuple and (
-    flag_type in (str, float) or field.metadata.get('words', False)
-  )
-  if words:
-    flag_type = typing.get_args(hint)[0]
-  try:
-    if words:
-      return name, tuple(flag_type(word) for word in text.split())
-    if flag_type is bool:
-      if text.lower() not in ('true', 'false'):
-        raise ValueError(text)
-      return name, text.lower() == 'true'
-    return name, flag_type(text)
-  except (ValueError, argparse.ArgumentTypeError):
-    raise argparse.ArgumentTypeError(
-      f'{name} expects {_EXPECTED.get(flag_type, "a value")}, got {text!r}'
-    ) from None
-
-
-_EXPECTED = {
-  int: 'an integer',
-  float: 'a number',
-  bool: 'true or false',
-  parse_sizes: 'comma-separated sizes such as 128,128',
-  parse_kwargs: 'name=value pairs',
-}
-
-
 def _shown(default) -> Any:
   """A default as its flag would be written ('512,512', 'size=10', 'none')."""
   if isinstance(default, tuple):
