@@ -4,7 +4,8 @@
 asked, as live curves in TensorBoard or Weights & Biases; memory figures.
 
 Every writer takes the rows of a call as they come (`write_rows`) and is
-closed at the end (`close`). Its plots are drawn by `disco_rl.plots`.
+closed at the end (`close`). Its plots are drawn by `disco_rl.plots`;
+`json_safe` makes figures strict JSON (summaries, reports).
 """
 
 import collections
@@ -18,6 +19,19 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+
+def json_safe(value):
+  """NaN and infinities as None (JSON has no NaN), containers recursed."""
+  if isinstance(value, dict):
+    return {k: json_safe(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [json_safe(v) for v in value]
+  if isinstance(value, (float, np.floating)):
+    return float(value) if math.isfinite(value) else None
+  if isinstance(value, np.integer):
+    return int(value)
+  return value
 
 
 def resident_memory_mb() -> float:

@@ -17,13 +17,10 @@ Its checkpoints are `disco_rl.checkpoints.Checkpointer`s in
 from collections.abc import Sequence
 import dataclasses
 import json
-import math
 import pathlib
 import shutil
 import tempfile
 from typing import Any
-
-import numpy as np
 
 from disco_rl import checkpoints as checkpoints_lib
 from disco_rl import metrics as metrics_lib
@@ -81,19 +78,6 @@ def check_writable(path) -> pathlib.Path:
       f'{existing}: {e.strerror or e}.'
     ) from None
   return path
-
-
-def json_safe(value):
-  """NaN and infinities as None (JSON has no NaN), containers recursed."""
-  if isinstance(value, dict):
-    return {k: json_safe(v) for k, v in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [json_safe(v) for v in value]
-  if isinstance(value, (float, np.floating)):
-    return float(value) if math.isfinite(value) else None
-  if isinstance(value, np.integer):
-    return int(value)
-  return value
 
 
 def _tuples(value: Any) -> Any:
@@ -318,7 +302,7 @@ class RunDir:
 
   def write_summary(self, summary: dict[str, Any]) -> dict[str, Any]:
     """Writes `summary.json` (NaN as null); returns the JSON-safe summary."""
-    summary = json_safe(summary)
+    summary = metrics_lib.json_safe(summary)
     self._write(SUMMARY, json.dumps(summary, indent=2, allow_nan=False) + '\n')
     return summary
 

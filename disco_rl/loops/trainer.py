@@ -273,7 +273,7 @@ class Trainer:
     self.state, self.interrupted = outcome.state, outcome.interrupted
     if self.run_dir is not None and self._lead:
       return self.run_dir.write_summary(outcome.finished)
-    return run_dir_lib.json_safe(outcome.finished)
+    return metrics_lib.json_safe(outcome.finished)
 
   def close(self) -> None:
     """Finishes pending checkpoint I/O."""

@@ -49,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from disco_rl import metrics
 from disco_rl import plots
 from disco_rl.studies import measure
 from disco_rl.studies import stats
@@ -777,22 +778,11 @@ def markdown(numbers: dict[str, Any]) -> str:
   return '\n'.join(lines) + '\n'
 
 
-def _plain(value: Any) -> Any:
-  """`value` with NaN as None, for strict JSON."""
-  if isinstance(value, dict):
-    return {k: _plain(v) for k, v in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [_plain(v) for v in value]
-  if isinstance(value, (float, np.floating)):
-    return float(value) if math.isfinite(value) else None
-  if isinstance(value, np.integer):
-    return int(value)
-  return value
-
-
 def to_json(numbers: dict[str, Any]) -> str:
   """report.json's text: `summarise`'s numbers, NaN as null."""
-  return json.dumps(_plain(numbers), indent=1, allow_nan=False) + '\n'
+  return (
+    json.dumps(metrics.json_safe(numbers), indent=1, allow_nan=False) + '\n'
+  )
 
 
 # Writing: figures.
