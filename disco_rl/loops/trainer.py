@@ -85,10 +85,12 @@ class Trainer:
         `num_steps`), `overwrite` replaces it.
       rule_params: the rule's meta-parameters (default: see the makers).
       checkpoint_every: save every this many steps (whole calls; None: 10
-        times per run; 0: at the end and on signals); keep_checkpoints: the
-        checkpoints kept; progress: a progress bar; log_every: a line every
-        `log_every` steps; devices: the devices (default: the config's).
-      env: eval only: a `CustomEnv` (built again on resume).
+        times per run; 0: at the end and on signals).
+      keep_checkpoints: the checkpoints kept.
+      progress: a progress bar.
+      log_every: a line every `log_every` steps.
+      devices: the devices (default: the config's choice).
+      env: eval job only: a `CustomEnv` (built again on resume).
       loggers: live curves besides the CSV: 'tensorboard', 'wandb'.
 
     Raises:
@@ -101,7 +103,9 @@ class Trainer:
     ):
       if value is not None and value < least:
         raise ValueError(f'{name} must be >= {least}, got {value}.')
-    if isinstance(output_dir, (str, os.PathLike)):
+    if output_dir is not None and not isinstance(
+      output_dir, run_dir_lib.RunDir
+    ):
       output_dir = run_dir_lib.RunDir(
         output_dir, overwrite=overwrite, resume=resume
       )
@@ -130,10 +134,8 @@ class Trainer:
     custom = {} if env is None else dict(env=env)
     self.config, self.progress, self.log_every = config, progress, log_every
     self.job = maker(config, rule_params=rule_params, devices=devices, **custom)
-    self.checkpoint_every, self.keep_checkpoints = (
-      checkpoint_every,
-      keep_checkpoints,
-    )
+    self.checkpoint_every = checkpoint_every
+    self.keep_checkpoints = keep_checkpoints
     self._lead = jax.process_index() == 0
     self._checkpointer: checkpoints_lib.Checkpointer | None = None
     self.interrupted: str | None = None
@@ -172,7 +174,9 @@ class Trainer:
   def step(self) -> int:  # Loop steps done.
     return run_lib.steps_done(self.rows)
 
-  def _checkpoints(self, directory: Directory | None) -> Any:
+  def _checkpoints(
+    self, directory: Directory | None
+  ) -> contextlib.AbstractContextManager[checkpoints_lib.Checkpointer]:
     """A context of the run's checkpoints, or a one-off directory's."""
     if directory is not None:
       return contextlib.closing(
