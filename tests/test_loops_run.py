@@ -3,6 +3,7 @@
 """disco_rl.loops.run: the host loop over any Job (calls, rows, timing,
 progress lines, checkpoints when due, stops)."""
 
+import dataclasses
 import math
 import os
 import signal
@@ -117,6 +118,21 @@ def test_a_callback_stops_the_run_after_its_call():
     on_call=lambda state, new: state >= 6,
   )
   assert stopped == 'callback' and state == 6 and len(rows) == 12
+  # Its ending: not complete, stopped after 6 steps, 2 of them warm-up.
+  outcome = run_lib.run(
+    dataclasses.replace(_job(), warmup=2),
+    0,
+    9,
+    [],
+    progress=False,
+    on_call=lambda state, new: state >= 6,
+  )
+  assert outcome.finished == dict(
+    interrupted='callback', completed=False, stopped_at_step=4
+  )
+  assert run_lib.run(_job(), 0, 3, [], progress=False).finished == dict(
+    interrupted=None, completed=True
+  )
 
 
 def test_a_signal_stops_the_run_at_the_next_safe_point():
@@ -149,6 +165,11 @@ def test_finish_runs_under_the_rule_and_a_signal_in_it_is_the_reason():
     outcome = run_lib.run(_job(), 0, 4, [], progress=False, finish=finish)
   assert outcome.state == 4 and outcome.interrupted == 'SIGTERM'
   assert outcome.finished['final'] == 4
+  # The ending, decided here once, is in what the run returns.
+  assert outcome.finished['interrupted'] == 'SIGTERM'
+  assert (
+    outcome.finished['completed'] and outcome.finished['stopped_at_step'] == 4
+  )
   outcome = run_lib.run(_job(), 0, 4, [], progress=False, finish=finish)
   assert outcome.interrupted == 'SIGTERM'  # Its own rule, entered by run.
 
