@@ -202,10 +202,10 @@ TOTAL = {'eval': 40, 'meta_train': 30}
   'job',
   [
     'eval',
-    # 85 s alone (2026-12-04 18:20; 120 s of CPU time: five processes that
-    # each take ~9 s to start and 11-27 s to trace and compile the meta
-    # program; 116 s with a third pair as the reference), which would take
-    # the default suite past its 8 minutes: in the slow target; the eval
+    # 84 s alone (2026-12-04 23:50; 139 s of CPU time: five processes,
+    # each tracing and compiling the meta program, 12 s of it alone;
+    # docs/development.md), which would take the default suite past its
+    # 8 minutes: in the slow target; the eval
     # case runs the same command path in the default one, and
     # test_loops_trainer.py resumes meta-training there.
     pytest.param('meta_train', marks=pytest.mark.slow),
@@ -227,13 +227,11 @@ def test_two_processes_stop_resume_and_equal_a_run_never_stopped(job, tmp_path):
     job, [*run, '--out', str(straight)], tmp_path, 'straight', alone=True
   )
   deadline = time.monotonic() + TIMEOUT_S
-  # The run to stop starts once the straight one has compiled (its first
-  # row): its processes then read the program from the session's
-  # compilation cache instead of compiling it beside the straight run's.
-  while _rows(straight) < 1:
-    assert all(p.poll() is None for p in reference.procs), reference.wait()
-    assert time.monotonic() < deadline
-    time.sleep(0.05)
+  # The run to stop starts at once: its program (two processes, one device
+  # each) is not the straight run's (one process, two devices), so waiting
+  # for that one's compilation found nothing in the cache (meta-training:
+  # 19 s of compilation either way); the resumed pair reads the first
+  # pair's program from the session's cache (9 s).
   first = _Pair(job, [*run, '--out', str(stopped)], tmp_path, 'first')
   while _rows(stopped) < 4:
     assert all(p.poll() is None for p in first.procs), first.wait()
