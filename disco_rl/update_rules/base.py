@@ -300,16 +300,9 @@ class UpdateRule:
     backprop: bool = False,
   ) -> tuple[chex.Array, types.MetaState, types.UpdateRuleLog]:
     """The whole loss in one call: (per-step loss [T, B], meta state, logs)."""
+    args = (meta_params, params, state, meta_state, rollout, hyper_params)
     meta_out, new_meta_state = self.unroll_meta_net(
-      rollout=rollout,
-      hyper_params=hyper_params,
-      meta_params=meta_params,
-      meta_state=meta_state,
-      params=params,
-      state=state,
-      unroll_policy_fn=unroll_policy_fn,
-      rng=rng,
-      axis_name=axis_name,
+      *args, unroll_policy_fn, rng, axis_name
     )
     with_meta, log = self.agent_loss(
       rollout, meta_out, hyper_params, backprop=backprop
