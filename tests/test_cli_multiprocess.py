@@ -194,23 +194,14 @@ def _params(out: pathlib.Path) -> dict[str, np.ndarray]:
 
 
 # Steps of each run: enough that a SIGTERM after the first rows stops the
-# run long before its end (each call also saves a checkpoint).
-TOTAL = {'eval': 40, 'meta_train': 30}
+# run long before its end, with renewed agents on both sides of the stop
+# (meta-training: lifetimes of 2 updates, one update per meta-step).
+TOTAL = {'eval': 40, 'meta_train': 20}
 
 
-@pytest.mark.parametrize(
-  'job',
-  [
-    'eval',
-    # 84 s alone (2026-12-04 23:50; 139 s of CPU time: five processes,
-    # each tracing and compiling the meta program, 12 s of it alone;
-    # docs/development.md), which would take the default suite past its
-    # 8 minutes: in the slow target; the eval
-    # case runs the same command path in the default one, and
-    # test_loops_trainer.py resumes meta-training there.
-    pytest.param('meta_train', marks=pytest.mark.slow),
-  ],
-)
+# Meta-training: 52 s alone (2026-12-05 01:05; 97 s of CPU time: five
+# processes, each tracing the meta program, the first three compiling it).
+@pytest.mark.parametrize('job', ['eval', 'meta_train'])
 def test_two_processes_stop_resume_and_equal_a_run_never_stopped(job, tmp_path):
   """A two-process run given a SIGTERM in process 1 stops in both at one
   step (exit 143, checkpoint, summary); `--resume` in both runs it to its
@@ -220,9 +211,10 @@ def test_two_processes_stop_resume_and_equal_a_run_never_stopped(job, tmp_path):
   two devices does, bit for bit: test_loops_multiprocess.py), which saves
   a third pair of processes here."""
   stopped, straight = tmp_path / 'stopped', tmp_path / 'straight'
-  # A checkpoint every 3 calls (each save is a collective of both
-  # processes); the stop saves one of its own.
-  run = [*TINY[job], '--steps', str(TOTAL[job]), '--checkpoint-every', '6']
+  # A checkpoint every 3 calls, resumed too (each save is a collective of
+  # both processes, about 0.5 s); the stop saves one of its own.
+  every = ['--checkpoint-every', '6']
+  run = [*TINY[job], '--steps', str(TOTAL[job]), *every]
   reference = _Pair(
     job, [*run, '--out', str(straight)], tmp_path, 'straight', alone=True
   )
@@ -247,7 +239,7 @@ def test_two_processes_stop_resume_and_equal_a_run_never_stopped(job, tmp_path):
   assert summary['interrupted'] == 'SIGTERM' and not summary['completed']
   assert summary['stopped_at_step'] < TOTAL[job]
 
-  resumed = _Pair(job, ['--resume', str(stopped)], tmp_path, 'resumed')
+  resumed = _Pair(job, ['--resume', str(stopped), *every], tmp_path, 'resumed')
   for pair in (reference, resumed):
     ends = pair.wait()
     assert [status for status, _ in ends] == [0] * len(pair.procs), ends
