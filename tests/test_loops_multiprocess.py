@@ -2,8 +2,9 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Two processes on 127.0.0.1 run the jobs as one process with 2 devices.
 
-The eval job (`make_eval`) in the default run, meta-training
-(`make_meta_train`, two task groups) in the slow one.
+The eval job (`make_eval`) and meta-training (`make_meta_train`, two task
+groups), both in the slow run; the default run runs both commands in two
+processes (test_cli_multiprocess.py).
 
 Each process has one CPU device and joins the run through
 `distributed.initialize` (gloo collectives); the learned agent and
@@ -70,9 +71,9 @@ def _finish(processes):
   'job',
   [
     # Both slow (eval since 2026-12-04, for the 8-minute default run): the
-    # default run runs the eval CLI in two processes, straight and
-    # interrupted (test_cli_multiprocess.py). Meta-training compiles for
-    # minutes in each of the three processes.
+    # default run runs both commands in two processes, stopped and resumed
+    # (test_cli_multiprocess.py). Meta-training here has two task groups
+    # and compiles for minutes in each of the three processes.
     pytest.param('eval', marks=pytest.mark.slow),
     pytest.param('meta', marks=pytest.mark.slow),
   ],
