@@ -45,20 +45,25 @@ def test_the_suite_started_with_sigint_ignored_still_tests_sigint():
   SIGINT instead of waiting for a stop that never comes (without it, the
   test above fails: the handler before is SIG_IGN)."""
   test = f'{__file__}::test_stop_on_signal_nests_and_restores_the_handlers'
+  pytest_args = ['-m', 'pytest', '-q', '-p', 'no:cacheprovider']
+  # SIGINT ignored, then exec: the ignore is inherited, as from a shell.
+  # (Not preexec_fn, which runs Python in a fork of this multithreaded
+  # process: JAX warns that it may deadlock.)
+  start = (
+    'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); '
+    'os.execv(sys.executable, [sys.executable] + sys.argv[1:])'
+  )
   done = subprocess.run(
     [
       sys.executable,
-      '-m',
-      'pytest',
-      '-q',
-      '-p',
-      'no:cacheprovider',
+      '-c',
+      start,
+      *pytest_args,
       '-p',
       'no:xdist',
       test,
     ],
     cwd=pathlib.Path(__file__).parent.parent,
-    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     capture_output=True,
     text=True,
     check=False,
