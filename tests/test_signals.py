@@ -45,7 +45,6 @@ def test_the_suite_started_with_sigint_ignored_still_tests_sigint():
   SIGINT instead of waiting for a stop that never comes (without it, the
   test above fails: the handler before is SIG_IGN)."""
   test = f'{__file__}::test_stop_on_signal_nests_and_restores_the_handlers'
-  pytest_args = ['-m', 'pytest', '-q', '-p', 'no:cacheprovider']
   # SIGINT ignored, then exec: the ignore is inherited, as from a shell.
   # (Not preexec_fn, which runs Python in a fork of this multithreaded
   # process: JAX warns that it may deadlock.)
@@ -58,7 +57,11 @@ def test_the_suite_started_with_sigint_ignored_still_tests_sigint():
       sys.executable,
       '-c',
       start,
-      *pytest_args,
+      '-m',
+      'pytest',
+      '-q',
+      '-p',
+      'no:cacheprovider',
       '-p',
       'no:xdist',
       test,
