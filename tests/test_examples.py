@@ -189,6 +189,11 @@ def check_eval_run(stdout: str, out: pathlib.Path, learner_keys):
   final = line_value(stdout, 'final average return (last 100 steps):')
   metrics_path = line_value(stdout, 'metrics:')
   plot_path = line_value(stdout, 'plot:')
+  assert re.search(
+    r'^steps/s: \S+ after \d+s of compilation and the first call$',
+    stdout,
+    re.M,
+  ), stdout
   assert pathlib.Path(metrics_path) == out / 'metrics.csv'
   assert pathlib.Path(plot_path) == out / 'returns.png'
   assert_png(plot_path)
@@ -755,6 +760,12 @@ def test_eval_cli_never_overwrites_a_run_unless_told(
   assert 'these differ: seed: saved 0, given 5' in _error_of(capsys)
   assert _main('eval')(['--resume', str(out), '--weights', 'w.npz']) == 2
   assert '--weights cannot be given with --resume' in _error_of(capsys)
+  # Resuming the finished run runs nothing and says so.
+  assert _main('eval')(['--resume', str(out), '--no-progress']) == 0
+  stdout = capsys.readouterr().out
+  assert 'steps/s: n/a (no step ran in this call)' in stdout
+  assert summary_of(stdout)['completed']
+  assert (out / 'metrics.csv').read_bytes() == before
   assert _main('eval')([*tiny, '--overwrite', '--steps', '2']) == 0
   assert len(metrics_lib.read_metrics(out / 'metrics.csv')['step']) == 3
 
