@@ -323,6 +323,19 @@ def _trainer(
   return trainer.Trainer(config, run_dir, rule_params=rule_params, **run_args)
 
 
+def speed_line(
+  unit: str, speed: float | None, seconds: float | None, what: str, digits: int
+) -> str:
+  """A report's speed line, e.g. 'steps/s: 5.09 after 27s of compilation':
+  `speed` in `unit`s per second after the first call, `seconds` the time
+  of `what` (None: no `unit` ran in this call, e.g. --resume of a finished
+  run)."""
+  if seconds is None:
+    return f'{unit}s/s: n/a (no {unit} ran in this call)'
+  rate = 'n/a' if speed is None else f'{speed:.{digits}f}'
+  return f'{unit}s/s: {rate} after {seconds:.0f}s of {what}'
+
+
 def _report(summary, report) -> int:
   """Prints the summary and how the run ended; the exit status."""
   lead = jax.process_index() == 0

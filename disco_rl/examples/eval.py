@@ -54,16 +54,15 @@ def _report(summary) -> None:
       '  per run: '
       + '; '.join(f'{run}: {text(value)}' for run, value in per_run.items())
     )
-  speed = summary['steps_per_second']
-  first = summary['compile_and_first_step_s']
-  if first is None:  # Nothing ran: e.g. --resume of a finished run.
-    print('steps/s: n/a (no step ran in this call)')
-  else:
-    print(
-      'steps/s: '
-      + (f'{speed:.2f}' if speed is not None else 'n/a')
-      + f' after {first:.0f}s of compilation and the first call'
+  print(
+    cli.speed_line(
+      'step',
+      summary['steps_per_second'],
+      summary['compile_and_first_step_s'],
+      'compilation and the first call',
+      digits=2,
     )
+  )
   print(f'metrics: {summary["metrics_csv"]}')
   print(f'plot:    {summary["plot_png"]}')
 

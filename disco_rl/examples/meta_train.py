@@ -100,15 +100,15 @@ def _report(summary) -> None:
     'positive rewards per meta-step (last 100): '
     + (f'{final:.1f}' if final is not None else 'none (no meta-step ran)')
   )
-  speed, compile_s = summary['meta_steps_per_second'], summary['compile_s']
-  if compile_s is None:  # Nothing ran: e.g. --resume of a finished run.
-    print('meta-steps/s: n/a (no meta-step ran in this call)')
-  else:
-    print(
-      'meta-steps/s: '
-      + (f'{speed:.3f}' if speed is not None else 'n/a')
-      + f' after {compile_s:.0f}s of compilation'
+  print(
+    cli.speed_line(
+      'meta-step',
+      summary['meta_steps_per_second'],
+      summary['compile_s'],
+      'compilation',
+      digits=3,
     )
+  )
   print(f'metrics: {summary["metrics_csv"]}')
   print(f'rule:    {summary["params_npz"]}')
 
