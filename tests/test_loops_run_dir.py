@@ -27,7 +27,11 @@ from disco_rl.loops import run_dir
 
 def test_new_and_empty_directories_are_fine(tmp_path):
   new = run_dir.RunDir(tmp_path / 'a' / 'b')
-  assert not (tmp_path / 'a').exists()  # Checked; nothing created.
+  # Made to hold the lock alone; released unused, nothing is left.
+  assert [p.name for p in (tmp_path / 'a/b').iterdir()] == ['run.lock']
+  new.release()
+  assert not (tmp_path / 'a').exists()
+  new = run_dir.RunDir(tmp_path / 'a' / 'b')
   new.start('eval', config_lib.EvalConfig())
   assert new.path.is_dir() and new.path.is_absolute()
   assert (new.path / 'run.json').is_file()
@@ -83,21 +87,33 @@ def test_a_run_is_only_replaced_when_asked(tmp_path):
   first.write_summary({'steps': 1})
   (path / 'metrics.csv').write_text('step\n0\n')
   (path / 'checkpoints' / '5').mkdir(parents=True)
-  (path / 'returns.png').write_bytes(b'png')
+  first.file('returns.png').write_bytes(b'png')  # The run's (its manifest).
   (path / 'update_rule_params.npz').write_bytes(b'npz')
   (path / 'mine.txt').write_text('keep')
+  (path / 'mine.png').write_bytes(b'the user figure')
+  first.release()
   assert first.holds_run()
   before = sorted(p.name for p in path.iterdir())
   with pytest.raises(ValueError, match='already holds a run'):
     run_dir.RunDir(path)
   with pytest.raises(ValueError, match='overwrite and resume exclude'):
     run_dir.RunDir(path, overwrite=True, resume=True)
-  assert run_dir.RunDir(path, resume=True).path == path
+  resumed = run_dir.RunDir(path, resume=True)
+  assert resumed.path == path
+  resumed.release()
   replacing = run_dir.RunDir(path, overwrite=True)
-  assert sorted(p.name for p in path.iterdir()) == before  # Not yet.
+  assert sorted(p.name for p in path.iterdir()) == sorted(
+    before + ['run.lock']
+  )  # Not yet.
   replacing.start('meta_train', meta_config.MetaTrainConfig())
-  # Every file of the old run is gone (summary.json too), the user's stays.
-  assert sorted(p.name for p in path.iterdir()) == ['mine.txt', 'run.json']
+  replacing.release()
+  # Every file of the old run is gone (summary.json, its plot too), the
+  # user's stay (their figures too).
+  assert sorted(p.name for p in path.iterdir()) == [
+    'mine.png',
+    'mine.txt',
+    'run.json',
+  ]
 
 
 def test_nothing_to_resume_or_read(tmp_path):

@@ -15,6 +15,7 @@ number; a second signal stops at once (the last checkpoint stays).
 import argparse
 from collections.abc import Callable, Collection, Mapping, Sequence
 import dataclasses
+import errno
 import json
 import os
 import signal
@@ -35,6 +36,7 @@ from disco_rl.update_rules import disco
 # Errors that are the user's input (a bad setting, path or file).
 USER_ERRORS = (ValueError, FileNotFoundError, TypeError, KeyError)
 EXIT_BAD_INPUT = 2
+EXIT_SYSTEM = 1  # The system failed the run (e.g. a full disk).
 _UNSET = object()
 
 
@@ -43,6 +45,22 @@ def user_error(e: Exception) -> int:
   message = ' '.join(str(e).split()) or type(e).__name__
   print(f'error: {message}', file=sys.stderr)
   return EXIT_BAD_INPUT
+
+
+def system_error(e: OSError, run_dir: str | None) -> int:
+  """Prints an OSError (a full disk, a failed write) as the one `error:`
+  line of a command, with how to continue the run in `run_dir`; the exit
+  status."""
+  message = e.strerror or str(e)
+  if e.filename:
+    message = f'{e.filename}: {message}'
+  if e.errno == errno.ENOSPC and run_dir:
+    message += (
+      '; the run keeps its last complete checkpoint: free space, then '
+      f'continue it with --resume {run_dir}'
+    )
+  print(f'error: {" ".join(message.split())}', file=sys.stderr)
+  return EXIT_SYSTEM
 
 
 def make_parser(
@@ -218,6 +236,7 @@ def run(
       parser, argv, args, config_cls, weights_unusable, presets or {}
     )
     if run_trainer is None:
+      run_dir_lib.release_all()  # The directory as it was.
       name = signals.name_received()
       print(
         f'interrupted by {name} before the run started: nothing was written',
@@ -252,6 +271,8 @@ def run(
         RuntimeError(f'another process of the run stopped or failed ({e})')
       )
     )
+  except OSError as e:  # Not the input's: the system's (a full disk).
+    return _end(system_error(e, args.resume or args.out))
   return _report(summary, report)
 
 
@@ -259,6 +280,7 @@ def _end(status: int) -> int:
   """The exit status of a failed run; with several processes the process
   ends here, as JAX's exit waits for every process (a failed one never
   comes)."""
+  run_dir_lib.release_all()  # The run directory's lock, if still held.
   if jax.process_count() > 1:
     sys.stdout.flush()
     sys.stderr.flush()
@@ -294,11 +316,16 @@ def _trainer(
       raise ValueError('--resume and --overwrite exclude each other.')
     if 'out' in given:
       raise ValueError('--resume DIR is the run directory: leave out --out.')
+    if not args.resume.strip():
+      raise ValueError("--resume is empty; expected the run's directory.")
     load_weights(args, None)  # Refused with --resume.
-    run_dir = run_dir_lib.RunDir(args.resume, resume=True)
+    processes = flags.distributed_config(args)
+    run_dir = run_dir_lib.RunDir(
+      args.resume, resume=True, lock=_writes_files(processes)
+    )
     if signals.received():
       return None
-    distributed.initialize(flags.distributed_config(args))
+    distributed.initialize(processes)
     return trainer.Trainer.resume(
       run_dir,
       {k: v for k, v in values.items() if k in given},
@@ -311,7 +338,14 @@ def _trainer(
     config = config_cls(
       **{**presets[preset], **{k: v for k, v in values.items() if k in given}}
     )
-  run_dir = run_dir_lib.RunDir(args.out, overwrite=args.overwrite)
+  if not args.out.strip():
+    raise ValueError(
+      "--out is empty; expected the run's directory ('.' for the current one)."
+    )
+  processes = flags.distributed_config(args)
+  run_dir = run_dir_lib.RunDir(
+    args.out, overwrite=args.overwrite, lock=_writes_files(processes)
+  )
   rule_params = load_weights(args, weights_unusable(config))
   if rule_params is not None:
     config = with_rule_sizes(
@@ -319,8 +353,14 @@ def _trainer(
     )
   if signals.received():
     return None
-  distributed.initialize(flags.distributed_config(args))
+  distributed.initialize(processes)
   return trainer.Trainer(config, run_dir, rule_params=rule_params, **run_args)
+
+
+def _writes_files(processes: distributed.DistributedConfig) -> bool:
+  """Whether this process writes the run's files and holds its directory's
+  lock: process 0 of several, or the only one."""
+  return not processes.enabled or processes.process_id == 0
 
 
 def speed_line(

@@ -107,52 +107,59 @@ class Trainer:
       output_dir, run_dir_lib.RunDir
     ):
       output_dir = run_dir_lib.RunDir(
-        output_dir, overwrite=overwrite, resume=resume
+        output_dir,
+        overwrite=overwrite,
+        resume=resume,
+        lock=jax.process_index() == 0,
       )
     self.run_dir: run_dir_lib.RunDir | None = output_dir
-    if resume:
-      if self.run_dir is None:
-        raise ValueError('resume=True needs the output_dir of the run.')
-      config = self.run_dir.resumed_config(config, CONFIGS)
-    if not isinstance(config, config_lib.RunConfig) or type(config) not in JOBS:
-      raise TypeError(
-        'config must be an EvalConfig or a MetaTrainConfig, '
-        f'got {type(config).__name__}.'
-      )
-    name, maker = JOBS[type(config)]
-    self.loggers = metrics_lib.check_loggers(loggers)
-    if self.loggers and self.run_dir is None:
-      raise ValueError(
-        f"loggers {list(self.loggers)} write into the run's "
-        'directory: pass output_dir.'
-      )
-    if env is not None and name != 'eval':
-      raise ValueError(
-        "env= is for an EvalConfig run (env='custom'); got a "
-        f'{type(config).__name__}.'
-      )
-    custom = {} if env is None else dict(env=env)
-    self.config, self.progress, self.log_every = config, progress, log_every
-    self.job = maker(config, rule_params=rule_params, devices=devices, **custom)
-    self.checkpoint_every = checkpoint_every
-    self.keep_checkpoints = keep_checkpoints
-    self._lead = jax.process_index() == 0
     self._checkpointer: checkpoints_lib.Checkpointer | None = None
-    self.interrupted: str | None = None
-    self.rows: run_lib.Rows = []
-    self.state: Any = None
-    mesh.sync('disco_rl: run directory checked')  # Before anything writes.
-    if resume:
-      try:
+    try:
+      if resume:
+        if self.run_dir is None:
+          raise ValueError('resume=True needs the output_dir of the run.')
+        config = self.run_dir.resumed_config(config, CONFIGS)
+      if (
+        not isinstance(config, config_lib.RunConfig) or type(config) not in JOBS
+      ):
+        raise TypeError(
+          'config must be an EvalConfig or a MetaTrainConfig, '
+          f'got {type(config).__name__}.'
+        )
+      name, maker = JOBS[type(config)]
+      self.loggers = metrics_lib.check_loggers(loggers)
+      if self.loggers and self.run_dir is None:
+        raise ValueError(
+          f"loggers {list(self.loggers)} write into the run's "
+          'directory: pass output_dir.'
+        )
+      if env is not None and name != 'eval':
+        raise ValueError(
+          "env= is for an EvalConfig run (env='custom'); got a "
+          f'{type(config).__name__}.'
+        )
+      custom = {} if env is None else dict(env=env)
+      self.config, self.progress, self.log_every = config, progress, log_every
+      self.job = maker(
+        config, rule_params=rule_params, devices=devices, **custom
+      )
+      self.checkpoint_every = checkpoint_every
+      self.keep_checkpoints = keep_checkpoints
+      self._lead = jax.process_index() == 0
+      self.interrupted: str | None = None
+      self.rows: run_lib.Rows = []
+      self.state: Any = None
+      mesh.sync('disco_rl: run directory checked')  # Before anything writes.
+      if resume:
         self.restore()
-      except BaseException:
-        self.close()  # No checkpoint I/O left pending at exit.
-        raise
-    else:
-      self.state = self.job.init()
-      if self.run_dir is not None and self._lead:
-        self.run_dir.start(name, config)
-    mesh.sync('disco_rl: run directory ready')
+      else:
+        self.state = self.job.init()
+        if self.run_dir is not None and self._lead:
+          self.run_dir.start(name, config)
+      mesh.sync('disco_rl: run directory ready')
+    except BaseException:
+      self.close()  # No checkpoint I/O left pending, the lock released.
+      raise
 
   @classmethod
   def resume(
@@ -165,9 +172,15 @@ class Trainer:
     """Continues the run in `output_dir` as saved; `changes` may raise
     `num_steps`; `config_cls`: the job it must be (default: any)."""
     if not isinstance(output_dir, run_dir_lib.RunDir):
-      output_dir = run_dir_lib.RunDir(output_dir, resume=True)
+      output_dir = run_dir_lib.RunDir(
+        output_dir, resume=True, lock=jax.process_index() == 0
+      )
     if config_cls is not None:
-      output_dir.saved_settings(JOBS[config_cls][0])  # Raises for another.
+      try:
+        output_dir.saved_settings(JOBS[config_cls][0])  # Raises for another.
+      except BaseException:
+        output_dir.release()
+        raise
     return cls(changes or {}, output_dir, resume=True, **kwargs)
 
   @property
@@ -280,7 +293,12 @@ class Trainer:
     return metrics_lib.json_safe(outcome.finished)
 
   def close(self) -> None:
-    """Finishes pending checkpoint I/O."""
-    if self._checkpointer is not None:
-      self._checkpointer.close()
-      self._checkpointer = None
+    """Finishes pending checkpoint I/O and releases the run directory's
+    lock (held from the Trainer's making: no other process writes there)."""
+    try:
+      if self._checkpointer is not None:
+        self._checkpointer.close()
+        self._checkpointer = None
+    finally:
+      if self.run_dir is not None:
+        self.run_dir.release()
