@@ -5,10 +5,13 @@ they make, their flags (disco_rl.examples.flags) and the task suite."""
 
 import argparse
 import dataclasses
+import json
 
+import numpy as np
 import pytest
 
 from disco_rl import agent as agent_lib
+from disco_rl.examples import eval as eval_cli
 from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta_config
@@ -641,3 +644,154 @@ def test_rule_sizes_flag_writes_tuple_sizes_with_x():
     'prediction_size=8,hidden_size=16,embedding_size=8x1,policy_channels=8x2,'
     'meta_embedding_size=8'
   )
+
+
+# ----------------------------------------------------------------------------
+# Settings of the wrong type or out of range (issue 71): refused when made,
+# naming the field, the expected and the received value.
+
+
+@pytest.mark.parametrize(
+  'config_cls, changes, fragment',
+  [
+    # A string where a count is due (failed in a comparison naming nothing).
+    (
+      config_lib.EvalConfig,
+      dict(batch_size='8'),
+      r"batch_size must be an integer, got '8' \(str\)",
+    ),
+    # One size where a tuple is due.
+    (
+      config_lib.EvalConfig,
+      dict(dense=16),
+      r'dense must be a tuple of integers, got 16 \(int\)',
+    ),
+    # Only the Trainer failed on these, after compiling.
+    (
+      config_lib.EvalConfig,
+      dict(seed='0'),
+      r"seed must be an integer, got '0' \(str\)",
+    ),
+    (
+      config_lib.EvalConfig,
+      dict(num_steps=2.5),
+      r'num_steps must be an integer, got 2.5 \(float\)',
+    ),
+    # Was reported as 4.0 environments.
+    (
+      config_lib.EvalConfig,
+      dict(batch_size=8.0),
+      r'batch_size must be an integer, got 8.0 \(float\)',
+    ),
+    # Was taken as True.
+    (
+      config_lib.EvalConfig,
+      dict(debug_checks='no'),
+      r"debug_checks must be True or False, got 'no' \(str\)",
+    ),
+    (
+      config_lib.EvalConfig,
+      dict(learning_rates=(1e-3, '1e-2')),
+      r"learning_rates must be a tuple of numbers, got \(0.001, '1e-2'\)",
+    ),
+    (
+      meta_config.MetaTrainConfig,
+      dict(num_inner_steps='2'),
+      r"num_inner_steps must be an integer, got '2' \(str\)",
+    ),
+    (
+      meta_config.MetaTrainConfig,
+      dict(remat='no'),
+      r"remat must be True or False, got 'no' \(str\)",
+    ),
+    (
+      meta_config.MetaTrainConfig,
+      dict(tasks='catch'),
+      r"tasks must be a tuple of texts, got 'catch' \(str\) \(write "
+      r"\('catch',\) for one\)",
+    ),
+  ],
+)
+def test_a_setting_of_the_wrong_type_is_refused_naming_the_field(
+  config_cls, changes, fragment
+):
+  with pytest.raises(ValueError, match=fragment):
+    config_cls(**changes)
+
+
+@pytest.mark.parametrize(
+  'config_cls, changes, fragment',
+  [
+    (config_lib.EvalConfig, dict(seed=-1), 'seed must be from 0 to 4294967295'),
+    # Overflowed in jax.random.PRNGKey (a traceback).
+    (
+      config_lib.EvalConfig,
+      dict(seed=99999999999999999999),
+      r'seed must be from 0 to 4294967295 \(jax.random.PRNGKey keeps 32 '
+      r'bits of a seed\), got 99999999999999999999',
+    ),
+    # 2**32 is seed 0's key again.
+    (
+      config_lib.EvalConfig,
+      dict(seed=2**32 - 1, num_seeds=2),
+      r'seed \+ num_seeds - 1 must be from 0 to 4294967295 .*, got 4294967296',
+    ),
+    (
+      config_lib.EvalConfig,
+      dict(seeds=(0, 2**32)),
+      r'seeds must be from 0 to 4294967295',
+    ),
+    (
+      meta_config.MetaTrainConfig,
+      dict(seed=-1),
+      'seed must be from 0 to 4294967295',
+    ),
+    (
+      meta_config.MetaTrainConfig,
+      dict(rule_seed=2**40),
+      'rule_seed must be from 0 to 4294967295',
+    ),
+  ],
+)
+def test_a_seed_outside_the_key_range_is_refused(config_cls, changes, fragment):
+  with pytest.raises(ValueError, match=fragment):
+    config_cls(**changes)
+
+
+def test_numpy_scalars_and_lists_are_kept_as_python_values():
+  """What the checks accept is kept as run.json writes it."""
+  config = config_lib.EvalConfig(
+    seed=np.int64(3),
+    learning_rate=np.float32(0.5),
+    dense=[8, np.int32(4)],
+    debug_checks=np.bool_(False),
+  )
+  assert type(config.seed) is int and type(config.learning_rate) is float
+  assert config.dense == (8, 4) and type(config.dense[1]) is int
+  assert config.debug_checks is False
+  json.dumps(dataclasses.asdict(config))
+
+
+@pytest.mark.parametrize(
+  'args, fragment',
+  [
+    (
+      ['--seed', '99999999999999999999'],
+      'seed must be from 0 to 4294967295',
+    ),
+    # As --seeds -1 is.
+    (['--seed', '-1'], 'seed must be from 0 to 4294967295 (jax'),
+    (['--seeds', '-1'], 'seeds must be from 0 to 4294967295'),
+  ],
+)
+def test_a_seed_flag_out_of_range_is_one_error_line(
+  args, fragment, tmp_path, capsys
+):
+  status = eval_cli.main(
+    [*args, '--steps', '1', '--no-progress', '--out', str(tmp_path / 'out')]
+  )
+  err = capsys.readouterr().err
+  assert status == 2
+  assert err.startswith('error: ') and err.count('\n') == 1, err
+  assert fragment in err
+  assert not (tmp_path / 'out').exists()

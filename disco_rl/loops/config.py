@@ -17,10 +17,15 @@ Old run records are read with `run_dir.upgrade_settings`.
 """
 
 import dataclasses
+import functools
 import math
+import numbers
+import types as pytypes
+import typing
 from typing import Any, NamedTuple
 
 from ml_collections import config_dict
+import numpy as np
 
 from disco_rl import agent as agent_lib
 from disco_rl import environments
@@ -32,6 +37,9 @@ PRECISIONS = nets.PRECISIONS
 MATMUL_PRECISIONS = ('default', 'high', 'highest')
 # env='custom': the Environment object given to Trainer(..., env=...).
 CUSTOM_ENV = 'custom'
+# Seeds are below 2**32: `jax.random.PRNGKey` keeps a seed's low 32 bits
+# (2**32 would be seed 0 again) and larger ones overflow.
+SEED_LIMIT = 2**32
 
 
 class Run(NamedTuple):
@@ -52,6 +60,100 @@ def setting(default: Any, help_text: str, **extra: Any) -> Any:
   return dataclasses.field(
     default=default, metadata=dict(help=help_text, **extra)
   )
+
+
+def _expected(annotation: Any) -> str:
+  """What a field of `annotation` holds, in words ('an integer')."""
+  if typing.get_origin(annotation) in (typing.Union, pytypes.UnionType):
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return f'{_expected(args[0])} or None'
+  if typing.get_origin(annotation) is tuple:
+    element = typing.get_args(annotation)[0]
+    return f'a tuple of {_WORDS[element].split(" ", 1)[1]}s'
+  if typing.get_origin(annotation) is dict:
+    return 'a dict of names to values'
+  return _WORDS[annotation]
+
+
+_WORDS = {
+  int: 'an integer',
+  float: 'a number',
+  bool: 'True or False',
+  str: 'a text',
+}
+
+
+def _as_type(value: Any, annotation: Any) -> tuple[bool, Any]:
+  """(whether `value` is of `annotation`, the value as the field keeps it:
+  a list as a tuple, a NumPy integer, number or bool as Python's)."""
+  if typing.get_origin(annotation) in (typing.Union, pytypes.UnionType):
+    if value is None:
+      return True, None
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return _as_type(value, args[0])
+  if typing.get_origin(annotation) is tuple:
+    if not isinstance(value, (tuple, list)):
+      return False, value
+    element = typing.get_args(annotation)[0]
+    kept = [_as_type(v, element) for v in value]
+    return all(ok for ok, _ in kept), tuple(v for _, v in kept)
+  if typing.get_origin(annotation) is dict:
+    return isinstance(value, dict), value
+  if annotation is bool:
+    return _is_bool(value), bool(value) if _is_bool(value) else value
+  if annotation in (int, float):
+    kind = numbers.Integral if annotation is int else numbers.Real
+    ok = isinstance(value, kind) and not _is_bool(value)
+    if not ok or isinstance(value, (int, float)):
+      return ok, value
+    return ok, annotation(value)  # A NumPy scalar.
+  if annotation is str:
+    return isinstance(value, str), value
+  return True, value
+
+
+def _is_bool(value: Any) -> bool:
+  """A Python or NumPy bool (never an integer setting)."""
+  return isinstance(value, (bool, np.bool_))
+
+
+@functools.cache
+def _hints(config_cls: type) -> dict[str, Any]:
+  return typing.get_type_hints(config_cls)
+
+
+def check_types(config: Any) -> None:
+  """Raises ValueError naming the first field of the dataclass `config`
+  whose value is not of its declared type (no conversion: '8', 8.0 and
+  True are not an integer, 'no' is not False), with the expected and the
+  received value; keeps a list as a tuple and NumPy scalars as Python's."""
+  hints = _hints(type(config))
+  for field in dataclasses.fields(config):
+    value = getattr(config, field.name)
+    ok, kept = _as_type(value, hints[field.name])
+    if not ok:
+      one = (
+        f' (write ({value!r},) for one)'
+        if isinstance(value, str) and 'tuple' in _expected(hints[field.name])
+        else ''
+      )
+      raise ValueError(
+        f'{field.name} must be {_expected(hints[field.name])}, got '
+        f'{value!r} ({type(value).__name__}){one}.'
+      )
+    if kept is not value:
+      object.__setattr__(config, field.name, kept)
+
+
+def check_seed(name: str, value: int) -> None:
+  """Raises ValueError unless 0 <= value < SEED_LIMIT (`value` an int):
+  a negative seed or one of 2**32 or more would be another seed's key, or
+  overflow (`--seed 99999999999999999999`)."""
+  if not 0 <= value < SEED_LIMIT:
+    raise ValueError(
+      f'{name} must be from 0 to {SEED_LIMIT - 1} (jax.random.PRNGKey '
+      f'keeps 32 bits of a seed), got {value}.'
+    )
 
 
 def redefault(name: str, value: Any) -> Any:
@@ -149,6 +251,7 @@ class RunConfig:
 
   def _check(self) -> None:
     """Raises ValueError naming any setting that cannot work."""
+    check_types(self)
     for field in dataclasses.fields(self):
       choices = field.metadata.get('choices')
       if choices and getattr(self, field.name) not in choices:
@@ -166,6 +269,9 @@ class RunConfig:
       'dense', 'model_head_hiddens', 'conv_channels', 'resnet_channels'
     )
     self._rates('learning_rate')
+    for field in dataclasses.fields(self):
+      if field.name == 'seed' or field.name.endswith('_seed'):
+        check_seed(field.name, getattr(self, field.name))
     if self.num_devices is not None and self.num_devices < 1:
       raise ValueError(f'num_devices must be >= 1, got {self.num_devices}.')
     agent_lib.check_rule_sizes(self.rule_sizes, 'rule_sizes')
@@ -335,8 +441,13 @@ class EvalConfig(RunConfig):
         f'seeds must be distinct and given instead of num_seeds, got '
         f'seeds={self.seeds} with num_seeds={self.num_seeds}.'
       )
-    if any(not isinstance(s, int) or s < 0 for s in self.seeds):
-      raise ValueError(f'seeds must be integers >= 0, got {self.seeds}.')
+    if any(not 0 <= s < SEED_LIMIT for s in self.seeds):
+      raise ValueError(
+        f'seeds must be from 0 to {SEED_LIMIT - 1} (jax.random.PRNGKey '
+        f'keeps 32 bits of a seed), got {self.seeds}.'
+      )
+    if not self.seeds:
+      check_seed('seed + num_seeds - 1', self.seed + self.num_seeds - 1)
     for rate in self.learning_rates:
       if not (
         isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0
