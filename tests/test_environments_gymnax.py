@@ -592,3 +592,62 @@ def test_eval_cli_reports_a_bad_env_in_one_line(tmp_path, capsys):
   assert err.startswith("error: Unknown env 'gymnax:Breakout'")
   assert "'gymnax:Breakout-MinAtar'" in err and '\n' not in err
   assert not (tmp_path / 'run').exists()
+
+
+# ----------------------------------------------------------------------------
+# Settings checked against the environment's own (issue 71).
+
+
+@pytest.mark.parametrize(
+  'env_id, settings, fragment',
+  [
+    # Trained on one-step episodes without a word.
+    (
+      'CartPole-v1',
+      dict(max_steps_in_episode=-5),
+      r'gymnax:CartPole-v1 setting max_steps_in_episode must be an integer '
+      r'>= 1 \(default 500\), got -5',
+    ),
+    (
+      'CartPole-v1',
+      dict(max_steps_in_episode=2.5),
+      'max_steps_in_episode must be an integer >= 1',
+    ),
+    ('CartPole-v1', dict(gravity='9.8'), 'gravity must be a finite number'),
+    ('CartPole-v1', dict(gravity=float('nan')), 'got nan'),
+    (
+      'DeepSea-bsuite',
+      dict(deterministic='no'),
+      r"deterministic must be True or False \(default True\), got 'no'",
+    ),
+    # A constructor argument: was a traceback from inside gymnax.
+    ('DeepSea-bsuite', dict(size=-1), r'size must be an integer >= 1'),
+  ],
+)
+def test_an_environment_setting_of_the_wrong_type_or_range_is_refused(
+  env_id, settings, fragment
+):
+  with pytest.raises(ValueError, match=fragment):
+    environments.get_environment(f'gymnax:{env_id}', 2, settings)
+
+
+def test_settings_of_the_right_type_and_range_pass():
+  env = environments.get_environment(
+    'gymnax:CartPole-v1', 2, dict(max_steps_in_episode=7, gravity=9)
+  )
+  assert env.env_params.max_steps_in_episode == 7
+
+
+def test_the_continuous_action_ids_are_gymnax_s():
+  assert sorted(gymnax_env.CONTINUOUS_ACTION_IDS) == sorted(_CONTINUOUS)
+
+
+def test_an_unknown_id_lists_no_continuous_action_id_as_known():
+  with pytest.raises(ValueError, match='Known ids') as raised:
+    environments.check_name('gymnax:CartPol-v1', 'env')
+  assert 'CartPole-v1' in str(raised.value)
+  for env_id in _CONTINUOUS:
+    assert env_id not in str(raised.value)
+  # Named, it says what is expected (as when it is built).
+  with pytest.raises(ValueError, match='expected a discrete action space'):
+    environments.check_name('gymnax:Pendulum-v1', 'env')

@@ -57,6 +57,7 @@ register(
   gymnax_env.make,
   names=gymnax_env.gymnax_names,
   package=gymnax_env.GYMNAX_PACKAGE,
+  refuse=gymnax_env.refuse_continuous,
 )
 register(
   gymnax_env.CRAFTAX_PREFIX,

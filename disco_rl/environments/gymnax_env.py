@@ -40,12 +40,15 @@ from collections.abc import Callable, Mapping
 import dataclasses
 import difflib
 import inspect
+import math
+import numbers
 from typing import Any
 
 import chex
 from dm_env import specs
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from disco_rl.environments import base
 from disco_rl.environments import observations
@@ -62,6 +65,15 @@ CRAFTAX_NAMES = (
   'Craftax-Classic-Pixels-v1',
   'Craftax-Symbolic-v1',
   'Craftax-Pixels-v1',
+)
+# gymnax's ids with continuous actions (a Box): not listed as known ids,
+# refused with what is expected (tests check the list against gymnax).
+CONTINUOUS_ACTION_IDS = (
+  'Pendulum-v1',
+  'MountainCarContinuous-v0',
+  'PointRobot-misc',
+  'Reacher-misc',
+  'Swimmer-misc',
 )
 # gymnax's MinAtar ids end so; their observations are 0/1 channels.
 MINATAR_SUFFIX = '-MinAtar'
@@ -217,9 +229,25 @@ class GymnaxEnvironment(base.VmappedEnvironment[GymnaxState]):
 
 
 def gymnax_names() -> list[str]:
-  """'gymnax:<id>' for every environment gymnax registers."""
+  """'gymnax:<id>' for every environment with discrete actions that gymnax
+  registers (not `CONTINUOUS_ACTION_IDS`)."""
   gymnax = packages.import_optional(GYMNAX_PREFIX, GYMNAX_PACKAGE)
-  return [GYMNAX_PREFIX + n for n in gymnax.registered_envs]
+  return [
+    GYMNAX_PREFIX + n
+    for n in gymnax.registered_envs
+    if n not in CONTINUOUS_ACTION_IDS
+  ]
+
+
+def refuse_continuous(name: str) -> None:
+  """Raises `action_spec_from_space`'s ValueError for a gymnax id with
+  continuous actions (which `gymnax_names` leaves out): what is expected
+  rather than 'unknown'."""
+  env_id = name.partition(':')[2]
+  if name.startswith(GYMNAX_PREFIX) and env_id in CONTINUOUS_ACTION_IDS:
+    gymnax = packages.import_optional(GYMNAX_PREFIX, GYMNAX_PACKAGE)
+    env, params = gymnax.make(env_id)
+    action_spec_from_space(env.action_space(params), repr(name))
 
 
 def craftax_names() -> list[str]:
@@ -261,12 +289,66 @@ def split_kwargs(
   return ctor, {k: v for k, v in env_kwargs.items() if k not in taken}
 
 
+def defaults_of(constructor: Callable[..., Any], params: Any) -> dict[str, Any]:
+  """The default of every setting a gymnax-style environment takes: its
+  constructor's arguments (those with a default) and its `EnvParams`
+  fields."""
+  defaults = {
+    k: p.default
+    for k, p in inspect.signature(constructor).parameters.items()
+    if p.default is not inspect.Parameter.empty
+  }
+  if dataclasses.is_dataclass(params):
+    defaults.update(
+      {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+    )
+  return defaults
+
+
+def check_settings(
+  defaults: Mapping[str, Any], settings: Mapping[str, Any], what: str
+) -> None:
+  """`settings` checked against their `defaults` (`defaults_of`): a bool
+  where the default is one, an integer where it is one (>= 1 where the
+  default is >= 1: a size, a count, an interval or the episode limit
+  `max_steps_in_episode`; else >= 0), a finite number where it is a float.
+  Settings whose default is None, text or an array are the environment's
+  to check.
+
+  Raises:
+    ValueError: naming the setting, the expected and the received value.
+  """
+  for key, value in settings.items():
+    default = defaults.get(key)
+    is_bool = isinstance(value, (bool, np.bool_))
+    if isinstance(default, bool):
+      ok, expected = is_bool, 'True or False'
+    elif isinstance(default, int):
+      least = 1 if default >= 1 else 0
+      ok = isinstance(value, numbers.Integral) and not is_bool
+      ok = ok and value >= least
+      expected = f'an integer >= {least}'
+    elif isinstance(default, float):
+      ok = isinstance(value, numbers.Real) and not is_bool
+      ok = ok and math.isfinite(value)
+      expected = 'a finite number'
+    else:
+      continue
+    if not ok:
+      raise ValueError(
+        f'{what} setting {key} must be {expected} (default {default!r}), '
+        f'got {value!r}.'
+      )
+
+
 def _make_gymnax(env_id: str, env_kwargs: Mapping[str, Any], name: str):
   gymnax = packages.import_optional(GYMNAX_PREFIX, GYMNAX_PACKAGE)
+  refuse_continuous(name)
   if env_id not in gymnax.registered_envs:
     raise packages.unknown_id_error(name, gymnax_names())
   env, params = gymnax.make(env_id)
   ctor, fields = split_kwargs(type(env), params, env_kwargs, name)
+  check_settings(defaults_of(type(env), params), env_kwargs, name)
   if ctor:
     env, params = gymnax.make(env_id, **ctor)
   return env, params.replace(**fields) if fields else params
@@ -281,6 +363,7 @@ def _make_craftax(env_id: str, env_kwargs: Mapping[str, Any], name: str):
   env = craftax_env.make_craftax_env_from_name(env_id, auto_reset=True)
   params = env.default_params
   _, fields = split_kwargs(type(env), params, env_kwargs, name)
+  check_settings(defaults_of(type(env), params), fields, name)
   return env, params.replace(**fields) if fields else params
 
 

@@ -45,6 +45,9 @@ class Family:
       e.g. ('jumanji', 'disco_rl[jumanji]'), or None.
     defaults: returns the settings `get_environment` uses when given none,
       or None (no settings).
+    refuse: raises a ValueError saying why a name the family's package has
+      cannot run here (e.g. gymnax's continuous-action ids, which `names`
+      leaves out), or None.
   """
 
   name: str
@@ -54,6 +57,7 @@ class Family:
   names: Callable[[], Sequence[str]] | None = None
   package: tuple[str, str] | None = None
   defaults: Callable[[], Mapping[str, Any]] | None = None
+  refuse: Callable[[str], None] | None = None
 
   @property
   def is_prefix(self) -> bool:
@@ -71,6 +75,8 @@ class Family:
       ValueError: an id that `names` does not list (with close matches).
       packages.MissingPackageError: the family's package is not installed.
     """
+    if self.refuse is not None:
+      self.refuse(name)
     if self.names is not None:
       known = list(self.names())
       if name not in known:
@@ -107,6 +113,7 @@ def register(
   names: Callable[[], Sequence[str]] | None = None,
   package: tuple[str, str] | None = None,
   defaults: Callable[[], Mapping[str, Any]] | None = None,
+  refuse: Callable[[str], None] | None = None,
   replace: bool = False,
 ) -> Family:
   """Registers a family of environments; see `Family` for the arguments.
@@ -121,6 +128,7 @@ def register(
     package: (module, pip extra) of the optional package it needs.
     defaults: a function returning the settings `get_environment` uses
       when given none.
+    refuse: a function raising a ValueError for a name it cannot run.
     replace: replace a family already registered under `name_or_prefix`
       (otherwise that is an error).
 
@@ -163,6 +171,10 @@ def register(
       f'defaults must be a function returning the default '
       f'settings, got {defaults!r}.'
     )
+  if refuse is not None and not callable(refuse):
+    raise ValueError(
+      f'refuse must be a function of a name that raises, got {refuse!r}.'
+    )
   if name_or_prefix in _FAMILIES and not replace:
     raise ValueError(
       f'An environment family {name_or_prefix!r} is already registered '
@@ -177,6 +189,7 @@ def register(
     names=names,
     package=package,
     defaults=defaults,
+    refuse=refuse,
   )
   _FAMILIES[name_or_prefix] = family_
   return family_
