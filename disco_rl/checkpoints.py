@@ -8,11 +8,23 @@ environment's pickled state). orbax writes each into a temporary directory
 and renames it when complete, so a process killed while writing leaves the
 previous one usable. Every process of a multi-process run takes part in
 `save` and `restore`.
+
+A save that fails (a full disk) raises one `OSError` naming the checkpoint
+and what failed, its partial files removed; the messages orbax's threads
+print meanwhile are kept out of the terminal (one process).
 """
 
 import base64
+import contextlib
+import errno
+import logging
+import os
 import pathlib
 import pickle
+import re
+import shutil
+import sys
+import tempfile
 from typing import Any
 
 import jax
@@ -35,6 +47,68 @@ def decode_object(text: str) -> Any:
 
 
 _STATE, _EXTRA = 'state', 'extra'
+
+
+class CheckpointMismatch(ValueError):
+  """A checkpoint of another run's shapes (not a damaged one)."""
+
+
+def short_error(e: BaseException) -> str:
+  """An exception as one short line (orbax's and tensorstore's messages
+  carry whole specs: cut at the first '[' detail and at 300 characters)."""
+  text = ' '.join(str(e).split())
+  text = re.sub(r' \[(tensorstore_spec|source locations)=.*', '', text)
+  if len(text) > 300:
+    text = text[:300] + '...'
+  return text or type(e).__name__
+
+
+def _no_space(e: BaseException) -> bool:
+  """Whether `e` (or what caused it) is a full disk."""
+  while e is not None:
+    if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+      return True
+    if 'No space left on device' in str(e):
+      return True
+    e = e.__cause__ or e.__context__
+  return False
+
+
+@contextlib.contextmanager
+def _quiet():
+  """Holds back what is written to the terminal's stderr (fd 2) meanwhile:
+  printed after a call that returns, dropped after one that raises (orbax's
+  threads print a traceback per failed write), with orbax's and asyncio's
+  later log lines about it. Only in a run of one process (a peer's last
+  words must not be held back)."""
+  if jax.process_count() > 1:
+    yield
+    return
+  try:
+    held = tempfile.TemporaryFile()
+  except OSError:  # A full disk: the noise goes nowhere.
+    held = open(os.devnull, 'w+b')  # pylint: disable=consider-using-with
+  with held:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(held.fileno(), 2)
+    failed = True
+    try:
+      yield
+      failed = False
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+      if failed:
+        for name in ('absl', 'asyncio', 'orbax'):
+          logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+      else:
+        held.seek(0)
+        text = held.read().decode('utf-8', 'replace')
+        if text:
+          sys.stderr.write(text)
+          sys.stderr.flush()
 
 
 class Checkpointer:
@@ -88,20 +162,40 @@ class Checkpointer:
 
     Saving a step that exists replaces it (a run stopped right after a
     periodic checkpoint saves the same step again).
+
+    Raises:
+      OSError: the checkpoint could not be written (ENOSPC: a full disk),
+        naming it and the complete ones before it; its partial files are
+        removed.
     """
     ocp = _orbax()
     if step in self._manager.all_steps():
       self._manager.delete(step)
-    self._manager.save(
-      step,
-      args=ocp.args.Composite(
-        **{
-          _STATE: ocp.args.StandardSave(state),
-          _EXTRA: ocp.args.JsonSave(extra),
-        }
-      ),
-    )
-    self._manager.wait_until_finished()
+    try:
+      with _quiet():
+        self._manager.save(
+          step,
+          args=ocp.args.Composite(
+            **{
+              _STATE: ocp.args.StandardSave(state),
+              _EXTRA: ocp.args.JsonSave(extra),
+            }
+          ),
+        )
+        self._manager.wait_until_finished()
+    except Exception as e:  # pylint: disable=broad-exception-caught
+      for partial in self.directory.glob(f'{step}.orbax-checkpoint-tmp*'):
+        shutil.rmtree(partial, ignore_errors=True)
+      kept = self.steps()
+      why = 'no space left on device' if _no_space(e) else short_error(e)
+      raise OSError(
+        errno.ENOSPC
+        if _no_space(e)
+        else getattr(e, 'errno', None) or errno.EIO,
+        f'cannot write checkpoint {step} in {self.directory}: {why} (the '
+        'checkpoints before it are complete: '
+        f'{", ".join(map(str, kept)) or "none"})',
+      ) from e
 
   def restore(self, target, step: int | None = None):
     """The state of checkpoint `step` (default: the latest), and its extra.
@@ -113,21 +207,24 @@ class Checkpointer:
 
     Raises:
       FileNotFoundError: if there is no such checkpoint.
-      ValueError: if the checkpoint holds a state of other shapes than
-        `target` (another version of the package or other settings).
+      CheckpointMismatch: (a ValueError) if the checkpoint holds a state
+        of other shapes than `target` (another version of the package or
+        other settings).
+      Exception: whatever orbax raises for a damaged checkpoint.
     """
     ocp = _orbax()
     step = self.resolve_step(step)
     self._check_shapes(step, target)
-    restored = self._manager.restore(
-      step,
-      args=ocp.args.Composite(
-        **{
-          _STATE: ocp.args.StandardRestore(target),
-          _EXTRA: ocp.args.JsonRestore(),
-        }
-      ),
-    )
+    with _quiet():
+      restored = self._manager.restore(
+        step,
+        args=ocp.args.Composite(
+          **{
+            _STATE: ocp.args.StandardRestore(target),
+            _EXTRA: ocp.args.JsonRestore(),
+          }
+        ),
+      )
     return restored[_STATE], restored[_EXTRA]
 
   def read(self, step: int | None = None) -> dict[str, Any]:
@@ -169,7 +266,7 @@ class Checkpointer:
       f'this run has no {"/".join(p)}' for p in saved if p not in wanted
     ]
     if differ:
-      raise ValueError(
+      raise CheckpointMismatch(
         f'Checkpoint {step} in {self.directory} cannot be resumed by this '
         f'run: {differ[0]}. It was written by another version of disco_rl '
         'or with other settings; start a new run.'

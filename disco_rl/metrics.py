@@ -11,6 +11,7 @@ closed at the end (`close`). Its plots are drawn by `disco_rl.plots`;
 import collections
 import csv
 import importlib
+import io
 import math
 import os
 import pathlib
@@ -53,7 +54,10 @@ class MetricsWriter:
   """Appends CSV rows as they come; the first row fixes the columns.
 
   With `append=True` an existing file is continued under its own header
-  (a resumed run; see `read_rows`).
+  (a resumed run; see `read_rows`). Each call's rows are written whole and
+  flushed; `sync` puts them on the disk (before a checkpoint that counts
+  them). A row cut short (a crash, a full disk) lacks its line break or
+  fields, which `read_rows` detects.
   """
 
   def __init__(self, path, append: bool = False):
@@ -61,10 +65,19 @@ class MetricsWriter:
     self.path.parent.mkdir(parents=True, exist_ok=True)
     fieldnames = None
     if append and self.path.is_file() and self.path.stat().st_size:
+      with open(self.path, 'rb') as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) != b'\n':
+          raise ValueError(
+            f'{self.path} ends in a row cut short (no line break at its '
+            'end): rows appended would join it. Resume the run (which '
+            'cuts the file back to its checkpoint) instead.'
+          )
       with open(self.path, newline='') as f:
         fieldnames = next(csv.reader(f), None)
     self._file = open(self.path, 'a' if fieldnames else 'w', newline='')
     self._writer = None if fieldnames is None else self._dict_writer(fieldnames)
+    self._failed = False
 
   def _dict_writer(self, fieldnames):
     return csv.DictWriter(
@@ -75,22 +88,49 @@ class MetricsWriter:
     self.write_rows([row])
 
   def write_rows(self, rows) -> None:
-    """Writes several rows and flushes once."""
-    for row in rows:
-      if self._writer is None:
-        self._writer = self._dict_writer(row)
-        self._writer.writeheader()
-      self._writer.writerow(row)
-    self._file.flush()
+    """Writes several rows and flushes once.
+
+    Raises:
+      OSError: the write failed (e.g. a full disk), naming the file.
+    """
+    try:
+      for row in rows:
+        if self._writer is None:
+          self._writer = self._dict_writer(row)
+          self._writer.writeheader()
+        self._writer.writerow(row)
+      self._file.flush()
+    except OSError as e:
+      self._failed = True
+      raise _write_error(self.path, e) from e
+
+  def sync(self) -> None:
+    """Puts the rows written so far on the disk (fsync)."""
+    try:
+      self._file.flush()
+      os.fsync(self._file.fileno())
+    except OSError as e:
+      self._failed = True
+      raise _write_error(self.path, e) from e
 
   def close(self) -> None:
-    self._file.close()
+    """Closes the file (after a failed write, quietly: it is reported)."""
+    try:
+      self._file.close()
+    except OSError as e:
+      if not self._failed:
+        raise _write_error(self.path, e) from e
 
   def __enter__(self):
     return self
 
   def __exit__(self, *exc):
     self.close()
+
+
+def _write_error(path: pathlib.Path, e: OSError) -> OSError:
+  """An OSError of `e`'s number naming the file and what it did."""
+  return OSError(e.errno, f'cannot write {path}: {e.strerror or e}')
 
 
 def read_table(path) -> pd.DataFrame:
@@ -109,33 +149,90 @@ def read_metrics(path) -> dict[str, np.ndarray]:
   return {key: table[key].to_numpy(dtype=float) for key in table.columns}
 
 
-def read_rows(path, count: int, cut: bool = False) -> list[dict[str, float]]:
+def _fields(line: str) -> list[str]:
+  return next(csv.reader([line]), [])
+
+
+def read_rows(
+  path,
+  count: int,
+  cut: bool = False,
+  step: int | None = None,
+  notes: list[str] | None = None,
+) -> list[dict[str, float]]:
   """The first `count` rows of a metrics CSV; with `cut`, the file is also
   cut to them (atomically: a reader sees it whole, before or after).
 
   A resumed run continues from its checkpoint: the rows written after it
-  are dropped so that none is duplicated.
+  are dropped so that none is duplicated, a row cut short among them too
+  (a crash or a full disk while it was written; said in `notes`). The rows
+  kept must be whole: each ends in a line break and has every field of the
+  header; with `step` (the checkpoint's), the last is of step `step - 1`.
 
   Raises:
-    ValueError: if the file has fewer than `count` rows.
+    ValueError: naming the file and the line, if it has fewer than `count`
+      rows, one of them is not whole, or the last is of another step.
   """
   path = pathlib.Path(path)
-  table = read_table(path) if path.is_file() else None
-  have = 0 if table is None else len(table)
-  if have < count:
+  lines: list[str] = []
+  if path.is_file():
+    with open(path, newline='') as f:
+      lines = f.readlines()
+  body = lines[1:]
+  if len(body) < count:
     raise ValueError(
-      f'{path} has {have} metrics rows; the checkpoint needs {count}.'
+      f'{path} has {len(body)} metrics rows; the checkpoint needs {count}.'
     )
-  if table is None:
+  if not lines:
     return []
-  table = table.iloc[:count]
-  if cut and have > count:
+  width = len(_fields(lines[0]))
+
+  def whole(line: str) -> bool:
+    return line.endswith('\n') and len(_fields(line)) == width
+
+  for i, line in enumerate(body):
+    if whole(line):
+      continue
+    fields = len(_fields(line))
+    what = (
+      'cut short (no line break at its end)'
+      if not line.endswith('\n')
+      else f'short: {fields} fields, the header has {width}'
+    )
+    if i < count:
+      raise ValueError(
+        f'{path} line {i + 2} is not a whole metrics row ({what}); the '
+        f'checkpoint needs its first {count} rows whole. The file was '
+        'damaged or edited: restore it, or start the run again '
+        '(--overwrite).'
+      )
+    if notes is not None and cut:
+      notes.append(
+        f'{path} line {i + 2} was {what} (a crash or a full disk while it '
+        "was written); it followed the checkpoint's rows and is dropped "
+        'with the rows after them (they come again).'
+      )
+    body = body[:i]  # What pandas reads: the whole rows before it.
+    break
+  table = pd.DataFrame()
+  if count:
+    table = pd.read_csv(io.StringIO(''.join([lines[0], *body]))).iloc[:count]
+  if step is not None and count:
+    last = table['step'].iloc[-1] if 'step' in table else None
+    if last is None or int(last) != step - 1:
+      raise ValueError(
+        f'{path} row {count} (line {count + 1}) is of step {last}, but the '
+        f'checkpoint of step {step} follows step {step - 1}: the rows and '
+        'the checkpoint disagree (edited?); restore them, or start the run '
+        'again (--overwrite).'
+      )
+  header_whole = lines[0].endswith('\n')  # Else no row follows it.
+  if cut and (len(lines) > count + 1 or not header_whole):
     tmp = path.with_name(path.name + '.tmp')
-    with open(path, newline='') as src, open(tmp, 'w', newline='') as dst:
-      for i, line in enumerate(src):  # Header and rows kept as written.
-        if i > count:
-          break
-        dst.write(line)
+    with open(tmp, 'w', newline='') as dst:  # Header, rows as written.
+      dst.writelines(lines[: count + 1] if header_whole else [])
+      dst.flush()
+      os.fsync(dst.fileno())
     tmp.replace(path)
   return table.to_dict('records')
 

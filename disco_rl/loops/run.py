@@ -27,6 +27,7 @@ import jax
 import numpy as np
 import tqdm
 
+from disco_rl import checkpoints as checkpoints_lib
 from disco_rl import metrics as metrics_lib
 from disco_rl import signals
 from disco_rl.loops import mesh
@@ -126,26 +127,77 @@ def steps_done(rows: Rows) -> int:
   return int(rows[-1]['step']) + 1 if rows else 0
 
 
-def save_checkpoint(checkpoints: Any, job: Job, state: Any, rows: Rows) -> int:
+def save_checkpoint(
+  checkpoints: Any,
+  job: Job,
+  state: Any,
+  rows: Rows,
+  extra: dict[str, Any] | None = None,
+) -> int:
   """Checkpoints a job's whole state after `rows` (every process calls it):
-  the device state, the number of rows and the host state. Returns the
-  checkpoint's step."""
+  the device state, its step, the number of rows, the host state and
+  `extra` (JSON-able, e.g. the run's settings). Returns the checkpoint's
+  step."""
   step, host = steps_done(rows), job.host_state
-  extra = dict(rows=len(rows), **(host.save() if host else {}))
-  checkpoints.save(step, state, extra)
+  record = dict(
+    extra or {}, rows=len(rows), step=step, **(host.save() if host else {})
+  )
+  checkpoints.save(step, state, record)
   return step
 
 
 def restore_checkpoint(
-  checkpoints: Any, job: Job, step: int | None = None
-) -> tuple[Any, int, int]:
-  """A job's state at checkpoint `step` (default: the latest), its host
-  state loaded: (state, step, the number of rows it follows)."""
-  step = checkpoints.resolve_step(step)
-  state, extra = checkpoints.restore(job.state_shapes(), step)
-  if job.host_state is not None:
-    job.host_state.load(extra)
-  return state, step, int(extra['rows'])
+  checkpoints: Any,
+  job: Job,
+  step: int | None = None,
+  on_fallback: Callable[[str], None] | None = None,
+) -> tuple[Any, int, int, dict[str, Any]]:
+  """A job's state at checkpoint `step` (default: the newest that reads),
+  its host state loaded: (state, step, the number of rows it follows, its
+  record).
+
+  A damaged checkpoint (one orbax cannot read, e.g. a data file cut short)
+  is passed over for the one before it, `on_fallback(message)` saying so.
+
+  Raises:
+    FileNotFoundError: no checkpoint (or no checkpoint `step`).
+    ValueError: none of them reads (naming the newest, its error and the
+      way out), or they hold other shapes (`CheckpointMismatch`).
+  """
+  if step is None:
+    checkpoints.resolve_step(None)  # Raises if there is none.
+    steps = checkpoints.steps()[::-1]
+  else:
+    steps = [checkpoints.resolve_step(step)]
+  failed: list[tuple[int, Exception]] = []
+  for candidate in steps:
+    try:
+      state, extra = checkpoints.restore(job.state_shapes(), candidate)
+      count = int(extra['rows'])
+      if job.host_state is not None:
+        job.host_state.load(extra)
+    except checkpoints_lib.CheckpointMismatch:
+      raise  # Every checkpoint of the run has its shapes.
+    except Exception as e:  # pylint: disable=broad-exception-caught
+      failed.append((candidate, e))
+      continue
+    if failed and on_fallback is not None:
+      newest, error = failed[0]
+      on_fallback(
+        f'checkpoint {newest} in {checkpoints.directory} cannot be read '
+        f'({checkpoints_lib.short_error(error)}); the run continues from '
+        f'checkpoint {candidate}, the newest that reads.'
+      )
+    return state, candidate, count, extra
+  newest, error = failed[0]
+  raise ValueError(
+    f'checkpoint {newest} in {checkpoints.directory} cannot be read '
+    f'({checkpoints_lib.short_error(error)})'
+    + ('' if len(failed) == 1 else ', nor can the ones before it')
+    + f'. Remove {checkpoints.directory / str(newest)} to resume from an '
+    'earlier checkpoint, if one is left, or start the run again '
+    '(--overwrite).'
+  )
 
 
 @dataclasses.dataclass

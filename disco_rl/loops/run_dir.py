@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import dataclasses
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import pathlib
@@ -312,6 +313,27 @@ def upgrade_settings(
   return settings
 
 
+def settings_record(config) -> dict[str, Any]:
+  """A config's settings as JSON holds them (tuples as lists), as
+  `run.json` and each checkpoint record them."""
+  return json.loads(json.dumps(dataclasses.asdict(config), default=str))
+
+
+def settings_hash(settings: dict[str, Any]) -> str:
+  """The sha256 of `settings` (a `settings_record`) but those a resumed run
+  may change (`RESUMABLE_CHANGES`)."""
+  kept = {k: v for k, v in settings.items() if k not in RESUMABLE_CHANGES}
+  text = json.dumps(kept, sort_keys=True, default=str)
+  return hashlib.sha256(text.encode()).hexdigest()
+
+
+def checkpoint_record(config) -> dict[str, Any]:
+  """What a checkpoint records of the run's settings: them and their hash
+  (`check_checkpoint_settings` reads them back)."""
+  settings = settings_record(config)
+  return dict(settings=settings, settings_sha256=settings_hash(settings))
+
+
 class RunDir:
   """One run's directory (see the module's docstring).
 
@@ -498,6 +520,32 @@ class RunDir:
         'with; these differ: ' + '; '.join(differ) + '.'
       )
 
+  def check_checkpoint_settings(
+    self, extra: dict[str, Any], config, step: int
+  ) -> None:
+    """Raises ValueError, naming each setting, if the settings of the
+    resumed run (`config`: its `run.json` and the changes given) differ
+    from those checkpoint `step` recorded (`checkpoint_record`; none in a
+    checkpoint of an earlier version: nothing to check), but
+    `RESUMABLE_CHANGES`."""
+    saved = extra.get('settings')
+    if not isinstance(saved, dict):
+      return
+    given = settings_record(config)
+    if extra.get('settings_sha256') == settings_hash(given):
+      return
+    differ = [
+      f'{name}: {SETTINGS} has {given[name]!r}, the checkpoint {saved[name]!r}'
+      for name in sorted(saved.keys() & given.keys())
+      if name not in RESUMABLE_CHANGES and saved[name] != given[name]
+    ]
+    if differ:
+      raise ValueError(
+        f'{self.path / SETTINGS} does not match checkpoint {step} of the '
+        f'run: {"; ".join(differ)}. A resumed run keeps the settings it '
+        f'was started with: restore them in {SETTINGS}, or start a new run.'
+      )
+
   def resumed_config(self, given, configs: dict[str, Any]):
     """The resumed run's config: its saved settings (upgraded), checked
     once against those `given` (a config, or a dict of some); `configs`:
@@ -552,11 +600,21 @@ class RunDir:
     tmp.write_text(text)
     tmp.replace(self.path / name)
 
-  def rows(self, count: int, cut: bool) -> list[dict[str, Any]]:
-    """The first `count` rows of `metrics.csv`; with `cut` (one process),
+  def rows(
+    self, count: int, cut: bool, step: int | None = None
+  ) -> list[dict[str, Any]]:
+    """The first `count` rows of `metrics.csv`, each whole, the last of
+    step `step - 1` (the checkpoint's `step`); with `cut` (one process),
     the file is cut to them (whole or not at all): the rows after a
-    checkpoint leave it when the run continues from there."""
-    return metrics_lib.read_rows(self.path / METRICS, count, cut=cut)
+    checkpoint leave it when the run continues from there, a row cut short
+    among them too (said on stderr). Raises ValueError (`read_rows`)."""
+    notes: list[str] = []
+    rows = metrics_lib.read_rows(
+      self.path / METRICS, count, cut=cut, step=step, notes=notes
+    )
+    for note in notes:
+      print(f'note: {note}', file=sys.stderr, flush=True)
+    return rows
 
   def writers(self, loggers: Sequence[str], config) -> list[Any]:
     """The writers of the run's rows: `metrics.csv` (continued) and each

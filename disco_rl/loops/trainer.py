@@ -17,6 +17,7 @@ makes the same calls; process 0 writes the files. A job's own results:
 from collections.abc import Callable, Sequence
 import contextlib
 import os
+import sys
 from typing import Any
 
 import jax
@@ -206,24 +207,44 @@ class Trainer:
     every process calls it). Returns the checkpoint's step."""
     with self._checkpoints(directory) as checkpoints:
       return run_lib.save_checkpoint(
-        checkpoints, self.job, self.state, self.rows
+        checkpoints,
+        self.job,
+        self.state,
+        self.rows,
+        run_dir_lib.checkpoint_record(self.config),
       )
 
   def restore(
     self, directory: Directory | None = None, step: int | None = None
   ) -> int:
-    """Continues from a checkpoint (default: the run's latest); the rows
-    after it leave `metrics.csv` (they come again, the same). Returns the
-    restored step."""
+    """Continues from a checkpoint (default: the run's newest that reads,
+    saying so if a damaged one was passed over); the rows after it leave
+    `metrics.csv` (they come again, the same). Returns the restored step.
+
+    Raises:
+      ValueError: no checkpoint reads; the run's settings differ from
+        those the checkpoint recorded; `metrics.csv` does not hold the
+        checkpoint's rows whole (each naming the file and the way out).
+    """
+
+    def fallback(message: str) -> None:
+      if self._lead:
+        print(f'note: {message}', file=sys.stderr, flush=True)
+
     with self._checkpoints(directory) as checkpoints:
-      self.state, step, count = run_lib.restore_checkpoint(
-        checkpoints, self.job, step
+      state, step, count, extra = run_lib.restore_checkpoint(
+        checkpoints, self.job, step, on_fallback=fallback
       )
     if self.run_dir is None:  # Rows not kept: stand-ins count the steps.
       per_step = max(1, count // max(1, step))
+      self.state = state
       self.rows = [dict(step=i // per_step) for i in range(count)]
-    else:  # Every process reads them; process 0 cuts the file, so all read
-      self.rows = self.run_dir.rows(count, cut=self._lead)  # the same.
+      return self.step
+    self.run_dir.check_checkpoint_settings(extra, self.config, step)
+    # Every process reads them; process 0 cuts the file, so all read the
+    # same.
+    self.rows = self.run_dir.rows(count, cut=self._lead, step=step)
+    self.state = state
     return self.step
 
   def fit(
@@ -254,6 +275,9 @@ class Trainer:
     def save(state: Any, step: int | None = None) -> None:
       del step
       self.state = state
+      for writer in writers:  # The rows it counts on the disk first.
+        if isinstance(writer, metrics_lib.MetricsWriter):
+          writer.sync()
       self.save()
 
     def finish(state: Any, timing: run_lib.Timing) -> dict[str, Any]:
