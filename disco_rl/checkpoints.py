@@ -50,7 +50,8 @@ _STATE, _EXTRA = 'state', 'extra'
 
 
 class CheckpointMismatch(ValueError):
-  """A checkpoint of another run's shapes (not a damaged one)."""
+  """A checkpoint of another run (other shapes or settings), not a damaged
+  one: every checkpoint of the run is refused alike."""
 
 
 def short_error(e: BaseException) -> str:

@@ -149,6 +149,10 @@ def read_metrics(path) -> dict[str, np.ndarray]:
   return {key: table[key].to_numpy(dtype=float) for key in table.columns}
 
 
+class RowsError(ValueError):
+  """A metrics file does not hold a checkpoint's rows whole."""
+
+
 def _fields(line: str) -> list[str]:
   return next(csv.reader([line]), [])
 
@@ -170,8 +174,9 @@ def read_rows(
   header; with `step` (the checkpoint's), the last is of step `step - 1`.
 
   Raises:
-    ValueError: naming the file and the line, if it has fewer than `count`
-      rows, one of them is not whole, or the last is of another step.
+    RowsError: (a ValueError) naming the file and the line, if it has
+      fewer than `count` rows, one of them is not whole, or the last is of
+      another step.
   """
   path = pathlib.Path(path)
   lines: list[str] = []
@@ -180,7 +185,7 @@ def read_rows(
       lines = f.readlines()
   body = lines[1:]
   if len(body) < count:
-    raise ValueError(
+    raise RowsError(
       f'{path} has {len(body)} metrics rows; the checkpoint needs {count}.'
     )
   if not lines:
@@ -200,7 +205,7 @@ def read_rows(
       else f'short: {fields} fields, the header has {width}'
     )
     if i < count:
-      raise ValueError(
+      raise RowsError(
         f'{path} line {i + 2} is not a whole metrics row ({what}); the '
         f'checkpoint needs its first {count} rows whole. The file was '
         'damaged or edited: restore it, or start the run again '
@@ -220,7 +225,7 @@ def read_rows(
   if step is not None and count:
     last = table['step'].iloc[-1] if 'step' in table else None
     if last is None or int(last) != step - 1:
-      raise ValueError(
+      raise RowsError(
         f'{path} row {count} (line {count + 1}) is of step {last}, but the '
         f'checkpoint of step {step} follows step {step - 1}: the rows and '
         'the checkpoint disagree (edited?); restore them, or start the run '

@@ -231,6 +231,21 @@ def validate_params(params, expected=None) -> None:
     ) from None
 
 
+def check_finite(params, source: str) -> None:
+  """Raises ValueError, naming `source` and the first parameter (sorted)
+  that holds NaN or infinite values, and how many."""
+  for name, value in sorted(flatten_params(params).items()):
+    array = np.asarray(value)
+    if not np.issubdtype(array.dtype, np.inexact) or np.isfinite(array).all():
+      continue
+    nan, inf = int(np.isnan(array).sum()), int(np.isinf(array).sum())
+    raise ValueError(
+      f'{source}: parameter {name!r} holds non-finite values ({nan} NaN, '
+      f'{inf} infinite, of {array.size}): the file holds a rule that '
+      'diverged, or is damaged; use another rule file.'
+    )
+
+
 def load_disco_103(
   path: str | os.PathLike[str] | None = None,
   *,
@@ -248,7 +263,8 @@ def load_disco_103(
     FileNotFoundError: `path` or `$DISCO_RL_WEIGHTS` names a missing file, or
       none was found or downloaded (the message lists every place looked at).
     ChecksumError: a download had the wrong sha256.
-    ValueError: not an npz archive of MODULE/w, MODULE/b keys.
+    ValueError: not an npz archive of MODULE/w, MODULE/b keys; a
+      parameter holds NaN or infinite values (`check_finite`).
     ArchitectureError: the parameters differ from the meta-network's.
   """
   if path is not None:
@@ -280,6 +296,7 @@ def load_disco_103(
       raise ArchitectureError(
         f'{path} does not match the Disco103 meta-network: {e}'
       ) from None
+  check_finite(params, str(path))
   return params
 
 
@@ -299,7 +316,8 @@ def load_rule(
 
   Raises:
     FileNotFoundError: no file at `path`.
-    ValueError: not an npz archive of MODULE/w, MODULE/b keys.
+    ValueError: not an npz archive of MODULE/w, MODULE/b keys; a
+      parameter holds NaN or infinite values (`check_finite`).
     ArchitectureError: not a Disco meta-network's parameters, parameters
       inconsistent with the sizes they imply, or sizes other than `sizes`
       (the message names both).
@@ -326,6 +344,7 @@ def load_rule(
       f'{path} holds a meta-network of sizes {found.text()}, not '
       f"the run's {disco.as_sizes(sizes).text()}."
     )
+  check_finite(params, str(path))
   return params
 
 

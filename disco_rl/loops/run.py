@@ -151,18 +151,22 @@ def restore_checkpoint(
   job: Job,
   step: int | None = None,
   on_fallback: Callable[[str], None] | None = None,
-) -> tuple[Any, int, int, dict[str, Any]]:
+  check: Callable[[int, int, dict[str, Any]], Any] | None = None,
+) -> tuple[Any, int, int, dict[str, Any], Any]:
   """A job's state at checkpoint `step` (default: the newest that reads),
   its host state loaded: (state, step, the number of rows it follows, its
-  record).
+  record, what `check` returned).
 
-  A damaged checkpoint (one orbax cannot read, e.g. a data file cut short)
-  is passed over for the one before it, `on_fallback(message)` saying so.
+  A checkpoint that cannot be read (damaged: e.g. a data file cut short)
+  or whose rows `check(step, rows, record)` refuses (`metrics.RowsError`:
+  e.g. the rows it counts are not all whole in metrics.csv) is passed over
+  for the one before it, `on_fallback(message)` saying so.
 
   Raises:
     FileNotFoundError: no checkpoint (or no checkpoint `step`).
-    ValueError: none of them reads (naming the newest, its error and the
-      way out), or they hold other shapes (`CheckpointMismatch`).
+    ValueError: none of them reads (naming the newest, why and the way
+      out), or they are of another run (`CheckpointMismatch`: other
+      shapes; or other settings, from `check`).
   """
   if step is None:
     checkpoints.resolve_step(None)  # Raises if there is none.
@@ -174,6 +178,7 @@ def restore_checkpoint(
     try:
       state, extra = checkpoints.restore(job.state_shapes(), candidate)
       count = int(extra['rows'])
+      checked = None if check is None else check(candidate, count, extra)
       if job.host_state is not None:
         job.host_state.load(extra)
     except checkpoints_lib.CheckpointMismatch:
@@ -182,21 +187,30 @@ def restore_checkpoint(
       failed.append((candidate, e))
       continue
     if failed and on_fallback is not None:
-      newest, error = failed[0]
       on_fallback(
-        f'checkpoint {newest} in {checkpoints.directory} cannot be read '
-        f'({checkpoints_lib.short_error(error)}); the run continues from '
-        f'checkpoint {candidate}, the newest that reads.'
+        f'{_why_not(checkpoints, *failed[0])}; the run continues from '
+        f'checkpoint {candidate}, the newest that can be resumed.'
       )
-    return state, candidate, count, extra
-  newest, error = failed[0]
+    return state, candidate, count, extra, checked
+  newest = failed[0][0]
   raise ValueError(
-    f'checkpoint {newest} in {checkpoints.directory} cannot be read '
-    f'({checkpoints_lib.short_error(error)})'
-    + ('' if len(failed) == 1 else ', nor can the ones before it')
+    _why_not(checkpoints, *failed[0])
+    + ('' if len(failed) == 1 else '; nor can the ones before it be resumed')
     + f'. Remove {checkpoints.directory / str(newest)} to resume from an '
     'earlier checkpoint, if one is left, or start the run again '
     '(--overwrite).'
+  )
+
+
+def _why_not(checkpoints: Any, step: int, error: Exception) -> str:
+  """Why checkpoint `step` cannot be resumed, in a line."""
+  if isinstance(error, metrics_lib.RowsError):
+    return f'checkpoint {step} cannot be resumed: ' + ' '.join(
+      str(error).split()
+    ).rstrip('.')
+  return (
+    f'checkpoint {step} in {checkpoints.directory} cannot be read '
+    f'({checkpoints_lib.short_error(error)})'
   )
 
 

@@ -523,11 +523,11 @@ class RunDir:
   def check_checkpoint_settings(
     self, extra: dict[str, Any], config, step: int
   ) -> None:
-    """Raises ValueError, naming each setting, if the settings of the
-    resumed run (`config`: its `run.json` and the changes given) differ
-    from those checkpoint `step` recorded (`checkpoint_record`; none in a
-    checkpoint of an earlier version: nothing to check), but
-    `RESUMABLE_CHANGES`."""
+    """Raises `CheckpointMismatch` (a ValueError), naming each setting, if
+    the settings of the resumed run (`config`: its `run.json` and the
+    changes given) differ from those checkpoint `step` recorded
+    (`checkpoint_record`; none in a checkpoint of an earlier version:
+    nothing to check), but `RESUMABLE_CHANGES`."""
     saved = extra.get('settings')
     if not isinstance(saved, dict):
       return
@@ -540,7 +540,7 @@ class RunDir:
       if name not in RESUMABLE_CHANGES and saved[name] != given[name]
     ]
     if differ:
-      raise ValueError(
+      raise checkpoints_lib.CheckpointMismatch(
         f'{self.path / SETTINGS} does not match checkpoint {step} of the '
         f'run: {"; ".join(differ)}. A resumed run keeps the settings it '
         f'was started with: restore them in {SETTINGS}, or start a new run.'

@@ -231,20 +231,22 @@ class Trainer:
       if self._lead:
         print(f'note: {message}', file=sys.stderr, flush=True)
 
+    run_dir = self.run_dir
+
+    def rows(step: int, count: int, extra: dict[str, Any]) -> run_lib.Rows:
+      if run_dir is None:  # Rows not kept: stand-ins count the steps.
+        per_step = max(1, count // max(1, step))
+        return [dict(step=i // per_step) for i in range(count)]
+      run_dir.check_checkpoint_settings(extra, self.config, step)
+      # Every process reads them; process 0 cuts the file (to the rows of
+      # the checkpoint resumed), so all read the same.
+      return run_dir.rows(count, cut=self._lead, step=step)
+
     with self._checkpoints(directory) as checkpoints:
-      state, step, count, extra = run_lib.restore_checkpoint(
-        checkpoints, self.job, step, on_fallback=fallback
+      state, step, _, _, kept = run_lib.restore_checkpoint(
+        checkpoints, self.job, step, on_fallback=fallback, check=rows
       )
-    if self.run_dir is None:  # Rows not kept: stand-ins count the steps.
-      per_step = max(1, count // max(1, step))
-      self.state = state
-      self.rows = [dict(step=i // per_step) for i in range(count)]
-      return self.step
-    self.run_dir.check_checkpoint_settings(extra, self.config, step)
-    # Every process reads them; process 0 cuts the file, so all read the
-    # same.
-    self.rows = self.run_dir.rows(count, cut=self._lead, step=step)
-    self.state = state
+    self.state, self.rows = state, kept
     return self.step
 
   def fit(
