@@ -5,11 +5,13 @@
 Every run writes into `--out`; a directory that holds a run is refused
 unless `--overwrite` (replace it) or `--resume DIR` (continue it, with the
 settings it was started with; only `--steps` may change). Bad input prints
-one `error:` line and exits 2. Signals follow one rule from the job's first
-line (`disco_rl.signals`): SIGINT (unless inherited as ignored) and SIGTERM
-stop the run at the next safe point, save a checkpoint and the outputs,
-print one line saying how to continue, and exit with 128 + the signal's
-number; a second signal stops at once (the last checkpoint stays).
+one `error:` line and exits 2 (another run writing the directory too); a
+failure of the system (a full disk) one `error:` line and exits 1. Signals
+follow one rule from the job's first line (`disco_rl.signals`): SIGINT
+(unless inherited as ignored) and SIGTERM stop the run at the next safe
+point, save a checkpoint and the outputs, print one line saying how to
+continue, and exit with 128 + the signal's number; a second signal stops at
+once (the last checkpoint stays).
 """
 
 import argparse
