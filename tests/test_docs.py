@@ -405,6 +405,7 @@ REQUIRED_COMMANDS = (
   'disco_rl.examples.eval',
   'disco_rl.examples.meta_train',
   'disco_rl.examples.export_rule',
+  'disco_rl.examples.probe_rule',
 )
 
 

@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from disco_rl import meta_grad_stats
 from disco_rl import meta_objective
 from disco_rl import rollout_checks
 from disco_rl import types
@@ -82,6 +83,15 @@ def make_meta_train(
   rule = setup.members[0].agent.update_rule
   num_agents, num_devices = config.num_agents, setup.num_devices
   specs = meta_setup.state_specs(len(setup.tasks), config.sampled_lifetimes)
+  uniform_entropy = float(  # ln(actions), averaged over the agents.
+    np.mean(
+      [
+        np.log(member.agent.num_actions)
+        for member, _, size in setup.groups
+        for _ in range(size)
+      ]
+    )
+  )
 
   # -- The meta-step, on one device's view. --------------------------------
 
@@ -99,7 +109,8 @@ def make_meta_train(
     types.LogDict,
     rollout_checks.Fault | None,
   ]:
-    """One agent's rollouts and meta-gradient."""
+    """One agent's rollouts and meta-gradient ([2, ...] with
+    `meta_grad_parts`: the parts of `meta_objective.PARTS`)."""
     # Unrolled: a few rollouts, and XLA optimises across them.
     agent_state, train_rollouts = jax.lax.scan(
       lambda s, key: member.unroll_actor(s, key, config.rollout_len),
@@ -123,19 +134,22 @@ def make_meta_train(
       fault = rollout_checks.find_fault(
         actions, rewards, member.agent.num_actions, step, logits_t=logits
       )
-    grads, (agent_state, metrics, meta_log) = (
-      meta_objective.calculate_meta_gradient(
-        update_rule_params,
-        agent_state,
-        train_rollouts,
-        valid_rollout,
-        grad_rng,
-        member,
-        axis_name=AXIS,
-        weights=config.meta_loss_weights(),
-        remat=config.remat,
-        unroll=config.num_inner_steps <= config.max_unrolled_inner_steps,
-      )
+    gradient = (
+      meta_objective.meta_gradient_parts
+      if config.meta_grad_parts
+      else meta_objective.calculate_meta_gradient
+    )
+    grads, (agent_state, metrics, meta_log) = gradient(
+      update_rule_params,
+      agent_state,
+      train_rollouts,
+      valid_rollout,
+      grad_rng,
+      member,
+      axis_name=AXIS,
+      weights=config.meta_loss_weights(),
+      remat=config.remat,
+      unroll=config.num_inner_steps <= config.max_unrolled_inner_steps,
     )
     rewards = train_rollouts.rewards
     meta_log = dict(
@@ -213,6 +227,15 @@ def make_meta_train(
     )
     # The reward counts are per device: averaged like the upstream logs.
     meta_log, task_rewards = jax.lax.pmean((meta_log, task_rewards), AXIS)
+    part_logs = {}
+    if config.meta_grad_parts:  # [N, 2, ...]: the parts, then their sum.
+      for i, part in enumerate(meta_objective.PARTS):
+        part_logs.update(
+          meta_grad_stats.summary(
+            jax.tree.map(lambda g, i=i: g[:, i], grads), f'meta_grad_{part}'
+          )
+        )
+      grads = jax.tree.map(lambda g: jnp.sum(g, axis=1), grads)
     updates, meta_opt_state = setup.meta_opt.update(grads, state.meta_opt_state)
     params = optax.apply_updates(state.update_rule_params, updates)
     agents, ages, lifetimes = meta_setup.renew_old_agents(
@@ -225,9 +248,18 @@ def make_meta_train(
     logs = jax.tree.map(
       jnp.mean, dict(meta_log, **{f'agent_{k}': v for k, v in metrics.items()})
     )
-    logs['meta_grad_norm'] = optax.tree_utils.tree_norm(  # Of their mean.
-      jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
+    mean_grads = jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
+    logs['meta_grad_norm'] = optax.tree_utils.tree_norm(mean_grads)
+    logs.update(
+      {
+        f'meta_grad_{head}_norm': norm
+        for head, norm in meta_grad_stats.head_norms(mean_grads).items()
+      }
     )
+    logs.update(part_logs)
+    # What a uniform policy target's entropy would be (agent_pi_hat_entropy
+    # at this value: the rule's target is uniform).
+    logs['uniform_entropy'] = jnp.asarray(uniform_entropy, jnp.float32)
     logs['meta_up_norm'] = optax.tree_utils.tree_norm(updates)
     logs[divergence.KEY] = jax.lax.pmin(
       divergence.all_finite((params, [a.learner_state.params for a in agents])),

@@ -92,6 +92,13 @@ class MetaTrainConfig(config_lib.RunConfig):
   meta_grad_clip: float = config_lib.setting(
     0.0, "clip each agent's meta-gradient to this global norm (0: no clip)"
   )
+  meta_grad_parts: bool = config_lib.setting(
+    False,
+    'also log, per head of the rule, the policy-gradient and the '
+    "regularisers' parts of the meta-gradient: their norms, the agents' "
+    'coherence and the share of significant parameters '
+    '(docs/meta_training.md; a second backward pass per agent)',
+  )
   remat: bool = config_lib.setting(
     False,
     'recompute the inner updates in the backward pass (memory flat '

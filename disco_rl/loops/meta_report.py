@@ -28,6 +28,7 @@ PLOTS = (
   ('meta_loss', 'meta loss'),
   ('meta_grad_norm', 'meta-gradient norm'),
   ('meta_up_norm', 'meta-update norm'),
+  ('agent_pi_hat_entropy', "policy target's entropy"),
   ('rewards', 'mean reward'),
 )
 
@@ -41,10 +42,15 @@ def rows(logs: Mapping[str, np.ndarray], first_step: int) -> run_lib.Rows:
 
 
 def progress(rows: run_lib.Rows) -> dict[str, str]:
-  """The progress bar's figures: the last meta-step's."""
+  """The progress bar's figures: the last meta-step's, with the policy
+  target's entropy against a uniform target's (equal: a stuck rule)."""
+  last = rows[-1]
   return dict(
-    pos_rewards=f'{rows[-1]["pos_rewards"]:.1f}',
-    meta_loss=f'{rows[-1]["meta_loss"]:.3f}',
+    pos_rewards=f'{last["pos_rewards"]:.1f}',
+    meta_loss=f'{last["meta_loss"]:.3f}',
+    target_entropy=(
+      f'{last["agent_pi_hat_entropy"]:.6f} of {last["uniform_entropy"]:.6f}'
+    ),
   )
 
 

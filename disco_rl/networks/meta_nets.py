@@ -199,6 +199,33 @@ class LSTM(MetaNet):
     return meta_out
 
 
+# The LSTM meta-network's parameters by the output they feed, as module
+# paths below the network's own name (`lstm`): the policy target's last
+# layer and its per-action convolutions, the y and z heads; every other
+# module (the input embeddings, the backward and the lifetime LSTM, the
+# multiplicative interaction, `meta_input_emb`) is the shared 'torso'.
+HEADS = (
+  ('pi_out', 'linear_4'),
+  ('pi_conv', 'sequential_1/'),
+  ('y', 'linear_2'),
+  ('z', 'linear_3'),
+)
+HEAD_NAMES = tuple(head for head, _ in HEADS) + ('torso',)
+
+
+def head_of(module: str, name: str = 'lstm') -> str:
+  """The head of `HEAD_NAMES` a parameter module of the `LSTM` meta-network
+  named `name` belongs to, e.g. 'lstm/linear_4' -> 'pi_out',
+  'lstm/sequential_1/conv1_d' -> 'pi_conv', 'lstm/lstm/linear' -> 'torso'."""
+  prefix = name + '/'
+  if module.startswith(prefix):
+    path = module[len(prefix) :]
+    for head, where in HEADS:
+      if path == where or (where.endswith('/') and path.startswith(where)):
+        return head
+  return 'torso'
+
+
 class MetaLSTM(hk.Module):
   """The lifetime LSTM: one step per update, on a pooled trajectory summary."""
 

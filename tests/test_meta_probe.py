@@ -1,0 +1,246 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Whether a meta-training is stuck: the meta-gradient's statistics per head
+(disco_rl.meta_grad_stats), its parts logged by the job
+(`meta_grad_parts`), and the probe of a rule (disco_rl.loops.meta_probe and
+its command)."""
+
+import csv
+import dataclasses
+import os
+import shutil
+import signal
+
+import chex
+import jax
+import numpy as np
+import pytest
+
+from disco_rl import meta_grad_stats
+from disco_rl import metrics as metrics_lib
+from disco_rl import weights
+from disco_rl.examples import probe_rule
+from disco_rl.loops import meta as meta_lib
+from disco_rl.loops import meta_config as meta_config_lib
+from disco_rl.loops import meta_probe
+from disco_rl.loops import trainer as trainer_lib
+from disco_rl.networks import meta_nets
+from disco_rl.update_rules import disco
+
+TINY_RULE = disco.NAMED_SIZES['tiny'].changes()
+TINY = meta_config_lib.MetaTrainConfig(
+  num_agents=3,
+  batch_size_per_device=2,
+  rollout_len=3,
+  num_inner_steps=1,
+  dense=(16,),
+  model_lstm_size=8,
+  model_head_hiddens=(8,),
+  value_dense=(8,),
+  num_devices=1,
+  steps_per_call=1,
+  num_steps=2,
+  rule_sizes=TINY_RULE,
+  meta_grad_parts=True,
+)
+TIMING = ('time_s', 'rss_mb')
+
+
+def _tree(per_head):
+  """A rule-shaped tree with one [N, P] leaf per head (module names of the
+  LSTM meta-network)."""
+  modules = dict(
+    pi_out='lstm/linear_4',
+    pi_conv='lstm/sequential_1/conv1_d',
+    y='lstm/linear_2',
+    z='lstm/linear_3',
+    torso='lstm/lstm/linear',
+  )
+  return {
+    modules[h]: {'w': np.asarray(g, np.float32)} for h, g in per_head.items()
+  }
+
+
+def test_every_parameter_of_disco_103_has_its_head():
+  heads = {m: meta_nets.head_of(m) for m in weights.expected_disco_103_shapes()}
+  assert heads['lstm/linear_4'] == 'pi_out'
+  assert heads['lstm/linear_2'] == 'y' and heads['lstm/linear_3'] == 'z'
+  assert heads['lstm/sequential_1/conv1_d'] == 'pi_conv'
+  assert heads['lstm/linear'] == 'torso'  # The multiplicative interaction.
+  assert heads['lstm/~/meta_lstm/~unroll/lstm/linear'] == 'torso'
+  assert set(heads.values()) == set(meta_nets.HEAD_NAMES)
+
+
+def test_coherence_is_one_for_agreement_and_the_noise_level_for_none():
+  n, p = 4, 6
+  same = np.tile([[1.0, -2.0, 0.5, 0.0, 3.0, 1.0]], (n, 1)) * [
+    [1],
+    [2],
+    [3],
+    [9],
+  ]
+  orthogonal = np.eye(n, p) * [[1], [5], [0.1], [2]]  # Independent directions.
+  opposite = np.stack([same[0], -same[0], same[1], -same[1]])
+  stats = meta_grad_stats.coherence(
+    _tree(dict(pi_out=same, y=orthogonal, z=opposite))
+  )
+  np.testing.assert_allclose(stats['pi_out'], 1.0, rtol=1e-6)
+  np.testing.assert_allclose(stats['y'], 1 / np.sqrt(n), rtol=1e-6)
+  np.testing.assert_allclose(stats['z'], 0.0, atol=1e-7)
+  assert meta_grad_stats.noise_level(n)['coherence'] == 1 / np.sqrt(n)
+
+
+def test_t_share_counts_parameters_whose_mean_is_significant():
+  # Student's t at 5%, two-sided: 2.093 for 20 agents (df 19), as the
+  # tables give; 12.706 for 2 (df 1).
+  assert meta_grad_stats.t_critical(20) == pytest.approx(2.093, abs=1e-3)
+  assert meta_grad_stats.t_critical(2) == pytest.approx(12.706, abs=1e-3)
+  rng = np.random.default_rng(0)
+  noise = rng.normal(size=(20, 1))
+  g = np.concatenate(
+    [
+      noise + 10.0,  # Mean 10, sem 0.2: t about 50.
+      noise * 0 + 1.0,  # The same for every agent: significant.
+      noise - noise.mean(),  # Mean exactly 0 up to rounding: t about 0.
+      np.zeros((20, 1)),  # No gradient: not significant.
+    ],
+    axis=1,
+  )
+  share = meta_grad_stats.t_share(_tree(dict(pi_out=g)))['pi_out']
+  np.testing.assert_allclose(share, 0.5)
+  logs = meta_grad_stats.summary(_tree(dict(pi_out=g)), 'meta_grad_pg')
+  assert sorted(logs) == [
+    'meta_grad_pg_pi_out_coherence',
+    'meta_grad_pg_pi_out_norm',
+    'meta_grad_pg_pi_out_t_share',
+  ]
+  np.testing.assert_allclose(
+    logs['meta_grad_pg_pi_out_norm'], np.linalg.norm(g.mean(0)), rtol=1e-5
+  )
+
+
+def _rows(path):
+  return metrics_lib.read_table(path).drop(columns=list(TIMING))
+
+
+def test_meta_training_with_the_gradients_parts_resumes_exactly_and_probes(
+  tmp_path, fast_compile, capsys
+):
+  """A run with `meta_grad_parts` logs each head's parts, stopped after its
+  first call and continued from its checkpoint it equals the straight run;
+  then the probe command measures the rule of its checkpoint."""
+  del fast_compile
+  first = trainer_lib.Trainer(TINY, tmp_path / 'a', progress=False)
+
+  def interrupt(trainer, new_rows):
+    del trainer, new_rows
+    os.kill(os.getpid(), signal.SIGINT)
+
+  assert first.fit(callbacks=[interrupt])['checkpoint_step'] == 1
+  shutil.copytree(tmp_path / 'a', tmp_path / 'b')
+  assert first.fit()['steps'] == 2  # The straight run.
+  straight = _rows(tmp_path / 'a/metrics.csv')
+  straight_state = jax.device_get(first.state)
+  assert first.restore(tmp_path / 'b/checkpoints') == 1
+  assert first.fit()['steps'] == 2
+  again = _rows(tmp_path / 'a/metrics.csv')
+  assert again.equals(straight), again.compare(straight)
+  chex.assert_trees_all_equal(jax.device_get(first.state), straight_state)
+  first.close()
+
+  # Every head's parts, within their ranges; ln(3) for Catch's 3 actions.
+  for part in ('pg', 'reg'):
+    for head in meta_nets.HEAD_NAMES:
+      key = f'meta_grad_{part}_{head}'
+      assert (straight[f'{key}_norm'] > 0).all(), key
+      assert straight[f'{key}_coherence'].between(0, 1 + 1e-6).all(), key
+      assert straight[f'{key}_t_share'].between(0, 1).all(), key
+  np.testing.assert_allclose(straight['uniform_entropy'], np.log(3), rtol=1e-6)
+  assert (straight['agent_pi_hat_entropy'] <= np.log(3) + 1e-5).all()
+  # The total's head norms are those of the parts' sum: at most their sum.
+  total = straight['meta_grad_pi_out_norm']
+  parts = (
+    straight['meta_grad_pg_pi_out_norm'] + straight['meta_grad_reg_pi_out_norm']
+  )
+  assert (total <= parts * (1 + 1e-5)).all()
+
+  # The probe of its last checkpoint, as a user types it.
+  csv_path = tmp_path / 'probe.csv'
+  status = probe_rule.main(
+    [
+      str(tmp_path / 'a'),
+      '--agents',
+      '2',
+      '--ages',
+      '0,1',
+      '--csv',
+      str(csv_path),
+    ]
+  )
+  out = capsys.readouterr().out
+  assert status == 0, out
+  assert f'probing {tmp_path / "a"} at meta-step 2 with 2 fresh agents' in out
+  assert 'age 1: policy target entropy' in out
+  assert 'noise: coherence 0.71, t_share 0.05' in out
+  with open(csv_path, newline='') as f:
+    rows = list(csv.DictReader(f))
+  assert len(rows) == 2 * 2 * len(meta_nets.HEAD_NAMES)  # Ages x parts x heads.
+  assert {(r['age'], r['part']) for r in rows} == {
+    ('0', 'pg'),
+    ('0', 'reg'),
+    ('1', 'pg'),
+    ('1', 'reg'),
+  }
+  assert all(0 <= float(r['coherence']) <= 1 + 1e-6 for r in rows)
+
+
+@pytest.mark.parametrize(
+  'argv, fragment',
+  [
+    (['--ages', '0,x'], '--ages must be comma-separated integers'),
+    (
+      ['--ages', '0,1', '--num-inner-steps', '2'],
+      'multiples >= 0 of num_inner_steps=2',
+    ),
+    (['--agents', '1'], 'num_agents must be an int >= 2, got 1'),
+    (['--step', '3'], '--step names a checkpoint of RUN_DIR'),
+  ],
+)
+def test_probe_command_refuses_bad_input(argv, fragment, capsys):
+  assert probe_rule.main(argv) == 2
+  err = capsys.readouterr().err
+  assert err.startswith('error: ') and fragment in err, err
+  assert err.count('\n') == 1
+
+
+def test_probe_command_refuses_a_run_with_a_preset(tmp_path, capsys):
+  assert probe_rule.main([str(tmp_path), '--preset', 'lpg']) == 2
+  assert 'leave out --preset and --weights' in capsys.readouterr().err
+
+
+# Slow (two meta-step compilations).
+@pytest.mark.slow
+def test_the_parts_add_up_to_the_meta_gradient(fast_compile):
+  """The run with `meta_grad_parts` is the run without, up to rounding:
+  the parts' sum is the meta-gradient."""
+  del fast_compile
+  logs = {}
+  for parts in (False, True):
+    job = meta_lib.make_meta_train(
+      dataclasses.replace(TINY, meta_grad_parts=parts)
+    )
+    state, logs[parts] = job.step(job.init(), 1)
+    logs[parts]['rule'] = meta_lib.rule(job, state)
+  chex.assert_trees_all_close(
+    logs[True].pop('rule'), logs[False].pop('rule'), rtol=1e-5, atol=1e-7
+  )
+  for key, value in logs[False].items():
+    np.testing.assert_allclose(logs[True][key], value, rtol=1e-4, err_msg=key)
+  assert not any('_pg_' in k for k in logs[False])
+
+
+def test_probe_checks_its_arguments():
+  with pytest.raises(ValueError, match='multiples >= 0 of num_inner_steps=1'):
+    meta_probe.probe(TINY, ages=(-1,))
+  with pytest.raises(ValueError, match='num_agents must be an int >= 2'):
+    meta_probe.probe(TINY, num_agents=2.0)
