@@ -64,8 +64,9 @@ def short_error(e: BaseException) -> str:
   return text or type(e).__name__
 
 
-def _no_space(e: BaseException) -> bool:
-  """Whether `e` (or what caused it) is a full disk."""
+def _no_space(error: BaseException) -> bool:
+  """Whether `error` (or what caused it) is a full disk."""
+  e: BaseException | None = error
   while e is not None:
     if isinstance(e, OSError) and e.errno == errno.ENOSPC:
       return True
