@@ -268,14 +268,14 @@ def test_normalised_scores_to_a_given_reference_or_the_best_mean():
   best = measure.best_means(results)
   assert best[('s', 'tune', 'a')] == 3.0 and best[('s', 'tune', 'b')] == -1.0
   # The rate procedure's scale: random 0, the best mean 1; on b nothing
-  # beat random play (-1): every run scores 0.
+  # beat random play (-1): no span, so no score (NaN, not a silent 0).
   scored = measure.normalised_scores(results, {'a': 1.0, 'b': -1.0})
   on_a = scored[scored['env'] == 'a']
   np.testing.assert_allclose(
     on_a['normalised_score'], [0.5, 1.5, 0.0, 0.0, -0.5, 0.0]
   )
   assert (on_a['reference_return'] == 3.0).all()
-  assert (scored.loc[scored['env'] == 'b', 'normalised_score'] == 0).all()
+  assert scored.loc[scored['env'] == 'b', 'normalised_score'].isna().all()
   # A run without a final return has no score, and its cell's mean (NaN)
   # is never the best.
   holed = results.copy()
@@ -284,7 +284,7 @@ def test_normalised_scores_to_a_given_reference_or_the_best_mean():
   assert measure.best_means(holed)[('s', 'tune', 'a')] == 1.0
   scored = measure.normalised_scores(holed, {'a': 0.0, 'b': -1.0})
   assert scored['normalised_score'].isna().tolist() == (
-    [True] + [False] * 5 + [True] + [False] * 5
+    [True] + [False] * 5 + [True] * 6
   )
   # A given reference; an env without one is NaN (left out, by name).
   scored = measure.normalised_scores(results, {'a': 1.0, 'b': -1.0}, {'a': 5.0})

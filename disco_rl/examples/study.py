@@ -13,12 +13,15 @@ environment x rule) is one program of its seeds x learning rates; the
 results (`DIR/results.csv`, `DIR/curves.csv`) are rewritten after every
 cell and each stage's report goes to `DIR/STAGE/`. The same command
 continues an interrupted study where it stopped; a cell whose saved
-settings differ from the spec's is refused. Bad input prints one `error:`
+settings differ from the spec's is refused. Every cell's settings are
+checked before the first runs. Progress: bars on a terminal, else (and
+with --no-progress) one line per cell. Bad input prints one `error:`
 line and exits 2; a signal stops the running cell at its next safe point
 (its run is saved) and exits with 128 + the signal's number.
 """
 
 import argparse
+import functools
 import importlib.util
 import pathlib
 import signal
@@ -33,9 +36,13 @@ from disco_rl.examples import cli
 from disco_rl.studies import run as run_lib
 from disco_rl.studies import spec as spec_lib
 
+PROG = 'python -m disco_rl.examples.study'
+
 
 def make_parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser = argparse.ArgumentParser(
+    prog=PROG, description=__doc__.split('\n\n')[0]
+  )
   parser.add_argument(
     'spec', metavar='SPEC', help='a Python file that defines STUDY'
   )
@@ -54,7 +61,10 @@ def make_parser() -> argparse.ArgumentParser:
     '--only', metavar='STAGE', default=None, help='this stage alone'
   )
   parser.add_argument(
-    '--no-progress', action='store_true', help='no progress bars'
+    '--no-progress',
+    action='store_true',
+    help='no progress bars: one line per cell instead (also when the '
+    'output is not a terminal)',
   )
   return parser
 
@@ -63,7 +73,9 @@ def load_study(path) -> spec_lib.Study:
   """The `STUDY` that the Python file at `path` defines.
 
   Raises:
-    ValueError: no such file, or it defines no `Study` called STUDY.
+    ValueError: no such file, one that does not load (a syntax error, an
+      error while it runs: naming the file), or it defines no `Study`
+      called STUDY.
   """
   path = pathlib.Path(path)
   if not path.is_file():
@@ -74,7 +86,17 @@ def load_study(path) -> spec_lib.Study:
   if module_spec is None or module_spec.loader is None:
     raise ValueError(f'SPEC {path} is not a Python file.')
   module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
+  try:
+    module_spec.loader.exec_module(module)
+  except SyntaxError as e:
+    raise ValueError(
+      f'SPEC {path} is not valid Python: {e.msg} (line {e.lineno}).'
+    ) from None
+  except Exception as e:  # pylint: disable=broad-exception-caught
+    # The spec's own code failed (a bad Study, a NameError, ...).
+    raise ValueError(
+      f'SPEC {path} does not load: {type(e).__name__}: {e}'
+    ) from None
   study = getattr(module, 'STUDY', None)
   if not isinstance(study, spec_lib.Study):
     raise ValueError(
@@ -93,13 +115,16 @@ def main(argv=None) -> int:
     if args.only is not None:
       study.stage(args.only)  # Raises for an unknown stage.
     out = pathlib.Path(args.out)
+    # Bars on a terminal only: a log file gets lines, not escape codes.
+    bars = not args.no_progress and sys.stderr.isatty()
     if not args.report:
       run_lib.run_study(
         study,
         out,
         only=args.only,
         spec_dir=pathlib.Path(args.spec).parent,
-        progress=not args.no_progress,
+        progress=bars,
+        log=None if bars else functools.partial(print, flush=True),
       )
     paths = run_lib.write_reports(study, out, only=args.only)
   except run_lib.StudyInterrupted as e:

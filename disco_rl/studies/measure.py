@@ -590,8 +590,10 @@ def normalised_scores(
     randoms: random play's mean return per env, for every env of `results`.
     references: the reference return per env (e.g. `PPO_RETURNS`); an env
       without one gets NaN scores (left out of aggregates, by name). None:
-      `best_means`, per [study, stage,] env; where nothing beat random play
-      every run there scores 0 (the rate procedure's rule).
+      `best_means`, per [study, stage,] env; where no cell's mean is above
+      random play there is no span to normalise by: every run there scores
+      NaN (the report leaves the environment out, saying why; the rate
+      procedure leaves it out of its average).
 
   Returns:
     A copy of `results` with the three columns.
@@ -618,11 +620,11 @@ def normalised_scores(
       validate='many_to_one',
     )['reference_return'].to_numpy()
     span = out['reference_return'] - out['random_return']
-    scores = (out['final_return'] - out['random_return']) / span.where(span > 0)
-    # Nothing beat random play: 0, for every run that has a final return.
-    out['normalised_score'] = scores.where(
-      ~(span <= 0) | out['final_return'].isna(), 0.0
-    )
+    # No cell above random play: no span, NaN (not 0, which the formula
+    # would not give).
+    out['normalised_score'] = (
+      out['final_return'] - out['random_return']
+    ) / span.where(span > 0)
     return out
   if not isinstance(references, Mapping):
     raise ValueError(

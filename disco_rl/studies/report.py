@@ -101,13 +101,59 @@ FILES = (
 
 
 def read_results(path: str | os.PathLike[str]) -> pd.DataFrame:
-  """The results table of a CSV file (one row per run)."""
-  return pd.read_csv(path)
+  """The results table of a CSV file (one row per run), checked whole
+  (`read_table`)."""
+  return read_table(path, RESULT_COLUMNS[: RESULT_COLUMNS.index('budget') + 1])
 
 
 def read_curves(path: str | os.PathLike[str]) -> pd.DataFrame:
-  """The curves table of a CSV file (one row per point of a run)."""
-  return pd.read_csv(path)
+  """The curves table of a CSV file (one row per point of a run), checked
+  whole (`read_table`)."""
+  return read_table(path, CURVE_COLUMNS[:-1])
+
+
+# The way out of a damaged table, as a study writes them.
+_REWRITE = (
+  'restore the file, or write it again (a study: remove results.csv and '
+  'curves.csv and run the same command without --report; finished cells '
+  'are read back from OUT/runs)'
+)
+
+
+def read_table(
+  path: str | os.PathLike[str], required: Sequence[str]
+) -> pd.DataFrame:
+  """A CSV table that was written whole: it ends in a newline and no row
+  lacks a value in the `required` columns (a row cut short by a truncated
+  file would otherwise be read as NaN).
+
+  Raises:
+    ValueError: naming the file and the first incomplete row, and the way
+      out.
+  """
+  path = pathlib.Path(path)
+  text = path.read_bytes()
+  if text and not text.endswith(b'\n'):
+    raise ValueError(
+      f'{path} is truncated: its last line ends without a newline (a row '
+      f'cut short); {_REWRITE}.'
+    )
+  try:
+    table = pd.read_csv(path)
+  except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+    raise ValueError(
+      f'{path} is not a whole table ({" ".join(str(e).split())}); {_REWRITE}.'
+    ) from None
+  present = [c for c in required if c in table.columns]
+  missing = table[present].isna().any(axis=1)
+  if missing.any():
+    row = int(np.flatnonzero(missing.to_numpy())[0])
+    empty = [c for c in present if pd.isna(table[c].iloc[row])]
+    raise ValueError(
+      f'{path}: line {row + 2} has no {", ".join(empty)} (a row cut short '
+      f'or edited); {_REWRITE}.'
+    )
+  return table
 
 
 # Checking and selecting.
@@ -306,6 +352,11 @@ def score_matrices(
   for env, group in results.groupby('env', sort=False):
     if not np.isfinite(group['reference_return']).all():
       left_out[env] = 'no reference return'
+    elif not (group['reference_return'] > group['random_return']).all():
+      left_out[env] = (
+        f'reference {_f(group["reference_return"].iloc[0])} not above '
+        f'random play {_f(group["random_return"].iloc[0])}: no scores'
+      )
     elif not np.isfinite(group['normalised_score']).all():
       left_out[env] = 'a run without a final return (NaN)'
     elif set(group['algorithm']) != set(algorithms):
@@ -672,8 +723,11 @@ def cell_lines(numbers: dict[str, Any]) -> list[str]:
     'max) |',
     '|---|---|---|---|---|---|---|---|---|',
   ]
+  flat = []
   for c in numbers['cells']:
     reference = c['reference_return']
+    if math.isfinite(reference) and not reference > c['random_return']:
+      flat.append(c['env'])
     lines.append(
       f'| {c["env"]} | {label(c["algorithm"])} | {c["learning_rate"]:g} | '
       f'{len(c["seeds"])} | {", ".join(f"{b:g}" for b in c["budget"])} | '
@@ -682,11 +736,19 @@ def cell_lines(numbers: dict[str, Any]) -> list[str]:
       f'{_f(reference) if math.isfinite(reference) else "-"} | '
       + (
         _mean_range_text(c['normalised_score'])
-        if math.isfinite(reference)
+        if math.isfinite(reference) and reference > c['random_return']
         else '-'
       )
       + ' |'
     )
+  if flat:
+    lines += [
+      '',
+      f"On {', '.join(dict.fromkeys(flat))} no cell's mean final return is "
+      'above random play: the reference (the best mean) is not above random '
+      'play, so there is no span to normalise by and no normalised score '
+      '(left out across environments).',
+    ]
   return lines
 
 
@@ -824,18 +886,26 @@ def save(fig: 'Figure', path: str | os.PathLike[str]) -> pathlib.Path:
   return path
 
 
-def _legend(fig: 'Figure', axes: np.ndarray) -> None:
+# Height of a legend row below the panels, in inches.
+LEGEND_ROW_INCHES = 0.25
+
+
+def _legend(fig: 'Figure', axes: np.ndarray, columns: int) -> int:
+  """The panels' entries in one legend below them: at most 4 a row (2
+  under a single panel, whose width holds no more); its rows."""
   entries: dict[str, Artist] = {}
   for ax in np.ravel(axes):
     for handle, text in zip(*ax.get_legend_handles_labels(), strict=False):
       entries.setdefault(text, handle)
+  ncol = min(4 if columns > 1 else 2, len(entries))
   fig.legend(
     list(entries.values()),
     list(entries),
     loc='lower center',
-    ncol=min(4, len(entries)),
+    ncol=ncol,
     frameon=False,
   )
+  return math.ceil(len(entries) / ncol)
 
 
 def draw_curves(numbers: dict[str, Any], curves: pd.DataFrame) -> 'Figure':
@@ -880,14 +950,18 @@ def draw_curves(numbers: dict[str, Any], curves: pd.DataFrame) -> 'Figure':
     ax.xaxis.set_major_formatter(ticker.EngFormatter())
   for ax in list(axes.flat)[len(envs) :]:
     ax.set_axis_off()
-  _legend(fig, axes)
+  # Each legend row past the first: that much taller, the panels as high.
+  extra = LEGEND_ROW_INCHES * (_legend(fig, axes, columns) - 1)
+  if extra:
+    height += extra
+    fig.set_size_inches(4.2 * columns, height)
   fig.suptitle(
     textwrap.fill(
       f'{numbers["title"]}: mean over seeds, shaded: their range', 45 * columns
     ),
     fontsize=10,
   )
-  fig.tight_layout(rect=(0, 0.5 / height, 1, 1))
+  fig.tight_layout(rect=(0, (0.5 + extra) / height, 1, 1))
   return fig
 
 
@@ -953,7 +1027,8 @@ def draw_iqm_curve(numbers: dict[str, Any]) -> 'Figure':
   envs = numbers['aggregate']['envs']
   ax.set_title(
     textwrap.fill(
-      f'{numbers["title"]}: IQM over {len(envs)} environments, '
+      f'{numbers["title"]}: IQM over {len(envs)} '
+      f'environment{"s" if len(envs) > 1 else ""}, '
       f'{numbers["settings"]["confidence"]:.0%} stratified-bootstrap band',
       80,
     ),

@@ -30,6 +30,7 @@ files alone (`OUT/STAGE/report.md`, figures). The final return is
 from collections.abc import Callable, Iterable, Mapping
 import dataclasses
 import json
+import math
 import os
 import pathlib
 import re
@@ -110,7 +111,9 @@ def stage_rates(
 
 
 def pick_rates(
-  results: pd.DataFrame, randoms: Mapping[str, float]
+  results: pd.DataFrame,
+  randoms: Mapping[str, float],
+  notes: dict[str, str] | None = None,
 ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
   """`RatePick`'s procedure on one stage's results: ({rule: its rate},
   {rule: {rate: score}}).
@@ -118,9 +121,18 @@ def pick_rates(
   Each run is normalised from random play (0) to the best mean over the
   environment's (rule, rate) cells (1, `measure.best_means`); a (rule,
   rate) scores the mean of its runs' scores per environment, averaged over
-  environments; each rule takes its best-scoring rate (ties: the smaller
-  rate). A (rule, rate) with a NaN final return in any run scores NaN and
-  is never picked while another rate scored.
+  environments; each rule takes its best-scoring rate. An environment where
+  no cell's mean is above random play has no scores (NaN) and is left out
+  of the average; where none has scores every rate scores NaN. Ties
+  (every rate NaN included) go to the smallest rate. A (rule, rate) with a
+  NaN final return in any run scores NaN and is never picked while another
+  rate scored.
+
+  Args:
+    results: one row per run of the stage.
+    randoms: random play's mean return per environment.
+    notes: filled with {rule: how its pick was made} where it was not a
+      plain best: a tie, or no environment above random play.
   """
   scored = measure.normalised_scores(
     results.drop(
@@ -132,24 +144,64 @@ def pick_rates(
     ),
     randoms,
   )
-  per_env = scored.groupby(['rule', 'learning_rate', 'env'])[
+  flat = sorted(
+    set(
+      scored.loc[~(scored['reference_return'] > scored['random_return']), 'env']
+    )
+  )
+  informative = scored[~scored['env'].isin(flat)]
+  per_env = informative.groupby(['rule', 'learning_rate', 'env'])[
     'normalised_score'
   ].agg(lambda s: s.mean(skipna=False))
   scores = per_env.groupby(level=['rule', 'learning_rate']).agg(
     lambda s: s.mean(skipna=False)
   )
   chosen, table = {}, {}
-  for rule, by_rate in scores.groupby(level='rule', sort=False):
-    by_rate = by_rate.droplevel('rule').sort_index()
+  for rule in dict.fromkeys(scored['rule']):
+    rates = sorted(set(scored.loc[scored['rule'] == rule, 'learning_rate']))
+    by_rate = pd.Series(
+      [scores.get((rule, r), math.nan) for r in rates], index=rates
+    )
     table[rule] = {repr(float(r)): float(v) for r, v in by_rate.items()}
-    valid = by_rate.dropna()
-    if valid.empty:
-      raise ValueError(
-        f'No learning rate of rule {rule!r} has a final '
-        'return in every run: none can be chosen.'
-      )
-    chosen[rule] = float(valid.idxmax())
+    chosen[rule], note = _best_rate(rule, by_rate, flat, informative.empty)
+    if note and notes is not None:
+      notes[rule] = note
   return chosen, table
+
+
+def _best_rate(
+  rule: str, by_rate: pd.Series, flat: list[str], all_flat: bool
+) -> tuple[float, str]:
+  """(the best-scoring rate of `by_rate` (sorted by rate), how it was
+  chosen where that was not a plain best, else ''); ties go to the
+  smallest rate. `flat`: the environments left out (no cell above random
+  play); `all_flat`: every environment was."""
+  left_out = (
+    f"{', '.join(flat)} left out of the scores (no cell's mean final "
+    'return above random play)'
+  )
+  smallest = float(by_rate.index[0])
+  if all_flat:
+    return smallest, (
+      f'{left_out}, so no rate of {rule} has a score: of its rates '
+      f'{", ".join(f"{r:g}" for r in by_rate.index)} (a tie) the smallest, '
+      f'{smallest:g}, taken'
+    )
+  valid = by_rate.dropna()
+  if valid.empty:
+    raise ValueError(
+      f'No learning rate of rule {rule!r} has a final '
+      'return in every run: none can be chosen.'
+    )
+  tied = valid[valid == valid.max()]
+  notes = [left_out] if flat else []
+  if len(tied) > 1:
+    notes.append(
+      f'rates {", ".join(f"{r:g}" for r in tied.index)} of {rule} tie at '
+      f'score {valid.max():.3f}: the smallest, {float(tied.index[0]):g}, '
+      'taken'
+    )
+  return float(tied.index[0]), '; '.join(notes)
 
 
 def _rows(
@@ -204,7 +256,14 @@ def _run_cell(
     cell_dir, resume=started, overwrite=not started and cell_dir.is_dir()
   )
   if run_dir.resume:
-    config = run_dir.resumed_config(config, trainer_lib.CONFIGS)
+    try:
+      config = run_dir.resumed_config(config, trainer_lib.CONFIGS)
+    except ValueError as e:
+      raise ValueError(
+        f'Cell {cell}: {" ".join(str(e).split())} To run the cell again '
+        f"with the study's settings, remove its folder {cell_dir}; or give "
+        'the study another --out.'
+      ) from None
     summary = _summary(cell_dir)
     if summary.get('completed') and summary.get('steps') == config.num_steps:
       return metrics_lib.read_rows(
@@ -245,8 +304,14 @@ def run_study(
   spec_dir: str | os.PathLike[str] | None = None,
   progress: bool = True,
   on_cell: Callable[[str], None] | None = None,
+  log: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
   """Runs (or continues) every cell of `study` into `out`; its results.
+
+  Every cell's settings are checked (`check_cells`) before the first runs.
+  The results files written while it runs are provisional: a stage's
+  reference returns (its best means) and a RatePick's rates follow the
+  cells finished so far.
 
   Args:
     study: the study.
@@ -257,6 +322,9 @@ def run_study(
       folder; default: the working directory).
     progress: a progress bar for the study and one per program.
     on_cell: called with each cell's name before its program runs.
+    log: called with one line per cell (which cell, what it runs, or that
+      it finished before) and per rate pick that was not a plain best
+      (e.g. `print` where there are no progress bars).
 
   Returns:
     The results table (`report.RESULT_COLUMNS`), also `OUT/results.csv`.
@@ -270,11 +338,13 @@ def run_study(
   done_results, done_curves = _read_existing(out)
   chosen = _read_json(out / RATES)
   recorded = _read_json(out / CELLS)
+  check_cells(study, stages, spec_dir)
   cells = []
   for stage in stages:
     for env in stage.envs:
       for rule_name in study.stage_rules(stage):
         cells.append((stage, env, rule_name))
+  say = log or (lambda line: None)
   bar = tqdm.tqdm(
     total=len(cells),
     desc=f'study {study.name}',
@@ -282,14 +352,16 @@ def run_study(
     position=1,
   )
   try:
-    for stage, env, rule_name in cells:
+    for number, (stage, env, rule_name) in enumerate(cells, 1):
       if signals.received():  # Between two cells: stop here.
         raise StudyInterrupted(str(signals.received()), 'the study')
       if isinstance(stage.rates, spec_lib.RatePick):
         tuning = stage.rates.stage
-        chosen[tuning] = _current_pick(
-          study, tuning, done_results, chosen.get(tuning), out
-        )
+        before = chosen.get(tuning)
+        chosen[tuning] = _current_pick(study, tuning, done_results, before, out)
+        if chosen[tuning] != before:
+          for rule, note in chosen[tuning].get('notes', {}).items():
+            say(f'rates picked on {tuning}, {rule}: {note}')
       rates = stage_rates(
         study, stage, {k: v['rates'] for k, v in chosen.items()}
       )[rule_name]
@@ -299,10 +371,14 @@ def run_study(
       key = (stage.name, env, rule_name)
       path = _weights_path(rule, spec_dir)
       settings = _settings(config, path)
+      where = f'cell {number} of {len(cells)}, {cell}'
+      bar.set_description(f'study {study.name}: {where}')
       if key in done_results and cell in recorded:  # Finished before.
         _check_recorded(cell, recorded[cell], settings, out)
+        say(f'{where}: finished before (its results kept)')
         bar.update(1)
         continue
+      say(f'{where}: {_what_runs(config)}')
       params = (
         None if path is None else weights.load_rule(path, config.rule_sizes)
       )
@@ -325,6 +401,80 @@ def run_study(
   if chosen:
     _write_json(out / RATES, chosen)
   return report_lib.read_results(out / RESULTS)
+
+
+def _what_runs(config: config_lib.EvalConfig) -> str:
+  """What a cell's program runs, and what its progress bar counts: the
+  loop's iterations, the warm-up ones (acting only, until the replay buffer
+  holds a learner batch: replay_ratio - 1) and then the learner steps."""
+  warmup = config.replay_ratio - 1
+  seeds, rates = len(config.seeds), len(config.learning_rates)
+  return (
+    f'{_count(seeds * rates, "run")} ({_count(seeds, "seed")} x '
+    f'{_count(rates, "rate")}), {config.num_steps:,} learner steps after '
+    f'{_count(warmup, "warm-up iteration")} (its bar counts both: '
+    f'{config.num_steps + warmup:,})'
+  )
+
+
+def _count(n: int, noun: str) -> str:
+  """'1 seed', '2 seeds'."""
+  return f'{n:,} {noun}{"s" * (n != 1)}'
+
+
+# The rate a RatePick stage's cells are checked with before the pick.
+_UNPICKED_RATE = 1e-3
+
+
+def check_cells(
+  study: spec_lib.Study,
+  stages: Iterable[spec_lib.Stage],
+  spec_dir: str | os.PathLike[str] | None = None,
+) -> None:
+  """Checks every cell of `stages` before any runs: its `EvalConfig`
+  (a RatePick stage's with a stand-in rate), its rule's weights file, and
+  each environment's settings (the environment is built with one instance;
+  a host family's jittable twin, if it has one).
+
+  Raises:
+    ValueError: naming the cell and the setting.
+    FileNotFoundError: a rule's weights file.
+  """
+  built: set[str] = set()
+  for stage in stages:
+    if isinstance(stage.rates, spec_lib.RatePick):
+      rates = {r: (_UNPICKED_RATE,) for r in study.stage_rules(stage)}
+    else:
+      rates = stage_rates(study, stage, {})
+    for env in stage.envs:
+      for rule_name in study.stage_rules(stage):
+        cell = f'{stage.name}/{env}/{rule_name}'
+        rule = study.rule(rule_name)
+        try:
+          config = cell_config(study, stage, env, rule, rates[rule_name])
+        except ValueError as e:
+          raise ValueError(f'Cell {cell}: {e}') from None
+        _settings(config, _weights_path(rule, spec_dir))  # The file exists.
+        if env not in built:
+          _check_environment(cell, config)
+          built.add(env)
+
+
+def _check_environment(cell: str, config: config_lib.EvalConfig) -> None:
+  """Builds the cell's environment once (one instance) to check its
+  settings; a host family without a jittable twin is left to its run."""
+  name = config.env
+  family = environments.family(name)
+  settings = dict(config.env_kwargs)
+  if family.on_host:
+    if not family.jittable:
+      return
+    name = family.jittable
+    settings.pop(environments.SEED_KEY, None)
+  try:
+    environments.get_environment(name, 1, settings)
+  except ValueError as e:
+    raise ValueError(f'Cell {cell}: {e}') from None
 
 
 def _weights_path(
@@ -370,10 +520,13 @@ def _check_recorded(
     if saved.get(name) != value
   ]
   if differ:
+    stage, env, rule = cell.split('/', 2)
     raise ValueError(
       f'Cell {cell} of {out} finished with other settings; these differ: '
       + '; '.join(differ)
-      + '. Give the study another --out.'
+      + '. Give the study another --out, or run the cell again with these: '
+      f'remove its folder {out / RUNS / stage / slug(env) / rule} and its '
+      f'entry {cell!r} in {out / CELLS}.'
     )
 
 
@@ -415,8 +568,10 @@ def _pick(
   ]
   table = pd.DataFrame(rows)
   randoms = _randoms(out, table['env'].unique())
-  rates, scores = pick_rates(table, randoms)
-  return dict(rates=rates, scores=scores)
+  notes: dict[str, str] = {}
+  rates, scores = pick_rates(table, randoms, notes)
+  # notes only where a pick was not a plain best (rates.json as before).
+  return dict(rates=rates, scores=scores, **({'notes': notes} if notes else {}))
 
 
 def _randoms(out: pathlib.Path, envs: Iterable[str]) -> dict[str, float]:
