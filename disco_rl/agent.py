@@ -623,6 +623,7 @@ def _agent_settings(
 
 def get_settings_disco(
   rule_sizes: disco.MetaNetSizes | Mapping[str, Any] | None = None,
+  policy_target: str = 'absolute',
 ) -> config_dict.ConfigDict:
   """Settings of an agent trained by Disco103 (the paper's configuration).
 
@@ -631,6 +632,8 @@ def get_settings_disco(
       mapping of some of its fields); None: Disco103's. Other sizes make a
       rule of Disco103's architecture that Disco103's weights do not fit
       (e.g. one to meta-train at LPG's size).
+    policy_target: how the meta-network's policy output becomes the
+      target (`disco.POLICY_TARGETS`; Disco103: 'absolute').
   """
   meta_net = dict(
     name='lstm',
@@ -658,6 +661,7 @@ def get_settings_disco(
     rule=dict(
       net=config_dict.ConfigDict(meta_net),
       value_discount=_DISCOUNT,
+      policy_target=policy_target,
       **_VALUE_BINS,
     ),
     learning_rate=3e-4,
@@ -747,6 +751,7 @@ def make_settings(
   precision: str = 'float32',
   net: str = 'mlp',
   rule_sizes: disco.MetaNetSizes | Mapping[str, Any] | None = None,
+  policy_target: str = 'absolute',
   **torso: Any,
 ) -> config_dict.ConfigDict:
   """The settings of a job's agent: the rule's, with the job's network.
@@ -768,6 +773,8 @@ def make_settings(
     rule_sizes: for rule 'disco_103', the meta-network's sizes
       (`disco.MetaNetSizes` or a mapping of some of `RULE_SIZE_FIELDS`);
       None or empty: Disco103's.
+    policy_target: for rule 'disco_103', how the meta-network's policy
+      output becomes the target (`disco.POLICY_TARGETS`).
     **torso: the network's own settings, `TORSO_FIELDS[net]`; missing ones
       take the network's defaults.
 
@@ -782,6 +789,11 @@ def make_settings(
       f'rule_sizes are the sizes of a meta-network: rule '
       f'{rule!r} has none (rules with one: {SIZED_RULES}).'
     )
+  if policy_target != 'absolute' and rule not in SIZED_RULES:
+    raise ValueError(
+      f'policy_target={policy_target!r} is a setting of a meta-network: '
+      f'rule {rule!r} has none (rules with one: {SIZED_RULES}).'
+    )
   if net not in TORSO_FIELDS:
     raise ValueError(
       f'Unknown net {net!r}; expected one of {tuple(TORSO_FIELDS)}.'
@@ -792,7 +804,11 @@ def make_settings(
       f'net={net!r} takes the torso settings '
       f'{list(TORSO_FIELDS[net])}, got also {extra}.'
     )
-  settings = RULES[rule](rule_sizes) if rule in SIZED_RULES else RULES[rule]()
+  settings = (
+    RULES[rule](rule_sizes, policy_target)
+    if rule in SIZED_RULES
+    else RULES[rule]()
+  )
   settings.net_settings.name = net
   settings.net_settings.net_args = dict(
     dense=tuple(dense),

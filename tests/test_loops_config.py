@@ -93,7 +93,7 @@ def test_bad_meta_train_settings(changes, fragment):
 
 def test_the_shared_fields_are_declared_once_with_each_jobs_defaults():
   shared = {f.name: f for f in dataclasses.fields(config_lib.RunConfig)}
-  assert len(shared) == 17
+  assert len(shared) == 18
   for config_cls in CONFIGS:
     fields = dataclasses.fields(config_cls)
     assert [f.name for f in fields[: len(shared)]] == list(shared)

@@ -17,7 +17,6 @@ Old run records are read with `run_dir.upgrade_settings`.
 """
 
 import dataclasses
-import functools
 import math
 import numbers
 import types as pytypes
@@ -30,6 +29,7 @@ import numpy as np
 from disco_rl import agent as agent_lib
 from disco_rl import environments
 from disco_rl.networks import nets
+from disco_rl.update_rules import disco
 
 RULES = tuple(agent_lib.RULES)
 NETS = tuple(agent_lib.TORSO_FIELDS)
@@ -117,9 +117,13 @@ def _is_bool(value: Any) -> bool:
   return isinstance(value, (bool, np.bool_))
 
 
-@functools.cache
+_HINTS: dict[type, dict[str, Any]] = {}  # A config class's, read once.
+
+
 def _hints(config_cls: type) -> dict[str, Any]:
-  return typing.get_type_hints(config_cls)
+  if config_cls not in _HINTS:
+    _HINTS[config_cls] = typing.get_type_hints(config_cls)
+  return _HINTS[config_cls]
 
 
 def check_types(config: Any) -> None:
@@ -226,6 +230,14 @@ class RunConfig:
     'embedding_size=8x1 (fields of disco.MetaNetSizes; a --weights file '
     "sets them); none: Disco103's",
   )
+  policy_target: str = setting(
+    'absolute',
+    "rule disco_103: how its meta-network's policy output becomes the "
+    "policy target: 'absolute' (Disco103's logits) or 'residual' (added "
+    "to the agent's own logits: an output of 0 asks for no change; for "
+    'rules meta-trained so, docs/meta_training.md)',
+    choices=disco.POLICY_TARGETS,
+  )
   matmul_precision: str = setting(
     'default',
     'float32 matrix-product precision of the compiled programs '
@@ -323,6 +335,9 @@ class RunConfig:
       precision,
       net=net or self.net,
       rule_sizes=(self.rule_sizes if rule in agent_lib.SIZED_RULES else None),
+      policy_target=(
+        self.policy_target if rule in agent_lib.SIZED_RULES else 'absolute'
+      ),
       **self.torso(net),
     )
 
@@ -340,6 +355,7 @@ AGENT_FIELDS = (
   'model_lstm_size',
   'model_head_hiddens',
   'rule_sizes',
+  'policy_target',
   'matmul_precision',
 )
 
@@ -464,6 +480,14 @@ class EvalConfig(RunConfig):
       raise ValueError(
         f'buffer_capacity={self.buffer_capacity} is smaller '
         f'than batch_size={self.batch_size}.'
+      )
+    if (
+      self.policy_target != 'absolute'
+      and self.rule not in agent_lib.SIZED_RULES
+    ):
+      raise ValueError(
+        f'policy_target={self.policy_target!r} is a setting of a rule with '
+        f'a meta-network {agent_lib.SIZED_RULES}; rule is {self.rule!r}.'
       )
     kwargs = self.env_kwargs
     if not isinstance(kwargs, dict) or not all(

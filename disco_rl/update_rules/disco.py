@@ -263,6 +263,11 @@ def sizes_from_params(
     ) from None
 
 
+# How the meta-network's policy output becomes the policy target
+# (`DiscoUpdateRule.policy_target`).
+POLICY_TARGETS = ('absolute', 'residual')
+
+
 @dataclasses.dataclass(eq=False)
 class DiscoUpdateRule(base.UpdateRule):
   """The discovered rule; `net` configures its meta-network.
@@ -277,6 +282,11 @@ class DiscoUpdateRule(base.UpdateRule):
     num_bins: number of bins of the categorical value.
     moving_average_decay: decay of the advantage/TD normalisation EMAs.
     moving_average_eps: epsilon of that normalisation.
+    policy_target: how the meta-network's policy output `pi` becomes the
+      policy target (`POLICY_TARGETS`): 'absolute' (Disco103, the upstream)
+      takes it as the target's logits; 'residual' adds it to the agent's
+      own logits (gradient stopped), pi_hat = sg(logits) + pi, so that an
+      output of 0 asks for no change of the policy.
   """
 
   net: Mapping[str, Any]
@@ -285,8 +295,14 @@ class DiscoUpdateRule(base.UpdateRule):
   num_bins: int
   moving_average_decay: float = 0.99
   moving_average_eps: float = 1e-6
+  policy_target: str = 'absolute'
 
   def __post_init__(self) -> None:
+    if self.policy_target not in POLICY_TARGETS:
+      raise ValueError(
+        f'policy_target must be one of {POLICY_TARGETS}, got '
+        f'{self.policy_target!r}.'
+      )
     settings = dict(self.net)  # A ConfigDict or a mapping.
     net_name = settings.get('name')
     if net_name not in META_NETWORKS:
@@ -427,6 +443,10 @@ class DiscoUpdateRule(base.UpdateRule):
       meta_params, meta_state['rnn_state'], None, meta_inputs, axis_name
     )
     chex.assert_rank([targets['pi'], targets['y'], targets['z']], 3)
+    if self.policy_target == 'residual':  # A change of the agent's policy.
+      logits_t = jax.lax.stop_gradient(rollout.agent_out['logits'][:-1])
+      chex.assert_equal_shape([logits_t, targets['pi']])
+      targets = dict(targets, pi=logits_t + targets['pi'])
 
     # The targets, with the value quantities the losses and logs read.
     meta_out = {name: getattr(value_outs, name) for name in _VALUE_OUTS}

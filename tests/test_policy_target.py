@@ -1,0 +1,110 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""The Disco rule's policy target: Disco103's absolute logits, or a change
+of the agent's own (`policy_target='residual'`)."""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+from disco_rl import agent as agent_lib
+from disco_rl import types
+from disco_rl.environments import lpg
+from disco_rl.loops import config as config_lib
+from disco_rl.loops import meta_config
+from disco_rl.update_rules import disco
+
+pytestmark = pytest.mark.usefixtures('fast_compile')
+TINY_RULE = disco.NAMED_SIZES['tiny'].changes()
+
+
+def _learner_logs(policy_target):
+  """One learner step of a tabular agent whose rule's policy output is 0
+  (the last layer of its policy target zeroed), on a rollout along LPG's
+  delayed chain: the step's logs."""
+  env = lpg.make('lpg:delayed_chain_short', 2, {}, 0)
+  settings = agent_lib.make_settings(
+    'disco_103',
+    1e-2,
+    (8,),
+    4,
+    (4,),
+    net='tabular',
+    rule_sizes=TINY_RULE,
+    policy_target=policy_target,
+  )
+  agent = agent_lib.Agent(
+    single_observation_spec=env.single_observation_spec(),
+    single_action_spec=env.single_action_spec(),
+    agent_settings=settings,
+    batch_axis_name=None,
+  )
+  learner = agent.initial_learner_state(jax.random.PRNGKey(0))
+  # A policy far from uniform, so that the two targets differ.
+  learner = dataclasses.replace(
+    learner,
+    params=jax.tree.map(
+      lambda x: x + jax.random.normal(jax.random.PRNGKey(2), x.shape),
+      learner.params,
+    ),
+  )
+  rule_params, _ = agent.update_rule.init_params(jax.random.PRNGKey(1))
+  rule_params['lstm/linear_4'] = jax.tree.map(
+    np.zeros_like, rule_params['lstm/linear_4']
+  )
+  steps = np.arange(5)[:, None]
+  states = np.where(steps == 0, 0, 1 + 2 * (steps - 1) + np.arange(2))
+  observations = {'observation': jax.nn.one_hot(states, 59, dtype=np.uint8)}
+  actor_state = agent.initial_actor_state(jax.random.PRNGKey(0))
+  outs, _ = agent.network.unroll(
+    learner.params, actor_state, observations, np.zeros((5, 2), bool)
+  )
+  rollout = types.ActorTimestep(
+    observations=observations,
+    actions=np.ones((5, 2), np.int32),
+    rewards=np.where(steps == 4, [1.0, -1.0], 0.0).astype(np.float32),
+    discounts=np.ones((5, 2), bool),
+    agent_outs=outs,
+    logits=outs['logits'],
+    states=actor_state,
+  )
+  _, _, logs = agent.learner_step(
+    jax.random.PRNGKey(4),
+    rollout,
+    learner,
+    actor_state,
+    rule_params,
+    is_meta_training=False,
+  )
+  return logs, np.asarray(outs['logits'][:-1]), agent.num_actions
+
+
+def test_a_residual_target_of_a_zero_output_is_the_agents_own_policy():
+  logs, logits, num_actions = _learner_logs('residual')
+  np.testing.assert_allclose(logs['meta_out']['pi'], logits, atol=1e-6)
+  np.testing.assert_allclose(logs['pi_loss'], 0.0, atol=1e-6)  # No change.
+  # Disco103's absolute target of the same output: the uniform policy.
+  logs, _, _ = _learner_logs('absolute')
+  np.testing.assert_allclose(logs['meta_out']['pi'], 0.0, atol=1e-7)
+  np.testing.assert_allclose(
+    logs['pi_hat_entropy'], np.log(num_actions), rtol=1e-6
+  )
+  assert float(logs['pi_loss']) > 1e-3
+
+
+def test_policy_target_is_a_setting_of_rules_with_a_meta_network():
+  assert config_lib.EvalConfig().policy_target == 'absolute'
+  assert agent_lib.get_settings_disco().update_rule.policy_target == 'absolute'
+  with pytest.raises(ValueError, match="rule is 'ppo'"):
+    config_lib.EvalConfig(policy_target='residual', rule='ppo')
+  with pytest.raises(ValueError, match='policy_target'):
+    config_lib.EvalConfig(policy_target='relative')
+  with pytest.raises(ValueError, match="rule 'actor_critic' has none"):
+    agent_lib.make_settings(
+      'actor_critic', 1e-3, (8,), 4, (4,), policy_target='residual'
+    )
+  # A meta-training's rule is evaluated with its own policy target.
+  config = meta_config.MetaTrainConfig(policy_target='residual')
+  assert config.agent_fields()['policy_target'] == 'residual'
