@@ -442,6 +442,7 @@ def check_cells(
   """
   built: set[str] = set()
   for stage in stages:
+    rates: dict[str, tuple[float, ...]]
     if isinstance(stage.rates, spec_lib.RatePick):
       rates = {r: (_UNPICKED_RATE,) for r in study.stage_rules(stage)}
     else:
