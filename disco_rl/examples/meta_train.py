@@ -48,26 +48,32 @@ PRESETS = {
     num_agents=8,
     agent_lifetime=2000,
   ),
-  # LPG's recipe (Oh et al. 2020) as GROOVE runs it (Jackson et al. 2023,
-  # EmptyJackson/groove: experiments/parse_args.py and the 'all_vrandlife'
-  # mode of environments/gridworld/configs.py), at this project's scale
-  # (issue 54): tabular agents on GROOVE's 'all' gridworlds, each agent in
-  # its own layout; 64 environments per agent, rollouts of 20, K=5 agent
-  # updates per meta-step; each agent's meta-gradient normalised by its
-  # own Adam (clipped first at GROOVE's 0.5), the paper's meta learning
-  # rate 1e-3; lifetimes drawn per agent at each (re)start, log-uniformly from
-  # 10 to 250 updates (GROOVE's 250 // 25 to 250). The rule: LPG's 8
-  # prediction categories, Disco103's other sizes, for now; the final
-  # sizes and the population (GROOVE: 512 agents) are to be chosen from
-  # the cost grid of scripts/benchmark_meta_steps.py. 8 agents fit this
-  # project's 2-core CPU. Not GROOVE's: the agents' optimiser (this job's
-  # Adam, where GROOVE's tabular agents take SGD steps of 40) at a rate
-  # their tables learn at within a lifetime (3e-2: an actor-critic's final
-  # return after 250 updates on lpg:all layout 1 is 0.21-0.25 at the
-  # job's default 5e-4 and 0.70-0.74 at 3e-2; at 5e-4 a
-  # meta-training of 3,300 meta-steps never left the uniform policy,
-  # docs/studies/lpg_transfer.md), and the meta-objective's regularisers
-  # (Disco's).
+  # LPG's recipe (Oh et al. 2020) after GROOVE (Jackson et al. 2023,
+  # EmptyJackson/groove: experiments/parse_args.py, models/optim.py,
+  # agents/lpg_agent.py, the 'all_vrandlife' mode of
+  # environments/gridworld/configs.py), at this project's scale (issue 54).
+  # Taken from GROOVE: GROOVE's 'all' gridworlds, each agent in its own
+  # layout, tabular agents; 64 environments per agent, rollouts of 20, K=5
+  # agent updates per meta-step; lifetimes drawn per agent at each
+  # (re)start, log-uniformly from 10 to 250 updates (GROOVE's 250 // 25 to
+  # 250). Not GROOVE's (issue 69): the meta-optimiser (here each agent's
+  # meta-gradient clipped at 0.5 and normalised by its own Adam, the
+  # paper's meta learning rate 1e-3; GROOVE averages the meta-gradient over
+  # its 512 agents and takes one Adam step of 1e-4, unclipped: its 0.5 clip
+  # is its agents' SGD's); the agents' optimiser (this job's Adam at 3e-2, a
+  # rate their tables learn at within a lifetime: an actor-critic's final
+  # return after 250 updates on lpg:all layout 1 is 0.21-0.25 at the job's
+  # default 5e-4 and 0.70-0.74 at 3e-2, and at 5e-4 a meta-training of
+  # 3,300 meta-steps never left the uniform policy,
+  # docs/studies/lpg_transfer.md; GROOVE's take SGD steps of 40, the
+  # critic's 4, clipped at 0.5); the meta-objective (Disco's: the updated
+  # agent's policy gradient on a fresh rollout with advantages of this
+  # job's value function, and Disco's four regularisers; GROOVE's takes
+  # GAE(0.99, 0.95) from a per-agent critic, entropy 5e-2, target entropy
+  # 1e-3, L2 of pi_hat 5e-3 and of y 1e-3); the rule (Disco's meta-network
+  # and its absolute KL policy target at LPG's 8 prediction categories;
+  # LPG's actor term is log pi(a_t) * pi_hat_t, a scalar per step). The
+  # population: 8 agents fit this project's 2-core CPU (GROOVE: 512).
   # The agents are tables ('table': a row per state) with the Disco
   # agent's other parts kept small (GROOVE's tabular agents have none):
   # an action model of 8 and a value network of 16 units; at the MLP
