@@ -1224,3 +1224,15 @@ def test_a_diverging_run_stops_with_one_error_line(run_main, tmp_path):
   ), err[-2000:]
   assert 'total_loss = nan' in err
   assert err.endswith('Try a smaller learning_rate (--learning-rate).\n')
+
+
+@pytest.mark.parametrize(
+  'command', ['eval', 'meta_train', 'export_rule', 'probe_rule']
+)
+def test_help_names_the_command_as_users_type_it(command, capsys):
+  module = importlib.import_module(f'disco_rl.examples.{command}')
+  with pytest.raises(SystemExit) as exit_info:
+    module.main(['--help'])
+  assert exit_info.value.code == 0
+  usage = capsys.readouterr().out
+  assert usage.startswith(f'usage: python -m disco_rl.examples.{command} ')

@@ -71,9 +71,11 @@ def make_parser(
   default_out: str,
   weights_help: str = "a rule's parameters (npz)",
   presets: Collection[str] | None = None,
+  prog: str | None = None,
 ) -> argparse.ArgumentParser:
-  """Flags of every setting of `config_cls`, the run's and the processes'."""
-  parser = argparse.ArgumentParser(description=description)
+  """Flags of every setting of `config_cls`, the run's and the processes';
+  `prog` is the command as users type it (`--help`'s usage line)."""
+  parser = argparse.ArgumentParser(prog=prog, description=description)
   group = parser.add_argument_group('run')
   group.add_argument(
     '--out',
@@ -211,6 +213,7 @@ def run(
   weights_unusable: Callable[[Any], str | None],
   report: Callable[[dict[str, Any]], None],
   presets: Mapping[str, Mapping[str, Any]] | None = None,
+  prog: str | None = None,
 ) -> int:
   """Parses, trains and reports; returns the exit status.
 
@@ -225,12 +228,14 @@ def run(
     report: prints the final lines from the summary (process 0).
     presets: named settings for `--preset` to start from (flags given
       override them), e.g. `examples.meta_train.PRESETS`.
+    prog: the command as users type it, e.g. 'python -m
+      disco_rl.examples.eval' (default: argparse's, the script's name).
   """
   argv = list(sys.argv[1:] if argv is None else argv)
   # The rule for signals is the command's first line's
   # (`signals.catch_from_here`); the run watches for them (`run.run`).
   parser = make_parser(
-    description, config_cls, default_out, weights_help, presets
+    description, config_cls, default_out, weights_help, presets, prog
   )
   args = parser.parse_args(argv)
   try:

@@ -77,6 +77,7 @@ main = cli.command(
   'found by disco_rl.weights)',
   weights_unusable=_weights_unusable,
   report=_report,
+  prog='python -m disco_rl.examples.eval',
 )
 
 

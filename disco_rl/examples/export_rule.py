@@ -30,7 +30,10 @@ from disco_rl.loops import meta
 
 
 def make_parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser = argparse.ArgumentParser(
+    prog='python -m disco_rl.examples.export_rule',
+    description=__doc__.split('\n\n')[0],
+  )
   parser.add_argument(
     'run', metavar='RUN_DIR', help='the meta-training run directory'
   )

@@ -139,6 +139,7 @@ main = cli.command(
   weights_unusable=_weights_unusable,
   report=_report,
   presets=PRESETS,
+  prog='python -m disco_rl.examples.meta_train',
 )
 
 
