@@ -19,6 +19,7 @@ from disco_rl.environments import jittable_envs
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import divergence
 from disco_rl.loops import eval as eval_lib
+from disco_rl.loops import eval_report
 from disco_rl.loops import eval_setup
 from disco_rl.loops import run as run_lib
 
@@ -389,3 +390,18 @@ def test_a_diverging_seed_is_named():
     'total_loss = nan',
   ):
     job.step(job.init(), TINY.steps_per_call)
+
+
+def test_the_progress_bar_names_the_rule_environment_and_runs():
+  config = config_lib.EvalConfig(
+    env='catch', env_kwargs={'rows': 8}, num_seeds=3
+  )
+  job = eval_lib.make_eval(config)
+  assert job.description == 'eval disco_103 on catch[rows=8] seeds 0-2'
+  config = config_lib.EvalConfig(
+    rule='actor_critic', seeds=(0, 5), learning_rates=(1e-3, 3e-3)
+  )
+  assert (
+    eval_report.progress_title(config)
+    == f'eval actor_critic on {config.env} seeds 0, 5 x lr 0.001, 0.003'
+  )

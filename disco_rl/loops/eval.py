@@ -377,7 +377,7 @@ def make_eval(
     ),
     steps_per_call=config.steps_per_call,
     warmup=setup.warmup,
-    description=f'eval {config.rule} {eval_report.seeds_title(config)}',
+    description=eval_report.progress_title(config),
     **acting,
   )
 

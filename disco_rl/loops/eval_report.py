@@ -161,6 +161,13 @@ def outputs(
   return dict(plot_png=str(path))
 
 
+def progress_title(config: config_lib.EvalConfig) -> str:
+  """The progress bar's title: 'eval disco_103 on catch[rows=8] seeds 0-2'
+  (the rule, the environment with its settings, the runs)."""
+  env = environments.format_spec(config.env, config.env_kwargs)
+  return f'eval {config.rule} on {env} {seeds_title(config)}'
+
+
 def seeds_title(config) -> str:
   """'seed 3', 'seeds 0-7', 'seeds 0, 5' (and 'x lr 0.001, 0.003' with
   several rates)."""
