@@ -644,6 +644,7 @@ def get_settings_disco(
     policy_target_stddev=0.3,
     state_stddev=1.0,
     input_option=disco.get_input_option(),
+    action_head=policy_target == 'action',
   )
   # Unit weights for the policy, y, z and auxiliary-policy losses.
   loss_weights = dict.fromkeys(

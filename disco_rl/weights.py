@@ -186,10 +186,15 @@ def _read_npz(path: pathlib.Path) -> dict[str, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=8)
-def expected_shapes(sizes: disco.MetaNetSizes | None = None):
+def expected_shapes(
+  sizes: disco.MetaNetSizes | None = None, action_head: bool = False
+):
   """`{MODULE: {'w': jax.ShapeDtypeStruct, ...}}` of the Disco meta-network
-  of `sizes` (default: Disco103's), traced without running it."""
-  settings = agent.get_settings_disco(sizes).update_rule
+  of `sizes` (default: Disco103's), with the action head of policy target
+  'action' if `action_head`, traced without running it."""
+  settings = agent.get_settings_disco(
+    sizes, 'action' if action_head else 'absolute'
+  ).update_rule
   rule = disco.DiscoUpdateRule(**settings)
   params, _ = jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))
   return {module: dict(leaves) for module, leaves in params.items()}
@@ -331,7 +336,9 @@ def load_rule(
   except ValueError as e:
     raise ArchitectureError(f'{path}: {e}') from None
   try:
-    validate_params(params, expected_shapes(found))
+    validate_params(
+      params, expected_shapes(found, disco.has_action_head(params))
+    )
   except ArchitectureError as e:
     what = (
       'the Disco103 meta-network'

@@ -11,7 +11,9 @@ import pytest
 
 from disco_rl import agent as agent_lib
 from disco_rl import types
+from disco_rl import weights
 from disco_rl.environments import lpg
+from disco_rl.examples import cli
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta_config
 from disco_rl.update_rules import disco
@@ -20,10 +22,11 @@ pytestmark = pytest.mark.usefixtures('fast_compile')
 TINY_RULE = disco.NAMED_SIZES['tiny'].changes()
 
 
-def _learner_logs(policy_target):
+def _learner_logs(policy_target, action_bias=0.0):
   """One learner step of a tabular agent whose rule's policy output is 0
-  (the last layer of its policy target zeroed), on a rollout along LPG's
-  delayed chain: the step's logs."""
+  (the last layer of its policy target zeroed; an action head's output
+  `action_bias`), on a rollout along LPG's delayed chain: the step's logs,
+  the agent's logits [T, A], the actions [T] and the number of actions."""
   env = lpg.make('lpg:delayed_chain_short', 2, {}, 0)
   settings = agent_lib.make_settings(
     'disco_103',
@@ -54,6 +57,11 @@ def _learner_logs(policy_target):
   rule_params['lstm/linear_4'] = jax.tree.map(
     np.zeros_like, rule_params['lstm/linear_4']
   )
+  if policy_target == 'action':
+    rule_params['lstm/linear_5'] = dict(
+      w=np.zeros_like(rule_params['lstm/linear_5']['w']),
+      b=np.full_like(rule_params['lstm/linear_5']['b'], action_bias),
+    )
   steps = np.arange(5)[:, None]
   states = np.where(steps == 0, 0, 1 + 2 * (steps - 1) + np.arange(2))
   observations = {'observation': jax.nn.one_hot(states, 59, dtype=np.uint8)}
@@ -78,20 +86,79 @@ def _learner_logs(policy_target):
     rule_params,
     is_meta_training=False,
   )
-  return logs, np.asarray(outs['logits'][:-1]), agent.num_actions
+  return (
+    logs,
+    np.asarray(outs['logits'][:-1]),
+    np.asarray(rollout.actions[:-1]),
+    agent.num_actions,
+  )
 
 
 def test_a_residual_target_of_a_zero_output_is_the_agents_own_policy():
-  logs, logits, num_actions = _learner_logs('residual')
+  logs, logits, _, num_actions = _learner_logs('residual')
   np.testing.assert_allclose(logs['meta_out']['pi'], logits, atol=1e-6)
   np.testing.assert_allclose(logs['pi_loss'], 0.0, atol=1e-6)  # No change.
   # Disco103's absolute target of the same output: the uniform policy.
-  logs, _, _ = _learner_logs('absolute')
+  logs, _, _, _ = _learner_logs('absolute')
   np.testing.assert_allclose(logs['meta_out']['pi'], 0.0, atol=1e-7)
   np.testing.assert_allclose(
     logs['pi_hat_entropy'], np.log(num_actions), rtol=1e-6
   )
   assert float(logs['pi_loss']) > 1e-3
+
+
+def test_an_action_target_adds_the_steps_scalar_to_the_action_taken():
+  logs, logits, actions, num_actions = _learner_logs('action', 0.0)
+  np.testing.assert_allclose(logs['meta_out']['pi'], logits, atol=1e-6)
+  np.testing.assert_allclose(logs['pi_loss'], 0.0, atol=1e-6)
+  logs, logits, actions, num_actions = _learner_logs('action', 0.5)
+  np.testing.assert_allclose(logs['meta_out']['pi_action'], 0.5, atol=1e-6)
+  np.testing.assert_allclose(
+    logs['meta_out']['pi'],
+    logits + 0.5 * np.eye(num_actions)[actions],
+    atol=1e-6,
+  )
+  assert float(logs['pi_loss']) > 1e-3
+
+
+def test_an_action_rule_file_carries_its_target(tmp_path):
+  """The action head is part of the rule's file: it loads with its head
+  checked, and a command reading it takes policy target 'action'."""
+  settings = agent_lib.get_settings_disco(TINY_RULE, 'action').update_rule
+  rule = disco.DiscoUpdateRule(**settings)
+  params, _ = rule.init_params(jax.random.PRNGKey(0))
+  assert disco.has_action_head(params)
+  path = tmp_path / 'action_rule.npz'
+  weights.save_params(params, path)
+  loaded = weights.load_rule(path)
+  assert disco.has_action_head(loaded)
+  config = config_lib.EvalConfig(rule_sizes=TINY_RULE)
+  assert (
+    cli.with_policy_target(config, loaded, str(path), False).policy_target
+    == 'action'
+  )
+  with pytest.raises(ValueError, match='holds the action head'):
+    cli.with_policy_target(
+      dataclasses.replace(config, policy_target='residual'),
+      loaded,
+      str(path),
+      True,
+    )
+  del loaded['lstm/linear_5']
+  with pytest.raises(ValueError, match='has no action head'):
+    cli.with_policy_target(
+      dataclasses.replace(config, policy_target='action'),
+      loaded,
+      str(path),
+      True,
+    )
+  with pytest.raises(ValueError, match='only it needs'):
+    disco.DiscoUpdateRule(
+      **agent_lib.get_settings_disco(
+        TINY_RULE, 'absolute'
+      ).update_rule.to_dict()
+      | dict(policy_target='action')
+    )
 
 
 def test_policy_target_is_a_setting_of_rules_with_a_meta_network():

@@ -187,6 +187,32 @@ def with_rule_sizes(config, params, path: str, sizes_given: bool):
   return dataclasses.replace(config, rule_sizes=found.changes())
 
 
+def with_policy_target(config, params, path: str, target_given: bool):
+  """`config` with the policy target 'action' when the rule file's
+  `params` hold the meta-network's action head (which only that target
+  reads); 'absolute' and 'residual' rules look alike: the flag decides.
+
+  Raises:
+    ValueError: `--policy-target` given (`target_given`) and other than
+      'action' for a file with the head, or 'action' for one without.
+  """
+  has_head = disco.has_action_head(params)
+  if has_head == (config.policy_target == 'action'):
+    return config
+  if has_head and not target_given:
+    return dataclasses.replace(config, policy_target='action')
+  raise ValueError(
+    f'--policy-target {config.policy_target} does not fit the --weights '
+    f'file {path}: '
+    + (
+      "it holds the action head of policy target 'action'; leave out "
+      '--policy-target.'
+      if has_head
+      else "it has no action head, which policy target 'action' reads."
+    )
+  )
+
+
 class Main(Protocol):
   """A command's `main(argv=None) -> exit status`."""
 
@@ -357,6 +383,9 @@ def _trainer(
   if rule_params is not None:
     config = with_rule_sizes(
       config, rule_params, args.weights, 'rule_sizes' in given
+    )
+    config = with_policy_target(
+      config, rule_params, args.weights, 'policy_target' in given
     )
   if signals.received():
     return None

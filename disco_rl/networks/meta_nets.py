@@ -85,6 +85,7 @@ class LSTM(MetaNet):
     output_stddev: _InitStddev = None,
     aux_stddev: _InitStddev = None,
     state_stddev: _InitStddev = None,
+    action_head: bool = False,
     name: str | None = None,
   ) -> None:
     """Builds the meta-network.
@@ -101,6 +102,10 @@ class LSTM(MetaNet):
       output_stddev: init stddev of the `meta_input_emb` layer.
       aux_stddev: init stddev of the y/z target layers.
       state_stddev: init stddev of the lifetime-state interaction layer.
+      action_head: also output `pi_action` [T, B], one scalar per step
+        from the step features (a linear layer after the policy target's,
+        `linear_5`; initialised like it), for the rule's 'action' policy
+        target (`disco.POLICY_TARGETS`). Disco103 has none.
       name: module name.
     """
     super().__init__(name=name)
@@ -114,6 +119,7 @@ class LSTM(MetaNet):
     self._output_init = _truncated_normal_or_none(output_stddev)
     self._aux_init = _truncated_normal_or_none(aux_stddev)
     self._state_init = _truncated_normal_or_none(state_stddev)
+    self._action_head = action_head
     self._meta_rnn_core = MetaLSTM(input_option=input_option, **meta_rnn_kwargs)
 
   def __call__(
@@ -128,8 +134,8 @@ class LSTM(MetaNet):
 
     Returns:
       dict with pi [T, B, A], y [T, B, Y], z [T, B, Y] and meta_input_emb
-      [T, B, 1]. The lifetime LSTM state (Haiku state `meta_rnn_state`) is
-      advanced by one step.
+      [T, B, 1] (and pi_action [T, B] with `action_head`). The lifetime
+      LSTM state (Haiku state `meta_rnn_state`) is advanced by one step.
     """
     initial_lifetime_state = self._meta_rnn_core.initial_state()
     # Haiku's annotations say a state is one array; this one is a tree.
@@ -190,6 +196,8 @@ class LSTM(MetaNet):
     pi_hat = linear(1, self._policy_target_init)(per_action)[..., 0]
 
     meta_out = dict(pi=pi_hat, y=y_hat, z=z_hat, meta_input_emb=meta_input_emb)
+    if self._action_head:  # Created last: the other modules keep their names.
+      meta_out['pi_action'] = linear(1, self._policy_target_init)(x)[..., 0]
     hk.set_state(
       'meta_rnn_state',
       self._meta_rnn_core.unroll(
@@ -204,9 +212,11 @@ class LSTM(MetaNet):
 # layer and its per-action convolutions, the y and z heads; every other
 # module (the input embeddings, the backward and the lifetime LSTM, the
 # multiplicative interaction, `meta_input_emb`) is the shared 'torso'.
+# 'pi_action': the per-step scalar of an `action_head` network only.
 HEADS = (
   ('pi_out', 'linear_4'),
   ('pi_conv', 'sequential_1/'),
+  ('pi_action', 'linear_5'),
   ('y', 'linear_2'),
   ('z', 'linear_3'),
 )

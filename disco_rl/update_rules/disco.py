@@ -228,6 +228,12 @@ def _numbered(
   return tuple(found[i] for i in range(len(found)))
 
 
+def has_action_head(params: Mapping[str, Any], name: str = 'lstm') -> bool:
+  """Whether a rule's parameters hold the meta-network's action head (a
+  rule of policy target 'action'; `meta_nets.LSTM`'s `action_head`)."""
+  return f'{name}/linear_5' in params
+
+
 def sizes_from_params(
   params: Mapping[str, Any], name: str = 'lstm'
 ) -> MetaNetSizes:
@@ -265,7 +271,7 @@ def sizes_from_params(
 
 # How the meta-network's policy output becomes the policy target
 # (`DiscoUpdateRule.policy_target`).
-POLICY_TARGETS = ('absolute', 'residual')
+POLICY_TARGETS = ('absolute', 'residual', 'action')
 
 
 @dataclasses.dataclass(eq=False)
@@ -286,7 +292,11 @@ class DiscoUpdateRule(base.UpdateRule):
       policy target (`POLICY_TARGETS`): 'absolute' (Disco103, the upstream)
       takes it as the target's logits; 'residual' adds it to the agent's
       own logits (gradient stopped), pi_hat = sg(logits) + pi, so that an
-      output of 0 asks for no change of the policy.
+      output of 0 asks for no change of the policy; 'action' (LPG's actor
+      term, to first order) adds a scalar per step s_t of the network's
+      action head (`action_head`, which the settings must give) to the
+      logit of the action taken: pi_hat = sg(logits) + s_t * onehot(a_t),
+      whose KL moves log pi(a_t) by about s_t * pi(a_t) * (1 - pi(a_t)).
   """
 
   net: Mapping[str, Any]
@@ -302,6 +312,14 @@ class DiscoUpdateRule(base.UpdateRule):
       raise ValueError(
         f'policy_target must be one of {POLICY_TARGETS}, got '
         f'{self.policy_target!r}.'
+      )
+    if bool(dict(self.net).get('action_head')) != (
+      self.policy_target == 'action'
+    ):
+      raise ValueError(
+        "policy_target 'action' and only it needs the meta-network's "
+        f'action head: got policy_target={self.policy_target!r} with '
+        f'net action_head={dict(self.net).get("action_head")!r}.'
       )
     settings = dict(self.net)  # A ConfigDict or a mapping.
     net_name = settings.get('name')
@@ -443,10 +461,16 @@ class DiscoUpdateRule(base.UpdateRule):
       meta_params, meta_state['rnn_state'], None, meta_inputs, axis_name
     )
     chex.assert_rank([targets['pi'], targets['y'], targets['z']], 3)
-    if self.policy_target == 'residual':  # A change of the agent's policy.
+    if self.policy_target != 'absolute':  # A change of the agent's policy.
       logits_t = jax.lax.stop_gradient(rollout.agent_out['logits'][:-1])
       chex.assert_equal_shape([logits_t, targets['pi']])
-      targets = dict(targets, pi=logits_t + targets['pi'])
+      if self.policy_target == 'residual':
+        change = targets['pi']
+      else:  # 'action': the step's scalar on the action taken.
+        change = targets['pi_action'][..., None] * jax.nn.one_hot(
+          rollout.actions[:-1], logits_t.shape[-1], dtype=logits_t.dtype
+        )
+      targets = dict(targets, pi=logits_t + change)
 
     # The targets, with the value quantities the losses and logs read.
     meta_out = {name: getattr(value_outs, name) for name in _VALUE_OUTS}
