@@ -296,8 +296,14 @@ def test_meta_train_cli(run_cli, run_main, tmp_path, tiny_meta_run):
     'meta_loss',
     'meta_grad_norm',
     'meta_up_norm',
+    'agent_pi_hat_entropy',
     'rewards',
   }
+  # The policy target's entropy, and a uniform target's beside it.
+  assert (
+    metrics['agent_pi_hat_entropy'] <= metrics['uniform_entropy'] + 1e-5
+  ).all()
+  np.testing.assert_allclose(metrics['uniform_entropy'], np.log(3), rtol=1e-6)
   for png in summary['plots'].values():
     assert_png(png)
   # The learned rule is a valid Disco103-shaped parameter file.

@@ -233,9 +233,11 @@ class RunConfig:
   policy_target: str = setting(
     'absolute',
     "rule disco_103: how its meta-network's policy output becomes the "
-    "policy target: 'absolute' (Disco103's logits) or 'residual' (added "
-    "to the agent's own logits: an output of 0 asks for no change; for "
-    'rules meta-trained so, docs/meta_training.md)',
+    "policy target: 'absolute' (Disco103's logits), 'residual' (added "
+    "to the agent's own logits: an output of 0 asks for no change) or "
+    "'action' (a scalar per step added to the action taken's logit, "
+    "LPG's actor term; a rule file with the action head sets it); for "
+    'rules meta-trained so, docs/meta_training.md',
     choices=disco.POLICY_TARGETS,
   )
   matmul_precision: str = setting(
