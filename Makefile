@@ -112,10 +112,10 @@ coverage: $(STAMP)
 	env $(TEST_ENV) $(VPY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --cov --cov-report=term --timeout=$(TEST_TIMEOUT) --timeout-method=thread $(PYTEST_ARGS)
 
 eval: $(STAMP)
-	$(VPY) -m disco_rl.examples.eval $(ARGS)
+	$(VENV)/bin/disco-rl eval $(ARGS)
 
 meta-train: $(STAMP)
-	$(VPY) -m disco_rl.examples.meta_train $(ARGS)
+	$(VENV)/bin/disco-rl meta-train $(ARGS)
 
 weights: $(STAMP)
 	$(VPY) -m disco_rl.weights $(ARGS)
@@ -133,13 +133,13 @@ bench-runs: $(STAMP)
 	$(VPY) scripts/benchmark_runs.py $(ARGS)
 
 bench-minatar: $(STAMP)
-	$(VPY) -m disco_rl.examples.study studies/minatar.py --out runs/minatar $(ARGS)
+	$(VENV)/bin/disco-rl study studies/minatar.py --out runs/minatar $(ARGS)
 
 bench-meta-window: $(STAMP)
 	$(VPY) scripts/benchmark_meta_steps.py --vary num_inner_steps 2 5 20 --vary remat false true $(ARGS)
 
 bench-learned-rule: $(STAMP)
-	$(VPY) -m disco_rl.examples.study studies/learned_rule.py --out runs/learned_rule $(ARGS)
+	$(VENV)/bin/disco-rl study studies/learned_rule.py --out runs/learned_rule $(ARGS)
 
 # ---------------------------------------------------------------------------
 # Python 3.12, where pip installs jax 0.11 (on 3.11 it installs 0.10): the
@@ -160,7 +160,7 @@ $(STAMP312): pyproject.toml
 test-py312: $(STAMP312)
 	$(VENV312)/bin/python -c "import sys, jax; print('Python', sys.version.split()[0], 'jax', jax.__version__)"
 	env $(TEST_ENV) DISCO_RL_TEST_OPTIMISED_GOLDEN=1 $(VENV312)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile tests/test_golden_rules.py tests/test_golden_agent.py tests/test_golden_meta.py $(PYTEST_ARGS)
-	out=$$(mktemp -d) && env $(TEST_ENV) $(VENV312)/bin/python -m disco_rl.examples.eval --steps 20 --steps-per-call 10 --no-progress --out $$out/eval && rm -rf $$out
+	out=$$(mktemp -d) && env $(TEST_ENV) $(VENV312)/bin/disco-rl eval --steps 20 --steps-per-call 10 --no-progress --out $$out/eval && rm -rf $$out
 
 # ---------------------------------------------------------------------------
 # What the GPU machine (no package index) needs, in the git-ignored .gpu:

@@ -48,7 +48,7 @@ import numpy as np
 from disco_rl import agent as agent_lib
 from disco_rl import environments
 from disco_rl import metrics
-from disco_rl.examples import meta_train as command
+from disco_rl.cli import meta_train as command
 from disco_rl.loops import meta
 from disco_rl.loops import meta_config
 from disco_rl.loops import run as run_lib

@@ -37,7 +37,7 @@ import jax
 import numpy as np
 
 from disco_rl import metrics as metrics_lib
-from disco_rl.examples import study as study_cli
+from disco_rl.cli import study as study_cli
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import run as run_lib

@@ -41,17 +41,20 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 JOBS = (
   (
     'eval',
-    'disco_rl.examples.eval',
+    'disco_rl.cli.eval',
     'steps_per_second',
     'compile_and_first_step_s',
   ),
   (
     'meta-train',
-    'disco_rl.examples.meta_train',
+    'disco_rl.cli.meta_train',
     'meta_steps_per_second',
     'compile_s',
   ),
 )
+# Where the commands lived before disco_rl/cli (issue 72): a base from
+# before the move runs them from there.
+OLD_PACKAGE = ('disco_rl.cli.', 'disco_rl.examples.')
 
 
 def _environment(tree: pathlib.Path) -> dict[str, str]:
@@ -71,6 +74,8 @@ def run_once(
   tree: pathlib.Path, module: str, args: list[str], out: pathlib.Path
 ) -> dict:
   """One run of `module` with the package of `tree`; its summary."""
+  if not (tree / (module.replace('.', '/') + '.py')).is_file():
+    module = module.replace(*OLD_PACKAGE)
   command = [
     sys.executable,
     '-m',

@@ -481,7 +481,7 @@ def minatar_config(args, learning_rate: float = 3e-3):
   """The MinAtar study's cell of Disco103 on Breakout, one run
   (studies/minatar.py, the one place its regime is written; --tiny: the
   study's test size)."""
-  from disco_rl.examples import study as study_cli  # pylint: disable=g-import-not-at-top
+  from disco_rl.cli import study as study_cli  # pylint: disable=g-import-not-at-top
   from disco_rl.studies import run as study_run  # pylint: disable=g-import-not-at-top
 
   study = study_cli.load_study(REPO / 'studies' / 'minatar.py')
@@ -618,7 +618,7 @@ def section_meta(rec: Recorder, args) -> None:
     if args.tiny
     else dict(steps_per_call=2)
   )
-  from disco_rl.examples import meta_train as command  # pylint: disable=g-import-not-at-top
+  from disco_rl.cli import meta_train as command  # pylint: disable=g-import-not-at-top
 
   paper = meta_config.MetaTrainConfig(
     **{**command.PRESETS['paper'], **small, 'num_agents': 2}

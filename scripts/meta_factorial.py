@@ -8,9 +8,9 @@ RUNS holds one meta-training run directory per arm (named like R1_P_L:
 regularisers on (R1) or off (R0), per-agent Adam (P) or one Adam on the
 averaged meta-gradient (A), lifetimes drawn per agent (L) or one fixed
 lifetime (F); a RES_ prefix: `--policy-target residual`) and, beside each,
-ARM.probe.csv written by `python -m disco_rl.examples.probe_rule`. For each
-arm with a finished run, OUT gets ARM.csv (the run's curves: the columns
-below, every meta-step) and ARM_probe.csv (the probe's rows), and the
+ARM.probe.csv written by `disco-rl probe-rule`. For each arm with a
+finished run, OUT gets ARM.csv (the run's curves: the columns below, every
+meta-step) and ARM_probe.csv (the probe's rows), and the
 script prints the page's table: the policy target's entropy against ln
 actions (mean of the last 100 meta-steps, and its lowest 50-step mean),
 the agents' policy entropy, the rewarded steps, and the probe's coherence

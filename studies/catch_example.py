@@ -4,9 +4,9 @@
 chosen on two small boards, then compared on the 8x8 board they were not
 tuned on.
 
-  python -m disco_rl.examples.study studies/catch_example.py \
+  disco-rl study studies/catch_example.py \
       --out runs/catch_example          # about 10 minutes on 2 CPU cores
-  python -m disco_rl.examples.study studies/catch_example.py \
+  disco-rl study studies/catch_example.py \
       --out runs/catch_example --tiny   # test size: about a minute
 
 docs/studies/README.md walks through it.

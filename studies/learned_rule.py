@@ -4,11 +4,11 @@
 against Disco103 and the actor-critic on environments it never saw, each
 rule's learning rate chosen on the meta-training suite, in two settings.
 
-  python -m disco_rl.examples.study studies/learned_rule.py \
+  disco-rl study studies/learned_rule.py \
       --out runs/learned_rule           # about 12 hours on 2 CPU cores
-  python -m disco_rl.examples.study studies/learned_rule.py \
+  disco-rl study studies/learned_rule.py \
       --out docs/results/learned_rule --report   # the committed report
-  python -m disco_rl.examples.study studies/learned_rule.py \
+  disco-rl study studies/learned_rule.py \
       --out runs/learned_rule_tiny --tiny        # test size
 
 The two settings are two pairs of stages, each pair a tuning stage on the

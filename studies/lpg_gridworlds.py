@@ -5,9 +5,9 @@ trained by the rule meta-trained here on LPG's gridworlds, against the
 actor-critic, on fixed gridworlds the meta-training distribution never
 draws.
 
-  python -m disco_rl.examples.study studies/lpg_gridworlds.py \
+  disco-rl study studies/lpg_gridworlds.py \
       --out runs/lpg_gridworlds
-  python -m disco_rl.examples.study studies/lpg_gridworlds.py \
+  disco-rl study studies/lpg_gridworlds.py \
       --out runs/lpg_gridworlds_tiny --tiny     # test size
 
 The agents are the meta-training's (the `lpg` preset's): a table per state

@@ -3,10 +3,10 @@
 """Disco103, the actor-critic and PPO on the five MinAtar games of gymnax,
 in a replay regime like the upstream eval's: docs/studies/minatar.md.
 
-  python -m disco_rl.examples.study studies/minatar.py --out runs/minatar
-  python -m disco_rl.examples.study studies/minatar.py \
+  disco-rl study studies/minatar.py --out runs/minatar
+  disco-rl study studies/minatar.py \
       --out docs/results/minatar --report   # the committed report again
-  python -m disco_rl.examples.study studies/minatar.py \
+  disco-rl study studies/minatar.py \
       --out runs/minatar_tiny --tiny        # test size
 
 The regime (`BASE`, every cell): MinAtar's reference network (conv 16 3x3,

@@ -9,16 +9,16 @@ committed results.csv and curves.csv after the other rules' rows of the
 same stage (the order run.py writes), their settings to cells.json, and
 the reports rebuilt with `--report` (docs/studies/minatar.md, "PPO").
 
-  python -m disco_rl.examples.study studies/minatar_ppo.py --only sweep \
+  disco-rl study studies/minatar_ppo.py --only sweep \
       --out runs/minatar_ppo     # done 2026-12-04 (18 min): rate 1e-2
-  python -m disco_rl.examples.study studies/minatar_ppo.py --only table \
+  disco-rl study studies/minatar_ppo.py --only table \
       --out runs/minatar_ppo     # done 2026-12-04 (61 min): at 1e-2
 """
 
 import dataclasses
 import pathlib
 
-from disco_rl.examples.study import load_study
+from disco_rl.cli.study import load_study
 from disco_rl.studies.spec import Rule
 
 _minatar = load_study(pathlib.Path(__file__).with_name('minatar.py'))

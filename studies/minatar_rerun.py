@@ -9,14 +9,14 @@ facility's files; PPO's cells were run by the facility
 check that it gives the committed results (docs/studies/minatar.md,
 "PPO"):
 
-  python -m disco_rl.examples.study studies/minatar_rerun.py \
+  disco-rl study studies/minatar_rerun.py \
       --out runs/minatar_rerun
 """
 
 import dataclasses
 import pathlib
 
-from disco_rl.examples.study import load_study
+from disco_rl.cli.study import load_study
 from disco_rl.studies.spec import Rule
 
 _minatar = load_study(pathlib.Path(__file__).with_name('minatar.py'))

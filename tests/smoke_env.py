@@ -1,11 +1,14 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Helpers of the smoke runs and tests: a fast-compiling JAX environment for
-notebook and command-line subprocesses, an environment with a bug."""
+notebook and command-line subprocesses, the `disco-rl` command line as
+users type it, an environment with a bug."""
 
 import contextlib
 import functools
 import os
+import pathlib
+import sys
 
 import numpy as np
 
@@ -137,6 +140,24 @@ def fast_jax_env(num_devices: int | None = None) -> dict[str, str]:
     'JAX_DISABLE_MOST_OPTIMIZATIONS': '1',
     'XLA_FLAGS': xla_flags(num_devices),
   }
+
+
+def disco_rl_command(*args: str) -> list[str]:
+  """The command line `disco-rl ARGS...` (e.g. 'eval', '--steps', '3'):
+  the console script installed beside this Python (pyproject.toml's
+  `[project.scripts]`), as users run the commands.
+
+  Raises:
+    FileNotFoundError: the package is installed without it (installed
+      before the script existed: `pip install -e .` again).
+  """
+  script = pathlib.Path(sys.executable).with_name('disco-rl')
+  if not script.is_file():
+    raise FileNotFoundError(
+      f'{script}: no disco-rl console script beside this Python; install '
+      'the package again (pip install --no-deps -e .).'
+    )
+  return [str(script), *args]
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Two processes through the command line, as docs/scaling.md shows users.
 
-Each process is `python -m disco_rl.examples.eval` (or `.meta_train`) with
+Each process is `disco-rl eval` (or `disco-rl meta-train`) with
 `--coordinator-address 127.0.0.1:PORT --num-processes 2 --process-id i`,
 one CPU device each. A run stopped by a SIGTERM to one process stops in
 both at the same step, with a checkpoint; resumed in both, it ends in both
@@ -17,7 +17,6 @@ import pathlib
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import jax
@@ -33,9 +32,9 @@ from disco_rl.loops import meta as meta_lib
 from disco_rl.update_rules import disco
 
 TIMEOUT_S = 600
-COMMANDS = {
-  'eval': 'disco_rl.examples.eval',
-  'meta_train': 'disco_rl.examples.meta_train',
+COMMANDS = {  # The console script's subcommand of each job.
+  'eval': 'eval',
+  'meta_train': 'meta-train',
 }
 TINY = {
   'eval': [
@@ -128,9 +127,7 @@ class _Pair:
         self.procs.append(
           subprocess.Popen(
             [
-              sys.executable,
-              '-m',
-              COMMANDS[job],
+              *smoke_env.disco_rl_command(COMMANDS[job]),
               *args,
               '--no-progress',
               *processes,

@@ -36,6 +36,7 @@ from unittest import mock
 import pytest
 
 from disco_rl import environments
+from disco_rl.cli import main as cli_main
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The front page, then the documentation pages in sorted order.
@@ -402,20 +403,33 @@ def test_the_pages_name_the_package():
 # Commands whose parser must build; another `disco_rl.…` command whose
 # module does not exist (yet) is skipped (its name still has to resolve).
 REQUIRED_COMMANDS = (
-  'disco_rl.examples.eval',
-  'disco_rl.examples.meta_train',
-  'disco_rl.examples.export_rule',
-  'disco_rl.examples.probe_rule',
+  'disco_rl.cli.eval',
+  'disco_rl.cli.meta_train',
+  'disco_rl.cli.export_rule',
+  'disco_rl.cli.probe_rule',
+  'disco_rl.cli.study',
 )
 
 
+def subcommand_module(subcommand: str) -> str | None:
+  """The module of `disco-rl SUBCOMMAND` (None: no such subcommand)."""
+  found = cli_main.COMMANDS.get(subcommand)
+  return None if found is None else f'disco_rl.cli.{found[0]}'
+
+
 def make_targets(makefile: pathlib.Path = ROOT / 'Makefile') -> dict:
-  """{target: module} of the Makefile's targets that run `python -m MODULE
-  $(ARGS)` (`make eval ARGS='...'`)."""
+  """{target: module} of the Makefile's targets that run a command with
+  the user's `$(ARGS)` (`make eval ARGS='...'`): `$(VENV)/bin/disco-rl
+  SUBCOMMAND $(ARGS)` or `$(VPY) -m MODULE $(ARGS)`."""
   recipe = re.compile(
-    r'^([\w-]+):[^\n]*\n\t\$\(VPY\) -m (\S+) \$\(ARGS\)', re.M
+    r'^([\w-]+):[^\n]*\n\t(?:\$\(VPY\) -m (\S+)|\$\(VENV\)/bin/disco-rl '
+    r'(\S+)) \$\(ARGS\)',
+    re.M,
   )
-  return dict(recipe.findall(makefile.read_text()))
+  return {
+    target: module or subcommand_module(subcommand) or f'disco-rl {subcommand}'
+    for target, module, subcommand in recipe.findall(makefile.read_text())
+  }
 
 
 def command_lines(text: str) -> list[str]:
@@ -426,14 +440,17 @@ def command_lines(text: str) -> list[str]:
     if block.lang in SHELL:
       lines += block.code.replace('\\\n', ' ').splitlines()
   for span in inline_code(text):
-    if re.match(r'(python3? -m disco_rl\.|make [\w-]+ .*\bARGS=)', span):
+    if re.match(
+      r'(python3? -m disco_rl\.|disco-rl |make [\w-]+ .*\bARGS=)', span
+    ):
       lines.append(span)
   return [line.strip() for line in lines if line.strip()]
 
 
 def documented_flags(line: str, targets=None) -> tuple[str, list[str]] | None:
   """(module, its `--flags`) of a command line that runs a `disco_rl.…`
-  command (`python -m` or a make target); None for other lines."""
+  command (`disco-rl SUBCOMMAND`, `python -m` or a make target); None for
+  other lines. An unknown subcommand's module is 'disco-rl SUBCOMMAND'."""
   targets = make_targets() if targets is None else targets
   try:
     words = shlex.split(line, comments=True)
@@ -441,7 +458,12 @@ def documented_flags(line: str, targets=None) -> tuple[str, list[str]] | None:
     return None
   while words and re.match(r'\w+=', words[0]):  # VAR=value python ...
     words.pop(0)
-  if len(words) >= 3 and re.search(r'python3?$', words[0]) and words[1] == '-m':
+  if len(words) >= 2 and re.search(r'(^|/)disco-rl$', words[0]):
+    module = subcommand_module(words[1]) or f'disco-rl {words[1]}'
+    args = words[2:]
+  elif (
+    len(words) >= 3 and re.search(r'python3?$', words[0]) and words[1] == '-m'
+  ):
     module, args = words[2], words[3:]
   elif len(words) >= 2 and words[0] == 'make' and words[1] in targets:
     module = targets[words[1]]
@@ -449,7 +471,7 @@ def documented_flags(line: str, targets=None) -> tuple[str, list[str]] | None:
     args = shlex.split(given[0]) if given else []
   else:
     return None
-  if not module.startswith('disco_rl.'):
+  if not module.startswith(('disco_rl.', 'disco-rl ')):
     return None
   flags = [arg.split('=', 1)[0] for arg in args if arg.startswith('--')]
   return module, [flag for flag in flags if flag != '--']
@@ -494,14 +516,18 @@ def unknown_flags(
   text: str, targets=None, required=REQUIRED_COMMANDS
 ) -> list[str]:
   """The flags of `command_lines(text)` that their command does not
-  have, each as 'MODULE: --flag'; `required`: the commands that must
-  import."""
+  have, each as 'MODULE: --flag', and the unknown subcommands of
+  `disco-rl` ('disco-rl SUBCOMMAND: no such subcommand'); `required`: the
+  commands that must import."""
   bad, parsers = [], {}
   for line in command_lines(text):
     found = documented_flags(line, targets)
     if found is None:
       continue
     module, flags = found
+    if module.startswith('disco-rl '):
+      bad.append(f'{module}: no such subcommand')
+      continue
     if module not in parsers:
       try:
         parsers[module] = command_parser(module)
@@ -525,7 +551,8 @@ def test_every_documented_flag_exists(page):
 def test_the_commands_are_read():
   """The pages' command lines are seen: the required commands' flags are
   checked, and the make targets are read from the Makefile."""
-  assert make_targets()['eval'] == 'disco_rl.examples.eval'
+  assert make_targets()['eval'] == 'disco_rl.cli.eval'
+  assert make_targets()['meta-train'] == 'disco_rl.cli.meta_train'
   modules = {
     found[0]
     for page in PAGES
@@ -550,13 +577,15 @@ disco_rl.no_such_name
 ```
 
 ```bash
-python -m disco_rl.examples.eval --steps 3 --no-such-flag 1 \\
+disco-rl eval --steps 3 --no-such-flag 1 \\
     --seed 0   # --not-a-flag: a comment
 make meta-train ARGS='--stepz 3 --out runs/x'
-python -m disco_rl.examples.not_a_command --anything
+python -m disco_rl.cli.not_a_command --anything
+python -m disco_rl.cli.study spec.py --out runs/s --tinyy
+disco-rl evaluate --steps 3
 ```
 
-And `python -m disco_rl.examples.export_rule runs/meta --stepp 750`.
+And `disco-rl export-rule runs/meta --stepp 750`.
 
 (not run by
 the tests: it needs a GPU and a day; a reason
@@ -576,7 +605,7 @@ also_not_run
 def test_a_name_that_does_not_resolve_is_found():
   found = unresolved(_BAD_PAGE)
   assert [name.split(' ')[0] for name in found] == [
-    'disco_rl.examples.not_a_command',
+    'disco_rl.cli.not_a_command',
     'disco_rl.loops.devices.initialize_distributed',
     'disco_rl.loops.no_such_module',
     'disco_rl.no_such_name',
@@ -586,17 +615,19 @@ def test_a_name_that_does_not_resolve_is_found():
 
 def test_a_flag_that_does_not_exist_is_found():
   assert unknown_flags(_BAD_PAGE) == [
-    'disco_rl.examples.eval: --no-such-flag',
-    'disco_rl.examples.meta_train: --stepz',
-    'disco_rl.examples.export_rule: --stepp',
+    'disco_rl.cli.eval: --no-such-flag',
+    'disco_rl.cli.meta_train: --stepz',
+    'disco_rl.cli.study: --tinyy',
+    'disco-rl evaluate: no such subcommand',
+    'disco_rl.cli.export_rule: --stepp',
   ]
 
 
 def test_a_required_command_that_does_not_import_fails():
-  line = '`python -m disco_rl.examples.nope --x`'
+  line = '`python -m disco_rl.cli.nope --x`'
   assert not unknown_flags(line)  # Skipped: not a command (yet).
   with pytest.raises(ModuleNotFoundError):
-    unknown_flags(line, required=('disco_rl.examples.nope',))
+    unknown_flags(line, required=('disco_rl.cli.nope',))
 
 
 def test_a_broken_snippet_fails_and_a_reason_is_read():

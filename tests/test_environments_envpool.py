@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from disco_rl import environments
+from disco_rl.cli import eval as eval_cli
 from disco_rl.environments import envpool_env
-from disco_rl.examples import eval as eval_cli
 
 envpool = pytest.importorskip(
   'envpool', reason="envpool is not installed: pip install 'disco_rl[atari]'"

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from disco_rl import environments
+from disco_rl.cli import eval as eval_cli
 from disco_rl.environments import base
 from disco_rl.environments import gymnax_env
-from disco_rl.examples import eval as eval_cli
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from disco_rl import environments
+from disco_rl.cli import eval as eval_cli
 from disco_rl.environments import jumanji_env
-from disco_rl.examples import eval as eval_cli
 
 jumanji = pytest.importorskip(
   'jumanji', reason="jumanji is not installed: pip install 'disco_rl[jumanji]'"

@@ -1,9 +1,11 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Runs the command-line examples (disco_rl.examples.*) as subprocesses.
+"""Runs the commands (disco_rl.cli.*: `disco-rl eval`, `meta-train`,
+`export-rule`) as subprocesses.
 
-Tiny settings on one CPU device. Each command runs as a process (as users
-start it) in at least one test; paths that do not depend on the process
+Tiny settings on one CPU device. Each command runs as a process of the
+installed console script (`disco-rl SUBCOMMAND`, as users start it) in at
+least one test; paths that do not depend on the process
 (refusals, errors, an alternative rule or environment) run its `main` in
 the test's process (`run_main`), without the ~3 s start-up. The runs
 share the session's persistent JAX compilation cache with the notebook runs
@@ -22,7 +24,6 @@ import pathlib
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import jax
@@ -30,6 +31,7 @@ from live_curves import tensorboard_curves
 from live_curves import wandb_history
 import numpy as np
 import pytest
+from smoke_env import disco_rl_command
 from smoke_env import fast_jax_env
 from smoke_env import xla_flags
 
@@ -37,8 +39,8 @@ import disco_rl
 from disco_rl import agent as agent_lib
 from disco_rl import metrics as metrics_lib
 from disco_rl import weights
-from disco_rl.examples import cli
-from disco_rl.examples import flags as flags_lib
+from disco_rl.cli import common
+from disco_rl.cli import flags as flags_lib
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta_config
 from disco_rl.update_rules import disco
@@ -88,7 +90,8 @@ META_TINY = [
 
 @pytest.fixture
 def run_cli(tmp_path):
-  """`run_cli(module, *args)` -> CompletedProcess, on one CPU device."""
+  """`run_cli(subcommand, *args)` -> CompletedProcess of `disco-rl
+  subcommand args`, on one CPU device."""
 
   return functools.partial(_run_cli, tmp_path)
 
@@ -102,10 +105,10 @@ def _cli_env() -> dict[str, str]:
   return env
 
 
-def _run_cli(cwd, module: str, *args: str) -> subprocess.CompletedProcess:
-  """`python -m module args` in `cwd` (`_cli_env`), output captured."""
+def _run_cli(cwd, subcommand: str, *args: str) -> subprocess.CompletedProcess:
+  """`disco-rl subcommand args` in `cwd` (`_cli_env`), output captured."""
   return subprocess.run(
-    [sys.executable, '-m', module, *args],
+    [*disco_rl_command(subcommand), *args],
     cwd=cwd,
     env=_cli_env(),
     capture_output=True,
@@ -116,12 +119,10 @@ def _run_cli(cwd, module: str, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def run_main(call_main):
-  """`run_main(module, *args)`: the command's `main` in this process
-  (`call_main`), for paths whose process start-up (about 3 s) the
-  subprocess tests already cover."""
-  return lambda module, *args: call_main(
-    _main(module.rsplit('.', 1)[-1]), *args
-  )
+  """`run_main(module, *args)`: the `main` of the command's module
+  (`disco_rl.cli.MODULE`) in this process (`call_main`), for paths whose
+  process start-up (about 3 s) the subprocess tests already cover."""
+  return lambda module, *args: call_main(_main(module), *args)
 
 
 @pytest.fixture(scope='module')
@@ -135,7 +136,7 @@ def tiny_meta_run(tmp_path_factory):
   out = cwd / 'out'
   result = _run_cli(
     cwd,
-    'disco_rl.examples.meta_train',
+    'meta-train',
     *META_TINY,
     '--num-inner-steps',
     '1',
@@ -225,7 +226,7 @@ def test_eval_cli_disco_103(run_cli, tmp_path, disco_103_path):
   out = tmp_path / 'out'
   stdout = ok(
     run_cli(
-      'disco_rl.examples.eval',
+      'eval',
       *EVAL_TINY,
       '--out',
       str(out),
@@ -245,7 +246,7 @@ def test_eval_cli_actor_critic_on_cpu_catch(run_main, tmp_path):
   out = tmp_path / 'out'
   stdout = ok(
     run_main(
-      'disco_rl.examples.eval',
+      'eval',
       *EVAL_TINY,
       '--out',
       str(out),
@@ -312,20 +313,14 @@ def test_meta_train_cli(run_cli, run_main, tmp_path, tiny_meta_run):
   )
   # Resuming the finished run runs nothing and says so (the command's
   # main in this process: the run above started it as a process).
-  stdout = ok(
-    run_main(
-      'disco_rl.examples.meta_train', '--resume', str(out), '--no-progress'
-    )
-  )
+  stdout = ok(run_main('meta_train', '--resume', str(out), '--no-progress'))
   assert 'meta-steps/s: n/a (no meta-step ran in this call)' in stdout
   again = summary_of(stdout)
   assert again['completed'] and again['interrupted'] is None
   assert again['steps'] == 2
   # The rule at its (last) checkpoint, exported: the run's final rule.
   rule = tmp_path / 'rules/rule_2.npz'
-  stdout = ok(
-    run_cli('disco_rl.examples.export_rule', str(out), '--out', str(rule))
-  )
+  stdout = ok(run_cli('export-rule', str(out), '--out', str(rule)))
   assert stdout == f'rule of meta-step 2 of {out}: {rule}\n'
   with np.load(rule) as exported, np.load(summary['params_npz']) as final:
     assert sorted(exported.files) == sorted(final.files)
@@ -370,11 +365,11 @@ def test_export_rule_bad_input_is_one_error_line(
         .endswith('error: unrecognized arguments: extra')
       )
       continue
-    assert export(['run', '--out', 'rule.npz', *args]) == cli.EXIT_BAD_INPUT
+    assert export(['run', '--out', 'rule.npz', *args]) == common.EXIT_BAD_INPUT
     assert re.fullmatch(message, _error_of(capsys)), message
   assert (tmp_path / 'taken.npz').read_bytes() == b'kept'
   assert sorted(p.name for p in tmp_path.iterdir()) == ['run', 'taken.npz']
-  assert export(['nowhere', '--out', 'r.npz']) == cli.EXIT_BAD_INPUT
+  assert export(['nowhere', '--out', 'r.npz']) == common.EXIT_BAD_INPUT
   assert re.fullmatch(
     r'No run in \S+/nowhere: it has no run.json .*', _error_of(capsys)
   )
@@ -394,7 +389,7 @@ def test_export_rule_bad_input_is_one_error_line(
     evaluated,
     progress=False,
   ).fit()
-  assert export([str(evaluated), '--out', 'r.npz']) == cli.EXIT_BAD_INPUT
+  assert export([str(evaluated), '--out', 'r.npz']) == common.EXIT_BAD_INPUT
   assert 'holds a eval run, not a meta_train run' in _error_of(capsys)
   # --overwrite replaces an existing file.
   assert export(['run', '--out', 'taken.npz', '--overwrite']) == 0
@@ -414,7 +409,7 @@ def test_eval_cli_runs_seeds_in_parallel(run_cli, tmp_path):
   out = tmp_path / 'out'
   stdout = ok(
     run_cli(
-      'disco_rl.examples.eval',
+      'eval',
       *EVAL_TINY,
       '--out',
       str(out),
@@ -467,7 +462,7 @@ def test_resuming_a_checkpoint_of_other_shapes_is_one_error_line(
   out = tmp_path / 'out'
   ok(
     run_cli(
-      'disco_rl.examples.eval',
+      'eval',
       *EVAL_TINY,
       '--out',
       str(out),
@@ -479,7 +474,7 @@ def test_resuming_a_checkpoint_of_other_shapes_is_one_error_line(
   record['settings']['num_seeds'] = 2
   (out / 'run.json').write_text(json.dumps(record))
   result = run_cli(
-    'disco_rl.examples.eval',
+    'eval',
     '--resume',
     str(out),
     '--steps',
@@ -497,7 +492,7 @@ def test_resuming_a_checkpoint_of_other_shapes_is_one_error_line(
 def test_eval_cli_rejects_bad_setting(run_main, tmp_path):
   """Exits non-zero before building anything heavy, naming the setting."""
   result = run_main(
-    'disco_rl.examples.eval',
+    'eval',
     '--batch-size',
     '5',
     '--replay-ratio',
@@ -579,7 +574,7 @@ def test_eval_cli_rejects_bad_setting(run_main, tmp_path):
 )
 def test_cli_main_rejects_bad_settings(module, args, setting, tmp_path, capsys):
   """The same checks in-process (`main` returns the exit status): fast."""
-  main = importlib.import_module(f'disco_rl.examples.{module}').main
+  main = _main(module)
   status = main(
     [*args, '--steps', '1', '--no-progress', '--out', str(tmp_path / 'out')]
   )
@@ -632,9 +627,7 @@ def test_cli_interrupt_then_resume_equals_a_straight_run(
   out = tmp_path / 'interrupted'
   proc = subprocess.Popen(
     [
-      sys.executable,
-      '-m',
-      f'disco_rl.examples.{module}',
+      *disco_rl_command(_subcommand(module)),
       *INTERRUPTED_RUNS[module],
       '--steps',
       '100000',
@@ -676,7 +669,7 @@ def test_cli_interrupt_then_resume_equals_a_straight_run(
   target = str(done + 3)
   ok(
     run_cli(
-      f'disco_rl.examples.{module}',
+      _subcommand(module),
       '--resume',
       str(out),
       '--steps',
@@ -687,7 +680,7 @@ def test_cli_interrupt_then_resume_equals_a_straight_run(
   straight = tmp_path / 'straight'
   ok(
     run_cli(
-      f'disco_rl.examples.{module}',
+      _subcommand(module),
       *INTERRUPTED_RUNS[module],
       '--steps',
       target,
@@ -711,7 +704,13 @@ def test_cli_interrupt_then_resume_equals_a_straight_run(
 
 
 def _main(module):
-  return importlib.import_module(f'disco_rl.examples.{module}').main
+  return importlib.import_module(f'disco_rl.cli.{module}').main
+
+
+def _subcommand(module: str) -> str:
+  """The `disco-rl` subcommand of the command's module (meta_train ->
+  meta-train)."""
+  return module.replace('_', '-')
 
 
 def _error_of(capsys) -> str:
@@ -1034,7 +1033,7 @@ def test_cli_flags_reach_the_settings(module, flags, expected):
   config_cls = (
     config_lib.EvalConfig if module == 'eval' else meta_config.MetaTrainConfig
   )
-  parser = cli.make_parser('test', config_cls, 'runs/x')
+  parser = common.make_parser('test', config_cls, 'runs/x')
   values, shorthands = flags_lib.values_from_flags(
     config_cls, parser.parse_args(flags)
   )
@@ -1047,13 +1046,13 @@ def test_cli_flags_reach_the_settings(module, flags, expected):
     if name not in expected:
       assert getattr(config, name) == getattr(default, name), name
   assert (
-    cli.given_flags(parser, flags) - {'rows', 'columns'} | shorthands
+    common.given_flags(parser, flags) - {'rows', 'columns'} | shorthands
   ) == set(expected)
 
 
 def test_meta_train_preset_flag_and_overrides(tmp_path, capsys, monkeypatch):
   """--preset paper gives the paper's settings; flags given override them."""
-  from disco_rl.examples import meta_train as meta_train_command  # pylint: disable=g-import-not-at-top
+  from disco_rl.cli import meta_train as meta_train_command  # pylint: disable=g-import-not-at-top
 
   seen = {}
 
@@ -1127,9 +1126,7 @@ def _start(module, args, out, tmp_path, cache=None):
   env.update(cache or {})
   return subprocess.Popen(
     [
-      sys.executable,
-      '-m',
-      f'disco_rl.examples.{module}',
+      *disco_rl_command(_subcommand(module)),
       *args,
       '--out',
       str(out),
@@ -1211,7 +1208,7 @@ def test_a_second_signal_stops_at_once_with_one_error_line(tmp_path):
 
 def test_a_diverging_run_stops_with_one_error_line(run_main, tmp_path):
   result = run_main(
-    'disco_rl.examples.eval',
+    'eval',
     *EVAL_TINY,
     '--rule',
     'actor_critic',
@@ -1233,12 +1230,19 @@ def test_a_diverging_run_stops_with_one_error_line(run_main, tmp_path):
 
 
 @pytest.mark.parametrize(
-  'command', ['eval', 'meta_train', 'export_rule', 'probe_rule']
+  'module', ['eval', 'meta_train', 'export_rule', 'probe_rule', 'study']
 )
-def test_help_names_the_command_as_users_type_it(command, capsys):
-  module = importlib.import_module(f'disco_rl.examples.{command}')
-  with pytest.raises(SystemExit) as exit_info:
-    module.main(['--help'])
-  assert exit_info.value.code == 0
-  usage = capsys.readouterr().out
-  assert usage.startswith(f'usage: python -m disco_rl.examples.{command} ')
+def test_help_names_the_command_as_users_type_it(module, capsys):
+  """`python -m disco_rl.cli.MODULE --help` names that; the console
+  script passes its own spelling (`disco-rl meta-train`; run as users
+  type it in test_cli_main.py)."""
+  script = f'disco-rl {_subcommand(module)}'
+  for prog, given in (
+    (f'python -m disco_rl.cli.{module}', {}),  # The default.
+    (script, {'prog': script}),
+  ):
+    with pytest.raises(SystemExit) as exit_info:
+      _main(module)(['--help'], **given)
+    assert exit_info.value.code == 0
+    usage = capsys.readouterr().out
+    assert usage.startswith(f'usage: {prog} '), usage[:200]

@@ -109,6 +109,21 @@ def test_the_graph_is_read():
   assert 'disco_rl.loops.eval' in edges['disco_rl.loops.trainer']
 
 
+def test_the_commands_are_on_top():
+  """disco_rl.cli (the commands) imports the package; nothing outside it
+  imports a command."""
+  modules, edges, _ = _graph()
+  assert 'disco_rl.cli.common' in edges['disco_rl.cli.eval']
+  assert 'disco_rl.loops.trainer' in edges['disco_rl.cli.common']
+  assert {
+    f'{name} -> {target}'
+    for name in modules
+    if not name.startswith('disco_rl.cli')
+    for target in edges[name]
+    if target.startswith('disco_rl.cli')
+  } == set()
+
+
 def test_no_import_cycle():
   modules, edges, _ = _graph()
   assert _cycles(modules, edges) == []

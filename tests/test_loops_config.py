@@ -1,7 +1,7 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """disco_rl.loops.config: the settings, their checks, the agent settings
-they make, their flags (disco_rl.examples.flags) and the task suite."""
+they make, their flags (disco_rl.cli.flags) and the task suite."""
 
 import argparse
 import dataclasses
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from disco_rl import agent as agent_lib
-from disco_rl.examples import eval as eval_cli
-from disco_rl.examples import flags
+from disco_rl.cli import eval as eval_cli
+from disco_rl.cli import flags
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta_config
 from disco_rl.loops import meta_setup
@@ -93,7 +93,7 @@ def test_bad_meta_train_settings(changes, fragment):
 
 def test_the_shared_fields_are_declared_once_with_each_jobs_defaults():
   shared = {f.name: f for f in dataclasses.fields(config_lib.RunConfig)}
-  assert len(shared) == 18
+  assert len(shared) == 19
   for config_cls in CONFIGS:
     fields = dataclasses.fields(config_cls)
     assert [f.name for f in fields[: len(shared)]] == list(shared)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from disco_rl import distributed
-from disco_rl.examples import flags
+from disco_rl.cli import flags
 from disco_rl.loops import mesh as devices
 
 

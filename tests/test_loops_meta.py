@@ -424,7 +424,7 @@ def test_the_meta_objectives_regularisers_follow_the_config(fast_compile):
 
 
 def test_presets():
-  from disco_rl.examples import meta_train as command  # pylint: disable=g-import-not-at-top
+  from disco_rl.cli import meta_train as command  # pylint: disable=g-import-not-at-top
 
   paper = meta_config.MetaTrainConfig(
     **{**command.PRESETS['paper'], 'num_agents': 2}

@@ -12,8 +12,8 @@ import shutil
 import pytest
 
 from disco_rl import weights
-from disco_rl.examples import meta_train
-from disco_rl.examples import study as study_cli
+from disco_rl.cli import meta_train
+from disco_rl.cli import study as study_cli
 from disco_rl.studies import report as report_lib
 from disco_rl.studies import run as run_lib
 from disco_rl.studies import spec as spec_lib

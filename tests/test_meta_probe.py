@@ -19,7 +19,7 @@ import pytest
 from disco_rl import meta_grad_stats
 from disco_rl import metrics as metrics_lib
 from disco_rl import weights
-from disco_rl.examples import probe_rule
+from disco_rl.cli import probe_rule
 from disco_rl.loops import meta as meta_lib
 from disco_rl.loops import meta_config as meta_config_lib
 from disco_rl.loops import meta_probe

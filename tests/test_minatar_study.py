@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from disco_rl.examples import study as study_cli
+from disco_rl.cli import study as study_cli
 from disco_rl.studies import report as report_lib
 from disco_rl.studies import run as run_lib
 from disco_rl.studies import spec as spec_lib

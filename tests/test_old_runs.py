@@ -18,7 +18,7 @@ import shutil
 import pytest
 
 from disco_rl import metrics as metrics_lib
-from disco_rl.examples import eval as eval_command
+from disco_rl.cli import eval as eval_command
 from disco_rl.loops import meta_config
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl.loops import trainer as trainer_lib

@@ -12,8 +12,8 @@ import pytest
 from disco_rl import agent as agent_lib
 from disco_rl import types
 from disco_rl import weights
+from disco_rl.cli import common
 from disco_rl.environments import lpg
-from disco_rl.examples import cli
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta_config
 from disco_rl.update_rules import disco
@@ -134,11 +134,11 @@ def test_an_action_rule_file_carries_its_target(tmp_path):
   assert disco.has_action_head(loaded)
   config = config_lib.EvalConfig(rule_sizes=TINY_RULE)
   assert (
-    cli.with_policy_target(config, loaded, str(path), False).policy_target
+    common.with_policy_target(config, loaded, str(path), False).policy_target
     == 'action'
   )
   with pytest.raises(ValueError, match='holds the action head'):
-    cli.with_policy_target(
+    common.with_policy_target(
       dataclasses.replace(config, policy_target='residual'),
       loaded,
       str(path),
@@ -146,7 +146,7 @@ def test_an_action_rule_file_carries_its_target(tmp_path):
     )
   del loaded['lstm/linear_5']
   with pytest.raises(ValueError, match='has no action head'):
-    cli.with_policy_target(
+    common.with_policy_target(
       dataclasses.replace(config, policy_target='action'),
       loaded,
       str(path),

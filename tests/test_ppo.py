@@ -14,9 +14,9 @@ import pytest
 from disco_rl import actors
 from disco_rl import agent as agent_lib
 from disco_rl import types
+from disco_rl.cli import common
+from disco_rl.cli import flags
 from disco_rl.environments import jittable_envs
-from disco_rl.examples import cli
-from disco_rl.examples import flags
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval_setup
 from disco_rl.loops import trainer as trainer_lib
@@ -304,7 +304,7 @@ def test_settings_and_flags_name_the_rule():
   )
   assert 'ppo' in config_lib.RULES
   assert config_lib.EvalConfig(rule='ppo').rule == 'ppo'
-  parser = cli.make_parser('eval', config_lib.EvalConfig, 'runs/eval')
+  parser = common.make_parser('eval', config_lib.EvalConfig, 'runs/eval')
   args = parser.parse_args(['--rule', 'ppo'])
   assert (
     flags.values_from_flags(config_lib.EvalConfig, args)[0]['rule'] == 'ppo'

@@ -28,7 +28,7 @@ import smoke_env
 
 from disco_rl import metrics as metrics_lib
 from disco_rl import weights
-from disco_rl.examples import eval as eval_cli
+from disco_rl.cli import eval as eval_cli
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl.loops import trainer as trainer_lib
 from disco_rl.update_rules import disco
@@ -452,7 +452,7 @@ def test_a_full_disk_on_a_small_tmpfs_is_one_error_line(tmp_path):
       [
         sys.executable,
         '-m',
-        'disco_rl.examples.eval',
+        'disco_rl.cli.eval',
         '--out',
         str(mount / 'run'),
         *TINY,

@@ -149,7 +149,7 @@ def test_an_inherited_ignored_sigint_stays_ignored():
 def test_a_job_module_run_as_a_command_catches_signals_from_its_first_line():
   """Imported (tests, notebooks), a job's module leaves the signals alone."""
   before = signal.getsignal(signal.SIGTERM)
-  assert signals.catch_from_here('disco_rl.examples.eval') is None
+  assert signals.catch_from_here('disco_rl.cli.eval') is None
   assert signal.getsignal(signal.SIGTERM) is before
 
 
@@ -221,7 +221,7 @@ class _Job:
     command = [
       sys.executable,
       '-m',
-      'disco_rl.examples.eval',
+      'disco_rl.cli.eval',
       *EVAL_FOREVER,
       '--out',
       str(self.out),

@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from disco_rl import weights
-from disco_rl.examples import study as study_command
+from disco_rl.cli import study as study_command
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl.studies import report as report_lib

@@ -4,8 +4,8 @@
 
 A two-stage study of two cells each (actor-critic on two small Catch
 boards at two rates, then on a third at the rate chosen) runs through
-`python -m disco_rl.examples.study` as users run it: stopped by SIGINT
-and by SIGKILL and continued, it gives the results rows of a study never
+`disco-rl study` as users run it: stopped by SIGINT and by SIGKILL and
+continued, it gives the results rows of a study never
 stopped; `--report` rebuilds byte-identical reports from its files alone;
 a changed setting in an existing cell is refused with one `error:` line
 (these two through the command's `main` in the test's process: they train
@@ -19,7 +19,6 @@ import pathlib
 import shutil
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 
@@ -66,7 +65,7 @@ def _spec(tmp_path, steps=12, **replace) -> pathlib.Path:
 
 def spec_lib_load(path: pathlib.Path) -> spec_lib.Study:
   """The STUDY of a spec file, as the command loads it."""
-  from disco_rl.examples import study as study_cli  # pylint: disable=g-import-not-at-top
+  from disco_rl.cli import study as study_cli  # pylint: disable=g-import-not-at-top
 
   return study_cli.load_study(path)
 
@@ -79,9 +78,7 @@ def _command(spec, out, *flags):
     MPLBACKEND='Agg',
   )
   return [
-    sys.executable,
-    '-m',
-    'disco_rl.examples.study',
+    *smoke_env.disco_rl_command('study'),
     str(spec),
     '--out',
     str(out),
@@ -107,7 +104,7 @@ def _in_process(call_main, spec, out, *flags):
   """The command's `main` in this process (`call_main`): for what trains
   nothing (the reports rebuilt, a refusal), without a process's start-up
   (2-4 s)."""
-  from disco_rl.examples import study as study_cli  # pylint: disable=g-import-not-at-top
+  from disco_rl.cli import study as study_cli  # pylint: disable=g-import-not-at-top
 
   return call_main(
     study_cli.main, str(spec), '--out', str(out), '--no-progress', *flags

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import test_studies_report as synthetic
 
-from disco_rl.examples import study as study_cli
+from disco_rl.cli import study as study_cli
 from disco_rl.studies import report as report_lib
 from disco_rl.studies import run as run_lib
 
@@ -85,7 +85,7 @@ def test_a_spec_whose_code_fails_is_one_error_line(tmp_path):
 def test_help_names_the_command():
   status, out, _ = _main('--help')
   assert status == 0
-  assert out.startswith('usage: python -m disco_rl.examples.study ')
+  assert out.startswith('usage: python -m disco_rl.cli.study ')
 
 
 @pytest.mark.parametrize(

@@ -1,3 +1,4 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""Command-line jobs: `python -m disco_rl.examples.eval` / `.meta_train`."""
+"""Examples: `python -m disco_rl.examples.custom_env` (your own environment
+trained with Disco103). The commands are `disco_rl.cli` (`disco-rl`)."""

@@ -8,7 +8,7 @@ population training a rule, `meta_config.py`) share their agent, run and
 device fields, declared once in `RunConfig` with the eval job's defaults;
 the meta-training job states the defaults it changes (`redefault`). A
 field's type, default, help text and choices (its metadata, `setting`)
-also give its command-line flag (`examples/flags.py`). Environments take
+also give its command-line flag (`cli/flags.py`). Environments take
 their settings as every family does: `env_kwargs`, or
 `NAME[key=value,...]` in a task.
 
@@ -28,6 +28,7 @@ import numpy as np
 
 from disco_rl import agent as agent_lib
 from disco_rl import environments
+from disco_rl import optimizers
 from disco_rl.networks import nets
 from disco_rl.update_rules import disco
 
@@ -230,6 +231,14 @@ class RunConfig:
     'embedding_size=8x1 (fields of disco.MetaNetSizes; a --weights file '
     "sets them); none: Disco103's",
   )
+  agent_optimizer: str = setting(
+    'adam',
+    "the agents' optimiser: 'adam' (the upstream's: Adam, each update "
+    "clipped to 1) or 'sgd' (GROOVE's tabular agents: plain steps of the "
+    'gradient clipped to a global norm of 0.5; a meta-gradient through '
+    "them does not grow where the agents' gradients are small)",
+    choices=optimizers.AGENT_OPTIMIZERS,
+  )
   policy_target: str = setting(
     'absolute',
     "rule disco_103: how its meta-network's policy output becomes the "
@@ -340,6 +349,7 @@ class RunConfig:
       policy_target=(
         self.policy_target if rule in agent_lib.SIZED_RULES else 'absolute'
       ),
+      optimizer=self.agent_optimizer,
       **self.torso(net),
     )
 
@@ -357,6 +367,7 @@ AGENT_FIELDS = (
   'model_lstm_size',
   'model_head_hiddens',
   'rule_sizes',
+  'agent_optimizer',
   'policy_target',
   'matmul_precision',
 )

@@ -15,8 +15,8 @@ uniform target's.
 
   rows = meta_probe.probe(config, params, num_agents=20, ages=(0, 50))
 
-The command `python -m disco_rl.examples.probe_rule` runs it on a
-meta-training run's checkpoint or on a preset and a rule file.
+The command `disco-rl probe-rule` runs it on a meta-training run's
+checkpoint or on a preset and a rule file.
 """
 
 from collections.abc import Callable, Sequence

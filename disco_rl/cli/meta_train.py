@@ -3,7 +3,7 @@
 """Meta-trains an update rule with a population of agents: on Catch, or
 split over a suite of tasks (`--tasks`, any registered environments).
 
-  python -m disco_rl.examples.meta_train --steps 800 --out runs/meta_train
+  disco-rl meta-train --steps 800 --out runs/meta_train
 
 Prints progress, then the positive rewards per meta-step over the last 100
 steps, meta-steps per second, compile time, and the output paths (metrics CSV,
@@ -24,7 +24,7 @@ from disco_rl import signals
 signals.catch_from_here(__name__)  # The rule for signals, from this line on.
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from disco_rl.examples import cli
+from disco_rl.cli import common
 from disco_rl.loops import meta_config
 
 # Named starting points (`--preset`); flags given override them, e.g.
@@ -107,7 +107,7 @@ def _report(summary) -> None:
     + (f'{final:.1f}' if final is not None else 'none (no meta-step ran)')
   )
   print(
-    cli.speed_line(
+    common.speed_line(
       'meta-step',
       summary['meta_steps_per_second'],
       summary['compile_s'],
@@ -128,8 +128,11 @@ def _weights_unusable(config) -> str | None:
   )
 
 
-# The command: main(argv=None) -> exit status.
-main = cli.command(
+# The command as `python -m` runs it (`disco-rl meta-train` passes its own).
+PROG = 'python -m disco_rl.cli.meta_train'
+
+# The command: main(argv=None, prog=None) -> exit status.
+main = common.command(
   description=__doc__.split('\n\n')[0],
   config_cls=meta_config.MetaTrainConfig,
   default_out='runs/meta_train',
@@ -139,7 +142,7 @@ main = cli.command(
   weights_unusable=_weights_unusable,
   report=_report,
   presets=PRESETS,
-  prog='python -m disco_rl.examples.meta_train',
+  prog=PROG,
 )
 
 

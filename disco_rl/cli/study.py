@@ -3,8 +3,8 @@
 """Runs a study (rules compared on environments, stage by stage) and
 writes its report.
 
-  python -m disco_rl.examples.study studies/catch_example.py --out DIR
-  python -m disco_rl.examples.study studies/catch_example.py --out DIR \
+  disco-rl study studies/catch_example.py --out DIR
+  disco-rl study studies/catch_example.py --out DIR \
       --report    # the report again from DIR's results alone
 
 SPEC is a Python file that defines `STUDY`, a `disco_rl.studies.spec.Study`
@@ -32,16 +32,17 @@ from disco_rl import signals
 signals.catch_from_here(__name__)  # The rule for signals, from this line on.
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from disco_rl.examples import cli
+from disco_rl.cli import common
 from disco_rl.studies import run as run_lib
 from disco_rl.studies import spec as spec_lib
 
-PROG = 'python -m disco_rl.examples.study'
+# The command as `python -m` runs it (`disco-rl study` passes its own).
+PROG = 'python -m disco_rl.cli.study'
 
 
-def make_parser() -> argparse.ArgumentParser:
+def make_parser(prog: str = PROG) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
-    prog=PROG, description=__doc__.split('\n\n')[0]
+    prog=prog, description=__doc__.split('\n\n')[0]
   )
   parser.add_argument(
     'spec', metavar='SPEC', help='a Python file that defines STUDY'
@@ -106,8 +107,8 @@ def load_study(path) -> spec_lib.Study:
   return study
 
 
-def main(argv=None) -> int:
-  args = make_parser().parse_args(argv)
+def main(argv=None, prog: str | None = None) -> int:
+  args = make_parser(prog or PROG).parse_args(argv)
   try:
     study = load_study(args.spec)
     if args.tiny:
@@ -134,8 +135,8 @@ def main(argv=None) -> int:
       file=sys.stderr,
     )
     return 128 + signal.Signals[e.signal_name].value
-  except cli.USER_ERRORS as e:
-    return cli.user_error(e)
+  except common.USER_ERRORS as e:
+    return common.user_error(e)
   for stage, files in paths.items():
     print(f'{stage}: {files["report.md"]}')
   late = signals.received()

@@ -3,7 +3,7 @@
 """Trains an agent on any registered environment with a fixed update rule:
 Disco103, a meta-trained rule (`--weights`) or actor-critic.
 
-  python -m disco_rl.examples.eval --steps 1000 --seed 0 --out runs/eval
+  disco-rl eval --steps 1000 --seed 0 --out runs/eval
 
 `--env` names the environment (Catch, gymnax, Craftax, Jumanji, Atari
 through envpool; docs/environments.md lists them), `--rule`
@@ -24,7 +24,7 @@ from disco_rl import signals
 signals.catch_from_here(__name__)  # The rule for signals, from this line on.
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from disco_rl.examples import cli
+from disco_rl.cli import common
 from disco_rl.loops import config as config_lib
 
 
@@ -55,7 +55,7 @@ def _report(summary) -> None:
       + '; '.join(f'{run}: {text(value)}' for run, value in per_run.items())
     )
   print(
-    cli.speed_line(
+    common.speed_line(
       'step',
       summary['steps_per_second'],
       summary['compile_and_first_step_s'],
@@ -67,8 +67,11 @@ def _report(summary) -> None:
   print(f'plot:    {summary["plot_png"]}')
 
 
-# The command: main(argv=None) -> exit status.
-main = cli.command(
+# The command as `python -m` runs it (`disco-rl eval` passes its own).
+PROG = 'python -m disco_rl.cli.eval'
+
+# The command: main(argv=None, prog=None) -> exit status.
+main = common.command(
   description=__doc__.split('\n\n')[0],
   config_cls=config_lib.EvalConfig,
   default_out='runs/eval',
@@ -77,7 +80,7 @@ main = cli.command(
   'found by disco_rl.weights)',
   weights_unusable=_weights_unusable,
   report=_report,
-  prog='python -m disco_rl.examples.eval',
+  prog=PROG,
 )
 
 

@@ -2,9 +2,9 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Measures the meta-gradient at a rule's parameters on fresh agents.
 
-  python -m disco_rl.examples.probe_rule runs/meta_train --step 500 \
+  disco-rl probe-rule runs/meta_train --step 500 \
       --agents 20 --ages 0,50 --csv runs/probe.csv
-  python -m disco_rl.examples.probe_rule --preset lpg --weights rule.npz
+  disco-rl probe-rule --preset lpg --weights rule.npz
 
 With a meta-training run directory: its settings and the rule of its
 checkpoint `--step` (default: the latest); the run is only read. Without
@@ -31,17 +31,20 @@ signals.catch_from_here(__name__)  # The rule for signals, from this line on.
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from disco_rl import weights
-from disco_rl.examples import cli
-from disco_rl.examples import flags
-from disco_rl.examples import meta_train
+from disco_rl.cli import common
+from disco_rl.cli import flags
+from disco_rl.cli import meta_train
 from disco_rl.loops import meta
 from disco_rl.loops import meta_config
 from disco_rl.loops import meta_probe
 
+# The command as `python -m` runs it (`disco-rl probe-rule` passes its own).
+PROG = 'python -m disco_rl.cli.probe_rule'
 
-def make_parser() -> argparse.ArgumentParser:
+
+def make_parser(prog: str = PROG) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
-    prog='python -m disco_rl.examples.probe_rule',
+    prog=prog,
     description=__doc__.split('\n\n')[0],
   )
   group = parser.add_argument_group('probe')
@@ -98,7 +101,7 @@ def _ages(text: str) -> tuple[int, ...]:
 
 def _config_and_rule(parser, argv, args):
   """The settings and the rule the probe runs on."""
-  given = cli.given_flags(parser, argv)
+  given = common.given_flags(parser, argv)
   values, _ = flags.values_from_flags(meta_config.MetaTrainConfig, args)
   overrides = {k: v for k, v in values.items() if k in given}
   if args.run is not None:
@@ -117,15 +120,15 @@ def _config_and_rule(parser, argv, args):
   if args.weights is None:
     return config, None, f'the {config.init} rule'
   params = weights.load_rule(args.weights)
-  config = cli.with_rule_sizes(
+  config = common.with_rule_sizes(
     config, params, args.weights, 'rule_sizes' in given
   )
   return config, params, args.weights
 
 
-def main(argv=None) -> int:
+def main(argv=None, prog: str | None = None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
-  parser = make_parser()
+  parser = make_parser(prog or PROG)
   args = parser.parse_args(argv)
   try:
     ages = _ages(args.ages)
@@ -140,8 +143,8 @@ def main(argv=None) -> int:
       ages=ages,
       report=lambda line: print(line, flush=True),
     )
-  except cli.USER_ERRORS as e:
-    return cli.user_error(e)
+  except common.USER_ERRORS as e:
+    return common.user_error(e)
   print(meta_probe.table(rows))
   print(
     f'noise: coherence {rows[0]["noise_coherence"]:.2f}, t_share 0.05',

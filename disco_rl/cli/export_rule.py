@@ -2,9 +2,9 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Writes a meta-training run's rule at one of its checkpoints to an npz.
 
-  python -m disco_rl.examples.export_rule runs/meta_train --step 750 \
+  disco-rl export-rule runs/meta_train --step 750 \
       --out runs/rule_750.npz
-  python -m disco_rl.examples.eval --weights runs/rule_750.npz ...
+  disco-rl eval --weights runs/rule_750.npz ...
 
 The file has the layout of `disco_103.npz` (and of the run's final
 `update_rule_params.npz`), so `--weights` of the eval and meta-train
@@ -25,13 +25,16 @@ signals.catch_from_here(__name__)  # The rule for signals, from this line on.
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from disco_rl import meta_objective
-from disco_rl.examples import cli
+from disco_rl.cli import common
 from disco_rl.loops import meta
 
+# The command as `python -m` runs it (`disco-rl export-rule` passes its own).
+PROG = 'python -m disco_rl.cli.export_rule'
 
-def make_parser() -> argparse.ArgumentParser:
+
+def make_parser(prog: str = PROG) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
-    prog='python -m disco_rl.examples.export_rule',
+    prog=prog,
     description=__doc__.split('\n\n')[0],
   )
   parser.add_argument(
@@ -82,12 +85,12 @@ def export(
   return step
 
 
-def main(argv=None) -> int:
-  args = make_parser().parse_args(argv)
+def main(argv=None, prog: str | None = None) -> int:
+  args = make_parser(prog or PROG).parse_args(argv)
   try:
     step = export(args.run, args.out, args.step, args.overwrite)
-  except cli.USER_ERRORS as e:
-    return cli.user_error(e)
+  except common.USER_ERRORS as e:
+    return common.user_error(e)
   if step is None:
     name = signals.name_received()
     print(f'interrupted by {name}: {args.out} was not written', file=sys.stderr)

@@ -30,7 +30,7 @@ from disco_rl import distributed
 from disco_rl import metrics as metrics_lib
 from disco_rl import signals
 from disco_rl import weights
-from disco_rl.examples import flags
+from disco_rl.cli import flags
 from disco_rl.loops import run_dir as run_dir_lib
 from disco_rl.loops import trainer
 from disco_rl.update_rules import disco
@@ -214,17 +214,23 @@ def with_policy_target(config, params, path: str, target_given: bool):
 
 
 class Main(Protocol):
-  """A command's `main(argv=None) -> exit status`."""
+  """A command's `main(argv=None, prog=None) -> exit status`; `prog` is
+  the command as the user typed it (`--help`'s usage line; default the
+  command's `python -m` spelling)."""
 
-  def __call__(self, argv: Sequence[str] | None = None) -> int: ...
+  def __call__(
+    self, argv: Sequence[str] | None = None, prog: str | None = None
+  ) -> int: ...
 
 
-def command(**settings: Any) -> Main:
-  """A command's `main(argv=None) -> exit status`: `run` with these
-  settings (the command's description, config class, report, ...)."""
+def command(*, prog: str, **settings: Any) -> Main:
+  """A command's `main(argv=None, prog=None) -> exit status`: `run` with
+  these settings (the command's description, config class, report, ...);
+  `prog` is the default of main's `prog`."""
+  default_prog = prog
 
-  def main(argv: Sequence[str] | None = None) -> int:
-    return run(argv, **settings)
+  def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    return run(argv, prog=prog or default_prog, **settings)
 
   return main
 
@@ -253,9 +259,9 @@ def run(
       else the error message for a `--weights` given anyway.
     report: prints the final lines from the summary (process 0).
     presets: named settings for `--preset` to start from (flags given
-      override them), e.g. `examples.meta_train.PRESETS`.
-    prog: the command as users type it, e.g. 'python -m
-      disco_rl.examples.eval' (default: argparse's, the script's name).
+      override them), e.g. `cli.meta_train.PRESETS`.
+    prog: the command as users type it, e.g. 'disco-rl eval' or 'python -m
+      disco_rl.cli.eval' (default: argparse's, the script's name).
   """
   argv = list(sys.argv[1:] if argv is None else argv)
   # The rule for signals is the command's first line's
