@@ -88,3 +88,35 @@ def test_the_parameters_alone_can_diverge():
     divergence.raise_if_diverged(
       metrics, ('meta_loss',), 5, 'meta-step', "the rule's parameters"
     )
+
+
+def test_the_first_diverged_step_is_found_without_raising():
+  metrics = _metrics(
+    total_loss=[np.nan, 1.0, 2.0, np.nan], params_finite=[1, 1, 0, 0]
+  )
+  assert divergence.first_diverged(metrics, ('total_loss',)) == 0
+  active = [0, 1, 1, 1]
+  assert divergence.first_diverged(metrics, ('total_loss',), active) == 2
+  assert divergence.KEY in metrics  # Read, not popped.
+  assert (
+    divergence.first_diverged(metrics, ('total_loss',), active, until=2) is None
+  )
+  assert divergence.first_diverged(_metrics(loss=[1.0]), ('loss',)) is None
+
+
+def test_an_error_carries_the_good_steps_of_its_call():
+  metrics = _metrics(
+    total_loss=[1.0, 2.0, np.nan],
+    params_finite=[1, 1, 0],
+    rollout_fault=[0, 0, 0],
+  )
+  with pytest.raises(divergence.DivergedError, match='step 2') as raised:
+    with divergence.keep_good(metrics, 2):
+      divergence.raise_if_diverged(metrics, ('total_loss',), 0, 'step', 'p')
+  good = divergence.good_steps(raised.value)
+  assert good is not None and good.count == 2
+  # The checks' entries dropped; the good steps alone.
+  kept = good.kept()
+  assert sorted(kept) == ['total_loss']
+  np.testing.assert_array_equal(kept['total_loss'], [1.0, 2.0])
+  assert divergence.good_steps(ValueError('other')) is None

@@ -7,14 +7,18 @@ with files, checkpoints and resume: test_loops_trainer.py.
 """
 
 import dataclasses
+import re
 
 import chex
 import jax
 import numpy as np
+import pandas as pd
 import pytest
 import smoke_env
 
+from disco_rl import metrics as metrics_lib
 from disco_rl import rollout_checks
+from disco_rl.cli import eval as eval_cli
 from disco_rl.environments import jittable_envs
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import divergence
@@ -234,8 +238,93 @@ def test_a_huge_learning_rate_stops_the_run_where_it_diverges(
       divergence.DivergedError,
       (r'^learning diverged at loop step 2: total_loss = nan'),
     )
-  with pytest.raises(error, match=message):
+  with pytest.raises(error, match=message) as raised:
     job.step(job.init(), TINY.steps_per_call)
+  # The error carries the call's metrics and its two steps before step 2
+  # (host acting checks each iteration as it ends: its call of one).
+  good = divergence.good_steps(raised.value)
+  if env == 'catch':
+    return
+  assert good is not None and good.count == 2
+  kept = good.kept()
+  assert {len(v) for v in kept.values()} == {2}
+  assert divergence.KEY not in kept and rollout_checks.KEY not in kept
+  assert np.isfinite(kept['total_loss'][1]).all()
+
+
+# The eval command at tiny settings (learning starts at loop step 1; at a
+# learning rate of 1e30 the loss or the next rollout's logits are not finite
+# at loop step 2, inside the first call of 8 steps).
+DIVERGING = [
+  '--rule',
+  'actor_critic',
+  '--learning-rate',
+  '1e30',
+  '--batch-size',
+  '4',
+  '--replay-ratio',
+  '2',
+  '--buffer-capacity',
+  '8',
+  '--rollout-len',
+  '5',
+  '--dense',
+  '16',
+  '--model-lstm-size',
+  '8',
+  '--model-head-hiddens',
+  '8',
+  '--steps-per-call',
+  '8',
+  '--no-progress',
+]
+
+
+@pytest.mark.parametrize(
+  'checks, error',
+  [
+    ('--debug-checks', r'debug check failed: rollout\.logits.*\(loop step 2\)'),
+    ('--no-debug-checks', 'learning diverged at loop step 2: total_loss = nan'),
+  ],
+  ids=['checks', 'no-checks'],
+)
+def test_a_run_diverging_in_its_first_call_keeps_the_rows_before_it(
+  checks, error, call_main, tmp_path
+):
+  """Before, the call's rows were lost with it: metrics.csv held none. Now
+  it holds loop steps 0 and 1, as a run of 1 learner step (2 loop steps)
+  does; the error line is as before."""
+  diverged = call_main(
+    eval_cli.main,
+    *DIVERGING,
+    checks,
+    '--steps',
+    '20',
+    '--out',
+    str(tmp_path / 'diverged'),
+  )
+  assert diverged.returncode == 2, diverged.stderr[-4000:]
+  assert diverged.stderr.startswith('error: '), diverged.stderr[-4000:]
+  assert diverged.stderr.count('\n') == 1, diverged.stderr[-4000:]
+  assert re.match('error: ' + error, diverged.stderr), diverged.stderr
+  short = call_main(
+    eval_cli.main,
+    *DIVERGING,
+    checks,
+    '--steps',
+    '1',
+    '--out',
+    str(tmp_path / 'short'),
+  )
+  assert short.returncode == 0, short.stderr[-4000:]
+  kept, expected = (
+    metrics_lib.read_table(tmp_path / name / 'metrics.csv').drop(
+      columns=['rss_mb', 'time_s']
+    )
+    for name in ('diverged', 'short')
+  )
+  assert list(expected['step']) == [0, 1]
+  pd.testing.assert_frame_equal(kept, expected)
 
 
 def test_evaluate_the_policy_without_learning(fused_run):

@@ -3,15 +3,18 @@
 """disco_rl.loops.run: the host loop over any Job (calls, rows, timing,
 progress lines, checkpoints when due, stops)."""
 
+import contextlib
 import dataclasses
 import math
 import os
 import signal
 
 import numpy as np
+import pytest
 
 from disco_rl import metrics as metrics_lib
 from disco_rl import signals
+from disco_rl.loops import divergence
 from disco_rl.loops import run as run_lib
 
 
@@ -172,6 +175,75 @@ def test_finish_runs_under_the_rule_and_a_signal_in_it_is_the_reason():
   )
   outcome = run_lib.run(_job(), 0, 4, [], progress=False, finish=finish)
   assert outcome.interrupted == 'SIGTERM'  # Its own rule, entered by run.
+
+
+def test_a_call_that_stops_at_a_step_keeps_the_rows_before_it(tmp_path):
+  """A call of steps 3-5 diverges at step 5: rows 0-4 are kept and written
+  (the earlier call's and the call's own good steps), then the error goes
+  on as raised."""
+  job = _job()
+
+  def step(state, count):
+    new_state, metrics = job.step(state, count)
+    if new_state > 5:
+      with divergence.keep_good(metrics, 5 - state):
+        raise divergence.DivergedError('learning diverged at step 5.')
+    return new_state, metrics
+
+  rows, written = [], []
+
+  def on_call(state, new):
+    written.extend(new)
+    writer.write_rows(new)
+
+  with metrics_lib.MetricsWriter(tmp_path / 'm.csv') as writer:
+    with pytest.raises(
+      divergence.DivergedError, match='^learning diverged at step 5.$'
+    ):
+      run_lib.run(
+        dataclasses.replace(job, step=step),
+        0,
+        9,
+        rows,
+        on_call=on_call,
+        progress=False,
+      )
+  assert [r['step'] for r in rows] == [0, 1, 2, 3, 4]
+  assert all(r['value'] == r['step'] for r in rows) and written == rows
+  assert all('rss_mb' in r and 'time_s' in r for r in rows)
+  np.testing.assert_array_equal(
+    metrics_lib.read_metrics(tmp_path / 'm.csv')['step'], np.arange(5)
+  )
+
+
+@pytest.mark.parametrize('keeps', [0, None])
+def test_an_error_that_keeps_no_step_adds_no_rows(keeps):
+  """A problem at the call's first step (0 good steps), or an error that
+  carries none, keeps nothing of the call and calls no on_call for it."""
+  job = _job()
+
+  def step(state, count):
+    new_state, metrics = job.step(state, count)
+    if new_state > 3:
+      with (
+        contextlib.nullcontext()
+        if keeps is None
+        else divergence.keep_good(metrics, keeps)
+      ):
+        raise divergence.DivergedError('diverged')
+    return new_state, metrics
+
+  rows, calls = [], []
+  with pytest.raises(divergence.DivergedError):
+    run_lib.run(
+      dataclasses.replace(job, step=step),
+      0,
+      9,
+      rows,
+      on_call=lambda state, new: calls.append(new),
+      progress=False,
+    )
+  assert [r['step'] for r in rows] == [0, 1, 2] and len(calls) == 1
 
 
 def test_steps_done_reads_the_rows_step():

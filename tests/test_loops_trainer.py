@@ -18,6 +18,7 @@ import pytest
 from disco_rl import metrics as metrics_lib
 from disco_rl import signals
 from disco_rl.loops import config as config_lib
+from disco_rl.loops import divergence
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import meta as meta_lib
 from disco_rl.loops import meta_config as meta_config_lib
@@ -574,6 +575,43 @@ def test_resume_with_other_settings_is_an_error(tmp_path):
   with pytest.raises(ValueError, match='Nothing to resume in'):
     trainer_lib.Trainer(eval_config(), tmp_path / 'empty', resume=True)
   assert not (tmp_path / 'empty').exists()
+
+
+@pytest.mark.slow  # Two meta-training runs (~35 s); the eval command's
+# test (test_loops_eval.py) runs the same host loop in the default run.
+def test_meta_training_diverging_in_its_first_call_keeps_the_rows_before_it(
+  tmp_path,
+):
+  """A meta-learning rate of 1e30: the rule's parameters are not finite
+  after meta-step 0, meta-step 1 diverges inside the first call of 3.
+  Before, metrics.csv held no row; now it holds meta-step 0's, as a run of
+  1 meta-step does."""
+  config = meta_config(
+    rule_sizes=TINY_RULE, meta_learning_rate=1e30, steps_per_call=3
+  )
+  run = trainer_lib.Trainer(
+    dataclasses.replace(config, num_steps=6), tmp_path / 'a', progress=False
+  )
+  try:
+    with pytest.raises(
+      divergence.DivergedError,
+      match=r'^learning diverged at meta-step 1: meta_loss = nan',
+    ):
+      run.fit()
+  finally:
+    run.close()
+  assert [r['step'] for r in run.rows] == [0]
+  short = trainer_lib.Trainer(
+    dataclasses.replace(config, num_steps=1), tmp_path / 'b', progress=False
+  )
+  short.fit()
+  short.close()
+  kept, expected = (
+    metrics_without_timing(tmp_path / name / 'metrics.csv')
+    for name in ('a', 'b')
+  )
+  assert list(expected['step']) == [0]
+  pd.testing.assert_frame_equal(kept, expected)
 
 
 def test_bad_trainer_arguments():

@@ -33,27 +33,43 @@ def raise_first_problem(
   """Raises for the first problem of a call's [K, S] `metrics` (and drops
   the checks' entries): a rollout that failed the debug checks
   (`RolloutError`) or a learner step whose loss or parameters are not
-  finite (`DivergedError`), whichever came first, in run order."""
+  finite (`DivergedError`), whichever came first, in run order. The error
+  carries the call's metrics and its steps before the first problem of any
+  run (`divergence.good_steps`): their rows are kept."""
   faults = metrics.pop(rollout_checks.KEY, None)
   flags = metrics.pop(divergence.KEY)
+  checks = []
+  good = len(flags)
   for j, run in enumerate(config.runs):
-    name = '' if config.num_runs == 1 else f'{run_name(config, run)} '
     run_faults = (
       None if faults is None else jax.tree.map(lambda x, j=j: x[:, j], faults)
     )
     columns = {k: v[:, j] for k, v in metrics.items()}
     columns[divergence.KEY] = flags[:, j]
-    divergence.raise_if_diverged(
-      columns,
-      ('total_loss',),
-      first_step,
-      name + 'loop step',
-      "the agent's parameters",
-      active=columns['learned'] > 0,
-      hint='Try a smaller learning_rate (--learning-rate).',
-      until=rollout_checks.first_index(run_faults),
+    fault = rollout_checks.first_index(run_faults)
+    diverged = divergence.first_diverged(
+      columns, _FINITE, active=columns['learned'] > 0, until=fault
     )
-    rollout_checks.raise_if_faulty(run_faults, name + 'rollout')
+    good = min([good] + [i for i in (fault, diverged) if i is not None])
+    checks.append((run, run_faults, columns, fault))
+  with divergence.keep_good(metrics, good):
+    for run, run_faults, columns, fault in checks:
+      name = '' if config.num_runs == 1 else f'{run_name(config, run)} '
+      divergence.raise_if_diverged(
+        columns,
+        _FINITE,
+        first_step,
+        name + 'loop step',
+        "the agent's parameters",
+        active=columns['learned'] > 0,
+        hint='Try a smaller learning_rate (--learning-rate).',
+        until=fault,
+      )
+      rollout_checks.raise_if_faulty(run_faults, name + 'rollout')
+
+
+# The quantities of a learner step that must be finite.
+_FINITE = ('total_loss',)
 
 
 def rows(config, log_keys, metrics, first_step: int) -> run_lib.Rows:

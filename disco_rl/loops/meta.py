@@ -326,20 +326,29 @@ def make_meta_train(
   ) -> tuple[meta_setup.PopulationState, dict[str, np.ndarray]]:
     """`count` meta-steps; raises for the first problem: a training
     rollout that failed the debug checks (`RolloutError`) or a meta-step
-    whose losses or parameters are not finite (`DivergedError`)."""
+    whose losses or parameters are not finite (`DivergedError`); the
+    error carries the logs of the meta-steps before it
+    (`divergence.good_steps`)."""
     state, logs = program(state, count)
     faults = logs.pop(rollout_checks.KEY, None)
-    divergence.raise_if_diverged(
-      logs,
-      ('meta_loss', 'meta_grad_norm', 'agent_total_loss'),
-      int(mesh_lib.fetch(state.step)) - count,
-      'meta-step',
-      "the rule's or the agents' parameters",
-      hint='Try a smaller meta_learning_rate or learning_rate '
-      '(--meta-learning-rate, --learning-rate).',
-      until=rollout_checks.first_index(faults),
-    )
-    rollout_checks.raise_if_faulty(faults, 'training rollout of agent {source}')
+    finite = ('meta_loss', 'meta_grad_norm', 'agent_total_loss')
+    fault = rollout_checks.first_index(faults)
+    diverged = divergence.first_diverged(logs, finite, until=fault)
+    good = min([count] + [i for i in (fault, diverged) if i is not None])
+    with divergence.keep_good(logs, good):
+      divergence.raise_if_diverged(
+        logs,
+        finite,
+        int(mesh_lib.fetch(state.step)) - count,
+        'meta-step',
+        "the rule's or the agents' parameters",
+        hint='Try a smaller meta_learning_rate or learning_rate '
+        '(--meta-learning-rate, --learning-rate).',
+        until=fault,
+      )
+      rollout_checks.raise_if_faulty(
+        faults, 'training rollout of agent {source}'
+      )
     return state, logs
 
   return run_lib.Job(

@@ -30,6 +30,7 @@ import tqdm
 from disco_rl import checkpoints as checkpoints_lib
 from disco_rl import metrics as metrics_lib
 from disco_rl import signals
+from disco_rl.loops import divergence
 from disco_rl.loops import mesh
 
 Rows = list[dict[str, Any]]
@@ -86,7 +87,9 @@ class Job:
     step: `(state, count) -> (state, {name: [count, ...] NumPy})`: `count`
       (<= `steps_per_call`) steps in one call; the state given is donated.
       Raises `RolloutError` or `DivergedError` at the first step whose
-      rollout or learning went wrong.
+      rollout or learning went wrong, carrying the call's metrics and
+      its steps before that one (`divergence.keep_good`), whose rows
+      `run` keeps.
     program: the compiled program: `compile(state) -> seconds` before the
       first call, `lower(state)` for cost and memory analysis
       (`compiled.Program`).
@@ -264,7 +267,10 @@ def run(
       `checkpoint_every` steps (rounded up to whole calls; 0: never), not
       after the last call.
     on_call: `on_call(state, new rows)` after every call (e.g. writes
-      them; `rows` holds them already); True stops.
+      them; `rows` holds them already); True stops. A call that raises
+      for a problem at one of its steps (`divergence.good_steps`) gives
+      the rows of the steps before it so (with the state given to the
+      call; what it returns is not asked) before the error goes on.
     finish: `finish(state, timing)` after the last call, still under the
       signal rule (the final checkpoint and outputs); its dict is returned.
     progress: show a progress bar (process 0).
@@ -295,22 +301,39 @@ def run(
       disable=not (progress and lead),
     )
     first = done
+
+    def keep(metrics: dict[str, Any]) -> Rows:
+      """The rows of a call's `metrics` (from step `done`), kept."""
+      new = job.rows(metrics, done)
+      rss, now = metrics_lib.resident_memory_mb(), time.perf_counter()
+      for row in new:
+        row.update(rss_mb=rss, time_s=now - start)
+      rows.extend(new)
+      return new
+
     try:
       while done < target and not should_stop():
         count = min(job.steps_per_call, target - done)
         call_start = time.perf_counter()
-        state, metrics = job.step(state, count)
+        try:
+          state, metrics = job.step(state, count)
+        except Exception as error:
+          good = divergence.good_steps(error)
+          if good is not None and good.count:
+            # The steps before the problem: their rows stay (written).
+            new = keep(good.kept())
+            bar.update(good.count)
+            if on_call is not None:
+              on_call(state, new)
+          raise
         now = time.perf_counter()
         if done > first:
           timing.steady_steps += count
           timing.steady_s += now - call_start
         else:
           timing.first_call_s = now - call_start + compile_s
-        new = job.rows(metrics, done)
-        rss = metrics_lib.resident_memory_mb()
-        for row in new:
-          row.update(rss_mb=rss, time_s=now - start)
-        rows.extend(new)
+        new = keep(metrics)
+        rss = new[-1]['rss_mb']
         done += count
         figures = job.progress(rows)
         bar.update(count)
