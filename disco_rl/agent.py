@@ -49,6 +49,9 @@ SETTINGS_KEYS = (
   'max_abs_update',
   'net_settings',
 )
+# Settings an agent may have: 'optimizer', one of
+# `optimizers.AGENT_OPTIMIZERS` (default 'adam').
+OPTIONAL_SETTINGS_KEYS = ('optimizer',)
 # Network constructor arguments the agent fills in itself.
 _NET_ARGS_FROM_AGENT = ('out_spec', 'action_spec', 'model_out_spec')
 
@@ -74,7 +77,9 @@ def _to_plain(x: Any) -> Any:
 
 
 def _check_settings(settings: config_dict.ConfigDict) -> None:
-  utils.check_keys(settings.keys(), SETTINGS_KEYS, 'agent_settings')
+  utils.check_keys(
+    settings.keys(), SETTINGS_KEYS + OPTIONAL_SETTINGS_KEYS, 'agent_settings'
+  )
   missing = [k for k in SETTINGS_KEYS if k not in settings]
   if missing:
     raise ValueError(
@@ -341,11 +346,13 @@ class Agent:
       single_observation_spec,
     )
     self._max_abs_update = settings.max_abs_update
+    self._optimizer_kind = settings.get('optimizer', 'adam')
     self._jitted_initial_actor_state = jax.jit(self._initial_actor_state)
     self._jitted_initial_learner_state = jax.jit(self._initial_learner_state)
     self._optimizer = optimizers.agent_optimizer(
       learning_rate=settings.learning_rate,
       max_abs_update=settings.max_abs_update,
+      kind=self._optimizer_kind,
     )
 
   @property
@@ -566,7 +573,7 @@ class Agent:
     optimizer = self._optimizer
     if learning_rate is not None:
       optimizer = optimizers.agent_optimizer(
-        learning_rate, self._max_abs_update
+        learning_rate, self._max_abs_update, self._optimizer_kind
       )
     updates, new_opt_state = optimizer.update(
       grads, learner_state.opt_state, learner_state.params
@@ -644,8 +651,14 @@ def get_settings_disco(
     policy_target_stddev=0.3,
     state_stddev=1.0,
     input_option=disco.get_input_option(),
-    action_head=policy_target == 'action',
   )
+  # Settings past the upstream's only where they differ from its behaviour,
+  # so that Disco103's settings are the upstream's, key for key.
+  rule_extra: dict[str, Any] = {}
+  if policy_target != 'absolute':
+    rule_extra['policy_target'] = policy_target
+  if policy_target == 'action':
+    meta_net['action_head'] = True
   # Unit weights for the policy, y, z and auxiliary-policy losses.
   loss_weights = dict.fromkeys(
     ('pi_cost', 'y_cost', 'z_cost', 'aux_policy_cost'), 1.0
@@ -662,8 +675,8 @@ def get_settings_disco(
     rule=dict(
       net=config_dict.ConfigDict(meta_net),
       value_discount=_DISCOUNT,
-      policy_target=policy_target,
       **_VALUE_BINS,
+      **rule_extra,
     ),
     learning_rate=3e-4,
     net_args=_agent_net((512, 512), 128),
@@ -753,6 +766,7 @@ def make_settings(
   net: str = 'mlp',
   rule_sizes: disco.MetaNetSizes | Mapping[str, Any] | None = None,
   policy_target: str = 'absolute',
+  optimizer: str = 'adam',
   **torso: Any,
 ) -> config_dict.ConfigDict:
   """The settings of a job's agent: the rule's, with the job's network.
@@ -776,6 +790,8 @@ def make_settings(
       None or empty: Disco103's.
     policy_target: for rule 'disco_103', how the meta-network's policy
       output becomes the target (`disco.POLICY_TARGETS`).
+    optimizer: the agent's optimiser (`optimizers.AGENT_OPTIMIZERS`;
+      'adam', the upstream's, leaves the settings as the rule gives them).
     **torso: the network's own settings, `TORSO_FIELDS[net]`; missing ones
       take the network's defaults.
 
@@ -826,4 +842,11 @@ def make_settings(
   if precision != 'float32':
     settings.net_settings.precision = precision
   settings.learning_rate = learning_rate
+  if optimizer not in optimizers.AGENT_OPTIMIZERS:
+    raise ValueError(
+      f'optimizer must be one of {optimizers.AGENT_OPTIMIZERS}, got '
+      f'{optimizer!r}.'
+    )
+  if optimizer != 'adam':
+    settings.optimizer = optimizer
   return settings

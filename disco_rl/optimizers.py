@@ -60,10 +60,34 @@ def scale_by_adam_sg_denom(
   )
 
 
+# The agents' optimisers (`agent_optimizer`'s `kind`).
+AGENT_OPTIMIZERS = ('adam', 'sgd')
+# The global-norm clip of the 'sgd' agents' gradient (GROOVE's tabular
+# agents': EmptyJackson/groove, models/optim.py, --lpg_max_grad_norm).
+SGD_MAX_GRAD_NORM = 0.5
+
+
 def agent_optimizer(
-  learning_rate: float, max_abs_update: float
+  learning_rate: float, max_abs_update: float, kind: str = 'adam'
 ) -> optax.GradientTransformation:
-  """Adam (no denominator meta-gradient), element-wise update clip, descent."""
+  """The agent's optimiser, descending at `learning_rate`.
+
+  'adam' (the upstream's): Adam without a meta-gradient through its
+  denominator, each update clipped element-wise to `max_abs_update`.
+  'sgd' (GROOVE's tabular agents): the gradient clipped to a global norm
+  of `SGD_MAX_GRAD_NORM`, then a plain step; an update linear in the
+  gradient, so a meta-gradient through it does not grow as Adam's does
+  where the agent's gradients are small (Adam's 1/sqrt(second moment)).
+  """
+  if kind == 'sgd':
+    return optax.chain(
+      optax.clip_by_global_norm(SGD_MAX_GRAD_NORM),
+      optax.scale(-learning_rate),
+    )
+  if kind != 'adam':
+    raise ValueError(
+      f'agent optimizer must be one of {AGENT_OPTIMIZERS}, got {kind!r}.'
+    )
   return optax.chain(
     scale_by_adam_sg_denom(),
     optax.clip(max_delta=max_abs_update),

@@ -60,3 +60,48 @@ def test_agent_optimizer_clips_then_descends():
   updates, _ = optimizer.update(g, optimizer.init(g))
   # Adam's first step is g / (|g| + eps) ~ sign(g), clipped to 0.5, times -lr.
   np.testing.assert_allclose(updates['w'], [-0.05, 0.05, 0.0], rtol=1e-6)
+
+
+def test_sgd_agents_take_plain_steps_of_the_clipped_gradient():
+  """GROOVE's tabular agents: -lr * g while |g| <= 0.5, the direction kept
+  and the global norm cut to 0.5 above; linear in g, so the meta-gradient
+  through it does not scale with 1/sqrt of the gradient's second moment."""
+  opt = optimizers.agent_optimizer(40.0, 1.0, kind='sgd')
+  small = {'a': jnp.array([1e-6, -2e-6]), 'b': jnp.array([3e-6])}
+  updates, _ = opt.update(small, opt.init(small))
+  chex.assert_trees_all_close(updates, jax.tree.map(lambda g: -40.0 * g, small))
+  big = {'a': jnp.array([3.0, -4.0]), 'b': jnp.array([0.0])}  # Norm 5.
+  updates, _ = opt.update(big, opt.init(big))
+  chex.assert_trees_all_close(
+    updates, jax.tree.map(lambda g: -40.0 * 0.1 * g, big), rtol=1e-6
+  )
+  # Adam's first step of the same small gradient is a full step of lr.
+  adam = optimizers.agent_optimizer(40.0, 1.0)
+  updates, _ = adam.update(small, adam.init(small))
+  assert float(jnp.abs(updates['a'][0])) > 1.0
+
+  # The meta-gradient through one step: lr for SGD, ~lr / |g| for Adam.
+  def step(g, o):
+    return o.update({'x': g}, o.init({'x': g}))[0]['x'][0]
+
+  g = jnp.array([1e-3])
+  assert float(jax.grad(lambda g: step(g, opt))(g)[0]) == pytest.approx(-40.0)
+  assert abs(float(jax.grad(lambda g: step(g, adam))(g)[0])) > 1e3
+  with pytest.raises(
+    ValueError, match="one of \\('adam', 'sgd'\\), got 'rmsprop'"
+  ):
+    optimizers.agent_optimizer(1.0, 1.0, kind='rmsprop')
+
+
+def test_the_agent_optimizer_is_a_setting_of_both_jobs():
+  from disco_rl import agent as agent_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+
+  assert 'optimizer' not in config_lib.EvalConfig().agent_settings('disco_103')
+  config = config_lib.EvalConfig(rule='actor_critic', agent_optimizer='sgd')
+  assert config.agent_settings('actor_critic').optimizer == 'sgd'
+  assert config.agent_fields()['agent_optimizer'] == 'sgd'
+  with pytest.raises(ValueError, match='agent_optimizer'):
+    config_lib.EvalConfig(agent_optimizer='rmsprop')
+  with pytest.raises(ValueError, match='optimizer must be one of'):
+    agent_lib.make_settings('ppo', 1e-3, (8,), 4, (4,), optimizer='rmsprop')

@@ -163,7 +163,7 @@ def test_an_action_rule_file_carries_its_target(tmp_path):
 
 def test_policy_target_is_a_setting_of_rules_with_a_meta_network():
   assert config_lib.EvalConfig().policy_target == 'absolute'
-  assert agent_lib.get_settings_disco().update_rule.policy_target == 'absolute'
+  assert 'policy_target' not in agent_lib.get_settings_disco().update_rule
   with pytest.raises(ValueError, match="rule is 'ppo'"):
     config_lib.EvalConfig(policy_target='residual', rule='ppo')
   with pytest.raises(ValueError, match='policy_target'):
