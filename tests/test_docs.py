@@ -459,8 +459,11 @@ def documented_flags(line: str, targets=None) -> tuple[str, list[str]] | None:
   while words and re.match(r'\w+=', words[0]):  # VAR=value python ...
     words.pop(0)
   if len(words) >= 2 and re.search(r'(^|/)disco-rl$', words[0]):
-    module = subcommand_module(words[1]) or f'disco-rl {words[1]}'
-    args = words[2:]
+    if words[1].startswith('-'):  # The console script's own: --help.
+      module, args = 'disco_rl.cli.main', words[1:]
+    else:
+      module = subcommand_module(words[1]) or f'disco-rl {words[1]}'
+      args = words[2:]
   elif (
     len(words) >= 3 and re.search(r'python3?$', words[0]) and words[1] == '-m'
   ):
@@ -583,6 +586,8 @@ make meta-train ARGS='--stepz 3 --out runs/x'
 python -m disco_rl.cli.not_a_command --anything
 python -m disco_rl.cli.study spec.py --out runs/s --tinyy
 disco-rl evaluate --steps 3
+disco-rl --help
+disco-rl --version
 ```
 
 And `disco-rl export-rule runs/meta --stepp 750`.
@@ -619,6 +624,7 @@ def test_a_flag_that_does_not_exist_is_found():
     'disco_rl.cli.meta_train: --stepz',
     'disco_rl.cli.study: --tinyy',
     'disco-rl evaluate: no such subcommand',
+    'disco_rl.cli.main: --version',
     'disco_rl.cli.export_rule: --stepp',
   ]
 
