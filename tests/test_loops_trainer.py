@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 
@@ -627,6 +628,86 @@ def test_bad_trainer_arguments():
     ValueError, match='batch_size=8 must be a multiple of replay_ratio=3'
   ):
     trainer_lib.Trainer(eval_config(replay_ratio=3))
+
+
+LOGGER_NAMES = "a list of logger names (e.g. ['tensorboard'])"
+
+
+@pytest.mark.parametrize(
+  'argument, value, message',
+  [
+    ('checkpoint_every', '5', "an integer or None, got '5' (str)."),
+    ('checkpoint_every', 5.0, 'an integer or None, got 5.0 (float).'),
+    ('checkpoint_every', True, 'an integer or None, got True (bool).'),
+    ('checkpoint_every', -1, '>= 0, got -1.'),
+    ('keep_checkpoints', 2.0, 'an integer, got 2.0 (float).'),
+    ('keep_checkpoints', None, 'an integer, got None (NoneType).'),
+    ('keep_checkpoints', 0, '>= 1, got 0.'),
+    ('progress', 'no', "True or False, got 'no' (str)."),
+    ('progress', 0, 'True or False, got 0 (int).'),
+    ('log_every', '10', "an integer, got '10' (str)."),
+    ('log_every', -5, '>= 0, got -5.'),
+    ('overwrite', 'yes', "True or False, got 'yes' (str)."),
+    ('resume', 1, 'True or False, got 1 (int).'),
+    ('loggers', 'tensorboard', f"{LOGGER_NAMES}, got 'tensorboard' (str)."),
+    ('loggers', [1], f'{LOGGER_NAMES}, got [1] (list).'),
+  ],
+)
+def test_the_trainers_own_arguments_are_checked_by_type(
+  argument, value, message, tmp_path
+):
+  """Before, '5' and 2.0 failed in a comparison naming no argument, or
+  were taken ('no' as a progress bar, -5 as log_every, 'tensorboard' as
+  the unknown logger 't'). Each is refused, naming the argument, what it
+  must be and the value, before anything is built or written."""
+  out = tmp_path / 'run'
+  expected = '^' + re.escape(f'{argument} must be {message}') + '$'
+  with pytest.raises(ValueError, match=expected):
+    trainer_lib.Trainer(eval_config(), out, **{argument: value})
+  assert not out.exists()
+  if argument != 'resume':  # Trainer.resume: checked before the lock.
+    with pytest.raises(ValueError, match=expected):
+      trainer_lib.Trainer.resume(out, **{argument: value})
+    assert not out.exists()
+
+
+def test_the_trainers_arguments_keep_numpy_values_as_python_ones(tmp_path):
+  run = trainer_lib.Trainer(
+    eval_config(num_steps=1),
+    checkpoint_every=np.int64(4),
+    keep_checkpoints=np.int32(2),
+    progress=np.bool_(False),
+    loggers=[],
+  )
+  assert type(run.checkpoint_every) is int and run.checkpoint_every == 4
+  assert type(run.keep_checkpoints) is int and run.progress is False
+  for bad, message in (
+    ('1', "num_steps must be an integer, got '1' (str)."),
+    (0, 'num_steps must be >= 1, got 0.'),
+  ):
+    with pytest.raises(ValueError, match=re.escape(message)):
+      run.fit(bad)
+  with pytest.raises(
+    ValueError,
+    match=re.escape(
+      "output_dir must be the run's directory (a path or a RunDir or "
+      'None), got 5 (int).'
+    ),
+  ):
+    trainer_lib.Trainer(eval_config(), 5)
+  with pytest.raises(
+    ValueError,
+    match=re.escape(
+      "output_dir must be the run's directory (a path or a RunDir), got "
+      'None (NoneType).'
+    ),
+  ):
+    trainer_lib.Trainer.resume(None)
+  with pytest.raises(ValueError, match='^changes must be a dict'):
+    trainer_lib.Trainer.resume(tmp_path / 'run', [('num_steps', 3)])
+  with pytest.raises(ValueError, match='^config_cls must be EvalConfig'):
+    trainer_lib.Trainer.resume(tmp_path / 'run', config_cls=dict)
+  assert not (tmp_path / 'run').exists()
 
 
 def test_save_and_restore_without_output_dir(tmp_path):

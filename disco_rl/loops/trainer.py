@@ -16,11 +16,13 @@ makes the same calls; process 0 writes the files. A job's own results:
 
 from collections.abc import Callable, Sequence
 import contextlib
+import numbers
 import os
 import sys
 from typing import Any
 
 import jax
+import numpy as np
 
 from disco_rl import checkpoints as checkpoints_lib
 from disco_rl import metrics as metrics_lib
@@ -46,6 +48,72 @@ Callback = Callable[['Trainer', run_lib.Rows], bool | None]
 Directory = str | os.PathLike[str]
 # EvalConfig(env='custom')'s environment, or a function of its batch size.
 CustomEnv = env_base.Environment | Callable[[int], env_base.Environment]
+
+
+# The arguments of `Trainer`, `Trainer.resume` and `Trainer.fit` checked by
+# type where given: {name: (type, least value or None, may be None)}.
+ARGUMENTS: dict[str, tuple[type, int | None, bool]] = {
+  'resume': (bool, None, False),
+  'overwrite': (bool, None, False),
+  'checkpoint_every': (int, 0, True),
+  'keep_checkpoints': (int, 1, False),
+  'progress': (bool, None, False),
+  'log_every': (int, 0, False),
+  'num_steps': (int, 1, False),
+  'loggers': (list, None, False),
+}
+_WORDS = {
+  bool: 'True or False',
+  int: 'an integer',
+  list: "a list of logger names (e.g. ['tensorboard'])",
+}
+
+
+def checked_argument(name: str, value: Any) -> Any:
+  """`value` of the argument `name` (see `ARGUMENTS`) as the Trainer keeps
+  it (a NumPy integer or bool as Python's, loggers as a tuple).
+
+  Raises:
+    ValueError: naming the argument, what it must be and the value given
+      (no conversion: '5', 5.0 and True are not an integer, 'no' is not
+      False, 'tensorboard' is not a list of names), or the least it may be.
+  """
+  kind, least, optional = ARGUMENTS[name]
+  if value is None and optional:
+    return None
+  is_bool = isinstance(value, (bool, np.bool_))
+  if kind is bool:
+    ok, kept = is_bool, bool(value) if is_bool else value
+  elif kind is int:
+    ok = isinstance(value, numbers.Integral) and not is_bool
+    kept = int(value) if ok else value
+  else:  # Names: any sequence of texts but a text itself.
+    ok = isinstance(value, (list, tuple)) and all(
+      isinstance(v, str) for v in value
+    )
+    kept = tuple(value) if ok else value
+  if not ok:
+    raise ValueError(
+      f'{name} must be {_WORDS[kind]}{" or None" if optional else ""}, '
+      f'got {value!r} ({type(value).__name__}).'
+    )
+  if least is not None and kept < least:
+    raise ValueError(f'{name} must be >= {least}, got {kept}.')
+  return kept
+
+
+def _check_output_dir(output_dir: Any, optional: bool = True) -> None:
+  """Raises ValueError unless `output_dir` is a path (text or
+  `os.PathLike`), a `RunDir` or (where `optional`) None."""
+  if isinstance(output_dir, (str, os.PathLike, run_dir_lib.RunDir)) or (
+    optional and output_dir is None
+  ):
+    return
+  raise ValueError(
+    "output_dir must be the run's directory (a path or a RunDir"
+    f'{" or None" if optional else ""}), got {output_dir!r} '
+    f'({type(output_dir).__name__}).'
+  )
 
 
 class Trainer:
@@ -95,15 +163,18 @@ class Trainer:
       loggers: live curves besides the CSV: 'tensorboard', 'wandb'.
 
     Raises:
-      ValueError: bad arguments, an unusable output directory, a resumed
-        run whose settings differ (before anything is built).
+      ValueError: bad arguments (each checked by type and range where
+        given: `checked_argument`), an unusable output directory, a
+        resumed run whose settings differ (before anything is built).
     """
-    for name, value, least in (
-      ('checkpoint_every', checkpoint_every, 0),
-      ('keep_checkpoints', keep_checkpoints, 1),
-    ):
-      if value is not None and value < least:
-        raise ValueError(f'{name} must be >= {least}, got {value}.')
+    resume = checked_argument('resume', resume)
+    overwrite = checked_argument('overwrite', overwrite)
+    checkpoint_every = checked_argument('checkpoint_every', checkpoint_every)
+    keep_checkpoints = checked_argument('keep_checkpoints', keep_checkpoints)
+    progress = checked_argument('progress', progress)
+    log_every = checked_argument('log_every', log_every)
+    loggers = checked_argument('loggers', loggers)
+    _check_output_dir(output_dir)
     if output_dir is not None and not isinstance(
       output_dir, run_dir_lib.RunDir
     ):
@@ -172,6 +243,20 @@ class Trainer:
   ) -> 'Trainer':
     """Continues the run in `output_dir` as saved; `changes` may raise
     `num_steps`; `config_cls`: the job it must be (default: any)."""
+    _check_output_dir(output_dir, optional=False)
+    if changes is not None and not isinstance(changes, dict):
+      raise ValueError(
+        'changes must be a dict of settings (e.g. dict(num_steps=1000)) or '
+        f'None, got {changes!r} ({type(changes).__name__}).'
+      )
+    if config_cls is not None and config_cls not in JOBS:
+      raise ValueError(
+        'config_cls must be EvalConfig, MetaTrainConfig or None, got '
+        f'{config_cls!r}.'
+      )
+    for name in (ARGUMENTS.keys() - {'num_steps'}) & kwargs.keys():
+      # Checked before the run directory's lock is taken.
+      kwargs[name] = checked_argument(name, kwargs[name])
     if not isinstance(output_dir, run_dir_lib.RunDir):
       output_dir = run_dir_lib.RunDir(
         output_dir, resume=True, lock=jax.process_index() == 0
@@ -258,9 +343,9 @@ class Trainer:
     outputs. Returns the summary (JSON-safe, in `summary.json`) with the
     output paths and `run.Outcome.finished`'s `interrupted`, `completed`
     and `stopped_at_step`."""
-    num_steps = self.config.num_steps if num_steps is None else num_steps
-    if num_steps < 1:
-      raise ValueError(f'num_steps must be >= 1, got {num_steps}.')
+    num_steps = checked_argument(
+      'num_steps', self.config.num_steps if num_steps is None else num_steps
+    )
     target = num_steps + self.job.warmup
     every = self.checkpoint_every
     every = max(1, target // 10) if every is None else every  # The default.
