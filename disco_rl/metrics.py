@@ -222,6 +222,17 @@ def read_rows(
   table = pd.DataFrame()
   if count:
     table = pd.read_csv(io.StringIO(''.join([lines[0], *body]))).iloc[:count]
+  for column in table.columns:  # Every field a number (or empty).
+    values = pd.to_numeric(table[column], errors='coerce')
+    bad = values.isna() & table[column].notna()
+    if bad.any():
+      i = int(bad.to_numpy().argmax())
+      raise RowsError(
+        f'{path} line {i + 2}, column {column!r}: {table[column].iloc[i]!r} '
+        'is not a number; the checkpoint needs its first '
+        f'{count} rows whole. The file was damaged or edited: restore it, '
+        'or start the run again (--overwrite).'
+      )
   if step is not None and count:
     last = table['step'].iloc[-1] if 'step' in table else None
     if last is None or int(last) != step - 1:

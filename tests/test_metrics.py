@@ -81,6 +81,20 @@ def test_read_rows_cut_then_append_continues_the_file(tmp_path):
   assert metrics_lib.read_rows(tmp_path / 'absent.csv', 0) == []
 
 
+def test_a_kept_row_that_is_not_numbers_is_named(tmp_path):
+  """A field edited to text among the rows a checkpoint keeps: an error
+  naming the file, the line and the column (before, resume went on and
+  failed later in a comparison of text and numbers, naming nothing)."""
+  path = tmp_path / 'm.csv'
+  path.write_text('step,value,missing\n0,1.5,\n1,x,\n2,2.5,\n')
+  with pytest.raises(
+    metrics_lib.RowsError,
+    match=f"{path} line 3, column 'value': 'x' is not a number",
+  ):
+    metrics_lib.read_rows(path, 3, step=3)
+  assert len(metrics_lib.read_rows(path, 1, step=1)) == 1  # Before it: fine.
+
+
 def test_append_to_a_missing_or_empty_file_writes_a_header(tmp_path):
   path = tmp_path / 'm.csv'
   path.write_text('')
