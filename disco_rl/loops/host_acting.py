@@ -21,6 +21,7 @@ from disco_rl import checkpoints as checkpoints_lib
 from disco_rl import types
 from disco_rl import utils
 from disco_rl.loops import compiled
+from disco_rl.loops import divergence
 from disco_rl.loops import mesh as mesh_lib
 
 AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS
@@ -205,11 +206,24 @@ def make(
     )
 
   def step(state, count):
-    """`count` iterations, each checked as it ends."""
+    """`count` iterations, each checked as it ends; a problem's error
+    carries the good steps of the whole call (`divergence.keep_good`):
+    the iterations before it and the good part of its own."""
     calls = []
     for _ in range(count):
       state, metrics = one_iteration(state)
-      check(metrics, int(mesh_lib.fetch(state.step)) - 1)
+      try:
+        check(metrics, int(mesh_lib.fetch(state.step)) - 1)
+      except Exception as error:
+        found = divergence.good_steps(error)
+        if found is None:  # Not a problem of the run's numbers.
+          raise
+        done = sum(len(next(iter(m.values()))) for m in calls)
+        joined = jax.tree.map(
+          lambda *xs: np.concatenate(xs), *calls, found.metrics
+        )
+        with divergence.keep_good(joined, done + found.count):
+          raise
       calls.append(metrics)
     return state, jax.tree.map(lambda *xs: np.concatenate(xs), *calls)
 
