@@ -1,6 +1,7 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""What the eval and meta-train commands share: run flags and the main flow.
+"""What the commands share: one-line errors and exit statuses; for the run
+commands (eval, meta-train), their run flags and main flow.
 
 Every run writes into `--out`; a directory that holds a run is refused
 unless `--overwrite` (replace it) or `--resume DIR` (continue it, with the
