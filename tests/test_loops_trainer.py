@@ -417,7 +417,7 @@ def test_lpg_preset_meta_training_resumes_exactly(tmp_path):
   rows, the whole state (the drawn lifetimes too) and the rule's npz.
   Agents start afresh, and draw new lifetimes, before and after the
   resume."""
-  from disco_rl.examples import meta_train as command  # pylint: disable=g-import-not-at-top
+  from disco_rl.cli import meta_train as command  # pylint: disable=g-import-not-at-top
 
   config = meta_config_lib.MetaTrainConfig(
     **{
