@@ -209,7 +209,7 @@ def make(
     """`count` iterations, each checked as it ends; a problem's error
     carries the good steps of the whole call (`divergence.keep_good`):
     the iterations before it and the good part of its own."""
-    calls = []
+    calls: list[dict[str, np.ndarray]] = []
     for _ in range(count):
       state, metrics = one_iteration(state)
       try:
