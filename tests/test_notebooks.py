@@ -72,6 +72,7 @@ META_PLOTS = (
   'meta_loss',
   'meta_grad_norm',
   'meta_up_norm',
+  'agent_pi_hat_entropy',
   'rewards',
 )
 
