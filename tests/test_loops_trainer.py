@@ -311,7 +311,11 @@ def test_meta_train_resume_is_exact(tmp_path, tasks):
   its checkpoints read back (read_rule)."""
   # The LPG recipe's tiny rule: the meta program compiles in about 30% less
   # time than with Disco103's sizes (resume does not depend on them).
-  config = meta_config(num_steps=4, tasks=tasks, rule_sizes=TINY_RULE)
+  # With the meta-gradient's parts logged (issue 69): a run with the
+  # setting resumes exactly too.
+  config = meta_config(
+    num_steps=4, tasks=tasks, rule_sizes=TINY_RULE, meta_grad_parts=True
+  )
   first = trainer_lib.Trainer(config, tmp_path / 'a', progress=False)
 
   def interrupt(trainer, new_rows):
@@ -348,6 +352,12 @@ def test_meta_train_resume_is_exact(tmp_path, tasks):
   straight = metrics_without_timing(tmp_path / 'a/metrics.csv')
   straight_state = jax.device_get(first.state)
   # Renewals before and after the stop.
+  for part in ('pg', 'reg'):  # Each of the rule's heads, both parts.
+    for head in ('pi_out', 'pi_conv', 'y', 'z', 'torso'):
+      key = f'meta_grad_{part}_{head}'
+      assert (straight[f'{key}_norm'] > 0).all(), key
+      assert straight[f'{key}_coherence'].between(0, 1 + 1e-6).all(), key
+      assert straight[f'{key}_t_share'].between(0, 1).all(), key
   renewed = straight['agents_renewed']
   assert renewed[:2].sum() > 0 and renewed[2:].sum() > 0, renewed
   assert straight[:2].equals(stopped_rows)

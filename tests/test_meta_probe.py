@@ -7,17 +7,12 @@ its command)."""
 
 import csv
 import dataclasses
-import os
-import shutil
-import signal
 
 import chex
-import jax
 import numpy as np
 import pytest
 
 from disco_rl import meta_grad_stats
-from disco_rl import metrics as metrics_lib
 from disco_rl import weights
 from disco_rl.cli import probe_rule
 from disco_rl.loops import meta as meta_lib
@@ -43,7 +38,27 @@ TINY = meta_config_lib.MetaTrainConfig(
   rule_sizes=TINY_RULE,
   meta_grad_parts=True,
 )
-TIMING = ('time_s', 'rss_mb')
+# TINY as the probe command's flags.
+TINY_FLAGS = [
+  '--batch-size-per-device',
+  '2',
+  '--rollout-len',
+  '3',
+  '--num-inner-steps',
+  '1',
+  '--dense',
+  '16',
+  '--model-lstm-size',
+  '8',
+  '--model-head-hiddens',
+  '8',
+  '--value-dense',
+  '8',
+  '--num-devices',
+  '1',
+  '--rule-sizes',
+  disco.NAMED_SIZES['tiny'].text(),
+]
 
 
 def _tree(per_head):
@@ -120,53 +135,54 @@ def test_t_share_counts_parameters_whose_mean_is_significant():
   )
 
 
-def _rows(path):
-  return metrics_lib.read_table(path).drop(columns=list(TIMING))
-
-
-def test_meta_training_with_the_gradients_parts_resumes_exactly_and_probes(
+# The probe as users start it from a preset's settings (flags); a
+# meta-training with the parts logged, stopped and resumed: the meta resume
+# test of test_loops_trainer.py; the probe of a run's checkpoint: slow,
+# below.
+def test_the_probe_command_measures_a_rule_on_fresh_agents(
   tmp_path, fast_compile, capsys
 ):
-  """A run with `meta_grad_parts` logs each head's parts, stopped after its
-  first call and continued from its checkpoint it equals the straight run;
-  then the probe command measures the rule of its checkpoint."""
   del fast_compile
-  first = trainer_lib.Trainer(TINY, tmp_path / 'a', progress=False)
-
-  def interrupt(trainer, new_rows):
-    del trainer, new_rows
-    os.kill(os.getpid(), signal.SIGINT)
-
-  assert first.fit(callbacks=[interrupt])['checkpoint_step'] == 1
-  shutil.copytree(tmp_path / 'a', tmp_path / 'b')
-  assert first.fit()['steps'] == 2  # The straight run.
-  straight = _rows(tmp_path / 'a/metrics.csv')
-  straight_state = jax.device_get(first.state)
-  assert first.restore(tmp_path / 'b/checkpoints') == 1
-  assert first.fit()['steps'] == 2
-  again = _rows(tmp_path / 'a/metrics.csv')
-  assert again.equals(straight), again.compare(straight)
-  chex.assert_trees_all_equal(jax.device_get(first.state), straight_state)
-  first.close()
-
-  # Every head's parts, within their ranges; ln(3) for Catch's 3 actions.
-  heads = set(meta_nets.HEAD_NAMES) - {'pi_action'}  # Disco's own heads.
-  for part in ('pg', 'reg'):
-    for head in heads:
-      key = f'meta_grad_{part}_{head}'
-      assert (straight[f'{key}_norm'] > 0).all(), key
-      assert straight[f'{key}_coherence'].between(0, 1 + 1e-6).all(), key
-      assert straight[f'{key}_t_share'].between(0, 1).all(), key
-  np.testing.assert_allclose(straight['uniform_entropy'], np.log(3), rtol=1e-6)
-  assert (straight['agent_pi_hat_entropy'] <= np.log(3) + 1e-5).all()
-  # The total's head norms are those of the parts' sum: at most their sum.
-  total = straight['meta_grad_pi_out_norm']
-  parts = (
-    straight['meta_grad_pg_pi_out_norm'] + straight['meta_grad_reg_pi_out_norm']
+  csv_path = tmp_path / 'probe.csv'
+  status = probe_rule.main(
+    [*TINY_FLAGS, '--agents', '2', '--ages', '0,1', '--csv', str(csv_path)]
   )
-  assert (total <= parts * (1 + 1e-5)).all()
+  out = capsys.readouterr().out
+  assert status == 0, out
+  assert 'probing the random rule with 2 fresh agents' in out
+  assert 'age 1: policy target entropy' in out
+  assert 'noise: coherence 0.71, t_share 0.05' in out
+  _check_probe_rows(csv_path)
 
-  # The probe of its last checkpoint, as a user types it.
+
+def _check_probe_rows(csv_path):
+  heads = set(meta_nets.HEAD_NAMES) - {'pi_action'}  # Disco's own heads.
+  with open(csv_path, newline='') as f:
+    rows = list(csv.DictReader(f))
+  assert len(rows) == 2 * 2 * len(heads)  # Ages x parts x heads.
+  assert {(r['age'], r['part']) for r in rows} == {
+    ('0', 'pg'),
+    ('0', 'reg'),
+    ('1', 'pg'),
+    ('1', 'reg'),
+  }
+  assert all(0 <= float(r['coherence']) <= 1 + 1e-6 for r in rows)
+  # ln(3) for Catch's 3 actions; the target's entropy at most that.
+  for r in rows:
+    assert float(r['uniform_entropy']) == pytest.approx(np.log(3), rel=1e-6)
+    assert float(r['target_entropy']) <= float(r['uniform_entropy']) + 1e-5
+
+
+# Slow (a meta-training and the probe: two meta-step compilations).
+@pytest.mark.slow
+def test_the_probe_command_reads_a_runs_checkpoint(
+  tmp_path, fast_compile, capsys
+):
+  del fast_compile
+  trainer = trainer_lib.Trainer(TINY, tmp_path / 'a', progress=False)
+  assert trainer.fit()['steps'] == 2
+  trainer.close()
+  capsys.readouterr()
   csv_path = tmp_path / 'probe.csv'
   status = probe_rule.main(
     [
@@ -182,18 +198,7 @@ def test_meta_training_with_the_gradients_parts_resumes_exactly_and_probes(
   out = capsys.readouterr().out
   assert status == 0, out
   assert f'probing {tmp_path / "a"} at meta-step 2 with 2 fresh agents' in out
-  assert 'age 1: policy target entropy' in out
-  assert 'noise: coherence 0.71, t_share 0.05' in out
-  with open(csv_path, newline='') as f:
-    rows = list(csv.DictReader(f))
-  assert len(rows) == 2 * 2 * len(heads)  # Ages x parts x heads.
-  assert {(r['age'], r['part']) for r in rows} == {
-    ('0', 'pg'),
-    ('0', 'reg'),
-    ('1', 'pg'),
-    ('1', 'reg'),
-  }
-  assert all(0 <= float(r['coherence']) <= 1 + 1e-6 for r in rows)
+  _check_probe_rows(csv_path)
 
 
 @pytest.mark.parametrize(

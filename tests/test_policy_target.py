@@ -22,11 +22,12 @@ pytestmark = pytest.mark.usefixtures('fast_compile')
 TINY_RULE = disco.NAMED_SIZES['tiny'].changes()
 
 
-def _learner_logs(policy_target, action_bias=0.0):
-  """One learner step of a tabular agent whose rule's policy output is 0
-  (the last layer of its policy target zeroed; an action head's output
-  `action_bias`), on a rollout along LPG's delayed chain: the step's logs,
-  the agent's logits [T, A], the actions [T] and the number of actions."""
+def _learner_logs(policy_target, action_biases=(0.0,)):
+  """One learner step (compiled once) of a tabular agent whose rule's
+  policy output is 0 (the last layer of its policy target zeroed; an action
+  head's output each of `action_biases`), on a rollout along LPG's delayed
+  chain: the step's logs per bias, the agent's logits [T, A], the actions
+  [T] and the number of actions."""
   env = lpg.make('lpg:delayed_chain_short', 2, {}, 0)
   settings = agent_lib.make_settings(
     'disco_103',
@@ -53,15 +54,10 @@ def _learner_logs(policy_target, action_bias=0.0):
       learner.params,
     ),
   )
-  rule_params, _ = agent.update_rule.init_params(jax.random.PRNGKey(1))
+  rule_params, _ = jax.jit(agent.update_rule.init_params)(jax.random.PRNGKey(1))
   rule_params['lstm/linear_4'] = jax.tree.map(
     np.zeros_like, rule_params['lstm/linear_4']
   )
-  if policy_target == 'action':
-    rule_params['lstm/linear_5'] = dict(
-      w=np.zeros_like(rule_params['lstm/linear_5']['w']),
-      b=np.full_like(rule_params['lstm/linear_5']['b'], action_bias),
-    )
   steps = np.arange(5)[:, None]
   states = np.where(steps == 0, 0, 1 + 2 * (steps - 1) + np.arange(2))
   observations = {'observation': jax.nn.one_hot(states, 59, dtype=np.uint8)}
@@ -78,14 +74,24 @@ def _learner_logs(policy_target, action_bias=0.0):
     logits=outs['logits'],
     states=actor_state,
   )
-  _, _, logs = agent.learner_step(
-    jax.random.PRNGKey(4),
-    rollout,
-    learner,
-    actor_state,
-    rule_params,
-    is_meta_training=False,
-  )
+  step = jax.jit(agent.learner_step, static_argnames='is_meta_training')
+  logs = []
+  for bias in action_biases:
+    if policy_target == 'action':
+      rule_params['lstm/linear_5'] = dict(
+        w=np.zeros_like(rule_params['lstm/linear_5']['w']),
+        b=np.full_like(rule_params['lstm/linear_5']['b'], bias),
+      )
+    logs.append(
+      step(
+        jax.random.PRNGKey(4),
+        rollout,
+        learner,
+        actor_state,
+        rule_params,
+        is_meta_training=False,
+      )[2]
+    )
   return (
     logs,
     np.asarray(outs['logits'][:-1]),
@@ -95,11 +101,11 @@ def _learner_logs(policy_target, action_bias=0.0):
 
 
 def test_a_residual_target_of_a_zero_output_is_the_agents_own_policy():
-  logs, logits, _, num_actions = _learner_logs('residual')
+  (logs,), logits, _, num_actions = _learner_logs('residual')
   np.testing.assert_allclose(logs['meta_out']['pi'], logits, atol=1e-6)
   np.testing.assert_allclose(logs['pi_loss'], 0.0, atol=1e-6)  # No change.
   # Disco103's absolute target of the same output: the uniform policy.
-  logs, _, _, _ = _learner_logs('absolute')
+  (logs,), _, _, _ = _learner_logs('absolute')
   np.testing.assert_allclose(logs['meta_out']['pi'], 0.0, atol=1e-7)
   np.testing.assert_allclose(
     logs['pi_hat_entropy'], np.log(num_actions), rtol=1e-6
@@ -108,10 +114,11 @@ def test_a_residual_target_of_a_zero_output_is_the_agents_own_policy():
 
 
 def test_an_action_target_adds_the_steps_scalar_to_the_action_taken():
-  logs, logits, actions, num_actions = _learner_logs('action', 0.0)
-  np.testing.assert_allclose(logs['meta_out']['pi'], logits, atol=1e-6)
-  np.testing.assert_allclose(logs['pi_loss'], 0.0, atol=1e-6)
-  logs, logits, actions, num_actions = _learner_logs('action', 0.5)
+  (zero, logs), logits, actions, num_actions = _learner_logs(
+    'action', (0.0, 0.5)
+  )
+  np.testing.assert_allclose(zero['meta_out']['pi'], logits, atol=1e-6)
+  np.testing.assert_allclose(zero['pi_loss'], 0.0, atol=1e-6)
   np.testing.assert_allclose(logs['meta_out']['pi_action'], 0.5, atol=1e-6)
   np.testing.assert_allclose(
     logs['meta_out']['pi'],
@@ -126,7 +133,7 @@ def test_an_action_rule_file_carries_its_target(tmp_path):
   checked, and a command reading it takes policy target 'action'."""
   settings = agent_lib.get_settings_disco(TINY_RULE, 'action').update_rule
   rule = disco.DiscoUpdateRule(**settings)
-  params, _ = rule.init_params(jax.random.PRNGKey(0))
+  params, _ = jax.jit(rule.init_params)(jax.random.PRNGKey(0))
   assert disco.has_action_head(params)
   path = tmp_path / 'action_rule.npz'
   weights.save_params(params, path)
