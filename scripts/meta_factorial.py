@@ -43,7 +43,7 @@ COLUMNS = (
   'meta_grad_z_norm',
   'meta_grad_torso_norm',
 )
-HEADS = ('pi_out', 'pi_conv', 'y', 'z')
+HEADS = ('pi_out', 'pi_action', 'pi_conv', 'y', 'z')
 
 
 def finished(run: pathlib.Path) -> bool:
