@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import smoke_env
+import tiny
 
 from disco_rl import metrics as metrics_lib
 from disco_rl import rollout_checks
@@ -29,20 +30,7 @@ from disco_rl.loops import run as run_lib
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
 
-# Two environments, a learner batch of 4: learning starts at the second
-# iteration.
-TINY = config_lib.EvalConfig(
-  rule='actor_critic',
-  batch_size=4,
-  replay_ratio=2,
-  buffer_capacity=8,
-  rollout_len=5,
-  dense=(16,),
-  model_lstm_size=8,
-  model_head_hiddens=(8,),
-  num_devices=1,
-  steps_per_call=4,
-)
+TINY = tiny.eval_config(num_devices=1)
 
 
 def _run(job, calls):
@@ -52,6 +40,29 @@ def _run(job, calls):
     state, m = job.step(state, count)
     metrics.append(m)
   return state, {k: np.concatenate([m[k] for m in metrics]) for k in metrics[0]}
+
+
+def _assert_run_alone(together, j, alone, learning_rate, label):
+  """Run j of a program of several runs, (state, metrics), is the run alone
+  (to rounding)."""
+  state, metrics = together
+  alone_state, alone_metrics = alone
+  np.testing.assert_array_equal(
+    metrics['episodes'][:, j], alone_metrics['episodes'][:, 0]
+  )
+  for key in alone_metrics:
+    np.testing.assert_allclose(
+      metrics[key][:, j],
+      alone_metrics[key][:, 0],
+      err_msg=f'{key} {label}',
+      **smoke_env.SAME_RUN,
+    )
+  smoke_env.assert_same_learner_state(
+    jax.tree.map(lambda x: x[j], jax.device_get(state.learner_state)),
+    jax.tree.map(lambda x: x[0], jax.device_get(alone_state.learner_state)),
+    learning_rate=learning_rate,
+    max_abs_update=1.0,
+  )
 
 
 class NanRewardCatch(jittable_envs.CatchJittableEnvironment):
@@ -253,29 +264,7 @@ def test_a_huge_learning_rate_stops_the_run_where_it_diverges(
 # The eval command at tiny settings (learning starts at loop step 1; at a
 # learning rate of 1e30 the loss or the next rollout's logits are not finite
 # at loop step 2, inside the first call of 8 steps).
-DIVERGING = [
-  '--rule',
-  'actor_critic',
-  '--learning-rate',
-  '1e30',
-  '--batch-size',
-  '4',
-  '--replay-ratio',
-  '2',
-  '--buffer-capacity',
-  '8',
-  '--rollout-len',
-  '5',
-  '--dense',
-  '16',
-  '--model-lstm-size',
-  '8',
-  '--model-head-hiddens',
-  '8',
-  '--steps-per-call',
-  '8',
-  '--no-progress',
-]
+DIVERGING = tiny.eval_flags(learning_rate=1e30, steps_per_call=8)
 
 
 @pytest.mark.parametrize(
@@ -363,21 +352,8 @@ def test_each_seed_of_a_multi_seed_program_is_the_run_of_that_seed_alone(
     alone_state, alone_metrics = _run(
       eval_lib.make_eval(dataclasses.replace(TINY, seed=5 + j)), [4, 2]
     )
-    np.testing.assert_array_equal(
-      metrics['episodes'][:, j], alone_metrics['episodes'][:, 0]
-    )
-    for key in alone_metrics:
-      np.testing.assert_allclose(
-        metrics[key][:, j],
-        alone_metrics[key][:, 0],
-        err_msg=f'{key} {j}',
-        **smoke_env.SAME_RUN,
-      )
-    smoke_env.assert_same_learner_state(
-      jax.tree.map(lambda x, j=j: x[j], jax.device_get(state.learner_state)),
-      jax.tree.map(lambda x: x[0], jax.device_get(alone_state.learner_state)),
-      learning_rate=TINY.learning_rate,
-      max_abs_update=1.0,
+    _assert_run_alone(
+      (state, metrics), j, (alone_state, alone_metrics), TINY.learning_rate, j
     )
 
 
@@ -409,21 +385,8 @@ def test_a_sweep_of_seeds_and_rates_is_one_program_of_runs_alone():
     alone_state, alone_metrics = _run(alone_job, [4, 2])
     if len(lowered) < 2:
       lowered.append(alone_job.program.lower(alone_state).as_text())
-    np.testing.assert_array_equal(
-      metrics['episodes'][:, j], alone_metrics['episodes'][:, 0]
-    )
-    for key in alone_metrics:
-      np.testing.assert_allclose(
-        metrics[key][:, j],
-        alone_metrics[key][:, 0],
-        err_msg=f'{key} {run}',
-        **smoke_env.SAME_RUN,
-      )
-    smoke_env.assert_same_learner_state(
-      jax.tree.map(lambda x, j=j: x[j], jax.device_get(state.learner_state)),
-      jax.tree.map(lambda x: x[0], jax.device_get(alone_state.learner_state)),
-      learning_rate=run.learning_rate,
-      max_abs_update=1.0,
+    _assert_run_alone(
+      (state, metrics), j, (alone_state, alone_metrics), run.learning_rate, run
     )
   # Two runs alone of other seeds and rates: one program text.
   assert lowered[0] == lowered[1]
