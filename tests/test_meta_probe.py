@@ -11,27 +11,20 @@ import dataclasses
 import chex
 import numpy as np
 import pytest
+import tiny
 
 from disco_rl import meta_grad_stats
 from disco_rl import weights
 from disco_rl.cli import probe_rule
 from disco_rl.loops import meta as meta_lib
-from disco_rl.loops import meta_config as meta_config_lib
 from disco_rl.loops import meta_probe
 from disco_rl.loops import trainer as trainer_lib
 from disco_rl.networks import meta_nets
-from disco_rl.update_rules import disco
 
-TINY_RULE = disco.NAMED_SIZES['tiny'].changes()
-TINY = meta_config_lib.MetaTrainConfig(
+TINY_RULE = tiny.RULE_SIZES.changes()
+TINY = tiny.meta_config(
   num_agents=3,
-  batch_size_per_device=2,
-  rollout_len=3,
   num_inner_steps=1,
-  dense=(16,),
-  model_lstm_size=8,
-  model_head_hiddens=(8,),
-  value_dense=(8,),
   num_devices=1,
   steps_per_call=1,
   num_steps=2,
@@ -39,26 +32,14 @@ TINY = meta_config_lib.MetaTrainConfig(
   meta_grad_parts=True,
 )
 # TINY as the probe command's flags.
-TINY_FLAGS = [
-  '--batch-size-per-device',
-  '2',
-  '--rollout-len',
-  '3',
-  '--num-inner-steps',
-  '1',
-  '--dense',
-  '16',
-  '--model-lstm-size',
-  '8',
-  '--model-head-hiddens',
-  '8',
-  '--value-dense',
-  '8',
-  '--num-devices',
-  '1',
-  '--rule-sizes',
-  disco.NAMED_SIZES['tiny'].text(),
-]
+TINY_FLAGS = tiny.flags(
+  tiny.meta_settings(
+    num_agents=None,
+    num_inner_steps=1,
+    num_devices=1,
+    rule_sizes=tiny.RULE_SIZES.text(),
+  )
+)
 
 
 def _tree(per_head):

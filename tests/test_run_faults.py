@@ -25,6 +25,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 import smoke_env
+import tiny
 
 from disco_rl import metrics as metrics_lib
 from disco_rl import weights
@@ -36,31 +37,7 @@ from disco_rl.update_rules import disco
 pytestmark = pytest.mark.usefixtures('fast_compile')
 
 # A tiny eval run: 11 loop steps (rows), checkpoints 4, 8 and 11.
-TINY = [
-  '--rule',
-  'actor_critic',
-  '--steps',
-  '10',
-  '--batch-size',
-  '4',
-  '--replay-ratio',
-  '2',
-  '--buffer-capacity',
-  '8',
-  '--rollout-len',
-  '6',
-  '--dense',
-  '16',
-  '--model-lstm-size',
-  '8',
-  '--model-head-hiddens',
-  '8',
-  '--steps-per-call',
-  '4',
-  '--checkpoint-every',
-  '4',
-  '--no-progress',
-]
+TINY = tiny.eval_flags(num_steps=10, rollout_len=6, checkpoint_every=4)
 RESUME = ['--no-progress']  # A resumed run keeps its settings.
 TIMING = ['rss_mb', 'time_s']
 

@@ -19,6 +19,7 @@ import time
 
 import pytest
 from smoke_env import fast_jax_env
+import tiny
 
 from disco_rl import signals
 
@@ -156,31 +157,9 @@ def test_a_job_module_run_as_a_command_catches_signals_from_its_first_line():
 # ----------------------------------------------------------------------------
 # The jobs as commands, signalled at several delays.
 
-EVAL_FOREVER = [
-  '--steps',
-  '100000',
-  '--batch-size',
-  '4',
-  '--replay-ratio',
-  '2',
-  '--buffer-capacity',
-  '8',
-  '--rollout-len',
-  '6',
-  '--dense',
-  '16',
-  '--model-lstm-size',
-  '8',
-  '--model-head-hiddens',
-  '8',
-  '--rule',
-  'actor_critic',
-  '--steps-per-call',
-  '2',
-  '--checkpoint-every',
-  '0',
-  '--no-progress',
-]
+EVAL_FOREVER = tiny.eval_flags(
+  num_steps=100000, rollout_len=6, steps_per_call=2, checkpoint_every=0
+)
 # (how the job is started, the signal, when): while Python starts and
 # imports (0.5 s after the start), and while it trains (TRAINING: once it
 # has written TRAINING_ROWS rows; a fixed delay long enough for a loaded
