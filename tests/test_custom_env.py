@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import tiny
 
 import disco_rl
 from disco_rl import types
@@ -17,16 +18,8 @@ from disco_rl.loops import eval as eval_lib
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
 
-_TINY = dict(
-  batch_size=4,
-  replay_ratio=2,
-  buffer_capacity=8,
-  rollout_len=4,
-  dense=(8,),
-  model_lstm_size=4,
-  model_head_hiddens=(4,),
-  steps_per_call=2,
-  num_devices=1,
+_TINY = tiny.eval_settings(
+  **tiny.SMALL, rule=None, steps_per_call=2, num_devices=1
 )
 
 

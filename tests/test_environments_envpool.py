@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import tiny
 
 from disco_rl import environments
 from disco_rl.cli import eval as eval_cli
@@ -142,33 +143,13 @@ def test_networks_see_frames_divided_by_255():
   )
 
 
-_TINY = [
-  '--net',
-  'resnet',
-  '--resnet-channels',
-  '4,4',
-  '--resnet-blocks',
-  '1',
-  '--rule',
-  'actor_critic',
-  '--batch-size',
-  '4',
-  '--replay-ratio',
-  '2',
-  '--buffer-capacity',
-  '8',
-  '--rollout-len',
-  '4',
-  '--dense',
-  '8',
-  '--model-lstm-size',
-  '4',
-  '--model-head-hiddens',
-  '4',
-  '--steps-per-call',
-  '1',
-  '--no-progress',
-]
+_TINY = tiny.eval_flags(
+  **tiny.SMALL,
+  net='resnet',
+  resnet_channels=(4, 4),
+  resnet_blocks=1,
+  steps_per_call=1,
+)
 
 
 def test_eval_cli_trains_on_atari_and_resumes(tmp_path, capsys):

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import tiny
 
 from disco_rl import environments
 from disco_rl.cli import eval as eval_cli
@@ -225,23 +226,16 @@ def test_every_discrete_gymnax_environment_trains_with_disco_103(
   env_id, disco_103_path, monkeypatch
 ):
   """Two learner steps of the eval job (MLP or, for images, conv torso)."""
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 
   env = environments.get_environment(f'gymnax:{env_id}', 1)
   obs_shape = jax.tree.leaves(env.single_observation_spec())[0].shape
-  config = config_lib.EvalConfig(
+  config = tiny.eval_config(
+    **tiny.SMALL,
     env=f'gymnax:{env_id}',
     rule='disco_103',
     net='conv' if len(obs_shape) == 3 else 'mlp',
     conv_channels=(4,),
-    batch_size=4,
-    replay_ratio=2,
-    buffer_capacity=8,
-    rollout_len=4,
-    dense=(8,),
-    model_lstm_size=4,
-    model_head_hiddens=(4,),
     steps_per_call=2,
     num_steps=2,
   )
@@ -266,21 +260,13 @@ def test_debug_checks_run_with_a_batched_while_loop_in_the_step():
   loops' checks are plain program outputs, so they stay on and run."""
   import warnings  # pylint: disable=g-import-not-at-top
 
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
 
-  config = config_lib.EvalConfig(
+  config = tiny.eval_config(
+    **tiny.SMALL,
     env='gymnax:Asterix-MinAtar',
-    rule='actor_critic',
     net='conv',
     conv_channels=(4,),
-    batch_size=4,
-    replay_ratio=2,
-    buffer_capacity=8,
-    rollout_len=4,
-    dense=(8,),
-    model_lstm_size=4,
-    model_head_hiddens=(4,),
     steps_per_call=2,
   )
   with warnings.catch_warnings():
@@ -472,35 +458,15 @@ def test_craftax_classic_pixels_train_with_the_resnet_from_the_cli(
   out = tmp_path / 'run'
   status = eval_cli.main(
     [
-      '--env',
-      'craftax:Craftax-Classic-Pixels-v1',
-      '--net',
-      'resnet',
-      '--resnet-channels',
-      '4,4',
-      '--resnet-blocks',
-      '1',
-      '--rule',
-      'actor_critic',
-      '--steps',
-      '3',
-      '--batch-size',
-      '4',
-      '--replay-ratio',
-      '2',
-      '--buffer-capacity',
-      '8',
-      '--rollout-len',
-      '4',
-      '--dense',
-      '8',
-      '--model-lstm-size',
-      '4',
-      '--model-head-hiddens',
-      '4',
-      '--steps-per-call',
-      '3',
-      '--no-progress',
+      *tiny.eval_flags(
+        **tiny.SMALL,
+        env='craftax:Craftax-Classic-Pixels-v1',
+        net='resnet',
+        resnet_channels=(4, 4),
+        resnet_blocks=1,
+        num_steps=3,
+        steps_per_call=3,
+      ),
       '--out',
       str(out),
     ]
@@ -536,33 +502,14 @@ def test_eval_cli_trains_on_minatar_with_an_image_torso(
   out = tmp_path / 'run'
   status = eval_cli.main(
     [
-      '--env',
-      'gymnax:Breakout-MinAtar',
-      '--net',
-      net,
-      '--env-kwargs',
-      'max_steps_in_episode=6',
-      '--rule',
-      'actor_critic',
-      '--steps',
-      '3',
-      '--batch-size',
-      '4',
-      '--replay-ratio',
-      '2',
-      '--buffer-capacity',
-      '8',
-      '--rollout-len',
-      '4',
-      '--dense',
-      '8',
-      '--model-lstm-size',
-      '4',
-      '--model-head-hiddens',
-      '4',
-      '--steps-per-call',
-      '2',
-      '--no-progress',
+      *tiny.eval_flags(
+        **tiny.SMALL,
+        env='gymnax:Breakout-MinAtar',
+        net=net,
+        env_kwargs='max_steps_in_episode=6',
+        num_steps=3,
+        steps_per_call=2,
+      ),
       '--out',
       str(out),
     ]

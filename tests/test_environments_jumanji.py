@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import tiny
 
 from disco_rl import environments
 from disco_rl.cli import eval as eval_cli
@@ -203,31 +204,9 @@ def test_eval_cli_trains_on_jumanji(env, net, extra, tmp_path, capsys):
   out = tmp_path / 'run'
   status = eval_cli.main(
     [
-      '--env',
-      env,
-      '--net',
-      net,
-      '--rule',
-      'actor_critic',
-      '--steps',
-      '3',
-      '--batch-size',
-      '4',
-      '--replay-ratio',
-      '2',
-      '--buffer-capacity',
-      '8',
-      '--rollout-len',
-      '4',
-      '--dense',
-      '8',
-      '--model-lstm-size',
-      '4',
-      '--model-head-hiddens',
-      '4',
-      '--steps-per-call',
-      '3',
-      '--no-progress',
+      *tiny.eval_flags(
+        **tiny.SMALL, env=env, net=net, num_steps=3, steps_per_call=3
+      ),
       '--out',
       str(out),
     ]

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 import numpy as np
 import pytest
+import tiny
 
 from disco_rl.loops import compiled
 from disco_rl.loops import config as config_lib
@@ -163,17 +164,8 @@ def _precisions(hlo: str) -> set[str]:
   }
 
 
-EVAL = config_lib.EvalConfig(
-  rule='actor_critic',
-  batch_size=4,
-  replay_ratio=2,
-  buffer_capacity=8,
-  rollout_len=3,
-  dense=(8,),
-  model_lstm_size=4,
-  model_head_hiddens=(4,),
-  num_devices=1,
-  steps_per_call=2,
+EVAL = tiny.eval_config(
+  **tiny.SMALL_AGENT, rollout_len=3, num_devices=1, steps_per_call=2
 )
 
 
@@ -189,13 +181,9 @@ def test_the_eval_program_uses_the_configured_precision(name):
 @pytest.mark.slow
 def test_the_meta_program_uses_the_configured_precision():
   job = meta_lib.make_meta_train(
-    meta_config.MetaTrainConfig(
+    tiny.meta_config(
+      **tiny.SMALL_AGENT,
       num_agents=1,
-      batch_size_per_device=2,
-      rollout_len=3,
-      dense=(8,),
-      model_lstm_size=4,
-      model_head_hiddens=(4,),
       value_dense=(4,),
       num_inner_steps=1,
       num_devices=1,

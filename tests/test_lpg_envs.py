@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import tiny
 
 import disco_rl
 from disco_rl import environments
@@ -420,19 +421,12 @@ def test_distractor_bits_change_every_step():
 def test_a_tabular_actor_critic_agent_trains_on_a_gridworld(tmp_path):
   """The eval job through the Trainer: net='tabular' on the dense
   gridworld's state one-hot, episodes cut at 3 steps so that some end."""
-  config = disco_rl.EvalConfig(
+  config = tiny.eval_config(
+    **tiny.SMALL,
     env='lpg:dense',
     env_kwargs=dict(max_steps=3, layout_seed=2),
     net='tabular',
-    rule='actor_critic',
     num_steps=4,
-    batch_size=4,
-    replay_ratio=2,
-    buffer_capacity=8,
-    rollout_len=4,
-    dense=(8,),
-    model_lstm_size=4,
-    model_head_hiddens=(4,),
     steps_per_call=2,
     num_devices=1,
   )

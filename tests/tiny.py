@@ -18,6 +18,7 @@ rollouts (for slow environments and image torsos), `RULE_SIZES` the tiny
 learned rule (the LPG recipe's sizes).
 """
 
+import functools
 from typing import Any
 
 from disco_rl.loops import config as config_lib
@@ -79,25 +80,21 @@ def flags(settings: dict[str, Any]) -> list[str]:
   return out
 
 
-def eval_settings(**changes) -> dict[str, Any]:
-  return _changed(EVAL, changes)
+def _settings(base, **changes) -> dict[str, Any]:
+  return _changed(base, changes)
 
 
-def eval_config(**changes) -> config_lib.EvalConfig:
-  return config_lib.EvalConfig(**eval_settings(**changes))
+def _config(config_cls, base, **changes):
+  return config_cls(**_changed(base, changes))
 
 
-def eval_flags(**changes) -> list[str]:
-  return flags(eval_settings(**{'no_progress': True, **changes}))
+def _flags(base, **changes) -> list[str]:
+  return flags(_changed(base, {'no_progress': True, **changes}))
 
 
-def meta_settings(**changes) -> dict[str, Any]:
-  return _changed(META, changes)
-
-
-def meta_config(**changes) -> meta_config_lib.MetaTrainConfig:
-  return meta_config_lib.MetaTrainConfig(**meta_settings(**changes))
-
-
-def meta_flags(**changes) -> list[str]:
-  return flags(meta_settings(**{'no_progress': True, **changes}))
+eval_settings = functools.partial(_settings, EVAL)
+eval_config = functools.partial(_config, config_lib.EvalConfig, EVAL)
+eval_flags = functools.partial(_flags, EVAL)
+meta_settings = functools.partial(_settings, META)
+meta_config = functools.partial(_config, meta_config_lib.MetaTrainConfig, META)
+meta_flags = functools.partial(_flags, META)
