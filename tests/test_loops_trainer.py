@@ -15,6 +15,7 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
+import tiny
 
 from disco_rl import metrics as metrics_lib
 from disco_rl import signals
@@ -37,33 +38,18 @@ TIMING = ('rss_mb', 'time_s')
 
 def eval_config(**overrides):
   settings = dict(
-    rule='actor_critic',
-    batch_size=8,
-    replay_ratio=4,
-    buffer_capacity=32,
-    rollout_len=5,
-    dense=(16,),
-    model_lstm_size=8,
-    model_head_hiddens=(8,),
-    steps_per_call=4,
-    num_steps=10,
+    batch_size=8, replay_ratio=4, buffer_capacity=32, num_steps=10
   )
-  settings.update(overrides)
-  return config_lib.EvalConfig(**settings)
+  return tiny.eval_config(**{**settings, **overrides})
 
 
 def meta_config(**overrides):
   """Tiny meta-training with the paper's recipe: per-agent Adam states,
   clipping, remat and agent lifetimes (2 updates: renewals every 2 steps)."""
   settings = dict(
-    num_agents=2,
     batch_size_per_device=4,
     rollout_len=4,
     num_inner_steps=1,
-    dense=(16,),
-    model_lstm_size=8,
-    model_head_hiddens=(8,),
-    value_dense=(8,),
     steps_per_call=2,
     num_steps=3,
     meta_grad_norm='per_agent_adam',
@@ -71,8 +57,7 @@ def meta_config(**overrides):
     remat=True,
     agent_lifetime=2,
   )
-  settings.update(overrides)
-  return meta_config_lib.MetaTrainConfig(**settings)
+  return tiny.meta_config(**{**settings, **overrides})
 
 
 # A meta-training run's record (run.json) from version 0.1.

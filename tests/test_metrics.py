@@ -9,6 +9,7 @@ from live_curves import tensorboard_curves
 from live_curves import wandb_history
 import numpy as np
 import pytest
+import tiny
 
 from disco_rl import metrics as metrics_lib
 from disco_rl import plots
@@ -117,15 +118,8 @@ def test_the_live_curves_hold_the_rows_of_the_csv(tmp_path, fast_compile):
   """A Trainer run of two seeds writes every number of every row to
   TensorBoard and W&B, a curve per seed, as the CSV has them."""
   del fast_compile
-  config = config_lib.EvalConfig(
-    rule='actor_critic',
-    batch_size=4,
-    replay_ratio=2,
-    buffer_capacity=8,
-    rollout_len=5,
-    dense=(8,),
-    model_lstm_size=4,
-    model_head_hiddens=(4,),
+  config = tiny.eval_config(
+    **tiny.SMALL_AGENT,
     num_devices=1,
     steps_per_call=2,
     num_steps=3,

@@ -6,8 +6,8 @@ by the rule that trained its agent."""
 
 from matplotlib import colors
 import pytest
+import tiny
 
-from disco_rl import EvalConfig
 from disco_rl import plots
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
@@ -33,16 +33,14 @@ def test_every_rule_has_its_own_colour_and_no_other_line_takes_it():
 def _returns_plot_title(monkeypatch, rule: str, rule_params=None) -> str:
   """The title of an eval job's returns.png (the job is built, nothing is
   compiled or run: its `outputs` draws from the rows given)."""
-  config = EvalConfig(
+  config = tiny.eval_config(
+    **tiny.SMALL,
     rule=rule,
     num_steps=2,
     batch_size=2,
     replay_ratio=1,
     buffer_capacity=4,
-    rollout_len=4,
-    dense=(8,),
-    model_lstm_size=4,
-    model_head_hiddens=(4,),
+    steps_per_call=None,
   )
   job = eval_lib.make_eval(config, rule_params=rule_params)
   titles = []
