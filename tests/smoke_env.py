@@ -35,6 +35,28 @@ LEGACY_EMITTERS = 'xla_cpu_use_fusion_emitters'
 SAME_RUN = {'rtol': 1e-5, 'atol': 5e-4}
 
 
+def run_calls(job, calls):
+  """A loop job's state after calls of `calls` steps each, and its metrics
+  (or logs) of all the steps, concatenated."""
+  state, metrics = job.init(), []
+  for count in calls:
+    state, m = job.step(state, count)
+    metrics.append(m)
+  return state, {k: np.concatenate([m[k] for m in metrics]) for k in metrics[0]}
+
+
+# The plots of a meta-training run (its summary's `plots`).
+META_PLOTS = (
+  'pos_rewards',
+  'neg_rewards',
+  'meta_loss',
+  'meta_grad_norm',
+  'meta_up_norm',
+  'agent_pi_hat_entropy',
+  'rewards',
+)
+
+
 def assert_same_learner_state(
   got, want, *, learning_rate: float, max_abs_update: float
 ) -> None:

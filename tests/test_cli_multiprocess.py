@@ -25,11 +25,11 @@ import orbax.checkpoint as ocp
 import pandas as pd
 import pytest
 import smoke_env
+import tiny
 
 from disco_rl import metrics as metrics_lib
 from disco_rl import weights
 from disco_rl.loops import meta as meta_lib
-from disco_rl.update_rules import disco
 
 TIMEOUT_S = 600
 COMMANDS = {  # The console script's subcommand of each job.
@@ -37,53 +37,19 @@ COMMANDS = {  # The console script's subcommand of each job.
   'meta_train': 'meta-train',
 }
 TINY = {
-  'eval': [
-    '--rule',
-    'actor_critic',
-    '--batch-size',
-    '8',
-    '--replay-ratio',
-    '2',
-    '--buffer-capacity',
-    '16',
-    '--rollout-len',
-    '5',
-    '--dense',
-    '16',
-    '--model-lstm-size',
-    '8',
-    '--model-head-hiddens',
-    '8',
-    '--steps-per-call',
-    '2',
-  ],
-  'meta_train': [
-    '--num-agents',
-    '2',
-    '--batch-size-per-device',
-    '2',
-    '--rollout-len',
-    '3',
-    '--num-inner-steps',
-    '1',
-    '--dense',
-    '16',
-    '--model-lstm-size',
-    '8',
-    '--model-head-hiddens',
-    '8',
-    '--value-dense',
-    '8',
-    '--steps-per-call',
-    '2',
+  'eval': tiny.eval_flags(
+    batch_size=8, buffer_capacity=16, steps_per_call=2, no_progress=None
+  ),
+  'meta_train': tiny.meta_flags(
+    num_inner_steps=1,
+    steps_per_call=2,
     # Agent lifetimes (renewals on both sides of the stop) and the LPG
     # recipe's tiny rule, whose meta program traces and compiles in about
     # 30% less time than with Disco103's sizes.
-    '--agent-lifetime',
-    '2',
-    '--rule-sizes',
-    disco.NAMED_SIZES['tiny'].text(),
-  ],
+    agent_lifetime=2,
+    rule_sizes=tiny.RULE_SIZES.text(),
+    no_progress=None,
+  ),
 }
 
 

@@ -31,9 +31,11 @@ from live_curves import tensorboard_curves
 from live_curves import wandb_history
 import numpy as np
 import pytest
+from smoke_env import META_PLOTS
 from smoke_env import disco_rl_command
 from smoke_env import fast_jax_env
 from smoke_env import xla_flags
+import tiny
 
 import disco_rl
 from disco_rl import agent as agent_lib
@@ -48,44 +50,10 @@ from disco_rl.update_rules import disco
 TIMEOUT_S = 1800
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 
-EVAL_TINY = [
-  '--steps',
-  '4',
-  '--batch-size',
-  '4',
-  '--replay-ratio',
-  '2',
-  '--buffer-capacity',
-  '8',
-  '--rollout-len',
-  '6',
-  '--dense',
-  '16',
-  '--model-lstm-size',
-  '8',
-  '--model-head-hiddens',
-  '8',
-  '--no-progress',
-]
-META_TINY = [
-  '--steps',
-  '2',
-  '--num-agents',
-  '2',
-  '--batch-size-per-device',
-  '2',
-  '--rollout-len',
-  '3',
-  '--dense',
-  '16',
-  '--model-lstm-size',
-  '8',
-  '--model-head-hiddens',
-  '8',
-  '--value-dense',
-  '8',
-  '--no-progress',
-]
+EVAL_TINY = tiny.eval_flags(
+  rule=None, num_steps=4, rollout_len=6, steps_per_call=None
+)
+META_TINY = tiny.meta_flags(num_steps=2)
 
 
 @pytest.fixture
@@ -291,15 +259,7 @@ def test_meta_train_cli(run_cli, run_main, tmp_path, tiny_meta_run):
     [live[s] for s in (0, 1)], metrics['meta_loss'], rtol=1e-6
   )
   assert summary['steps'] == 2 and summary['devices'] == 1
-  assert set(summary['plots']) == {
-    'pos_rewards',
-    'neg_rewards',
-    'meta_loss',
-    'meta_grad_norm',
-    'meta_up_norm',
-    'agent_pi_hat_entropy',
-    'rewards',
-  }
+  assert set(summary['plots']) == set(META_PLOTS)
   # The policy target's entropy, and a uniform target's beside it.
   assert (
     metrics['agent_pi_hat_entropy'] <= metrics['uniform_entropy'] + 1e-5
@@ -375,17 +335,7 @@ def test_export_rule_bad_input_is_one_error_line(
   )
   evaluated = tmp_path / 'evaluated'
   disco_rl.Trainer(
-    config_lib.EvalConfig(
-      rule='actor_critic',
-      num_steps=1,
-      batch_size=4,
-      replay_ratio=2,
-      buffer_capacity=8,
-      rollout_len=6,
-      dense=(16,),
-      model_lstm_size=8,
-      model_head_hiddens=(8,),
-    ),
+    tiny.eval_config(num_steps=1, rollout_len=6, steps_per_call=None),
     evaluated,
     progress=False,
   ).fit()

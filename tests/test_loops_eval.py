@@ -33,15 +33,6 @@ pytestmark = pytest.mark.usefixtures('fast_compile')
 TINY = tiny.eval_config(num_devices=1)
 
 
-def _run(job, calls):
-  """The job's state after calls of `calls` steps, and their metrics."""
-  state, metrics = job.init(), []
-  for count in calls:
-    state, m = job.step(state, count)
-    metrics.append(m)
-  return state, {k: np.concatenate([m[k] for m in metrics]) for k in metrics[0]}
-
-
 def _assert_run_alone(together, j, alone, learning_rate, label):
   """Run j of a program of several runs, (state, metrics), is the run alone
   (to rounding)."""
@@ -86,14 +77,14 @@ def _nan_catch_job(config):
 @pytest.fixture(scope='module')
 def fused_run():
   job = eval_lib.make_eval(TINY)
-  return job, _run(job, [4, 2])
+  return job, smoke_env.run_calls(job, [4, 2])
 
 
 def test_fused_calls_equal_one_step_per_call(fused_run):
   """K iterations in one program = K programs of one iteration."""
   _, (fused_state, fused) = fused_run
   single = eval_lib.make_eval(dataclasses.replace(TINY, steps_per_call=1))
-  state, stepped = _run(single, [1] * 6)
+  state, stepped = smoke_env.run_calls(single, [1] * 6)
   assert sorted(fused) == sorted(stepped)
   for key in fused:
     np.testing.assert_allclose(
@@ -336,7 +327,7 @@ def test_evaluate_the_policy_without_learning(fused_run):
 @pytest.fixture(scope='module')
 def three_seeds_run():
   job = eval_lib.make_eval(dataclasses.replace(TINY, seed=5, num_seeds=3))
-  return job, *_run(job, [4, 2])
+  return job, *smoke_env.run_calls(job, [4, 2])
 
 
 # Slow (moved to `make test-slow` 2026-12-04 for the 8-minute default run; the
@@ -349,7 +340,7 @@ def test_each_seed_of_a_multi_seed_program_is_the_run_of_that_seed_alone(
   assert all(v.shape == (6, 3) for v in metrics.values())
   assert int(state.step) == 6
   for j in range(3):
-    alone_state, alone_metrics = _run(
+    alone_state, alone_metrics = smoke_env.run_calls(
       eval_lib.make_eval(dataclasses.replace(TINY, seed=5 + j)), [4, 2]
     )
     _assert_run_alone(
@@ -369,7 +360,7 @@ def test_a_sweep_of_seeds_and_rates_is_one_program_of_runs_alone():
   sweep = dataclasses.replace(TINY, seeds=seeds, learning_rates=rates)
   assert sweep.runs == tuple(config_lib.Run(s, r) for r in rates for s in seeds)
   job = eval_lib.make_eval(sweep)
-  state, metrics = _run(job, [4, 2])
+  state, metrics = smoke_env.run_calls(job, [4, 2])
   assert all(v.shape == (6, 9) for v in metrics.values())
   rows = job.rows(metrics, 0)
   assert [(r['seed'], r['learning_rate']) for r in rows[:9]] == [
@@ -382,7 +373,7 @@ def test_a_sweep_of_seeds_and_rates_is_one_program_of_runs_alone():
     alone_job = eval_lib.make_eval(
       dataclasses.replace(TINY, seed=run.seed, learning_rate=run.learning_rate)
     )
-    alone_state, alone_metrics = _run(alone_job, [4, 2])
+    alone_state, alone_metrics = smoke_env.run_calls(alone_job, [4, 2])
     if len(lowered) < 2:
       lowered.append(alone_job.program.lower(alone_state).as_text())
     _assert_run_alone(
@@ -418,9 +409,9 @@ def test_rows_are_one_per_step_and_seed(three_seeds_run):
 def test_host_environments_run_seeds_in_parallel():
   """Two seeds of the host-stepped Catch: each run is that seed's alone."""
   config = dataclasses.replace(TINY, env='catch', seed=3, num_seeds=2)
-  _, metrics = _run(eval_lib.make_eval(config), [3])
+  _, metrics = smoke_env.run_calls(eval_lib.make_eval(config), [3])
   for j in range(2):
-    _, alone = _run(
+    _, alone = smoke_env.run_calls(
       eval_lib.make_eval(dataclasses.replace(config, seed=3 + j, num_seeds=1)),
       [3],
     )

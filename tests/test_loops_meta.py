@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import smoke_env
+import tiny
 
 from disco_rl import meta_objective
 from disco_rl import rollout_checks
@@ -24,25 +25,7 @@ from disco_rl.loops import meta_config
 from disco_rl.loops import meta_setup
 
 DATA = pathlib.Path(__file__).resolve().parent / 'data'
-TINY = meta_config.MetaTrainConfig(
-  num_agents=2,
-  batch_size_per_device=2,
-  rollout_len=3,
-  dense=(16,),
-  model_lstm_size=8,
-  model_head_hiddens=(8,),
-  value_dense=(8,),
-  num_devices=1,
-  steps_per_call=3,
-)
-
-
-def _run(job, calls):
-  state, logs = job.init(), []
-  for count in calls:
-    state, step_logs = job.step(state, count)
-    logs.append(step_logs)
-  return state, {k: np.concatenate([ln[k] for ln in logs]) for k in logs[0]}
+TINY = tiny.meta_config(num_devices=1, steps_per_call=3)
 
 
 # Slow (about 90 s: two programs compiled). In the default run the
@@ -51,11 +34,13 @@ def _run(job, calls):
 @pytest.mark.slow
 def test_scanned_meta_steps_equal_one_meta_step_per_call():
   with smoke_env.fast_compile():
-    fused_state, fused = _run(meta_lib.make_meta_train(TINY), [3, 1])
+    fused_state, fused = smoke_env.run_calls(
+      meta_lib.make_meta_train(TINY), [3, 1]
+    )
     single = meta_lib.make_meta_train(
       dataclasses.replace(TINY, steps_per_call=1)
     )
-    state, stepped = _run(single, [1] * 4)
+    state, stepped = smoke_env.run_calls(single, [1] * 4)
   assert sorted(fused) == sorted(stepped)
   assert all(len(v) == 4 for v in fused.values())
   for key in fused:
@@ -109,7 +94,7 @@ def test_meta_training_repeats_the_upstream_first_steps():
       num_steps=steps, num_devices=1, steps_per_call=steps
     )
   )
-  _, logs = _run(job, [steps])
+  _, logs = smoke_env.run_calls(job, [steps])
   np.testing.assert_array_equal(
     logs['pos_rewards'], recorded['pos_rewards'][:steps]
   )
@@ -416,10 +401,10 @@ def test_the_meta_objectives_regularisers_follow_the_config(fast_compile):
     meta_target_mean_cost=0.0,
     meta_target_kl_cost=0.0,
   )
-  _, logs = _run(meta_lib.make_meta_train(config), [1])
+  _, logs = smoke_env.run_calls(meta_lib.make_meta_train(config), [1])
   np.testing.assert_array_equal(logs['reg_loss'], [0.0])
   np.testing.assert_allclose(logs['meta_loss'], logs['pg_loss'], rtol=1e-6)
-  _, logs = _run(meta_lib.make_meta_train(ONE_STEP), [1])
+  _, logs = smoke_env.run_calls(meta_lib.make_meta_train(ONE_STEP), [1])
   assert np.all(logs['reg_loss'] != 0.0)
 
 

@@ -18,6 +18,7 @@ import nbformat
 import numpy as np
 import papermill
 import pytest
+from smoke_env import META_PLOTS
 from smoke_env import fast_jax_env
 
 from disco_rl import metrics as metrics_lib
@@ -65,15 +66,6 @@ META_PAPER_TINY = dict(
   paper_inner_steps=2,
   paper_lifetime=4,
   paper_tasks=('catch[rows=5,columns=5]', 'gymnax:CartPole-v1'),
-)
-META_PLOTS = (
-  'pos_rewards',
-  'neg_rewards',
-  'meta_loss',
-  'meta_grad_norm',
-  'meta_up_norm',
-  'agent_pi_hat_entropy',
-  'rewards',
 )
 
 
