@@ -5,15 +5,14 @@ of the agent's own (`policy_target='residual'`)."""
 
 import dataclasses
 
+import chain_helpers
 import jax
 import numpy as np
 import pytest
 
 from disco_rl import agent as agent_lib
-from disco_rl import types
 from disco_rl import weights
 from disco_rl.cli import common
-from disco_rl.environments import lpg
 from disco_rl.loops import config as config_lib
 from disco_rl.loops import meta_config
 from disco_rl.update_rules import disco
@@ -28,22 +27,8 @@ def _learner_logs(policy_target, action_biases=(0.0,)):
   head's output each of `action_biases`), on a rollout along LPG's delayed
   chain: the step's logs per bias, the agent's logits [T, A], the actions
   [T] and the number of actions."""
-  env = lpg.make('lpg:delayed_chain_short', 2, {}, 0)
-  settings = agent_lib.make_settings(
-    'disco_103',
-    1e-2,
-    (8,),
-    4,
-    (4,),
-    net='tabular',
-    rule_sizes=TINY_RULE,
-    policy_target=policy_target,
-  )
-  agent = agent_lib.Agent(
-    single_observation_spec=env.single_observation_spec(),
-    single_action_spec=env.single_action_spec(),
-    agent_settings=settings,
-    batch_axis_name=None,
+  agent = chain_helpers.tabular_chain_agent(
+    rule_sizes=TINY_RULE, policy_target=policy_target
   )
   learner = agent.initial_learner_state(jax.random.PRNGKey(0))
   # A policy far from uniform, so that the two targets differ.
@@ -58,22 +43,8 @@ def _learner_logs(policy_target, action_biases=(0.0,)):
   rule_params['lstm/linear_4'] = jax.tree.map(
     np.zeros_like, rule_params['lstm/linear_4']
   )
-  steps = np.arange(5)[:, None]
-  states = np.where(steps == 0, 0, 1 + 2 * (steps - 1) + np.arange(2))
-  observations = {'observation': jax.nn.one_hot(states, 59, dtype=np.uint8)}
-  actor_state = agent.initial_actor_state(jax.random.PRNGKey(0))
-  outs, _ = agent.network.unroll(
-    learner.params, actor_state, observations, np.zeros((5, 2), bool)
-  )
-  rollout = types.ActorTimestep(
-    observations=observations,
-    actions=np.ones((5, 2), np.int32),
-    rewards=np.where(steps == 4, [1.0, -1.0], 0.0).astype(np.float32),
-    discounts=np.ones((5, 2), bool),
-    agent_outs=outs,
-    logits=outs['logits'],
-    states=actor_state,
-  )
+  rollout = chain_helpers.chain_rollout(agent, learner.params)
+  outs, actor_state = rollout.agent_outs, rollout.states
   step = jax.jit(agent.learner_step, static_argnames='is_meta_training')
   logs = []
   for bias in action_biases:

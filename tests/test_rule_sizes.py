@@ -5,14 +5,13 @@ shapes; Disco103's by default."""
 
 import dataclasses
 
+import chain_helpers
 import jax
 import numpy as np
 import pytest
 
 from disco_rl import agent as agent_lib
 from disco_rl import environments
-from disco_rl import types
-from disco_rl.environments import lpg
 from disco_rl.update_rules import disco
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
@@ -73,36 +72,13 @@ def test_a_smaller_rule_trains_a_tabular_agent():
   """A learner step of the Disco agent at the small size on delayed-chain
   states: y and z have 8 categories, the step is finite and moves the
   agent."""
-  env = lpg.make('lpg:delayed_chain_short', 2, {}, 0)
-  settings = agent_lib.make_settings(
-    'disco_103', 1e-2, (8,), 4, (4,), net='tabular', rule_sizes=_SMALL
-  )
-  agent = agent_lib.Agent(
-    single_observation_spec=env.single_observation_spec(),
-    single_action_spec=env.single_action_spec(),
-    agent_settings=settings,
-    batch_axis_name=None,
-  )
+  agent = chain_helpers.tabular_chain_agent(rule_sizes=_SMALL)
   learner = jax.jit(agent.initial_learner_state)(jax.random.PRNGKey(0))
   rule_params, _ = jax.jit(agent.update_rule.init_params)(jax.random.PRNGKey(1))
   # A rollout [T=5, B=2] along both chains, the last step rewarded.
-  steps = np.arange(5)[:, None]
-  states = np.where(steps == 0, 0, 1 + 2 * (steps - 1) + np.arange(2))
-  observations = {'observation': jax.nn.one_hot(states, 59, dtype=np.uint8)}
-  actor_state = agent.initial_actor_state(jax.random.PRNGKey(0))
-  outs, _ = agent.network.unroll(
-    learner.params, actor_state, observations, np.zeros((5, 2), bool)
-  )
+  rollout = chain_helpers.chain_rollout(agent, learner.params)
+  actor_state, outs = rollout.states, rollout.agent_outs
   assert outs['y'].shape == (5, 2, 8) and outs['z'].shape == (5, 2, 2, 8)
-  rollout = types.ActorTimestep(
-    observations=observations,
-    actions=np.ones((5, 2), np.int32),
-    rewards=np.where(steps == 4, [1.0, -1.0], 0.0).astype(np.float32),
-    discounts=np.ones((5, 2), bool),
-    agent_outs=outs,
-    logits=outs['logits'],
-    states=actor_state,
-  )
   step = jax.jit(agent.learner_step, static_argnames='is_meta_training')
   new, _, logs = step(
     jax.random.PRNGKey(4),
