@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import smoke_env
+import tiny
 
 from disco_rl import actors
 from disco_rl import agent as agent_lib
@@ -285,7 +286,6 @@ def check_seed_shards(num_devices: int) -> None:
   import dataclasses  # pylint: disable=g-import-not-at-top
   import tempfile  # pylint: disable=g-import-not-at-top
 
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import eval_setup  # pylint: disable=g-import-not-at-top
   from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
@@ -293,18 +293,8 @@ def check_seed_shards(num_devices: int) -> None:
   assert num_devices == 4, 'the cases below are for 4 devices'
   # 4 environments, a learner batch of 4, a buffer of 8, split over the
   # devices of a seed group.
-  tiny = config_lib.EvalConfig(
-    rule='actor_critic',
-    batch_size=4,
-    replay_ratio=1,
-    buffer_capacity=8,
-    rollout_len=5,
-    dense=(16,),
-    model_lstm_size=8,
-    model_head_hiddens=(8,),
-    steps_per_call=3,
-    seed=5,
-    debug_checks=False,
+  tiny_config = tiny.eval_config(
+    replay_ratio=1, steps_per_call=3, seed=5, debug_checks=False
   )
 
   def shape(setup):
@@ -319,18 +309,18 @@ def check_seed_shards(num_devices: int) -> None:
 
   # 3 seeds do not split 4 devices into groups: every device holds a share
   # of every run (compared with runs alone on one device elsewhere).
-  setup = eval_setup.make_setup(dataclasses.replace(tiny, num_seeds=3))
+  setup = eval_setup.make_setup(dataclasses.replace(tiny_config, num_seeds=3))
   assert shape(setup) == (1, 4), shape(setup)
   # (seeds, devices): seed groups x devices per group, as picked.
   for num_seeds, expected in ((4, (4, 1)), (2, (2, 2))):
-    config = dataclasses.replace(tiny, num_seeds=num_seeds)
+    config = dataclasses.replace(tiny_config, num_seeds=num_seeds)
     job, learner, metrics = run(config)
     assert shape(job.setup) == expected, (num_seeds, shape(job.setup))
     assert job.setup.mesh.devices.shape == expected
     # The last group: its seed and devices are offset from the first's.
     for j in (num_seeds - 1,):
       alone_config = dataclasses.replace(
-        tiny, seed=5 + j, num_devices=expected[1]
+        tiny_config, seed=5 + j, num_devices=expected[1]
       )
       _, alone_learner, alone_metrics = run(alone_config)
       for key in alone_metrics:
@@ -348,7 +338,7 @@ def check_seed_shards(num_devices: int) -> None:
         alone_learner,
       )
   # The runs' parameters live on their own group of devices.
-  config = dataclasses.replace(tiny, num_seeds=2)
+  config = dataclasses.replace(tiny_config, num_seeds=2)
   state = eval_lib.make_eval(config).init()
   leaf = jax.tree.leaves(state.learner_state.params)[0]
   assert leaf.sharding.spec[0] == mesh_lib.SEED_AXIS, leaf.sharding

@@ -25,6 +25,7 @@ import time
 import pandas as pd
 import pytest
 import smoke_env
+import tiny
 
 from disco_rl.studies import report as report_lib
 from disco_rl.studies import run as run_lib
@@ -33,14 +34,16 @@ from disco_rl.studies import spec as spec_lib
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TIMEOUT_S = 600
 
+# The tiny eval settings of the study's cells (its spec's `base`).
+STUDY_BASE = tiny.source(
+  tiny.eval_settings(rule=None, batch_size=8, buffer_capacity=16)
+)
 SPEC = textwrap.dedent("""
     from disco_rl.studies.spec import RatePick, Rule, Stage, Study
 
     STUDY = Study(
         name='tiny',
-        base=dict(batch_size=8, replay_ratio=2, buffer_capacity=16,
-                  rollout_len=5, dense=(16,), model_lstm_size=8,
-                  model_head_hiddens=(8,), steps_per_call=4),
+        base=BASE,
         rules=(Rule('actor_critic'),),
         stages=(
             Stage('tune', envs=('jittable_catch[rows=5,columns=5]',
@@ -50,7 +53,7 @@ SPEC = textwrap.dedent("""
                   seeds=(0, 1), rates=RatePick('tune'), num_steps=STEPS),
         ),
         baseline='actor_critic')
-""")
+""").replace('BASE', STUDY_BASE)
 
 
 def _spec(tmp_path, steps=12, **replace) -> pathlib.Path:

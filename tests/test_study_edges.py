@@ -15,19 +15,22 @@ import textwrap
 import pandas as pd
 import pytest
 import test_studies_report as synthetic
+import tiny
 
 from disco_rl.cli import study as study_cli
 from disco_rl.studies import report as report_lib
 from disco_rl.studies import run as run_lib
 
+# The tiny eval settings of the study's cells (its spec's `base`).
+STUDY_BASE = tiny.source(
+  tiny.eval_settings(rule=None, batch_size=8, buffer_capacity=16)
+)
 SPEC = textwrap.dedent("""
     from disco_rl.studies.spec import RatePick, Rule, Stage, Study
 
     STUDY = Study(
         name='edges',
-        base=dict(batch_size=8, replay_ratio=2, buffer_capacity=16,
-                  rollout_len=5, dense=(16,), model_lstm_size=8,
-                  model_head_hiddens=(8,), steps_per_call=4),
+        base=BASE,
         rules=(Rule('actor_critic'),),
         stages=(
             Stage('tune', envs=('jittable_catch[rows=5,columns=5]',),
@@ -36,7 +39,7 @@ SPEC = textwrap.dedent("""
                   seeds=(0,), rates=RatePick('tune'), num_steps=8,
                   SETTINGS),
         ))
-""")
+""").replace('BASE', STUDY_BASE)
 
 
 def _spec(tmp_path, settings='settings={}', name='spec.py'):

@@ -80,6 +80,13 @@ def flags(settings: dict[str, Any]) -> list[str]:
   return out
 
 
+def source(settings: dict[str, Any]) -> str:
+  """Settings as Python source, `dict(name=value, ...)` (for a Study's
+  spec file)."""
+  items = ', '.join(f'{k}={v!r}' for k, v in settings.items())
+  return f'dict({items})'
+
+
 def _settings(base, **changes) -> dict[str, Any]:
   return _changed(base, changes)
 
