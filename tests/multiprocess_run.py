@@ -16,38 +16,19 @@ import sys
 
 import jax
 import numpy as np
+import tiny
 
 from disco_rl import distributed
-from disco_rl.loops import config as config_lib
 from disco_rl.loops import eval as eval_lib
 from disco_rl.loops import mesh
 from disco_rl.loops import meta as meta_lib
-from disco_rl.loops import meta_config
 
-EVAL = config_lib.EvalConfig(
-  rule='actor_critic',
-  batch_size=8,
-  replay_ratio=2,
-  buffer_capacity=16,
-  rollout_len=5,
-  dense=(16,),
-  model_lstm_size=8,
-  model_head_hiddens=(8,),
-  steps_per_call=2,
-  num_steps=4,
+EVAL = tiny.eval_config(
+  batch_size=8, buffer_capacity=16, steps_per_call=2, num_steps=4
 )
 # A suite of two tasks (two agent groups, network shapes and environments).
-META = meta_config.MetaTrainConfig(
-  num_agents=2,
-  batch_size_per_device=2,
-  rollout_len=3,
-  dense=(16,),
-  model_lstm_size=8,
-  model_head_hiddens=(8,),
-  value_dense=(8,),
-  steps_per_call=2,
-  num_steps=2,
-  tasks=('catch', 'catch[rows=4,columns=3]'),
+META = tiny.meta_config(
+  steps_per_call=2, num_steps=2, tasks=('catch', 'catch[rows=4,columns=3]')
 )
 
 
