@@ -311,20 +311,27 @@ def test_settings_and_flags_name_the_rule():
   )
 
 
-def test_learner_step_logs_what_the_eval_job_records():
-  agent, env = _agent(_tiny_ppo_settings())
-  state = agent.initial_learner_state(jax.random.PRNGKey(0))
+def _rollout(agent, env, params, length):
+  """`length` steps of the agent from its initial actor state on the reset
+  environment (fixed keys)."""
   env_state, timestep = env.reset(jax.random.PRNGKey(1))
   rollout, *_ = actors.unroll_jittable_actor(
-    state.params,
+    params,
     agent.initial_actor_state(jax.random.PRNGKey(0)),
     timestep,
     env_state,
     jax.random.PRNGKey(2),
     env,
-    6,
+    length,
     agent.actor_step,
   )
+  return rollout
+
+
+def test_learner_step_logs_what_the_eval_job_records():
+  agent, env = _agent(_tiny_ppo_settings())
+  state = agent.initial_learner_state(jax.random.PRNGKey(0))
+  rollout = _rollout(agent, env, state.params, 6)
   new_state, _, logs = jax.jit(agent.learner_step, static_argnums=5)(
     jax.random.PRNGKey(3), rollout, state, {}, {'dummy': jnp.zeros(())}, False
   )
@@ -344,17 +351,7 @@ def test_agent_with_a_bad_hyper_parameter_fails_at_its_first_step():
   settings.hyper_params.clip_epsilon = -0.1
   agent, env = _agent(settings)
   state = agent.initial_learner_state(jax.random.PRNGKey(0))
-  env_state, timestep = env.reset(jax.random.PRNGKey(1))
-  rollout, *_ = actors.unroll_jittable_actor(
-    state.params,
-    agent.initial_actor_state(jax.random.PRNGKey(0)),
-    timestep,
-    env_state,
-    jax.random.PRNGKey(2),
-    env,
-    3,
-    agent.actor_step,
-  )
+  rollout = _rollout(agent, env, state.params, 3)
   with pytest.raises(
     ValueError,
     match=r"hyper_params\['clip_epsilon'\] "
