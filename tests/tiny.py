@@ -15,7 +15,8 @@ A change of `None` drops a setting (the job's default then holds). The
 `meta_*` functions do the same for meta-training. `AGENT` is the tiny agent
 network both jobs use, `SMALL_AGENT` a smaller one and `SMALL` it on shorter
 rollouts (for slow environments and image torsos), `RULE_SIZES` the tiny
-learned rule (the LPG recipe's sizes).
+learned rule (the LPG recipe's sizes). `flags(settings)` and
+`source(settings)` write any settings dict as flags or as Python source.
 """
 
 import functools
