@@ -319,6 +319,12 @@ def meta_loss(
   return loss, (new_state, metrics, meta_log)
 
 
+# The parts of the meta-loss `calculate_meta_gradient(parts=True)`
+# differentiates apart: the updated agent's policy-gradient loss and the
+# regularisers.
+PARTS = ('pg', 'reg')
+
+
 def calculate_meta_gradient(
   update_rule_params: types.MetaParams,
   agent_state: MetaTrainState,
@@ -330,70 +336,25 @@ def calculate_meta_gradient(
   weights: MetaLossWeights = MetaLossWeights(),
   remat: bool = False,
   unroll: int | bool = 1,
+  parts: bool = False,
 ) -> tuple[
   types.MetaParams, tuple[MetaTrainState, types.LogDict, types.LogDict]
 ]:
   """Gradient of `meta_loss` w.r.t. the rule, averaged over `axis_name`.
 
-  `remat` and `unroll` are `meta_loss`'s.
+  `remat` and `unroll` are `meta_loss`'s. With `parts`, the gradient split
+  by the parts of the meta-loss (`PARTS`), stacked [2, ...]: one forward
+  pass and one (vmapped) backward pass per part; their sum is the gradient
+  up to rounding.
 
   Returns:
     (meta-gradient, (new agent state, inner metrics, meta logs)); the
     gradient, metrics and logs are averaged over `axis_name` (the mesh axis
     of a `shard_map`, or a `pmap` axis).
   """
-  grads, (new_state, metrics, meta_log) = jax.grad(meta_loss, has_aux=True)(
-    update_rule_params,
-    agent_state,
-    train_rollouts,
-    valid_rollout,
-    rng,
-    agent,
-    weights,
-    remat,
-    unroll,
-  )
-  if axis_name is not None:
-    grads, metrics, meta_log = jax.lax.pmean(
-      (grads, metrics, meta_log), axis_name
-    )
-  return grads, (new_state, metrics, meta_log)
 
-
-def save_params(params: types.MetaParams, path) -> None:
-  """Saves meta-parameters in disco_103.npz's layout (`weights.save_params`)."""
-  weights.save_params(params, path)
-
-
-# The parts of the meta-loss `meta_gradient_parts` differentiates apart:
-# the policy-gradient loss of the updated agent and the regularisers.
-PARTS = ('pg', 'reg')
-
-
-def meta_gradient_parts(
-  update_rule_params: types.MetaParams,
-  agent_state: MetaTrainState,
-  train_rollouts: types.ActorRollout,
-  valid_rollout: types.ActorRollout,
-  rng: chex.PRNGKey,
-  agent: MetaTrainAgent,
-  axis_name: str | None = None,
-  weights: MetaLossWeights = MetaLossWeights(),
-  remat: bool = False,
-  unroll: int | bool = 1,
-) -> tuple[
-  types.MetaParams, tuple[MetaTrainState, types.LogDict, types.LogDict]
-]:
-  """`calculate_meta_gradient` split by the parts of the meta-loss.
-
-  One forward pass and one backward pass per part of `PARTS` (vmapped):
-  the gradient of the policy-gradient loss and that of the regularisers,
-  stacked [2, ...] in that order; their sum is `calculate_meta_gradient`'s
-  gradient up to rounding. The other outputs are that function's.
-  """
-
-  def parts(params):
-    _, (new_state, metrics, meta_log) = meta_loss(
+  def losses(params):
+    loss, (new_state, metrics, meta_log) = meta_loss(
       params,
       agent_state,
       train_rollouts,
@@ -404,15 +365,23 @@ def meta_gradient_parts(
       remat,
       unroll,
     )
-    losses = jnp.stack([meta_log['pg_loss'], meta_log['reg_loss']])
-    return losses, (new_state, metrics, meta_log)
+    if parts:
+      loss = jnp.stack([meta_log['pg_loss'], meta_log['reg_loss']])
+    return loss, (new_state, metrics, meta_log)
 
-  _, backward, (new_state, metrics, meta_log) = jax.vjp(
-    parts, update_rule_params, has_aux=True
-  )
-  (grads,) = jax.vmap(backward)(jnp.eye(len(PARTS)))
+  if parts:
+    _, backward, aux = jax.vjp(losses, update_rule_params, has_aux=True)
+    (grads,) = jax.vmap(backward)(jnp.eye(len(PARTS)))
+  else:
+    grads, aux = jax.grad(losses, has_aux=True)(update_rule_params)
+  new_state, metrics, meta_log = aux
   if axis_name is not None:
     grads, metrics, meta_log = jax.lax.pmean(
       (grads, metrics, meta_log), axis_name
     )
   return grads, (new_state, metrics, meta_log)
+
+
+def save_params(params: types.MetaParams, path) -> None:
+  """Saves meta-parameters in disco_103.npz's layout (`weights.save_params`)."""
+  weights.save_params(params, path)

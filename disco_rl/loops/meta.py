@@ -134,22 +134,20 @@ def make_meta_train(
       fault = rollout_checks.find_fault(
         actions, rewards, member.agent.num_actions, step, logits_t=logits
       )
-    gradient = (
-      meta_objective.meta_gradient_parts
-      if config.meta_grad_parts
-      else meta_objective.calculate_meta_gradient
-    )
-    grads, (agent_state, metrics, meta_log) = gradient(
-      update_rule_params,
-      agent_state,
-      train_rollouts,
-      valid_rollout,
-      grad_rng,
-      member,
-      axis_name=AXIS,
-      weights=config.meta_loss_weights(),
-      remat=config.remat,
-      unroll=config.num_inner_steps <= config.max_unrolled_inner_steps,
+    grads, (agent_state, metrics, meta_log) = (
+      meta_objective.calculate_meta_gradient(
+        update_rule_params,
+        agent_state,
+        train_rollouts,
+        valid_rollout,
+        grad_rng,
+        member,
+        axis_name=AXIS,
+        weights=config.meta_loss_weights(),
+        remat=config.remat,
+        unroll=config.num_inner_steps <= config.max_unrolled_inner_steps,
+        parts=config.meta_grad_parts,
+      )
     )
     rewards = train_rollouts.rewards
     meta_log = dict(
