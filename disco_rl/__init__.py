@@ -25,18 +25,18 @@ def _version() -> str:
 
 
 # `__version__` is read on first use (`__getattr__`): importing metadata at
-# start-up would delay a command's signal rule (tests/test_signals.py).
+# start-up would delay a command's signal rule (tests/test_runtime_signals.py).
 
 # The common case, importable from the package (loaded on first use):
 #   from disco_rl import Trainer, EvalConfig
 _EXPORTS = {
-  'Trainer': 'disco_rl.loops.trainer',
-  'stop_when': 'disco_rl.loops.run',
-  'read_rule': 'disco_rl.loops.meta',
-  'EvalConfig': 'disco_rl.loops.config',
-  'MetaTrainConfig': 'disco_rl.loops.meta_config',
-  'make_eval': 'disco_rl.loops.eval',
-  'make_meta_train': 'disco_rl.loops.meta',
+  'Trainer': 'disco_rl.jobs.trainer',
+  'stop_when': 'disco_rl.runtime.host_loop',
+  'read_rule': 'disco_rl.jobs.meta.job',
+  'EvalConfig': 'disco_rl.jobs.config',
+  'MetaTrainConfig': 'disco_rl.jobs.meta.config',
+  'make_eval': 'disco_rl.jobs.eval.job',
+  'make_meta_train': 'disco_rl.jobs.meta.job',
 }
 
 # What a type checker sees of them (mypy and pyright take any name
@@ -44,13 +44,13 @@ _EXPORTS = {
 # command's signal rule).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-  from disco_rl.loops.config import EvalConfig as EvalConfig
-  from disco_rl.loops.eval import make_eval as make_eval
-  from disco_rl.loops.meta import make_meta_train as make_meta_train
-  from disco_rl.loops.meta import read_rule as read_rule
-  from disco_rl.loops.meta_config import MetaTrainConfig as MetaTrainConfig
-  from disco_rl.loops.run import stop_when as stop_when
-  from disco_rl.loops.trainer import Trainer as Trainer
+  from disco_rl.jobs.config import EvalConfig as EvalConfig
+  from disco_rl.jobs.eval.job import make_eval as make_eval
+  from disco_rl.jobs.meta.config import MetaTrainConfig as MetaTrainConfig
+  from disco_rl.jobs.meta.job import make_meta_train as make_meta_train
+  from disco_rl.jobs.meta.job import read_rule as read_rule
+  from disco_rl.jobs.trainer import Trainer as Trainer
+  from disco_rl.runtime.host_loop import stop_when as stop_when
 
   __version__: str
 

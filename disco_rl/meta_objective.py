@@ -9,7 +9,7 @@ rollouts with the current rule, keeping the computation differentiable
 updated agent on the validation rollout (advantages from the value function)
 plus regularisers of the rule's outputs. Its gradient w.r.t. the rule's
 parameters, averaged over agents and devices, drives a meta-optimiser
-(the meta-training job: `disco_rl.loops.meta`).
+(the meta-training job: `disco_rl.jobs.meta.job`).
 """
 
 from collections.abc import Mapping

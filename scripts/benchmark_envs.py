@@ -113,8 +113,8 @@ class Interrupted(Exception):
 
 def train(family: str, settings: dict, steps: int, out: pathlib.Path):
   """Trains one family; its speed and sizes."""
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs import trainer  # pylint: disable=g-import-not-at-top
 
   config = config_lib.EvalConfig(
     num_steps=steps, steps_per_call=1, **settings, **FAMILIES[family]

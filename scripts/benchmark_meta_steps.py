@@ -8,7 +8,7 @@ command (`--preset`, default the notebook's), changed by `--set` and by one
 value of each `--vary` axis (every combination, the last axis fastest).
 Each point runs `--steps` meta-steps in a fresh process (so that its peak
 memory is its own) through the package's loop (`make_meta_train`, then
-`loops.run.run`, whose `Timing` keeps the first call, which compiles, apart
+`runtime.host_loop.run`, whose `Timing` keeps the first call, which compiles, apart
 from the rest), one meta-step per call, and the script prints one row per
 point, side by side: seconds per meta-step, meta-steps and agent updates
 (K per meta-step) per second after compiling, the compile time (with the
@@ -47,11 +47,11 @@ import numpy as np
 
 from disco_rl import agent as agent_lib
 from disco_rl import environments
-from disco_rl import metrics
 from disco_rl.cli import meta_train as command
-from disco_rl.loops import meta
-from disco_rl.loops import meta_config
-from disco_rl.loops import run as run_lib
+from disco_rl.jobs.meta import config as meta_config
+from disco_rl.jobs.meta import job as meta
+from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import metrics
 from disco_rl.update_rules import disco
 
 # The smoke run's settings (--tiny): small networks and batches, one point.
@@ -120,7 +120,7 @@ def grid(args) -> list[dict[str, Any]]:
 
 
 def child(settings: dict[str, Any]) -> dict[str, float]:
-  """In a fresh process: runs the point through `loops.run.run`; returns
+  """In a fresh process: runs the point through `runtime.host_loop.run`; returns
   compile_s (the first call) and s_per_step (the others), peak_mb."""
   # JSON's lists back to the tuples the config holds.
   settings = {

@@ -13,7 +13,7 @@ that its peak memory is its own), one after the other:
   - one program per run: a job per (seed, rate), each compiled, as
     separate runs of the CLI would be.
 Both run through the package's own loop (`make_eval`, `Job.program
-.compile`, `loops.run.run` and its `Timing`). Prints, side by side:
+.compile`, `runtime.host_loop.run` and its `Timing`). Prints, side by side:
 compile time, running time, wall time, learner steps per second over all
 runs, peak resident memory (on an accelerator also the device's peak) and
 the ratios; and, as a check, how far apart each run's final parameters are
@@ -36,11 +36,11 @@ import time
 import jax
 import numpy as np
 
-from disco_rl import metrics as metrics_lib
 from disco_rl.cli import study as study_cli
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import eval as eval_lib
-from disco_rl.loops import run as run_lib
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs.eval import job as eval_lib
+from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import metrics as metrics_lib
 from disco_rl.studies import run as study_run
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -67,7 +67,7 @@ def cell_config(args: argparse.Namespace) -> config_lib.EvalConfig:
 
 def timed(config: config_lib.EvalConfig) -> dict:
   """One eval job compiled, then run for its warm-up and steps by
-  `loops.run.run`: its times and final parameters ([R, ...] leaves)."""
+  `runtime.host_loop.run`: its times and final parameters ([R, ...] leaves)."""
   job = eval_lib.make_eval(config)
   state = job.init()
   compile_s = job.program.compile(state)

@@ -30,7 +30,7 @@ that runs late is stopped and the results so far still come back:
             the eval loop in one program: a sweep as one program (tiny: 1
             and 2x2)
 
-Jobs are timed through the package's loop (`loops.run.run`, its `Timing`);
+Jobs are timed through the package's loop (`runtime.host_loop.run`, its `Timing`);
 each row records its process's peak device memory so far (on a CPU: peak
 resident memory). Writes results.json, results.md, golden_keys.jsonl and
 log.txt to --out and prints the tables.
@@ -164,7 +164,7 @@ def memory() -> dict[str, float]:
   """Peak device memory of this process so far (MB), else peak RSS."""
   import jax  # pylint: disable=g-import-not-at-top
 
-  from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.runtime import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
 
   stats = jax.local_devices()[0].memory_stats() or {}
   if 'peak_bytes_in_use' in stats:
@@ -173,7 +173,7 @@ def memory() -> dict[str, float]:
 
 
 def time_job(job, args):
-  """Times `job` through the package's loop (`loops.run.run`): a first run
+  """Times `job` through the package's loop (`runtime.host_loop.run`): a first run
   to the end of the warm-up (the first call compiles), then at most
   `args.max_calls` more calls, stopped after `args.min_time_s` seconds.
 
@@ -181,7 +181,7 @@ def time_job(job, args):
     (compile and first call in seconds, steps per second after the
     warm-up and one more call, the steps that rate was timed over).
   """
-  from disco_rl.loops import run as run_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.runtime import host_loop as run_lib  # pylint: disable=g-import-not-at-top
 
   per_call = job.steps_per_call
   warm = per_call * (1 + -(-job.warmup // per_call))
@@ -405,7 +405,7 @@ def section_golden(rec: Recorder, args) -> None:
 
 
 def _eval_config(args, **overrides):
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs import config as config_lib  # pylint: disable=g-import-not-at-top
 
   settings = dict(steps_per_call=50)
   if args.tiny:
@@ -426,7 +426,7 @@ def _eval_config(args, **overrides):
 
 def measure_eval_loop(rec: Recorder, args, label: str, config, **extra):
   """Learner and environment steps/s of the fused loop for `config`."""
-  from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs.eval import job as eval_lib  # pylint: disable=g-import-not-at-top
 
   first_call_s, steps_per_s, timed = time_job(eval_lib.make_eval(config), args)
   runs = config.num_runs
@@ -575,7 +575,7 @@ def section_minatar(rec: Recorder, args) -> None:
 
 def measure_meta(rec: Recorder, args, label: str, config) -> None:
   """Meta-steps/s of the fused meta-training loop for `config`."""
-  from disco_rl.loops import meta as meta_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs.meta import job as meta_lib  # pylint: disable=g-import-not-at-top
 
   job = meta_lib.make_meta_train(config)
   first_call_s, steps_per_s, timed = time_job(job, args)
@@ -594,7 +594,7 @@ def measure_meta(rec: Recorder, args, label: str, config) -> None:
 
 
 def section_meta(rec: Recorder, args) -> None:
-  from disco_rl.loops import meta_config  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs.meta import config as meta_config  # pylint: disable=g-import-not-at-top
 
   tiny = dict(
     num_agents=2,

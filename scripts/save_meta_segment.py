@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 
-from disco_rl.loops import run_dir as run_files
+from disco_rl.runtime import run_dir as run_files
 
 RULE = 'update_rule_params.npz'
 SUMMARY = 'summary.json'
@@ -100,7 +100,7 @@ def save_segment(run: pathlib.Path, dest: pathlib.Path) -> list[str]:
 def task_rewards(meta_dir: pathlib.Path) -> dict[str, tuple]:
   """{task: (meta-steps [S], mean reward per step of its agents' training
   rollouts [S])} of a meta-training run's metrics.csv."""
-  from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.runtime import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
 
   settings = json.loads((meta_dir / run_files.SETTINGS).read_text())
   metrics = metrics_lib.read_metrics(meta_dir / 'metrics.csv')

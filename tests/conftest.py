@@ -296,7 +296,7 @@ SHARED_FIXTURE_FILES = frozenset(
     'test_golden_agent.py',
     'test_golden_meta.py',
     'test_golden_rules.py',
-    'test_loops_eval.py',
+    'test_jobs_eval.py',
   )
 )
 

@@ -25,7 +25,7 @@ from disco_rl import actors
 from disco_rl import agent as agent_lib
 from disco_rl import utils
 from disco_rl import weights
-from disco_rl.loops import mesh as mesh_lib
+from disco_rl.runtime import mesh as mesh_lib
 
 AXIS = 'i'
 
@@ -286,9 +286,9 @@ def check_seed_shards(num_devices: int) -> None:
   import dataclasses  # pylint: disable=g-import-not-at-top
   import tempfile  # pylint: disable=g-import-not-at-top
 
-  from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import eval_setup  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs import trainer  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs.eval import job as eval_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs.eval import setup as eval_setup  # pylint: disable=g-import-not-at-top
 
   assert num_devices == 4, 'the cases below are for 4 devices'
   # 4 environments, a learner batch of 4, a buffer of 8, split over the

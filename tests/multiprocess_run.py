@@ -2,7 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """A few eval or meta-train steps, in one of several processes or alone.
 
-Run by test_loops_multiprocess.py:
+Run by test_runtime_multiprocess.py:
 
   python multiprocess_run.py eval|meta OUT [COORDINATOR NUM_PROCESSES
       PROCESS_ID]
@@ -18,10 +18,10 @@ import jax
 import numpy as np
 import tiny
 
-from disco_rl import distributed
-from disco_rl.loops import eval as eval_lib
-from disco_rl.loops import mesh
-from disco_rl.loops import meta as meta_lib
+from disco_rl.jobs.eval import job as eval_lib
+from disco_rl.jobs.meta import job as meta_lib
+from disco_rl.runtime import distributed
+from disco_rl.runtime import mesh
 
 EVAL = tiny.eval_config(
   batch_size=8, buffer_capacity=16, steps_per_call=2, num_steps=4

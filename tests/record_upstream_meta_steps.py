@@ -12,7 +12,7 @@ UPSTREAM_DIR is an unpacked upstream checkout (the folder holding
 runs that notebook's code cells as they are, with `num_steps = N`, on one CPU
 device, and writes device 0's `pos_rewards`, `meta_grad_norm` and
 `meta_up_norm` per meta-step, with the versions it ran on. These are the
-settings of `tests/test_loops_meta.py`'s upstream test, whose
+settings of `tests/test_jobs_meta.py`'s upstream test, whose
 `MetaTrainConfig` defaults are the notebook's.
 
 Nothing of the upstream is copied into this repository: the notebook runs from

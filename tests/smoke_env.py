@@ -14,7 +14,7 @@ import numpy as np
 
 # XLA:CPU's element-wise emitters instead of its fusion emitters: the same
 # programs, compiled in about a third less time (the tiny meta-training
-# program of test_loops_trainer.py: 12.6-13.0 s -> 8.3-8.6 s, two runs
+# program of test_jobs_trainer.py: 12.6-13.0 s -> 8.3-8.6 s, two runs
 # each; the default suite from a fresh clone 9 min 30 s -> 7 min 09 s,
 # docs/development.md), rounding a little
 # differently. An option of jaxlib 0.10's CPU compiler; 0.11 has only the
@@ -26,7 +26,7 @@ LEGACY_EMITTERS = 'xla_cpu_use_fusion_emitters'
 # (fused or one step per call, several seeds or one, split over devices or
 # not) under `fast_compile`: XLA:CPU sums in other orders for other shapes,
 # and a few learner updates carry the rounding on. Measured on the tiny runs
-# of test_loops_eval.py: at most 2.3e-5 apart (metrics), 1.4e-5 (learner
+# of test_jobs_eval.py: at most 2.3e-5 apart (metrics), 1.4e-5 (learner
 # state) on one machine; on a 2-core AMD EPYC (AVX2), 1.3e-4 (metrics:
 # pg_advs of the 3-seed program's seed 7; 9.7e-5 with --xla_cpu_max_isa=AVX
 # or SSE4_2) and 7.8e-5 (learner state, but for the Adam outliers that
@@ -68,7 +68,7 @@ def assert_same_learner_state(
   the leaf's others are 1e-4 to 1e-2; other program shapes sum in other
   orders) gets an Adam update m / (sqrt(v) + eps) of up to max_abs_update
   (the clip) whatever its size, its sign the rounding's: measured in
-  test_loops_eval.py's 3-seed run, +6.7e-8 in one program and -1.8e-8 in
+  test_jobs_eval.py's 3-seed run, +6.7e-8 in one program and -1.8e-8 in
   the other, and a parameter 0.03 (3 learning rates) apart after 5
   updates, at every --xla_cpu_max_isa. So at most 1% of a parameter leaf's
   elements (at least one) may be further apart than `SAME_RUN`, each by at

@@ -5,7 +5,7 @@ the installed script in a process of its own, on the paths that run
 nothing (help, refused command lines). The commands' runs through it are
 in test_examples.py (eval, meta-train, export-rule) and
 test_studies_run.py (study); probe-rule's runs call its `main` in
-test_meta_probe.py."""
+test_jobs_meta_probe.py."""
 
 import os
 import subprocess

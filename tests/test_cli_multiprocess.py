@@ -27,9 +27,9 @@ import pytest
 import smoke_env
 import tiny
 
-from disco_rl import metrics as metrics_lib
 from disco_rl import weights
-from disco_rl.loops import meta as meta_lib
+from disco_rl.jobs.meta import job as meta_lib
+from disco_rl.runtime import metrics as metrics_lib
 
 TIMEOUT_S = 600
 COMMANDS = {  # The console script's subcommand of each job.
@@ -171,7 +171,7 @@ def test_two_processes_stop_resume_and_equal_a_run_never_stopped(job, tmp_path):
   end, where both processes exit 0, with the rows and learned parameters of
   the run never stopped, bit for bit. That run is the same command in one
   process with two devices (two processes compute what one process with
-  two devices does, bit for bit: test_loops_multiprocess.py), which saves
+  two devices does, bit for bit: test_runtime_multiprocess.py), which saves
   a third pair of processes here."""
   stopped, straight = tmp_path / 'stopped', tmp_path / 'straight'
   # A checkpoint every 3 calls, resumed too (each save is a collective of

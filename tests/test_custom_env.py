@@ -14,7 +14,7 @@ import disco_rl
 from disco_rl import types
 from disco_rl.environments import base
 from disco_rl.examples import custom_env
-from disco_rl.loops import eval as eval_lib
+from disco_rl.jobs.eval import job as eval_lib
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
 

@@ -369,10 +369,10 @@ def test_a_name_of_a_notebook_that_does_not_resolve_is_found():
       cells=[
         dict(
           cell_type='code',
-          source=['x = disco_rl.loops.config.meta_train_preset(\n'],
+          source=['x = disco_rl.jobs.config.meta_train_preset(\n'],
         ),
         dict(
-          cell_type='code', source=['from disco_rl.loops import meta, gone\n']
+          cell_type='code', source=['from disco_rl.jobs import trainer, gone\n']
         ),
         dict(cell_type='markdown', source=['Call `disco_rl.Trainer.fit`.']),
       ]
@@ -381,20 +381,23 @@ def test_a_name_of_a_notebook_that_does_not_resolve_is_found():
   names = notebook_names(notebook)
   assert names == [
     'disco_rl.Trainer.fit',
-    'disco_rl.loops',
-    'disco_rl.loops.config.meta_train_preset',
-    'disco_rl.loops.gone',
-    'disco_rl.loops.meta',
+    'disco_rl.jobs',
+    'disco_rl.jobs.config.meta_train_preset',
+    'disco_rl.jobs.gone',
+    'disco_rl.jobs.trainer',
   ]
   assert [n.split(' ')[0] for n in unresolved_names(names)] == [
-    'disco_rl.loops.config.meta_train_preset',
-    'disco_rl.loops.gone',
+    'disco_rl.jobs.config.meta_train_preset',
+    'disco_rl.jobs.gone',
   ]
 
 
 def test_the_pages_name_the_package():
   names = {n for page in PAGES for n in mentioned_names(page.read_text())}
-  assert {'disco_rl.Trainer', 'disco_rl.distributed.initialize'} <= names
+  assert {
+    'disco_rl.Trainer',
+    'disco_rl.runtime.distributed.initialize',
+  } <= names
 
 
 # ---------------------------------------------------------------------------
@@ -571,10 +574,11 @@ def test_the_commands_are_read():
 _BAD_PAGE = """# A page
 
 Call `disco_rl.loops.devices.initialize_distributed` (gone), or
-`disco_rl.Trainer.fit`, `disco_rl.no_such_name`, `disco_rl.loops.run.run`.
+`disco_rl.Trainer.fit`, `disco_rl.no_such_name`,
+`disco_rl.runtime.host_loop.run`.
 
 ```python
-from disco_rl.loops import config, no_such_module
+from disco_rl.jobs import config, no_such_module
 import disco_rl
 disco_rl.no_such_name
 ```
@@ -611,8 +615,8 @@ def test_a_name_that_does_not_resolve_is_found():
   found = unresolved(_BAD_PAGE)
   assert [name.split(' ')[0] for name in found] == [
     'disco_rl.cli.not_a_command',
+    'disco_rl.jobs.no_such_module',
     'disco_rl.loops.devices.initialize_distributed',
-    'disco_rl.loops.no_such_module',
     'disco_rl.no_such_name',
   ]
   assert 'disco_rl.Trainer.fit' in mentioned_names(_BAD_PAGE)

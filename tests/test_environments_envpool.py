@@ -205,7 +205,7 @@ def test_bad_names_and_settings_are_named(name, kwargs, match):
 
 # 25 s of the default suite's 20 min (2026-12-03): in the slow target;
 # seeds of host environments side by side stay in the default suite
-# (test_loops_eval.py, on a host Catch), and Atari training and resume
+# (test_jobs_eval.py, on a host Catch), and Atari training and resume
 # through the CLI below.
 @pytest.mark.slow
 # Slow (moved to `make test-slow` 2026-12-04 for the 8-minute default run; the

@@ -226,7 +226,7 @@ def test_every_discrete_gymnax_environment_trains_with_disco_103(
   env_id, disco_103_path, monkeypatch
 ):
   """Two learner steps of the eval job (MLP or, for images, conv torso)."""
-  from disco_rl.loops import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 
   env = environments.get_environment(f'gymnax:{env_id}', 1)
   obs_shape = jax.tree.leaves(env.single_observation_spec())[0].shape
@@ -260,7 +260,7 @@ def test_debug_checks_run_with_a_batched_while_loop_in_the_step():
   loops' checks are plain program outputs, so they stay on and run."""
   import warnings  # pylint: disable=g-import-not-at-top
 
-  from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs.eval import job as eval_lib  # pylint: disable=g-import-not-at-top
 
   config = tiny.eval_config(
     **tiny.SMALL,

@@ -39,12 +39,12 @@ import tiny
 
 import disco_rl
 from disco_rl import agent as agent_lib
-from disco_rl import metrics as metrics_lib
 from disco_rl import weights
 from disco_rl.cli import common
 from disco_rl.cli import flags as flags_lib
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import meta_config
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs.meta import config as meta_config
+from disco_rl.runtime import metrics as metrics_lib
 from disco_rl.update_rules import disco
 
 TIMEOUT_S = 1800
@@ -352,8 +352,8 @@ def test_export_rule_bad_input_is_one_error_line(
 
 
 # Slow (moved to `make test-slow` 2026-12-04 for the 8-minute default run; the
-# default run checks the seeds x rates program (test_loops_eval.py) and the
-# flags that make it (test_loops_config.py))
+# default run checks the seeds x rates program (test_jobs_eval.py) and the
+# flags that make it (test_jobs_config.py))
 @pytest.mark.slow
 def test_eval_cli_runs_seeds_in_parallel(run_cli, tmp_path):
   out = tmp_path / 'out'
@@ -547,7 +547,7 @@ def _rows_written(path) -> int:
 
 
 def _timing_free_metrics(path):
-  from disco_rl import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.runtime import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
 
   return metrics_lib.read_table(path).drop(columns=['rss_mb', 'time_s'])
 
@@ -564,7 +564,7 @@ INTERRUPTED_RUNS = {
     # Both slow (the eval case since 2026-12-04, for the 8-minute default
     # run): the default run interrupts and resumes the eval CLI in two
     # processes (test_cli_multiprocess.py) and a Trainer in one
-    # (test_loops_trainer.py's exact-resume tests).
+    # (test_jobs_trainer.py's exact-resume tests).
     pytest.param('eval', signal.SIGTERM, marks=pytest.mark.slow),
     pytest.param('meta_train', signal.SIGINT, marks=pytest.mark.slow),
   ],
@@ -1014,7 +1014,7 @@ def test_meta_train_preset_flag_and_overrides(tmp_path, capsys, monkeypatch):
     seen['config'] = config
     raise Stop
 
-  from disco_rl.loops import trainer  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs import trainer  # pylint: disable=g-import-not-at-top
 
   monkeypatch.setattr(trainer, 'Trainer', fake_trainer)
   with pytest.raises(Stop):

@@ -105,8 +105,8 @@ def _cycles(nodes, edges) -> list[list[str]]:
 
 def test_the_graph_is_read():
   modules, edges, _ = _graph()
-  assert 'disco_rl.loops.trainer' in modules
-  assert 'disco_rl.loops.eval' in edges['disco_rl.loops.trainer']
+  assert 'disco_rl.jobs.trainer' in modules
+  assert 'disco_rl.jobs.eval.job' in edges['disco_rl.jobs.trainer']
 
 
 def test_the_commands_are_on_top():
@@ -114,7 +114,7 @@ def test_the_commands_are_on_top():
   imports a command."""
   modules, edges, _ = _graph()
   assert 'disco_rl.cli.common' in edges['disco_rl.cli.eval']
-  assert 'disco_rl.loops.trainer' in edges['disco_rl.cli.common']
+  assert 'disco_rl.jobs.trainer' in edges['disco_rl.cli.common']
   assert {
     f'{name} -> {target}'
     for name in modules

@@ -4,7 +4,7 @@
 
 The same targets as scripts/benchmark_*.py, for one seed each. (The first
 meta-steps of the upstream notebook's own run are repeated in the default
-suite: test_loops_meta.py.)
+suite: test_jobs_meta.py.)
 """
 
 import pytest

@@ -75,7 +75,7 @@ def test_replicated_learner_stays_identical(num_devices):
 
 
 # Slow (moved to `make test-slow` 2026-12-04 for the 8-minute default run; the
-# default run covers seeds in one program (test_loops_eval's sweep) and
+# default run covers seeds in one program (test_jobs_eval's sweep) and
 # sharding over 2 and 4 devices (test_sharding))
 @pytest.mark.slow
 def test_seeds_sharded_over_devices_run_as_alone_and_resume():

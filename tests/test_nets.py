@@ -13,7 +13,7 @@ import pytest
 
 from disco_rl import agent as agent_lib
 from disco_rl.environments import jittable_envs
-from disco_rl.loops import config as config_lib
+from disco_rl.jobs import config as config_lib
 from disco_rl.networks import nets
 
 
@@ -194,7 +194,7 @@ def test_conv_torso_needs_images_and_the_mlp_takes_anything():
 
 def test_conv_with_a_vector_environment_is_refused_by_name(fast_compile):
   del fast_compile
-  from disco_rl.loops import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs.eval import job as eval_lib  # pylint: disable=g-import-not-at-top
 
   config = config_lib.EvalConfig(
     env='gymnax:CartPole-v1',

@@ -21,8 +21,8 @@ import pytest
 from smoke_env import META_PLOTS
 from smoke_env import fast_jax_env
 
-from disco_rl import metrics as metrics_lib
 from disco_rl import weights
+from disco_rl.runtime import metrics as metrics_lib
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 COLABS = REPO_ROOT / 'colabs'
@@ -165,7 +165,7 @@ def test_notebook_is_clean(name):
 
 @pytest.mark.weights
 # Two devices: slow (the default run covers both loops on 2 devices in
-# test_loops_multiprocess.py, the notebook on 1).
+# test_runtime_multiprocess.py, the notebook on 1).
 @pytest.mark.parametrize(
   'num_devices', [1, pytest.param(2, marks=pytest.mark.slow)]
 )
@@ -315,7 +315,7 @@ def test_eval_notebook_trains_a_pixel_family(
 # The default run skips the notebook's last section (paper_steps=0): the
 # paper's recipe on a task suite compiles a second meta-training program
 # (about a minute); the default run covers that recipe through the Trainer
-# in test_loops_trainer.py (a two-task suite, per-agent Adam, lifetimes).
+# in test_jobs_trainer.py (a two-task suite, per-agent Adam, lifetimes).
 @pytest.mark.parametrize(
   'num_devices,paper',
   [

@@ -17,11 +17,12 @@ import shutil
 
 import pytest
 
-from disco_rl import metrics as metrics_lib
 from disco_rl.cli import eval as eval_command
-from disco_rl.loops import meta_config
-from disco_rl.loops import run_dir as run_dir_lib
-from disco_rl.loops import trainer as trainer_lib
+from disco_rl.jobs import records
+from disco_rl.jobs import trainer as trainer_lib
+from disco_rl.jobs.meta import config as meta_config
+from disco_rl.runtime import metrics as metrics_lib
+from disco_rl.runtime import run_dir as run_dir_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OLD = pathlib.Path(__file__).resolve().parent / 'data' / 'runs_v0_1'
@@ -60,7 +61,7 @@ def test_an_old_meta_training_record_loads():
   saved = record.saved_settings('meta_train')
   assert (saved['rows'], saved['columns'], saved['tasks']) == (4, 3, ())
   config = meta_config.MetaTrainConfig(
-    **run_dir_lib.upgrade_settings(meta_config.MetaTrainConfig, saved)
+    **records.upgrade_settings(meta_config.MetaTrainConfig, saved)
   )
   assert config.tasks == ('catch[rows=4,columns=3]',)
   assert config.suite[0].make_env(2).single_observation_spec()[
@@ -77,5 +78,5 @@ def test_an_old_meta_training_record_loads():
 def test_every_committed_record_loads(path):
   job, saved = run_dir_lib.RunDir((ROOT / path).parent, read_only=True).record()
   cls = trainer_lib.CONFIGS[job]
-  config = cls(**run_dir_lib.upgrade_settings(cls, saved))
+  config = cls(**records.upgrade_settings(cls, saved))
   assert config.num_steps == saved['num_steps']

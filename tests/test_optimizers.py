@@ -95,7 +95,7 @@ def test_sgd_agents_take_plain_steps_of_the_clipped_gradient():
 
 def test_the_agent_optimizer_is_a_setting_of_both_jobs():
   from disco_rl import agent as agent_lib  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs import config as config_lib  # pylint: disable=g-import-not-at-top
 
   assert 'optimizer' not in config_lib.EvalConfig().agent_settings('disco_103')
   config = config_lib.EvalConfig(rule='actor_critic', agent_optimizer='sgd')

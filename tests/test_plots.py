@@ -9,8 +9,8 @@ import pytest
 import tiny
 
 from disco_rl import plots
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import eval as eval_lib
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs.eval import job as eval_lib
 
 
 def _hex(colour) -> str:

@@ -13,8 +13,8 @@ import pytest
 from disco_rl import agent as agent_lib
 from disco_rl import weights
 from disco_rl.cli import common
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import meta_config
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs.meta import config as meta_config
 from disco_rl.update_rules import disco
 
 pytestmark = pytest.mark.usefixtures('fast_compile')

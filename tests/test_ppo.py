@@ -17,9 +17,9 @@ from disco_rl import types
 from disco_rl.cli import common
 from disco_rl.cli import flags
 from disco_rl.environments import jittable_envs
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import eval_setup
-from disco_rl.loops import trainer as trainer_lib
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs import trainer as trainer_lib
+from disco_rl.jobs.eval import setup as eval_setup
 from disco_rl.update_rules import ppo
 
 # Not the defaults, so that a default read in place of a setting shows.

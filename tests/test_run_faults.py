@@ -27,11 +27,11 @@ import pytest
 import smoke_env
 import tiny
 
-from disco_rl import metrics as metrics_lib
 from disco_rl import weights
 from disco_rl.cli import eval as eval_cli
-from disco_rl.loops import run_dir as run_dir_lib
-from disco_rl.loops import trainer as trainer_lib
+from disco_rl.jobs import trainer as trainer_lib
+from disco_rl.runtime import metrics as metrics_lib
+from disco_rl.runtime import run_dir as run_dir_lib
 from disco_rl.update_rules import disco
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
@@ -227,7 +227,7 @@ def test_a_damaged_checkpoint_falls_back_to_the_one_before(
 
 _HOLDER = textwrap.dedent("""
     import os, sys
-    from disco_rl.loops import run_dir
+    from disco_rl.runtime import run_dir
     held = sys.argv[1]  # A new run there, or the one there resumed.
     run_dir.RunDir(held, resume=os.path.exists(f'{held}/run.json'))
     print('locked', flush=True)

@@ -15,8 +15,8 @@ import pytest
 
 from disco_rl import weights
 from disco_rl.cli import study as study_command
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import run_dir as run_dir_lib
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs import records
 from disco_rl.studies import report as report_lib
 from disco_rl.studies import run as run_lib
 from disco_rl.studies import spec as spec_lib
@@ -91,9 +91,7 @@ def test_the_cells_are_the_committed_runs_settings(study):
     setting, folder, rule = path.parts[-6], path.parts[-4], path.parts[-3]
     saved = json.loads(path.read_text())
     assert saved['rule_sha256'] == (LEARNED_SHA256 if rule == 'learned' else '')
-    then = run_dir_lib.upgrade_settings(
-      config_lib.EvalConfig, saved['settings']
-    )
+    then = records.upgrade_settings(config_lib.EvalConfig, saved['settings'])
     rate = then['learning_rate']
     config = run_lib.cell_config(
       study,

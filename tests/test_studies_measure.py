@@ -316,7 +316,7 @@ def test_random_play_returns_on_catch():
   """Catch 5x5 ends every episode after 4 steps with +1 or -1: 32
   instances x 40 steps of uniform random play end 320 episodes, each worth
   +-1, both seen."""
-  from disco_rl.loops import meta_config  # pylint: disable=g-import-not-at-top
+  from disco_rl.jobs.meta import config as meta_config  # pylint: disable=g-import-not-at-top
 
   env = meta_config.parse_task('catch[rows=5,columns=5]').make_env(32)
   returns = measure.random_play_returns(env, steps=40, seed=1)

@@ -22,8 +22,8 @@ learned rule (the LPG recipe's sizes). `flags(settings)` and
 import functools
 from typing import Any
 
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import meta_config as meta_config_lib
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs.meta import config as meta_config_lib
 from disco_rl.update_rules import disco
 
 AGENT = dict(dense=(16,), model_lstm_size=8, model_head_hiddens=(8,))

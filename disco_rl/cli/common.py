@@ -8,7 +8,7 @@ unless `--overwrite` (replace it) or `--resume DIR` (continue it, with the
 settings it was started with; only `--steps` may change). Bad input prints
 one `error:` line and exits 2 (another run writing the directory too); a
 failure of the system (a full disk) one `error:` line and exits 1. Signals
-follow one rule from the job's first line (`disco_rl.signals`): SIGINT
+follow one rule from the job's first line (`disco_rl.runtime.signals`): SIGINT
 (unless inherited as ignored) and SIGTERM stop the run at the next safe
 point, save a checkpoint and the outputs, print one line saying how to
 continue, and exit with 128 + the signal's number; a second signal stops at
@@ -27,13 +27,13 @@ from typing import Any, Protocol
 
 import jax
 
-from disco_rl import distributed
-from disco_rl import metrics as metrics_lib
-from disco_rl import signals
 from disco_rl import weights
 from disco_rl.cli import flags
-from disco_rl.loops import run_dir as run_dir_lib
-from disco_rl.loops import trainer
+from disco_rl.jobs import trainer
+from disco_rl.runtime import distributed
+from disco_rl.runtime import metrics as metrics_lib
+from disco_rl.runtime import run_dir as run_dir_lib
+from disco_rl.runtime import signals
 from disco_rl.update_rules import disco
 
 # Errors that are the user's input (a bad setting, path or file).

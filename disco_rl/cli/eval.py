@@ -19,13 +19,13 @@ continues an interrupted run. Several processes: see docs/scaling.md
 
 import sys
 
-from disco_rl import signals
+from disco_rl.runtime import signals
 
 signals.catch_from_here(__name__)  # The rule for signals, from this line on.
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from disco_rl.cli import common
-from disco_rl.loops import config as config_lib
+from disco_rl.jobs import config as config_lib
 
 
 def _weights_unusable(config) -> str | None:

@@ -19,14 +19,14 @@ import pathlib
 import signal
 import sys
 
-from disco_rl import signals
+from disco_rl.runtime import signals
 
 signals.catch_from_here(__name__)  # The rule for signals, from this line on.
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from disco_rl import meta_objective
 from disco_rl.cli import common
-from disco_rl.loops import meta
+from disco_rl.jobs.meta import job as meta
 
 # The command as `python -m` runs it (`disco-rl export-rule` passes its own).
 PROG = 'python -m disco_rl.cli.export_rule'

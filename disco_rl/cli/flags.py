@@ -17,10 +17,10 @@ import types as pytypes
 import typing
 from typing import Any
 
-from disco_rl import distributed
 from disco_rl import environments
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import meta_config
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs.meta import config as meta_config
+from disco_rl.runtime import distributed
 
 parse_kwargs = environments.parse_kwargs
 # Shorthands for Catch's board: --rows R --columns C.

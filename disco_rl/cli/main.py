@@ -9,8 +9,8 @@
 Each subcommand is a module of `disco_rl.cli` with its `main(argv, prog)`
 (`python -m disco_rl.cli.eval` runs the same command); the subcommand's
 module is imported only once chosen, after the rule for signals is set
-(`disco_rl.signals`), so `disco-rl --help` and a misspelt subcommand stay
-quick. Bad input prints one `error:` line and exits 2.
+(`disco_rl.runtime.signals`), so `disco-rl --help` and a misspelt
+subcommand stay quick. Bad input prints one `error:` line and exits 2.
 """
 
 import argparse
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import importlib
 import sys
 
-from disco_rl import signals
+from disco_rl.runtime import signals
 
 PROG = 'disco-rl'
 # Subcommand -> (its module in disco_rl.cli, what it does).

@@ -19,13 +19,13 @@ updates per meta-step, lifetimes drawn per agent, LPG's prediction size);
 
 import sys
 
-from disco_rl import signals
+from disco_rl.runtime import signals
 
 signals.catch_from_here(__name__)  # The rule for signals, from this line on.
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from disco_rl.cli import common
-from disco_rl.loops import meta_config
+from disco_rl.jobs.meta import config as meta_config
 
 # Named starting points (`--preset`); flags given override them, e.g.
 # `MetaTrainConfig(**PRESETS['paper'], num_agents=2)` from Python.

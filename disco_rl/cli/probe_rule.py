@@ -14,7 +14,7 @@ or Disco103). Prints, per head of the meta-network and part of the
 meta-gradient (policy gradient, regularisers), the norm of the agents'
 mean, their coherence (noise: 1/sqrt(agents)) and the share of
 significant parameters (noise: 0.05), and the policy target's entropy
-against a uniform target's (`disco_rl.loops.meta_probe`;
+against a uniform target's (`disco_rl.jobs.meta.probe`;
 docs/meta_training.md says how to read them). Bad input prints one
 `error:` line and exits 2.
 """
@@ -25,7 +25,7 @@ import dataclasses
 import pathlib
 import sys
 
-from disco_rl import signals
+from disco_rl.runtime import signals
 
 signals.catch_from_here(__name__)  # The rule for signals, from this line on.
 
@@ -34,9 +34,9 @@ from disco_rl import weights
 from disco_rl.cli import common
 from disco_rl.cli import flags
 from disco_rl.cli import meta_train
-from disco_rl.loops import meta
-from disco_rl.loops import meta_config
-from disco_rl.loops import meta_probe
+from disco_rl.jobs.meta import config as meta_config
+from disco_rl.jobs.meta import job as meta
+from disco_rl.jobs.meta import probe as meta_probe
 
 # The command as `python -m` runs it (`disco-rl probe-rule` passes its own).
 PROG = 'python -m disco_rl.cli.probe_rule'

@@ -27,7 +27,7 @@ import pathlib
 import signal
 import sys
 
-from disco_rl import signals
+from disco_rl.runtime import signals
 
 signals.catch_from_here(__name__)  # The rule for signals, from this line on.
 

@@ -4,7 +4,7 @@
 normalised scores and a compact learning curve.
 
 The input is a run's metrics rows as the eval job writes them (one row per
-iteration and run, `disco_rl.loops.eval_report.rows`): a DataFrame, a list
+iteration and run, `disco_rl.jobs.eval.report.rows`): a DataFrame, a list
 of row dicts or a dict of columns, with at least
 
   env_steps   environment steps of the run when the iteration ended

@@ -49,8 +49,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from disco_rl import metrics
 from disco_rl import plots
+from disco_rl.runtime import metrics
 from disco_rl.studies import measure
 from disco_rl.studies import stats
 

@@ -40,12 +40,13 @@ import pandas as pd
 import tqdm
 
 from disco_rl import environments
-from disco_rl import metrics as metrics_lib
-from disco_rl import signals
 from disco_rl import weights
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import run_dir as run_dir_lib
-from disco_rl.loops import trainer as trainer_lib
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs import records
+from disco_rl.jobs import trainer as trainer_lib
+from disco_rl.runtime import metrics as metrics_lib
+from disco_rl.runtime import run_dir as run_dir_lib
+from disco_rl.runtime import signals
 from disco_rl.studies import measure
 from disco_rl.studies import report as report_lib
 from disco_rl.studies import spec as spec_lib
@@ -257,7 +258,7 @@ def _run_cell(
   )
   if run_dir.resume:
     try:
-      config = run_dir.resumed_config(config, trainer_lib.CONFIGS)
+      config = records.resumed_config(run_dir, config, trainer_lib.CONFIGS)
     except ValueError as e:
       raise ValueError(
         f'Cell {cell}: {" ".join(str(e).split())} To run the cell again '

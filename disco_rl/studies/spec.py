@@ -34,7 +34,7 @@ import re
 from typing import Any
 
 from disco_rl import environments
-from disco_rl.loops import config as config_lib
+from disco_rl.jobs import config as config_lib
 
 # Settings a study sets itself for every cell (the rest come from `base`,
 # the stage and the rule).

@@ -30,9 +30,10 @@ import jax.numpy as jnp
 from disco_rl import meta_grad_stats
 from disco_rl import meta_objective
 from disco_rl import types
-from disco_rl.loops import meta as meta_lib
-from disco_rl.loops import meta_config
-from disco_rl.loops import run_dir as run_dir_lib
+from disco_rl.jobs import records
+from disco_rl.jobs.meta import config as meta_config
+from disco_rl.jobs.meta import job as meta_lib
+from disco_rl.runtime import run_dir as run_dir_lib
 
 # The statistics of each (head, part), as `meta_grad_stats.summary` names
 # them.
@@ -144,7 +145,7 @@ def saved_config(
     ValueError: `output_dir` holds no run, or an eval run.
   """
   run_dir = run_dir_lib.RunDir(output_dir, read_only=True)
-  settings = run_dir_lib.upgrade_settings(
+  settings = records.upgrade_settings(
     meta_config.MetaTrainConfig, run_dir.saved_settings('meta_train')
   )
   return meta_config.MetaTrainConfig(**settings)

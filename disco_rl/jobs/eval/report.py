@@ -13,14 +13,14 @@ import jax
 import numpy as np
 
 from disco_rl import environments
-from disco_rl import metrics as metrics_lib
 from disco_rl import plots
 from disco_rl import replay
 from disco_rl import rollout_checks
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import divergence
-from disco_rl.loops import run as run_lib
-from disco_rl.loops import run_dir as run_dir_lib
+from disco_rl.jobs import config as config_lib
+from disco_rl.runtime import divergence
+from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import metrics as metrics_lib
+from disco_rl.runtime import run_dir as run_dir_lib
 
 RETURNS_PLOT = 'returns.png'
 # The window of the final average return, in iterations.

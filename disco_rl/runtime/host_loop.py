@@ -7,8 +7,8 @@ the host side knows: how to make the initial state, the compiled call that
 advances it, the rows of its metrics, the summary and the outputs. `run`
 drives any job: for each call, `state, metrics = job.step(state, k)`; its
 rows are kept (`on_call` writes them); a checkpoint is saved when due; the
-run stops when a callback asks or a signal arrives (`disco_rl.signals`) in
-any process.
+run stops when a callback asks or a signal arrives
+(`disco_rl.runtime.signals`) in any process.
 Nothing here knows which job it runs.
 
 `run` is the one place that watches for a stop while a job runs, and it
@@ -27,11 +27,11 @@ import jax
 import numpy as np
 import tqdm
 
-from disco_rl import checkpoints as checkpoints_lib
-from disco_rl import metrics as metrics_lib
-from disco_rl import signals
-from disco_rl.loops import divergence
-from disco_rl.loops import mesh
+from disco_rl.runtime import checkpoints as checkpoints_lib
+from disco_rl.runtime import divergence
+from disco_rl.runtime import mesh
+from disco_rl.runtime import metrics as metrics_lib
+from disco_rl.runtime import signals
 
 Rows = list[dict[str, Any]]
 

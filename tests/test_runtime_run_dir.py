@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.run_dir: a run's directory (when it may be written, its
+"""disco_rl.runtime.run_dir: a run's directory (when it may be written, its
 record) and its checkpoints (save, restore, keep the last k, kill -9)."""
 
 import dataclasses
@@ -19,10 +19,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from disco_rl import checkpoints
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import meta_config
-from disco_rl.loops import run_dir
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs import records
+from disco_rl.jobs.meta import config as meta_config
+from disco_rl.runtime import checkpoints
+from disco_rl.runtime import run_dir
 
 
 def test_new_and_empty_directories_are_fine(tmp_path):
@@ -182,7 +183,7 @@ def test_unreadable_or_foreign_settings(tmp_path):
     match=r"settings \['num_stepz'\] that "
     'EvalConfig does not know',
   ):
-    run_dir.upgrade_settings(
+    records.upgrade_settings(
       config_lib.EvalConfig, resumed.saved_settings('eval')
     )
   (tmp_path / 'run.json').write_text('{not json')
@@ -260,7 +261,7 @@ def test_host_objects_round_trip():
 _WRITER = textwrap.dedent("""
     import sys
     import jax.numpy as jnp
-    from disco_rl import checkpoints
+    from disco_rl.runtime import checkpoints
     ckpt = checkpoints.Checkpointer(sys.argv[1], keep=2)
     step = 0
     while True:  # Big enough that a write takes a while.

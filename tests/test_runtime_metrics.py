@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.metrics: the metrics rows as a CSV and as live curves
+"""disco_rl.runtime.metrics: the metrics rows as a CSV and as live curves
 (TensorBoard, Weights & Biases), memory probes; and disco_rl.plots."""
 
 import mmap
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import tiny
 
-from disco_rl import metrics as metrics_lib
 from disco_rl import plots
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import trainer as trainer_lib
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs import trainer as trainer_lib
+from disco_rl.runtime import metrics as metrics_lib
 
 
 def test_metrics_round_trip_and_plot(tmp_path):

@@ -3,11 +3,11 @@
 """Several processes (hosts) in one run: joining them, and noticing a peer
 that is gone.
 
-  from disco_rl import distributed
+  from disco_rl.runtime import distributed
   distributed.initialize(distributed.DistributedConfig.from_environment())
 
 Call `initialize` in every process before anything touches a device; then
-every device of every process joins one mesh (`disco_rl.loops.mesh`). The
+every device of every process joins one mesh (`disco_rl.runtime.mesh`). The
 commands do it from `--coordinator-address`, `--num-processes` and
 `--process-id` (or the DISCO_RL_* variables below).
 """
@@ -124,7 +124,7 @@ def initialize(config: DistributedConfig) -> bool:
     )
   jax.config.update('jax_cpu_collectives_implementation', 'gloo')
   # JAX's preemption service installs a C++ SIGTERM handler in place of
-  # Python's, so a run would never see SIGTERM (`disco_rl.signals`).
+  # Python's, so a run would never see SIGTERM (`disco_rl.runtime.signals`).
   jax.config.update('jax_enable_preemption_service', False)
   jax.distributed.initialize(
     coordinator_address=config.coordinator_address,

@@ -17,7 +17,7 @@ from typing import Any
 from disco_rl import environments
 from disco_rl import meta_objective
 from disco_rl.environments import base as base_env
-from disco_rl.loops import config as config_lib
+from disco_rl.jobs import config as config_lib
 
 # How agents' lifetimes are chosen (`MetaTrainConfig.lifetime_sampling`).
 LIFETIME_SAMPLING = ('fixed', 'log_uniform')

@@ -51,14 +51,14 @@ from disco_rl import plots
 from disco_rl import replay
 from disco_rl import rollout_checks
 from disco_rl import types
-from disco_rl.loops import compiled
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import divergence
-from disco_rl.loops import eval_report
-from disco_rl.loops import eval_setup
-from disco_rl.loops import host_acting
-from disco_rl.loops import mesh as mesh_lib
-from disco_rl.loops import run as run_lib
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs.eval import host_acting
+from disco_rl.jobs.eval import report as eval_report
+from disco_rl.jobs.eval import setup as eval_setup
+from disco_rl.runtime import compiled
+from disco_rl.runtime import divergence
+from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import mesh as mesh_lib
 
 AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS
 State = eval_setup.EvalState

@@ -1,6 +1,7 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.signals: one rule for SIGINT and SIGTERM from a job's first line.
+"""disco_rl.runtime.signals: one rule for SIGINT and SIGTERM from a job's
+first line.
 
 In-process: nesting, the watcher thread of the command-line mode, an
 inherited ignored SIGINT. Then the command-line jobs signalled while
@@ -21,7 +22,7 @@ import pytest
 from smoke_env import fast_jax_env
 import tiny
 
-from disco_rl import signals
+from disco_rl.runtime import signals
 
 TIMEOUT_S = 600
 
@@ -79,7 +80,7 @@ def test_the_suite_started_with_sigint_ignored_still_tests_sigint():
 
 _TWO_SIGNALS_IN_ONE_C_CALL = """
 import hashlib, os, signal, sys
-from disco_rl import signals
+from disco_rl.runtime import signals
 
 def stopped_at_once(name):
   print('stopped at once by', name, flush=True)

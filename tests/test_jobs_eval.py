@@ -1,9 +1,9 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""The eval job (disco_rl.loops.eval) on one CPU device, tiny settings.
+"""The eval job (disco_rl.jobs.eval.job) on one CPU device, tiny settings.
 
-Several devices: test_multidevice.py and test_loops_multiprocess.py; runs
-with files, checkpoints and resume: test_loops_trainer.py.
+Several devices: test_multidevice.py and test_runtime_multiprocess.py; runs
+with files, checkpoints and resume: test_jobs_trainer.py.
 """
 
 import dataclasses
@@ -17,16 +17,16 @@ import pytest
 import smoke_env
 import tiny
 
-from disco_rl import metrics as metrics_lib
 from disco_rl import rollout_checks
 from disco_rl.cli import eval as eval_cli
 from disco_rl.environments import jittable_envs
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import divergence
-from disco_rl.loops import eval as eval_lib
-from disco_rl.loops import eval_report
-from disco_rl.loops import eval_setup
-from disco_rl.loops import run as run_lib
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs.eval import job as eval_lib
+from disco_rl.jobs.eval import report as eval_report
+from disco_rl.jobs.eval import setup as eval_setup
+from disco_rl.runtime import divergence
+from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import metrics as metrics_lib
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
 

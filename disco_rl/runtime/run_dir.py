@@ -19,7 +19,7 @@ its host and since when) before it checks anything, and keeps it until
 without releasing it (killed) is taken over, saying so. In a run of
 several processes only process 0 takes it (`lock=False` in the others).
 
-Its checkpoints are `disco_rl.checkpoints.Checkpointer`s in
+Its checkpoints are `disco_rl.runtime.checkpoints.Checkpointer`s in
 `checkpoints/`.
 """
 
@@ -39,10 +39,8 @@ import tempfile
 import time
 from typing import Any
 
-from disco_rl import checkpoints as checkpoints_lib
-from disco_rl import metrics as metrics_lib
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import meta_config
+from disco_rl.runtime import checkpoints as checkpoints_lib
+from disco_rl.runtime import metrics as metrics_lib
 
 SETTINGS = 'run.json'
 METRICS = 'metrics.csv'
@@ -258,59 +256,6 @@ def _tuples(value: Any) -> Any:
   if isinstance(value, dict):
     return {k: _tuples(v) for k, v in value.items()}
   return value
-
-
-def upgrade_settings(
-  cls: type[config_lib.EvalConfig] | type[meta_config.MetaTrainConfig],
-  settings: dict[str, Any],
-) -> dict[str, Any]:
-  """The settings of a run's record (`run.json`) as fields of `cls` (an
-  `EvalConfig` or a `MetaTrainConfig`) today.
-
-  Version 0.1 records name Catch's board in fields `rows` and `columns`:
-  the eval job's `env_kwargs`, or each meta-training Catch task's board.
-
-  Raises:
-    ValueError: naming settings `cls` does not know.
-  """
-  settings = dict(settings)
-  board: dict[str, Any] = {
-    k: settings.pop(k) for k in ('rows', 'columns') if k in settings
-  }
-  if (
-    board
-    and cls is config_lib.EvalConfig
-    and settings.get('env') in ('catch', 'jittable_catch')
-  ):
-    settings['env_kwargs'] = {**board, **dict(settings.get('env_kwargs') or {})}
-  elif board and cls is meta_config.MetaTrainConfig:
-    tasks: list[str] = []
-    for text in tuple(settings.get('tasks') or ('catch',)):
-      task = meta_config.parse_task(text)
-      if task.name in ('catch', 'jittable_catch'):
-        merged: dict[str, Any] = {**board, **dict(task.settings)}
-        task = dataclasses.replace(task, settings=tuple(merged.items()))
-      tasks.append(task.spec())
-    settings['tasks'] = tuple(tasks)
-  for field in dataclasses.fields(cls):  # Fields added since: defaults.
-    if field.name in settings:
-      continue
-    if field.default is not dataclasses.MISSING:
-      settings[field.name] = field.default
-    elif field.default_factory is not dataclasses.MISSING:
-      settings[field.name] = field.default_factory()
-    else:
-      raise ValueError(
-        f'The record lacks setting {field.name!r}, which has no default.'
-      )
-  unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(cls)})
-  if unknown:
-    raise ValueError(
-      f'The run record has settings {unknown} that '
-      f'{cls.__name__} does not know (written by another '
-      'version?).'
-    )
-  return settings
 
 
 def settings_record(config) -> dict[str, Any]:
@@ -545,30 +490,6 @@ class RunDir:
         f'run: {"; ".join(differ)}. A resumed run keeps the settings it '
         f'was started with: restore them in {SETTINGS}, or start a new run.'
       )
-
-  def resumed_config(self, given, configs: dict[str, Any]):
-    """The resumed run's config: its saved settings (upgraded), checked
-    once against those `given` (a config, or a dict of some); `configs`:
-    the config class of each job name."""
-    if isinstance(given, dict):
-      name = self.record()[0]
-      if name not in configs:
-        raise ValueError(
-          f'{self.path} holds a {name!r} run, which this version cannot resume.'
-        )
-      cls, given = configs[name], dict(given)
-    else:
-      cls, given = type(given), dataclasses.asdict(given)
-      names = [n for n, c in configs.items() if c is cls]
-      if not names:
-        raise TypeError(
-          f'A {cls.__name__} is not the config of a job '
-          f'({", ".join(c.__name__ for c in configs.values())}).'
-        )
-      name = names[0]
-    saved = upgrade_settings(cls, self.saved_settings(name))
-    self.check_same_settings(saved, given)
-    return cls(**{**saved, **given})
 
   def start(self, job: str, config) -> None:
     """A new run: the previous run's files removed (overwrite: those

@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.compiled: the one builder of jit(shard_map(scan(step))),
+"""disco_rl.runtime.compiled: the one builder of jit(shard_map(scan(step))),
 and the float32 matmul precision it traces at."""
 
 import dataclasses
@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import tiny
 
-from disco_rl.loops import compiled
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import eval as eval_lib
-from disco_rl.loops import mesh as mesh_lib
-from disco_rl.loops import meta as meta_lib
-from disco_rl.loops import meta_config
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs.eval import job as eval_lib
+from disco_rl.jobs.meta import config as meta_config
+from disco_rl.jobs.meta import job as meta_lib
+from disco_rl.runtime import compiled
+from disco_rl.runtime import mesh as mesh_lib
 
 LEVELS = {
   'default': jax.lax.Precision.DEFAULT,

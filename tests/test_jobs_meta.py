@@ -1,9 +1,9 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""The meta-training job (disco_rl.loops.meta) on one CPU device.
+"""The meta-training job (disco_rl.jobs.meta.job) on one CPU device.
 
 Several devices: the meta-train notebook (test_notebooks.py) and
-test_loops_multiprocess.py.
+test_runtime_multiprocess.py.
 """
 
 import dataclasses
@@ -20,9 +20,9 @@ import tiny
 
 from disco_rl import meta_objective
 from disco_rl import rollout_checks
-from disco_rl.loops import meta as meta_lib
-from disco_rl.loops import meta_config
-from disco_rl.loops import meta_setup
+from disco_rl.jobs.meta import config as meta_config
+from disco_rl.jobs.meta import job as meta_lib
+from disco_rl.jobs.meta import setup as meta_setup
 
 DATA = pathlib.Path(__file__).resolve().parent / 'data'
 TINY = tiny.meta_config(num_devices=1, steps_per_call=3)
@@ -130,7 +130,7 @@ def _first_update(config):
 
 
 # Slow (two meta-gradient compilations); the default run trains with remat in
-# test_loops_trainer.py's resume test.
+# test_jobs_trainer.py's resume test.
 @pytest.mark.slow
 def test_remat_gives_the_same_meta_gradient(fast_compile):
   del fast_compile
@@ -165,7 +165,7 @@ def test_unrolled_inner_updates_give_the_same_meta_gradient(
 
 
 # Slow (a meta-gradient compilation); the default run sees renewals before
-# and after a resume in test_loops_trainer.py.
+# and after a resume in test_jobs_trainer.py.
 @pytest.mark.slow
 def test_agents_are_renewed_at_the_end_of_their_lifetime(fast_compile):
   """Lifetime 4 updates, 2 updates per meta-step, 2 agents: ages start
@@ -437,7 +437,7 @@ def test_presets():
 
 
 # Slow (about 95 s: two populations compiled). The default run covers
-# suites through the resume test of test_loops_trainer.py, the meta-training
+# suites through the resume test of test_jobs_trainer.py, the meta-training
 # notebook and the multi-process test, each with two task groups.
 @pytest.mark.slow
 def test_each_agent_of_a_suite_acts_as_in_a_single_task_population(

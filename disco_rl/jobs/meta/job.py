@@ -49,16 +49,16 @@ from disco_rl import meta_objective
 from disco_rl import rollout_checks
 from disco_rl import types
 from disco_rl import weights
-from disco_rl.loops import compiled
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import divergence
-from disco_rl.loops import eval as eval_lib
-from disco_rl.loops import mesh as mesh_lib
-from disco_rl.loops import meta_config
-from disco_rl.loops import meta_report
-from disco_rl.loops import meta_setup
-from disco_rl.loops import run as run_lib
-from disco_rl.loops import run_dir as run_dir_lib
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs.eval import job as eval_lib
+from disco_rl.jobs.meta import config as meta_config
+from disco_rl.jobs.meta import report as meta_report
+from disco_rl.jobs.meta import setup as meta_setup
+from disco_rl.runtime import compiled
+from disco_rl.runtime import divergence
+from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import mesh as mesh_lib
+from disco_rl.runtime import run_dir as run_dir_lib
 from disco_rl.update_rules import disco
 
 AXIS = mesh_lib.AXIS

@@ -2,7 +2,7 @@
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
 """Whether a meta-training is stuck: the meta-gradient's statistics per head
 (disco_rl.meta_grad_stats), its parts logged by the job
-(`meta_grad_parts`), and the probe of a rule (disco_rl.loops.meta_probe and
+(`meta_grad_parts`), and the probe of a rule (disco_rl.jobs.meta.probe and
 its command)."""
 
 import csv
@@ -16,9 +16,9 @@ import tiny
 from disco_rl import meta_grad_stats
 from disco_rl import weights
 from disco_rl.cli import probe_rule
-from disco_rl.loops import meta as meta_lib
-from disco_rl.loops import meta_probe
-from disco_rl.loops import trainer as trainer_lib
+from disco_rl.jobs import trainer as trainer_lib
+from disco_rl.jobs.meta import job as meta_lib
+from disco_rl.jobs.meta import probe as meta_probe
 from disco_rl.networks import meta_nets
 
 TINY_RULE = tiny.RULE_SIZES.changes()
@@ -118,7 +118,7 @@ def test_t_share_counts_parameters_whose_mean_is_significant():
 
 # The probe as users start it from a preset's settings (flags); a
 # meta-training with the parts logged, stopped and resumed: the meta resume
-# test of test_loops_trainer.py; the probe of a run's checkpoint: slow,
+# test of test_jobs_trainer.py; the probe of a run's checkpoint: slow,
 # below.
 def test_the_probe_command_measures_a_rule_on_fresh_agents(
   tmp_path, fast_compile, capsys

@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.run: the host loop over any Job (calls, rows, timing,
+"""disco_rl.runtime.host_loop: the host loop over any Job (calls, rows, timing,
 progress lines, checkpoints when due, stops)."""
 
 import contextlib
@@ -12,10 +12,10 @@ import signal
 import numpy as np
 import pytest
 
-from disco_rl import metrics as metrics_lib
-from disco_rl import signals
-from disco_rl.loops import divergence
-from disco_rl.loops import run as run_lib
+from disco_rl.runtime import divergence
+from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import metrics as metrics_lib
+from disco_rl.runtime import signals
 
 
 def _job(calls=None, steps_per_call=3, rows_per_step=1):

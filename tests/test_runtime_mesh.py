@@ -1,9 +1,9 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.mesh on this process's devices (one CPU by default).
+"""disco_rl.runtime.mesh on this process's devices (one CPU by default).
 
 Several devices and processes: test_multidevice.py and
-test_loops_multiprocess.py.
+test_runtime_multiprocess.py.
 """
 
 import argparse
@@ -13,9 +13,9 @@ from jax.sharding import PartitionSpec as P
 import numpy as np
 import pytest
 
-from disco_rl import distributed
 from disco_rl.cli import flags
-from disco_rl.loops import mesh as devices
+from disco_rl.runtime import distributed
+from disco_rl.runtime import mesh as devices
 
 
 def test_pick_devices_takes_the_most_that_divide_every_share():

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from disco_rl.loops import mesh as mesh_lib
+from disco_rl.runtime import mesh as mesh_lib
 
 
 def traced_with(precision: str, fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -27,9 +27,9 @@ import optax
 from disco_rl import meta_objective
 from disco_rl import optimizers
 from disco_rl import types
-from disco_rl.loops import mesh as mesh_lib
-from disco_rl.loops import meta_config
+from disco_rl.jobs.meta import config as meta_config
 from disco_rl.networks import nets
+from disco_rl.runtime import mesh as mesh_lib
 
 AXIS = mesh_lib.AXIS
 

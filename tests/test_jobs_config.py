@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.config: the settings, their checks, the agent settings
+"""disco_rl.jobs.config: the settings, their checks, the agent settings
 they make, their flags (disco_rl.cli.flags) and the task suite."""
 
 import argparse
@@ -13,10 +13,10 @@ import pytest
 from disco_rl import agent as agent_lib
 from disco_rl.cli import eval as eval_cli
 from disco_rl.cli import flags
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import meta_config
-from disco_rl.loops import meta_setup
-from disco_rl.loops import run_dir as run_dir_lib
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs import records
+from disco_rl.jobs.meta import config as meta_config
+from disco_rl.jobs.meta import setup as meta_setup
 from disco_rl.update_rules import disco
 
 CONFIGS = (config_lib.EvalConfig, meta_config.MetaTrainConfig)
@@ -593,7 +593,7 @@ def test_group_sizes_split_the_population_evenly():
 )
 def test_old_records_are_upgraded(record, expected):
   """Version 0.1 records name Catch's board in fields of their own."""
-  upgraded = run_dir_lib.upgrade_settings(*record)
+  upgraded = records.upgrade_settings(*record)
   assert {k: upgraded[k] for k in expected} == expected
   assert 'rows' not in upgraded and 'columns' not in upgraded
   # Fields added since take their defaults: the record makes a config.

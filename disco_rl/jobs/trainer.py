@@ -24,17 +24,18 @@ from typing import Any
 import jax
 import numpy as np
 
-from disco_rl import checkpoints as checkpoints_lib
-from disco_rl import metrics as metrics_lib
 from disco_rl import types
 from disco_rl.environments import base as env_base
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import eval as eval_lib
-from disco_rl.loops import mesh
-from disco_rl.loops import meta as meta_lib
-from disco_rl.loops import meta_config
-from disco_rl.loops import run as run_lib
-from disco_rl.loops import run_dir as run_dir_lib
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs import records
+from disco_rl.jobs.eval import job as eval_lib
+from disco_rl.jobs.meta import config as meta_config
+from disco_rl.jobs.meta import job as meta_lib
+from disco_rl.runtime import checkpoints as checkpoints_lib
+from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import mesh
+from disco_rl.runtime import metrics as metrics_lib
+from disco_rl.runtime import run_dir as run_dir_lib
 
 # The job each config makes: (its name in run.json, its maker).
 JOBS: dict[type[config_lib.RunConfig], tuple[str, Callable[..., run_lib.Job]]]
@@ -190,7 +191,7 @@ class Trainer:
       if resume:
         if self.run_dir is None:
           raise ValueError('resume=True needs the output_dir of the run.')
-        config = self.run_dir.resumed_config(config, CONFIGS)
+        config = records.resumed_config(self.run_dir, config, CONFIGS)
       if (
         not isinstance(config, config_lib.RunConfig) or type(config) not in JOBS
       ):

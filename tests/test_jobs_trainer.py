@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.trainer: fit, exact resume, outputs, callbacks."""
+"""disco_rl.jobs.trainer: fit, exact resume, outputs, callbacks."""
 
 import dataclasses
 import json
@@ -17,15 +17,15 @@ import pandas as pd
 import pytest
 import tiny
 
-from disco_rl import metrics as metrics_lib
-from disco_rl import signals
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import divergence
-from disco_rl.loops import eval as eval_lib
-from disco_rl.loops import meta as meta_lib
-from disco_rl.loops import meta_config as meta_config_lib
-from disco_rl.loops import run as run_lib
-from disco_rl.loops import trainer as trainer_lib
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs import trainer as trainer_lib
+from disco_rl.jobs.eval import job as eval_lib
+from disco_rl.jobs.meta import config as meta_config_lib
+from disco_rl.jobs.meta import job as meta_lib
+from disco_rl.runtime import divergence
+from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import metrics as metrics_lib
+from disco_rl.runtime import signals
 from disco_rl.update_rules import disco
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
@@ -241,8 +241,8 @@ def test_read_rule_reads_a_checkpoint_whatever_devices_saved_it(tmp_path):
   shapes of more devices than this process has (here two, as a
   two-process run saves them) is read, where building the run's job to
   restore the whole state failed on the first such shape."""
-  from disco_rl import checkpoints as checkpoints_lib  # pylint: disable=g-import-not-at-top
-  from disco_rl.loops import run_dir as run_dir_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.runtime import checkpoints as checkpoints_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.runtime import run_dir as run_dir_lib  # pylint: disable=g-import-not-at-top
 
   run = tmp_path / 'run'
   run.mkdir()
@@ -574,7 +574,7 @@ def test_resume_with_other_settings_is_an_error(tmp_path):
 
 
 @pytest.mark.slow  # Two meta-training runs (~35 s); the eval command's
-# test (test_loops_eval.py) runs the same host loop in the default run.
+# test (test_jobs_eval.py) runs the same host loop in the default run.
 def test_meta_training_diverging_in_its_first_call_keeps_the_rows_before_it(
   tmp_path,
 ):

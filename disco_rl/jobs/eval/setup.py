@@ -25,9 +25,9 @@ from disco_rl import replay
 from disco_rl import types
 from disco_rl import weights
 from disco_rl.environments import base as base_env
-from disco_rl.loops import config as config_lib
-from disco_rl.loops import mesh as mesh_lib
+from disco_rl.jobs import config as config_lib
 from disco_rl.networks import nets
+from disco_rl.runtime import mesh as mesh_lib
 from disco_rl.update_rules import disco
 
 AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS

@@ -1,13 +1,13 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.loops.divergence: a run stops where its learning diverged."""
+"""disco_rl.runtime.divergence: a run stops where its learning diverged."""
 
 import chex
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from disco_rl.loops import divergence
+from disco_rl.runtime import divergence
 
 
 class AllFiniteTest(chex.TestCase):

@@ -14,12 +14,12 @@ import jax
 import numpy as np
 
 from disco_rl import meta_objective
-from disco_rl import metrics as metrics_lib
 from disco_rl import plots
-from disco_rl.loops import mesh as mesh_lib
-from disco_rl.loops import meta_setup
-from disco_rl.loops import run as run_lib
-from disco_rl.loops import run_dir as run_dir_lib
+from disco_rl.jobs.meta import setup as meta_setup
+from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import mesh as mesh_lib
+from disco_rl.runtime import metrics as metrics_lib
+from disco_rl.runtime import run_dir as run_dir_lib
 
 # The curves plotted: (log key, label).
 PLOTS = (

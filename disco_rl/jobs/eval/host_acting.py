@@ -17,12 +17,12 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 import numpy as np
 
-from disco_rl import checkpoints as checkpoints_lib
 from disco_rl import types
 from disco_rl import utils
-from disco_rl.loops import compiled
-from disco_rl.loops import divergence
-from disco_rl.loops import mesh as mesh_lib
+from disco_rl.runtime import checkpoints as checkpoints_lib
+from disco_rl.runtime import compiled
+from disco_rl.runtime import divergence
+from disco_rl.runtime import mesh as mesh_lib
 
 AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS
 PER_DEVICE = P(AXIS, SEED)
