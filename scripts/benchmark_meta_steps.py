@@ -50,7 +50,7 @@ from disco_rl import environments
 from disco_rl.cli import meta_train as command
 from disco_rl.jobs.meta import config as meta_config
 from disco_rl.jobs.meta import job as meta
-from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import host_loop
 from disco_rl.runtime import metrics
 from disco_rl.update_rules import disco
 
@@ -129,7 +129,7 @@ def child(settings: dict[str, Any]) -> dict[str, float]:
   if 'rule_sizes' in settings:
     settings['rule_sizes'] = disco.as_sizes(settings['rule_sizes']).changes()
   job = meta.make_meta_train(BinsConfig(**settings))
-  timing = run_lib.run(
+  timing = host_loop.run(
     job, job.init(), settings['num_steps'], [], progress=False
   ).timing
   return dict(

@@ -39,7 +39,7 @@ import numpy as np
 from disco_rl.cli import study as study_cli
 from disco_rl.jobs import config as config_lib
 from disco_rl.jobs.eval import job as eval_lib
-from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import host_loop
 from disco_rl.runtime import metrics as metrics_lib
 from disco_rl.studies import run as study_run
 
@@ -71,7 +71,7 @@ def timed(config: config_lib.EvalConfig) -> dict:
   job = eval_lib.make_eval(config)
   state = job.init()
   compile_s = job.program.compile(state)
-  outcome = run_lib.run(
+  outcome = host_loop.run(
     job, state, job.warmup + config.num_steps, [], progress=False
   )
   timing = outcome.timing

@@ -181,12 +181,12 @@ def time_job(job, args):
     (compile and first call in seconds, steps per second after the
     warm-up and one more call, the steps that rate was timed over).
   """
-  from disco_rl.runtime import host_loop as run_lib  # pylint: disable=g-import-not-at-top
+  from disco_rl.runtime import host_loop  # pylint: disable=g-import-not-at-top
 
   per_call = job.steps_per_call
   warm = per_call * (1 + -(-job.warmup // per_call))
   rows = []
-  first = run_lib.run(job, job.init(), warm, rows, progress=False)
+  first = host_loop.run(job, job.init(), warm, rows, progress=False)
   ends = []  # When each call of the timed run ended.
 
   def enough(state, new) -> bool:
@@ -194,7 +194,7 @@ def time_job(job, args):
     ends.append(time.perf_counter())
     return len(ends) > 1 and ends[-1] - ends[0] >= args.min_time_s
 
-  timed = run_lib.run(
+  timed = host_loop.run(
     job,
     first.state,
     warm + per_call * (args.max_calls + 1),

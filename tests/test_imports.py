@@ -124,6 +124,21 @@ def test_the_commands_are_on_top():
   } == set()
 
 
+def test_the_runtime_imports_no_job():
+  """disco_rl.runtime runs any job and knows none: none of its modules
+  imports disco_rl.jobs, the commands or the studies."""
+  modules, edges, _ = _graph()
+  assert 'disco_rl.runtime.host_loop' in modules
+  above = ('disco_rl.jobs', 'disco_rl.cli', 'disco_rl.studies')
+  assert {
+    f'{name} -> {target}'
+    for name in modules
+    if name.startswith('disco_rl.runtime')
+    for target in edges[name]
+    if target.startswith(above)
+  } == set()
+
+
 def test_no_import_cycle():
   modules, edges, _ = _graph()
   assert _cycles(modules, edges) == []

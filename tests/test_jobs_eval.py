@@ -25,7 +25,7 @@ from disco_rl.jobs.eval import job as eval_lib
 from disco_rl.jobs.eval import report as eval_report
 from disco_rl.jobs.eval import setup as eval_setup
 from disco_rl.runtime import divergence
-from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import job as job_lib
 from disco_rl.runtime import metrics as metrics_lib
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
@@ -118,7 +118,7 @@ def test_metrics_learning_gate_and_rows(fused_run):
   np.testing.assert_array_equal(column['episodes'], [0, 2, 2, 0, 2, 2])
   assert (np.abs(column['return_sum']) <= column['episodes']).all()
   assert int(state.replay.size[0, 0]) == 8
-  rows = job.rows(metrics, 10)
+  rows = job.report.rows(metrics, 10)
   assert [r['step'] for r in rows] == list(range(10, 16))
   assert {r['seed'] for r in rows} == {TINY.seed}
   assert [r['env_steps'] for r in rows] == [10 * (s + 1) for s in range(10, 16)]
@@ -139,7 +139,7 @@ def test_replay_stores_only_the_behaviour_logits(fused_run):
   assert set(state.replay.data.agent_outs) == {'logits'}
   assert state.replay.data.logits is None  # Stored once, in agent_outs.
   # Per step: 8x8 float32 board, action, reward, discount, 3 logits.
-  summary = job.summary(state, [], run_lib.Timing())
+  summary = job.report.summary(state, [], job_lib.Timing())
   assert summary['replay_bytes_per_trajectory'] == 5 * (256 + 4 + 4 + 1 + 12)
 
 
@@ -362,7 +362,7 @@ def test_a_sweep_of_seeds_and_rates_is_one_program_of_runs_alone():
   job = eval_lib.make_eval(sweep)
   state, metrics = smoke_env.run_calls(job, [4, 2])
   assert all(v.shape == (6, 9) for v in metrics.values())
-  rows = job.rows(metrics, 0)
+  rows = job.report.rows(metrics, 0)
   assert [(r['seed'], r['learning_rate']) for r in rows[:9]] == [
     (s, r) for r in rates for s in seeds
   ]
@@ -397,7 +397,7 @@ def test_the_seeds_are_different_runs(three_seeds_run):
 
 def test_rows_are_one_per_step_and_seed(three_seeds_run):
   job, _, metrics = three_seeds_run
-  rows = job.rows(metrics, 0)
+  rows = job.report.rows(metrics, 0)
   assert [(r['step'], r['seed']) for r in rows] == [
     (step, seed) for step in range(6) for seed in (5, 6, 7)
   ]
@@ -438,7 +438,7 @@ def test_the_progress_bar_names_the_rule_environment_and_runs():
     env='catch', env_kwargs={'rows': 8}, num_seeds=3
   )
   job = eval_lib.make_eval(config)
-  assert job.description == 'eval disco_103 on catch[rows=8] seeds 0-2'
+  assert job.report.description == 'eval disco_103 on catch[rows=8] seeds 0-2'
   config = config_lib.EvalConfig(
     rule='actor_critic', seeds=(0, 5), learning_rates=(1e-3, 3e-3)
   )

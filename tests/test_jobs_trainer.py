@@ -23,7 +23,7 @@ from disco_rl.jobs.eval import job as eval_lib
 from disco_rl.jobs.meta import config as meta_config_lib
 from disco_rl.jobs.meta import job as meta_lib
 from disco_rl.runtime import divergence
-from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import host_loop
 from disco_rl.runtime import metrics as metrics_lib
 from disco_rl.runtime import signals
 from disco_rl.update_rules import disco
@@ -387,7 +387,7 @@ def test_evaluate_trains_a_fresh_agent_with_a_rule_of_any_size():
   assert default.env_kwargs == dict(rows=5, columns=5)
   for name in config_lib.AGENT_FIELDS:
     if name != 'rule_sizes':  # Checked above.
-      assert getattr(default, name) == getattr(run.job.config, name), name
+      assert getattr(default, name) == getattr(run.job.setup.config, name), name
   shorter = dict(batch_size=8, replay_ratio=4, buffer_capacity=32)
   summary = meta_lib.evaluate(
     run.job,
@@ -502,7 +502,7 @@ def test_stop_when_callback_stops_early(tmp_path):
     seen.append(len(new_rows))
 
   summary = run.fit(
-    callbacks=[record, run_lib.stop_when('learned', above=1.0, window=2)]
+    callbacks=[record, host_loop.stop_when('learned', above=1.0, window=2)]
   )
   # Learning starts at iteration 4 (3 warm-up iterations); calls of 4.
   assert summary['interrupted'] == 'callback'
@@ -519,7 +519,7 @@ def test_stop_when_counts_its_window_in_steps_of_every_seed(tmp_path):
     eval_config(num_steps=40, num_seeds=2), tmp_path / 'a', progress=False
   )
   summary = run.fit(
-    callbacks=[run_lib.stop_when('learned', above=1.0, window=6)]
+    callbacks=[host_loop.stop_when('learned', above=1.0, window=6)]
   )
   # Steps 0-2 only act. After the call that ends at step 8 the last 6 steps
   # (12 rows) hold step 2; after the next (step 12) they all learned.
@@ -529,9 +529,9 @@ def test_stop_when_counts_its_window_in_steps_of_every_seed(tmp_path):
 
 def test_stop_when_rejects_bad_arguments():
   with pytest.raises(ValueError, match='exactly one of above= or below='):
-    run_lib.stop_when('avg_return')
+    host_loop.stop_when('avg_return')
   with pytest.raises(ValueError, match='window must be >= 1, got 0'):
-    run_lib.stop_when('avg_return', above=1.0, window=0)
+    host_loop.stop_when('avg_return', above=1.0, window=0)
 
 
 def test_existing_run_is_not_overwritten(tmp_path):
@@ -821,13 +821,16 @@ def test_a_signal_after_the_last_step_is_reported_with_the_run_complete(
   trainer = trainer_lib.Trainer(
     eval_config(num_steps=2), tmp_path / 'a', progress=False
   )
-  write_outputs = trainer.job.outputs
+  write_outputs = trainer.job.report.outputs
 
   def signal_then_write(*args):
     os.kill(os.getpid(), signal.SIGINT)
     return write_outputs(*args)
 
-  trainer.job = dataclasses.replace(trainer.job, outputs=signal_then_write)
+  trainer.job = dataclasses.replace(
+    trainer.job,
+    report=dataclasses.replace(trainer.job.report, outputs=signal_then_write),
+  )
   summary = trainer.fit()
   assert summary['interrupted'] == 'SIGINT' and summary['completed']
   assert summary['stopped_at_step'] == summary['steps'] == 2

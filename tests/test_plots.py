@@ -52,7 +52,7 @@ def _returns_plot_title(monkeypatch, rule: str, rule_params=None) -> str:
     def file(self, name):
       return name
 
-  job.outputs(
+  job.report.outputs(
     None, [dict(seed=0, step=0, env_steps=1, avg_return=0.0)], RunDir(), True
   )
   return titles[0]

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from disco_rl.runtime import divergence
-from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import host_loop
+from disco_rl.runtime import job as job_lib
 from disco_rl.runtime import metrics as metrics_lib
 from disco_rl.runtime import signals
 
@@ -40,25 +41,26 @@ def _job(calls=None, steps_per_call=3, rows_per_step=1):
       del state
       return 0.0
 
-  return run_lib.Job(
+  return job_lib.Job(
     name='fake',
-    config=None,
     setup=None,
     init=lambda: 0,
     state_shapes=lambda: 0,
     step=step,
     program=Program(),
-    rows=rows,
-    summary=lambda *args: {},
-    outputs=lambda *a: {},
-    progress=lambda rows: dict(last=f'{rows[-1]["value"]:.0f}'),
     steps_per_call=steps_per_call,
+    report=job_lib.Report(
+      rows=rows,
+      summary=lambda *args: {},
+      outputs=lambda *a: {},
+      progress=lambda rows: dict(last=f'{rows[-1]["value"]:.0f}'),
+    ),
   )
 
 
 def _run(*args, **kwargs):
-  """(state, timing, why it stopped) of `run_lib.run`."""
-  outcome = run_lib.run(*args, **kwargs)
+  """(state, timing, why it stopped) of `host_loop.run`."""
+  outcome = host_loop.run(*args, **kwargs)
   return outcome.state, outcome.timing, outcome.interrupted
 
 
@@ -98,7 +100,7 @@ def test_a_run_continues_from_its_rows_and_one_call_leaves_no_speed():
 
 def test_checkpoints_when_due_but_not_after_the_last_call():
   saved = []
-  run_lib.run(
+  host_loop.run(
     _job(steps_per_call=2),
     0,
     9,
@@ -122,7 +124,7 @@ def test_a_callback_stops_the_run_after_its_call():
   )
   assert stopped == 'callback' and state == 6 and len(rows) == 12
   # Its ending: not complete, stopped after 6 steps, 2 of them warm-up.
-  outcome = run_lib.run(
+  outcome = host_loop.run(
     dataclasses.replace(_job(), warmup=2),
     0,
     9,
@@ -133,7 +135,7 @@ def test_a_callback_stops_the_run_after_its_call():
   assert outcome.finished == dict(
     interrupted='callback', completed=False, stopped_at_step=4
   )
-  assert run_lib.run(_job(), 0, 3, [], progress=False).finished == dict(
+  assert host_loop.run(_job(), 0, 3, [], progress=False).finished == dict(
     interrupted=None, completed=True
   )
 
@@ -165,7 +167,7 @@ def test_finish_runs_under_the_rule_and_a_signal_in_it_is_the_reason():
     return dict(final=state, timing=timing)
 
   with signals.StopOnSignal():
-    outcome = run_lib.run(_job(), 0, 4, [], progress=False, finish=finish)
+    outcome = host_loop.run(_job(), 0, 4, [], progress=False, finish=finish)
   assert outcome.state == 4 and outcome.interrupted == 'SIGTERM'
   assert outcome.finished['final'] == 4
   # The ending, decided here once, is in what the run returns.
@@ -173,7 +175,7 @@ def test_finish_runs_under_the_rule_and_a_signal_in_it_is_the_reason():
   assert (
     outcome.finished['completed'] and outcome.finished['stopped_at_step'] == 4
   )
-  outcome = run_lib.run(_job(), 0, 4, [], progress=False, finish=finish)
+  outcome = host_loop.run(_job(), 0, 4, [], progress=False, finish=finish)
   assert outcome.interrupted == 'SIGTERM'  # Its own rule, entered by run.
 
 
@@ -200,7 +202,7 @@ def test_a_call_that_stops_at_a_step_keeps_the_rows_before_it(tmp_path):
     with pytest.raises(
       divergence.DivergedError, match='^learning diverged at step 5.$'
     ):
-      run_lib.run(
+      host_loop.run(
         dataclasses.replace(job, step=step),
         0,
         9,
@@ -235,7 +237,7 @@ def test_an_error_that_keeps_no_step_adds_no_rows(keeps):
 
   rows, calls = [], []
   with pytest.raises(divergence.DivergedError):
-    run_lib.run(
+    host_loop.run(
       dataclasses.replace(job, step=step),
       0,
       9,
@@ -247,8 +249,10 @@ def test_an_error_that_keeps_no_step_adds_no_rows(keeps):
 
 
 def test_steps_done_reads_the_rows_step():
-  assert run_lib.steps_done([]) == 0
+  assert host_loop.steps_done([]) == 0
   assert (
-    run_lib.steps_done([dict(step=0), dict(step=0), dict(step=1), dict(step=1)])
+    host_loop.steps_done(
+      [dict(step=0), dict(step=0), dict(step=1), dict(step=1)]
+    )
     == 2
   )

@@ -4,7 +4,8 @@
 
 `EnvpoolEnvironment` steps `batch_size` Atari games in envpool's C++ thread
 pool (synchronously: one call steps the whole batch) and hands NumPy arrays
-to the eval job's host loop (`jobs/eval/host_acting.py`), like the dm_env Catch.
+to the eval job's host acting (`jobs/eval/acting.py`), like the dm_env
+Catch.
 
 Preprocessing (envpool's Atari pipeline, with these defaults; each is an
 `env_kwargs` name):

@@ -32,20 +32,21 @@ from disco_rl.jobs.eval import job as eval_lib
 from disco_rl.jobs.meta import config as meta_config
 from disco_rl.jobs.meta import job as meta_lib
 from disco_rl.runtime import checkpoints as checkpoints_lib
-from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import host_loop
+from disco_rl.runtime import job as job_lib
 from disco_rl.runtime import mesh
 from disco_rl.runtime import metrics as metrics_lib
 from disco_rl.runtime import run_dir as run_dir_lib
 
 # The job each config makes: (its name in run.json, its maker).
-JOBS: dict[type[config_lib.RunConfig], tuple[str, Callable[..., run_lib.Job]]]
+JOBS: dict[type[config_lib.RunConfig], tuple[str, Callable[..., job_lib.Job]]]
 JOBS = {
   config_lib.EvalConfig: ('eval', eval_lib.make_eval),
   meta_config.MetaTrainConfig: ('meta_train', meta_lib.make_meta_train),
 }
 CONFIGS = {name: cls for cls, (name, _) in JOBS.items()}
 # callback(trainer, new rows) -> True stops the run (e.g. run.stop_when).
-Callback = Callable[['Trainer', run_lib.Rows], bool | None]
+Callback = Callable[['Trainer', job_lib.Rows], bool | None]
 Directory = str | os.PathLike[str]
 # EvalConfig(env='custom')'s environment, or a function of its batch size.
 CustomEnv = env_base.Environment | Callable[[int], env_base.Environment]
@@ -220,7 +221,7 @@ class Trainer:
       self.keep_checkpoints = keep_checkpoints
       self._lead = jax.process_index() == 0
       self.interrupted: str | None = None
-      self.rows: run_lib.Rows = []
+      self.rows: job_lib.Rows = []
       self.state: Any = None
       mesh.sync('disco_rl: run directory checked')  # Before anything writes.
       if resume:
@@ -272,7 +273,7 @@ class Trainer:
 
   @property
   def step(self) -> int:  # Loop steps done.
-    return run_lib.steps_done(self.rows)
+    return host_loop.steps_done(self.rows)
 
   def _checkpoints(
     self, directory: Directory | None
@@ -292,7 +293,7 @@ class Trainer:
     """Checkpoints the whole state now (default: the run's `checkpoints/`;
     every process calls it). Returns the checkpoint's step."""
     with self._checkpoints(directory) as checkpoints:
-      return run_lib.save_checkpoint(
+      return host_loop.save_checkpoint(
         checkpoints,
         self.job,
         self.state,
@@ -319,7 +320,7 @@ class Trainer:
 
     run_dir = self.run_dir
 
-    def rows(step: int, count: int, extra: dict[str, Any]) -> run_lib.Rows:
+    def rows(step: int, count: int, extra: dict[str, Any]) -> job_lib.Rows:
       if run_dir is None:  # Rows not kept: stand-ins count the steps.
         per_step = max(1, count // max(1, step))
         return [dict(step=i // per_step) for i in range(count)]
@@ -329,7 +330,7 @@ class Trainer:
       return run_dir.rows(count, cut=self._lead, step=step)
 
     with self._checkpoints(directory) as checkpoints:
-      state, step, _, _, kept = run_lib.restore_checkpoint(
+      state, step, _, _, kept = host_loop.restore_checkpoint(
         checkpoints, self.job, step, on_fallback=fallback, check=rows
       )
     self.state, self.rows = state, kept
@@ -354,7 +355,7 @@ class Trainer:
     if self.run_dir is not None and self._lead:
       writers = self.run_dir.writers(self.loggers, self.config)
 
-    def on_call(state: Any, new_rows: run_lib.Rows) -> bool:
+    def on_call(state: Any, new_rows: job_lib.Rows) -> bool:
       self.state = state
       for writer in writers:
         writer.write_rows(new_rows)
@@ -368,8 +369,8 @@ class Trainer:
           writer.sync()
       self.save()
 
-    def finish(state: Any, timing: run_lib.Timing) -> dict[str, Any]:
-      summary = self.job.summary(state, self.rows, timing)  # In every
+    def finish(state: Any, timing: job_lib.Timing) -> dict[str, Any]:
+      summary = self.job.report.summary(state, self.rows, timing)  # In every
       if self.run_dir is None:  # process: each enters its collectives.
         return summary
       with self._checkpoints(None) as checkpoints:
@@ -377,14 +378,14 @@ class Trainer:
           save(state)
       return dict(
         summary,
-        **self.job.outputs(state, self.rows, self.run_dir, self._lead),
+        **self.job.report.outputs(state, self.rows, self.run_dir, self._lead),
         output_dir=str(self.run_dir.path),
         metrics_csv=str(self.run_dir.file(run_dir_lib.METRICS)),
         checkpoint_step=self.step,
       )
 
     try:
-      outcome = run_lib.run(
+      outcome = host_loop.run(
         self.job,
         self.state,
         target,

@@ -29,11 +29,12 @@ import tqdm
 
 from disco_rl.runtime import checkpoints as checkpoints_lib
 from disco_rl.runtime import divergence
+from disco_rl.runtime import job as job_lib
 from disco_rl.runtime import mesh
 from disco_rl.runtime import metrics as metrics_lib
 from disco_rl.runtime import signals
 
-Rows = list[dict[str, Any]]
+Rows = job_lib.Rows
 
 
 class HasRows(Protocol):
@@ -46,85 +47,6 @@ class HasRows(Protocol):
 REASONS = (None, 'SIGINT', 'SIGTERM', 'callback')
 
 
-@dataclasses.dataclass
-class Timing:
-  """Wall-clock figures of a run.
-
-  Attributes:
-    first_call_s: the compilation and the first call.
-    steady_steps: steps run after the first call.
-    steady_s: the time those took.
-  """
-
-  first_call_s: float = float('nan')
-  steady_steps: int = 0
-  steady_s: float = 0.0
-
-  @property
-  def steps_per_second(self) -> float:
-    """Steps per second after the first call (NaN if there were none)."""
-    return (
-      self.steady_steps / self.steady_s if self.steady_steps else float('nan')
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class Job:
-  """A job as `run` and the `Trainer` see it (functions of explicit state).
-
-  A step is a loop step: an eval iteration (act, store, maybe learn, in
-  every run of the program) or a meta-step. Every row carries its `step`.
-
-  Attributes:
-    name: 'eval' or 'meta_train' (recorded in the run's `run.json`).
-    config: its settings.
-    setup: what it was built from (devices, mesh, environment, agents);
-      `run` and the `Trainer` never read it; the job's module functions
-      (`evaluate`, `rule`) do.
-    init: `() -> state`, the initial state on the mesh.
-    state_shapes: `() -> state` of `jax.ShapeDtypeStruct`s (with their
-      shardings): what a checkpoint is restored into.
-    step: `(state, count) -> (state, {name: [count, ...] NumPy})`: `count`
-      (<= `steps_per_call`) steps in one call; the state given is donated.
-      Raises `RolloutError` or `DivergedError` at the first step whose
-      rollout or learning went wrong, carrying the call's metrics and
-      its steps before that one (`divergence.keep_good`), whose rows
-      `run` keeps.
-    program: the compiled program: `compile(state) -> seconds` before the
-      first call, `lower(state)` for cost and memory analysis
-      (`compiled.Program`).
-    rows: `(metrics, first_step) -> rows` of the steps of one call.
-    summary: `(state, rows, Timing) -> dict`: the run's figures (every
-      process calls it: it may read sharded state).
-    outputs: `(state, rows, RunDir, lead) -> {name: path}`: plots and the
-      rule's file (every process calls it; the `lead` one writes).
-    progress: `(rows) -> {name: text}`: the progress bar's figures.
-    steps_per_call: the most steps of one call.
-    warmup: loop steps before the job's steps count (an eval job's
-      iterations that only fill its replay buffer; 0 for meta-training).
-    description: the progress bar's title.
-    host_state: state kept on the host (a dm_env's boards), or None: an
-      object with `save() -> dict` (JSON-able, checkpointed beside the
-      device state) and `load(dict)`.
-  """
-
-  name: str
-  config: Any
-  setup: Any
-  init: Callable[[], Any]
-  state_shapes: Callable[[], Any]
-  step: Callable[[Any, int], tuple[Any, dict[str, Any]]]
-  program: Any
-  rows: Callable[[dict[str, Any], int], Rows]
-  summary: Callable[[Any, Rows, Timing], dict[str, Any]]
-  outputs: Callable[..., dict[str, Any]]
-  progress: Callable[[Rows], dict[str, str]]
-  steps_per_call: int
-  warmup: int = 0
-  description: str = ''
-  host_state: Any = None
-
-
 def steps_done(rows: Rows) -> int:
   """The loop steps that `rows` cover (each row names its `step`)."""
   return int(rows[-1]['step']) + 1 if rows else 0
@@ -132,7 +54,7 @@ def steps_done(rows: Rows) -> int:
 
 def save_checkpoint(
   checkpoints: Any,
-  job: Job,
+  job: job_lib.Job,
   state: Any,
   rows: Rows,
   extra: dict[str, Any] | None = None,
@@ -151,7 +73,7 @@ def save_checkpoint(
 
 def restore_checkpoint(
   checkpoints: Any,
-  job: Job,
+  job: job_lib.Job,
   step: int | None = None,
   on_fallback: Callable[[str], None] | None = None,
   check: Callable[[int, int, dict[str, Any]], Any] | None = None,
@@ -232,7 +154,7 @@ class Outcome:
   """
 
   state: Any
-  timing: Timing
+  timing: job_lib.Timing
   interrupted: str | None
   finished: dict[str, Any]
 
@@ -243,7 +165,7 @@ def _agreed(reason: str | None) -> str | None:
 
 
 def run(
-  job: Job,
+  job: job_lib.Job,
   state: Any,
   target: int,
   rows: Rows,
@@ -251,7 +173,7 @@ def run(
   save: Callable[[Any, int], None] | None = None,
   checkpoint_every: int = 0,
   on_call: Callable[[Any, Rows], bool] | None = None,
-  finish: Callable[[Any, Timing], dict[str, Any]] | None = None,
+  finish: Callable[[Any, job_lib.Timing], dict[str, Any]] | None = None,
   progress: bool = True,
   log_every: int = 0,
 ) -> Outcome:
@@ -281,7 +203,7 @@ def run(
     after compiling, after every call, after `finish`.
   """
   done = steps_done(rows)
-  timing, start = Timing(), time.perf_counter()
+  timing, start = job_lib.Timing(), time.perf_counter()
   interrupted = None
   lead = jax.process_index() == 0
   with signals.StopOnSignal() as seen:
@@ -297,14 +219,14 @@ def run(
     bar = tqdm.tqdm(
       total=target,
       initial=done,
-      desc=job.description,
+      desc=job.report.description,
       disable=not (progress and lead),
     )
     first = done
 
     def keep(metrics: dict[str, Any]) -> Rows:
       """The rows of a call's `metrics` (from step `done`), kept."""
-      new = job.rows(metrics, done)
+      new = job.report.rows(metrics, done)
       rss, now = metrics_lib.resident_memory_mb(), time.perf_counter()
       for row in new:
         row.update(rss_mb=rss, time_s=now - start)
@@ -335,7 +257,7 @@ def run(
         new = keep(metrics)
         rss = new[-1]['rss_mb']
         done += count
-        figures = job.progress(rows)
+        figures = job.report.progress(rows)
         bar.update(count)
         bar.set_postfix(figures)
         if (

@@ -4,9 +4,12 @@
 eval notebook.
 
 setup.py        what the job is built from (devices, environment, agent,
-                buffer sizes) and the layout of its state
-job.py          `make_eval(config) -> Job`: the steps and the program
-host_acting.py  acting in environments stepped on the host (dm_env Catch,
-                envpool), between compiled actor steps
+                buffer sizes, the runs' keys and rates) and the layout of
+                its state
+steps.py        the steps as module functions of (setup, state, ...):
+                init_runs, act, store, learn, maybe_learn, iteration
+acting.py       the computation for each way of acting: compiled with the
+                iteration, or on the host between compiled actor steps
+job.py          `make_eval(config) -> Job`; evaluate, rule
 report.py       checks, rows, summary, plots
 """

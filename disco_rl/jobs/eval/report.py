@@ -7,6 +7,7 @@ iterations of S runs) or the rows made from it; nothing is traced. The
 compiled iteration is in `eval.py`.
 """
 
+import functools
 from typing import Any
 
 import jax
@@ -17,8 +18,10 @@ from disco_rl import plots
 from disco_rl import replay
 from disco_rl import rollout_checks
 from disco_rl.jobs import config as config_lib
+from disco_rl.jobs.eval import setup as setup_lib
 from disco_rl.runtime import divergence
-from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import host_loop
+from disco_rl.runtime import job as job_lib
 from disco_rl.runtime import metrics as metrics_lib
 from disco_rl.runtime import run_dir as run_dir_lib
 
@@ -72,7 +75,7 @@ def raise_first_problem(
 _FINITE = ('total_loss',)
 
 
-def rows(config, log_keys, metrics, first_step: int) -> run_lib.Rows:
+def rows(config, log_keys, metrics, first_step: int) -> job_lib.Rows:
   """One row per iteration and run, in that order, from [K, S] metrics."""
   per_iteration = config.num_envs * config.rollout_len
   out = []
@@ -98,7 +101,7 @@ def rows(config, log_keys, metrics, first_step: int) -> run_lib.Rows:
   return out
 
 
-def run_rows(config, rows: run_lib.Rows) -> list[run_lib.Rows]:
+def run_rows(config, rows: job_lib.Rows) -> list[job_lib.Rows]:
   """The rows of each run, in run order (rows alternate over runs)."""
   return [rows[j :: config.num_runs] for j in range(config.num_runs)]
 
@@ -110,10 +113,10 @@ def run_name(config, run) -> str:
   return f'seed {run.seed}, lr {run.learning_rate:g}'
 
 
-def recent_return(rows: run_lib.Rows) -> float:
+def recent_return(rows: job_lib.Rows) -> float:
   """The mean `avg_return` of the last `RECENT` iterations' rows (of every
   run in `rows`)."""
-  last = run_lib.steps_done(rows) - RECENT
+  last = host_loop.steps_done(rows) - RECENT
   recent = np.asarray(
     [r['avg_return'] for r in rows if r['step'] >= last], float
   )
@@ -123,7 +126,7 @@ def recent_return(rows: run_lib.Rows) -> float:
 
 
 def summary(
-  setup, state, rows: run_lib.Rows, timing: run_lib.Timing
+  setup, state, rows: job_lib.Rows, timing: job_lib.Timing
 ) -> dict[str, Any]:
   """Final average return (last 100 iterations; over the runs and per
   run), speed, memory. Every process calls it (it reads sharded state)."""
@@ -153,7 +156,7 @@ def summary(
 def outputs(
   config,
   rule_title: str,
-  rows: run_lib.Rows,
+  rows: job_lib.Rows,
   run_dir: run_dir_lib.RunDir,
   lead: bool,
 ) -> dict[str, str]:
@@ -209,3 +212,18 @@ def env_title(config) -> str:
     settings.pop(environments.SEED_KEY, None)  # The run's seed: not a title.
   kwargs = ','.join(f'{k}={v}' for k, v in settings.items())
   return f'{config.env} {kwargs}'.strip()
+
+
+def make(setup: setup_lib.EvalSetup, rule_title: str) -> job_lib.Report:
+  """The eval job's report: rows, summary, the learning curves (titled with
+  `rule_title`), the progress bar's return."""
+  config = setup.config
+  return job_lib.Report(
+    rows=lambda metrics, first: rows(config, setup.log_keys, metrics, first),
+    summary=functools.partial(summary, setup),
+    outputs=lambda state, rows_, run_dir, lead: outputs(
+      config, rule_title, rows_, run_dir, lead
+    ),
+    progress=lambda rows_: dict(avg_return=f'{recent_return(rows_):.3f}'),
+    description=progress_title(config),
+  )

@@ -12,12 +12,14 @@ rule's meta-parameters (given, or the rule's default) on the mesh.
 """
 
 import dataclasses
+import functools
 from typing import Any
 
 import chex
 import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
+import numpy as np
 
 from disco_rl import agent as agent_lib
 from disco_rl import environments
@@ -68,35 +70,24 @@ class EvalState:
   step: chex.Array
 
 
-def state_specs() -> EvalState:
-  """The `PartitionSpec` of each part of an `EvalState` (a tree prefix)."""
-  specs: dict[str, Any] = dict(
-    learner_state=P(SEED),
-    actor_state=PER_DEVICE,
-    env_state=PER_DEVICE,
-    timestep=PER_DEVICE,
-    acc_rewards=PER_DEVICE,
-    replay=PER_DEVICE,
-    rule_params=P(),
-    rng=P(SEED),
-    step=P(),
-  )
-  return EvalState(**specs)
-
-
-# The seed axis of each part once the device axis is gone (a `vmap` prefix).
-_SEED_AXES: dict[str, Any] = dict(
-  learner_state=0,
-  actor_state=0,
-  env_state=0,
-  timestep=0,
-  acc_rewards=0,
-  replay=0,
-  rule_params=None,
-  rng=0,
-  step=None,
+# Where each part of an `EvalState` lies: (its `PartitionSpec` on the mesh,
+# a tree prefix; its seed axis once the device axis is gone, a `vmap`
+# prefix).
+_LAYOUT: dict[str, tuple[P, int | None]] = dict(
+  learner_state=(P(SEED), 0),
+  actor_state=(PER_DEVICE, 0),
+  env_state=(PER_DEVICE, 0),
+  timestep=(PER_DEVICE, 0),
+  acc_rewards=(PER_DEVICE, 0),
+  replay=(PER_DEVICE, 0),
+  rule_params=(P(), None),
+  rng=(P(SEED), 0),
+  step=(P(), None),
 )
-SEED_AXES = EvalState(**_SEED_AXES)
+_SPECS: dict[str, Any] = {k: spec for k, (spec, _) in _LAYOUT.items()}
+STATE_SPECS = EvalState(**_SPECS)
+_AXES: dict[str, Any] = {k: axis for k, (_, axis) in _LAYOUT.items()}
+SEED_AXES = EvalState(**_AXES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +110,10 @@ class EvalSetup:
     batch_per_device: learner batch per device and run.
     capacity_per_device: replay slots per device and run (C).
     log_keys: the learner scalars recorded per step.
+    seed_keys: [S, 2], the key of each run (`seed_keys`).
+    rates: [S], each run's learning rate, on the mesh (split over the seed
+      groups like the runs: an operand of the programs, so a sweep of any
+      rates is one program).
   """
 
   config: config_lib.EvalConfig
@@ -132,6 +127,15 @@ class EvalSetup:
   batch_per_device: int
   capacity_per_device: int
   log_keys: tuple[str, ...]
+  seed_keys: chex.PRNGKey
+  rates: jax.Array
+
+  @functools.cached_property
+  def rule_shapes(self) -> types.MetaParams:
+    """The shapes of the rule's meta-parameters (`jax.ShapeDtypeStruct`s),
+    computed once, when first read."""
+    rule = self.agent.update_rule
+    return jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))[0]
 
   @property
   def num_devices(self) -> int:
@@ -257,6 +261,11 @@ def make_setup(
     batch_per_device=config.batch_size // num,
     capacity_per_device=config.buffer_capacity // num,
     log_keys=log_keys(config.rule),
+    seed_keys=seed_keys(config),
+    rates=mesh_lib.place(
+      np.asarray([run.learning_rate for run in config.runs], np.float32),
+      mesh_lib.shardings(mesh, P(SEED)),
+    ),
   )
 
 
@@ -307,9 +316,3 @@ def rule_params(
   if given is None:
     given = weights.starting_rule_params(rule, config.rule == 'disco_103')
   return mesh_lib.place(given, mesh_lib.replicated(setup.mesh))
-
-
-def rule_shapes(setup: EvalSetup) -> Any:
-  """The shapes of the rule's meta-parameters (`jax.ShapeDtypeStruct`s)."""
-  rule = setup.agent.update_rule
-  return jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))[0]

@@ -56,7 +56,8 @@ from disco_rl.jobs.meta import report as meta_report
 from disco_rl.jobs.meta import setup as meta_setup
 from disco_rl.runtime import compiled
 from disco_rl.runtime import divergence
-from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import host_loop
+from disco_rl.runtime import job as job_lib
 from disco_rl.runtime import mesh as mesh_lib
 from disco_rl.runtime import run_dir as run_dir_lib
 from disco_rl.update_rules import disco
@@ -69,7 +70,7 @@ def make_meta_train(
   *,
   rule_params: types.MetaParams | None = None,
   devices: Sequence[jax.Device] | None = None,
-) -> run_lib.Job:
+) -> job_lib.Job:
   """The meta-training job of `config` (see the module's docstring).
 
   Args:
@@ -349,25 +350,20 @@ def make_meta_train(
       )
     return state, logs
 
-  return run_lib.Job(
+  return job_lib.Job(
     name='meta_train',
-    config=config,
     setup=setup,
     init=init,
     state_shapes=state_shapes,
     step=step,
     program=program,
-    rows=meta_report.rows,
-    summary=functools.partial(meta_report.summary, setup),
-    outputs=functools.partial(meta_report.outputs, setup),
-    progress=meta_report.progress,
     steps_per_call=config.steps_per_call,
-    description='meta-train',
+    report=meta_report.make(setup),
   )
 
 
 def evaluate(
-  job: run_lib.Job,
+  job: job_lib.Job,
   state: meta_setup.PopulationState,
   *,
   params: types.MetaParams | None = None,
@@ -406,19 +402,19 @@ def evaluate(
       f'env rule_sizes={sizes.changes()!r}.'
     )
   eval_job = eval_lib.make_eval(env, rule_params=params)
-  rows: run_lib.Rows = []
-  outcome = run_lib.run(
+  rows: job_lib.Rows = []
+  outcome = host_loop.run(
     eval_job,
     eval_job.init(),
     env.num_steps + eval_job.warmup,
     rows,
     progress=progress,
   )
-  return eval_job.summary(outcome.state, rows, outcome.timing)
+  return eval_job.report.summary(outcome.state, rows, outcome.timing)
 
 
 def default_eval_config(
-  job: run_lib.Job, params: weights.Params
+  job: job_lib.Job, params: weights.Params
 ) -> config_lib.EvalConfig:
   """`evaluate`'s default: 200 learner steps of a fresh agent like the
   job's own (its network, rollouts, learning rate and matmul precision:
@@ -426,7 +422,7 @@ def default_eval_config(
   on the job's first task."""
   return config_lib.EvalConfig(
     **{
-      **job.config.agent_fields(),
+      **job.setup.config.agent_fields(),
       **job.setup.tasks[0].eval_settings(),
       'num_steps': 200,
       'rule_sizes': disco.sizes_from_params(params).changes(),
@@ -434,7 +430,7 @@ def default_eval_config(
   )
 
 
-def rule(job: run_lib.Job, state: meta_setup.PopulationState) -> weights.Params:
+def rule(job: job_lib.Job, state: meta_setup.PopulationState) -> weights.Params:
   """The rule's meta-parameters of a meta-training job's state, as NumPy
   arrays ({module: {name: array}}, the layout of `disco_103.npz`)."""
   del job

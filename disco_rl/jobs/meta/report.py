@@ -8,6 +8,7 @@ meta-step is in `meta.py`.
 """
 
 from collections.abc import Mapping
+import functools
 from typing import Any
 
 import jax
@@ -16,7 +17,7 @@ import numpy as np
 from disco_rl import meta_objective
 from disco_rl import plots
 from disco_rl.jobs.meta import setup as meta_setup
-from disco_rl.runtime import host_loop as run_lib
+from disco_rl.runtime import job as job_lib
 from disco_rl.runtime import mesh as mesh_lib
 from disco_rl.runtime import metrics as metrics_lib
 from disco_rl.runtime import run_dir as run_dir_lib
@@ -33,7 +34,7 @@ PLOTS = (
 )
 
 
-def rows(logs: Mapping[str, np.ndarray], first_step: int) -> run_lib.Rows:
+def rows(logs: Mapping[str, np.ndarray], first_step: int) -> job_lib.Rows:
   """One row per meta-step from {name: [K]} logs."""
   return [
     dict(step=first_step + i, **{k: float(v[i]) for k, v in logs.items()})
@@ -41,7 +42,7 @@ def rows(logs: Mapping[str, np.ndarray], first_step: int) -> run_lib.Rows:
   ]
 
 
-def progress(rows: run_lib.Rows) -> dict[str, str]:
+def progress(rows: job_lib.Rows) -> dict[str, str]:
   """The progress bar's figures: the last meta-step's, with the policy
   target's entropy against a uniform target's (equal: a stuck rule)."""
   last = rows[-1]
@@ -57,8 +58,8 @@ def progress(rows: run_lib.Rows) -> dict[str, str]:
 def summary(
   setup: meta_setup.MetaSetup,
   state: meta_setup.PopulationState,
-  rows: run_lib.Rows,
-  timing: run_lib.Timing,
+  rows: job_lib.Rows,
+  timing: job_lib.Timing,
 ) -> dict[str, Any]:
   """Positive rewards (last 100 meta-steps), speed, memory."""
   del state
@@ -80,7 +81,7 @@ def summary(
 def outputs(
   setup: meta_setup.MetaSetup,
   state: meta_setup.PopulationState,
-  rows: run_lib.Rows,
+  rows: job_lib.Rows,
   run_dir: run_dir_lib.RunDir,
   lead: bool,
 ) -> dict[str, Any]:
@@ -111,3 +112,16 @@ def outputs(
   path = run_dir.file(run_dir_lib.RULE)
   meta_objective.save_params(params, path)
   return dict(plots=curve_paths, params_npz=str(path))
+
+
+def make(
+  setup: meta_setup.MetaSetup,
+) -> job_lib.Report[meta_setup.PopulationState]:
+  """The meta-training job's report: its rows, summary, outputs, progress."""
+  return job_lib.Report(
+    rows=rows,
+    summary=functools.partial(summary, setup),
+    outputs=functools.partial(outputs, setup),
+    progress=progress,
+    description='meta-train',
+  )
