@@ -118,6 +118,60 @@ def _check_output_dir(output_dir: Any, optional: bool = True) -> None:
   )
 
 
+def _open_run_dir(
+  output_dir: Any, overwrite: bool, resume: bool
+) -> run_dir_lib.RunDir | None:
+  """The run's `RunDir` (locked by the first process), from a path, a
+  `RunDir` or None (nothing is written)."""
+  _check_output_dir(output_dir)
+  if output_dir is None or isinstance(output_dir, run_dir_lib.RunDir):
+    return output_dir
+  return run_dir_lib.RunDir(
+    output_dir,
+    overwrite=overwrite,
+    resume=resume,
+    lock=jax.process_index() == 0,
+  )
+
+
+def _job_config(
+  run_dir: run_dir_lib.RunDir | None, config: Any, resume: bool
+) -> config_lib.RunConfig:
+  """The job's config: `config`, or with `resume` the run's saved settings
+  with those of `config` (a config or a dict) given again."""
+  if resume:
+    if run_dir is None:
+      raise ValueError('resume=True needs the output_dir of the run.')
+    config = records.resumed_config(run_dir, config, CONFIGS)
+  if not isinstance(config, config_lib.RunConfig) or type(config) not in JOBS:
+    raise TypeError(
+      'config must be an EvalConfig or a MetaTrainConfig, '
+      f'got {type(config).__name__}.'
+    )
+  return config
+
+
+def _check_job_arguments(
+  name: str,
+  config: config_lib.RunConfig,
+  run_dir: run_dir_lib.RunDir | None,
+  loggers: Sequence[str],
+  env: Any,
+) -> None:
+  """Raises ValueError for loggers without a directory and a custom
+  environment for a job other than eval."""
+  if loggers and run_dir is None:
+    raise ValueError(
+      f"loggers {list(loggers)} write into the run's directory: pass "
+      'output_dir.'
+    )
+  if env is not None and name != 'eval':
+    raise ValueError(
+      "env= is for an EvalConfig run (env='custom'); got a "
+      f'{type(config).__name__}.'
+    )
+
+
 class Trainer:
   """Runs a job: fit, checkpoints, resume.
 
@@ -176,42 +230,13 @@ class Trainer:
     progress = checked_argument('progress', progress)
     log_every = checked_argument('log_every', log_every)
     loggers = checked_argument('loggers', loggers)
-    _check_output_dir(output_dir)
-    if output_dir is not None and not isinstance(
-      output_dir, run_dir_lib.RunDir
-    ):
-      output_dir = run_dir_lib.RunDir(
-        output_dir,
-        overwrite=overwrite,
-        resume=resume,
-        lock=jax.process_index() == 0,
-      )
-    self.run_dir: run_dir_lib.RunDir | None = output_dir
+    self.run_dir = _open_run_dir(output_dir, overwrite, resume)
     self._checkpointer: checkpoints_lib.Checkpointer | None = None
     try:
-      if resume:
-        if self.run_dir is None:
-          raise ValueError('resume=True needs the output_dir of the run.')
-        config = records.resumed_config(self.run_dir, config, CONFIGS)
-      if (
-        not isinstance(config, config_lib.RunConfig) or type(config) not in JOBS
-      ):
-        raise TypeError(
-          'config must be an EvalConfig or a MetaTrainConfig, '
-          f'got {type(config).__name__}.'
-        )
+      config = _job_config(self.run_dir, config, resume)
       name, maker = JOBS[type(config)]
       self.loggers = metrics_lib.check_loggers(loggers)
-      if self.loggers and self.run_dir is None:
-        raise ValueError(
-          f"loggers {list(self.loggers)} write into the run's "
-          'directory: pass output_dir.'
-        )
-      if env is not None and name != 'eval':
-        raise ValueError(
-          "env= is for an EvalConfig run (env='custom'); got a "
-          f'{type(config).__name__}.'
-        )
+      _check_job_arguments(name, config, self.run_dir, self.loggers, env)
       custom = {} if env is None else dict(env=env)
       self.config, self.progress, self.log_every = config, progress, log_every
       self.job = maker(

@@ -19,6 +19,7 @@ path through the collectives of the steps, checkpoints and outputs.
 
 from collections.abc import Callable
 import dataclasses
+import functools
 import operator
 import time
 from typing import Any, Protocol
@@ -202,19 +203,13 @@ def run(
     The `Outcome`. Safe points, where a stop is seen: before compiling,
     after compiling, after every call, after `finish`.
   """
-  done = steps_done(rows)
+  done, first = steps_done(rows), steps_done(rows)
   timing, start = job_lib.Timing(), time.perf_counter()
-  interrupted = None
   lead = jax.process_index() == 0
   with signals.StopOnSignal() as seen:
-
-    def should_stop(reason: str | None = None) -> bool:
-      nonlocal interrupted
-      interrupted = _agreed(reason or seen.signal_name)
-      return interrupted is not None
-
+    stop = _Stop(seen)
     compile_s = 0.0
-    if done < target and not should_stop():
+    if done < target and not stop():
       compile_s = job.program.compile(state)
     bar = tqdm.tqdm(
       total=target,
@@ -222,75 +217,114 @@ def run(
       desc=job.report.description,
       disable=not (progress and lead),
     )
-    first = done
-
-    def keep(metrics: dict[str, Any]) -> Rows:
-      """The rows of a call's `metrics` (from step `done`), kept."""
-      new = job.report.rows(metrics, done)
-      rss, now = metrics_lib.resident_memory_mb(), time.perf_counter()
-      for row in new:
-        row.update(rss_mb=rss, time_s=now - start)
-      rows.extend(new)
-      return new
-
     try:
-      while done < target and not should_stop():
+      while done < target and not stop():
         count = min(job.steps_per_call, target - done)
         call_start = time.perf_counter()
-        try:
-          state, metrics = job.step(state, count)
-        except Exception as error:
-          good = divergence.good_steps(error)
-          if good is not None and good.count:
-            # The steps before the problem: their rows stay (written).
-            new = keep(good.kept())
-            bar.update(good.count)
-            if on_call is not None:
-              on_call(state, new)
-          raise
-        now = time.perf_counter()
-        if done > first:
-          timing.steady_steps += count
-          timing.steady_s += now - call_start
-        else:
-          timing.first_call_s = now - call_start + compile_s
+        keep = functools.partial(_keep, job, rows, done, start)
+        state, metrics = _call(job, state, count, keep, bar, on_call)
+        seconds = time.perf_counter() - call_start
+        _count_time(timing, count, seconds, compile_s, done == first)
         new = keep(metrics)
-        rss = new[-1]['rss_mb']
         done += count
         figures = job.report.progress(rows)
         bar.update(count)
         bar.set_postfix(figures)
-        if (
-          log_every
-          and lead
-          and done // log_every != (done - count) // (log_every)
-        ):
-          print(
-            f'step {done}/{target} '
-            + ' '.join(f'{k}={v}' for k, v in figures.items())
-            + f' rss={rss:.0f}MB',
-            flush=True,
-          )
-        if should_stop(
-          'callback' if on_call is not None and on_call(state, new) else None
-        ):
+        if lead and _crossed(done, count, log_every):
+          print(_log_line(done, target, figures, new[-1]), flush=True)
+        if stop('callback' if on_call and on_call(state, new) else None):
           break
-        if (
-          save is not None
-          and checkpoint_every
-          and done < target
-          and done // checkpoint_every != (done - count) // (checkpoint_every)
-        ):
+        if save and done < target and _crossed(done, count, checkpoint_every):
           save(state, done)
     finally:
       bar.close()
     finished = {} if finish is None else finish(state, timing)
-    if interrupted is None:  # A signal after the last call.
-      should_stop()
-  finished = dict(finished, interrupted=interrupted, completed=done >= target)
-  if interrupted is not None:
+    if stop.reason is None:  # A signal after the last call.
+      stop()
+  finished = dict(finished, interrupted=stop.reason, completed=done >= target)
+  if stop.reason is not None:
     finished['stopped_at_step'] = max(0, done - job.warmup)
-  return Outcome(state, timing, interrupted, finished)
+  return Outcome(state, timing, stop.reason, finished)
+
+
+class _Stop:
+  """`stop(reason=None) -> bool`: whether the run stops, for `reason` or
+  a signal seen, agreed by every process (the first process's reason);
+  `reason`: the last agreed one."""
+
+  def __init__(self, seen: signals.StopOnSignal) -> None:
+    self.seen = seen
+    self.reason: str | None = None
+
+  def __call__(self, reason: str | None = None) -> bool:
+    self.reason = _agreed(reason or self.seen.signal_name)
+    return self.reason is not None
+
+
+def _keep(
+  job: job_lib.Job, rows: Rows, done: int, start: float, metrics: Any
+) -> Rows:
+  """The rows of a call's `metrics` (from step `done`), with the memory
+  and time now, appended to `rows`; returns them."""
+  new = job.report.rows(metrics, done)
+  rss, now = metrics_lib.resident_memory_mb(), time.perf_counter()
+  for row in new:
+    row.update(rss_mb=rss, time_s=now - start)
+  rows.extend(new)
+  return new
+
+
+def _call(
+  job: job_lib.Job,
+  state: Any,
+  count: int,
+  keep: Callable[[Any], Rows],
+  bar: tqdm.tqdm,
+  on_call: Callable[[Any, Rows], bool] | None,
+) -> tuple[Any, job_lib.Metrics]:
+  """One call of `count` steps. A problem at one of its steps
+  (`divergence.good_steps`) keeps the rows of the steps before it (and
+  gives them to `on_call`, which writes them) before the error goes on."""
+  try:
+    return job.step(state, count)
+  except Exception as error:
+    good = divergence.good_steps(error)
+    if good is not None and good.count:
+      new = keep(good.kept())
+      bar.update(good.count)
+      if on_call is not None:
+        on_call(state, new)
+    raise
+
+
+def _count_time(
+  timing: job_lib.Timing,
+  count: int,
+  seconds: float,
+  compile_s: float,
+  first_call: bool,
+) -> None:
+  """Adds a call's `seconds` to `timing`: the first call's with the
+  compilation, the others' to the steady figures."""
+  if first_call:
+    timing.first_call_s = seconds + compile_s
+  else:
+    timing.steady_steps += count
+    timing.steady_s += seconds
+
+
+def _crossed(done: int, count: int, every: int) -> bool:
+  """Whether the call of steps (done - count, done] crossed a multiple of
+  `every` (never when `every` is 0)."""
+  return bool(every) and done // every != (done - count) // every
+
+
+def _log_line(
+  done: int, target: int, figures: dict[str, str], row: job_lib.Row
+) -> str:
+  """'step 40/100 avg_return=0.12 rss=512MB'."""
+  text = ' '.join(f'{k}={v}' for k, v in figures.items())
+  return f'step {done}/{target} {text} rss={row["rss_mb"]:.0f}MB'
 
 
 def stop_when(

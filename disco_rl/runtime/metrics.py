@@ -190,19 +190,32 @@ def read_rows(
     )
   if not lines:
     return []
-  width = len(_fields(lines[0]))
+  body = _whole_rows(path, lines, count, notes if cut else None)
+  table = _numeric_rows(path, lines[0], body, count, step)
+  header_whole = lines[0].endswith('\n')  # Else no row follows it.
+  if cut and (len(lines) > count + 1 or not header_whole):
+    tmp = path.with_name(path.name + '.tmp')
+    with open(tmp, 'w', newline='') as dst:  # Header, rows as written.
+      dst.writelines(lines[: count + 1] if header_whole else [])
+      dst.flush()
+      os.fsync(dst.fileno())
+    tmp.replace(path)
+  return table.to_dict('records')
 
-  def whole(line: str) -> bool:
-    return line.endswith('\n') and len(_fields(line)) == width
 
+def _whole_rows(
+  path: pathlib.Path, lines: list[str], count: int, notes: list[str] | None
+) -> list[str]:
+  """The rows of `lines` (a header and rows) up to the first that is not
+  whole, which must come after the first `count` (said in `notes`)."""
+  body, width = lines[1:], len(_fields(lines[0]))
   for i, line in enumerate(body):
-    if whole(line):
+    if line.endswith('\n') and len(_fields(line)) == width:
       continue
-    fields = len(_fields(line))
     what = (
       'cut short (no line break at its end)'
       if not line.endswith('\n')
-      else f'short: {fields} fields, the header has {width}'
+      else f'short: {len(_fields(line))} fields, the header has {width}'
     )
     if i < count:
       raise RowsError(
@@ -211,18 +224,29 @@ def read_rows(
         'damaged or edited: restore it, or start the run again '
         '(--overwrite).'
       )
-    if notes is not None and cut:
+    if notes is not None:
       notes.append(
         f'{path} line {i + 2} was {what} (a crash or a full disk while it '
         "was written); it followed the checkpoint's rows and is dropped "
         'with the rows after them (they come again).'
       )
-    body = body[:i]  # What pandas reads: the whole rows before it.
-    break
+    return body[:i]  # What pandas reads: the whole rows before it.
+  return body
+
+
+def _numeric_rows(
+  path: pathlib.Path,
+  header: str,
+  body: list[str],
+  count: int,
+  step: int | None,
+) -> pd.DataFrame:
+  """The first `count` rows as a table, every field a number (or empty),
+  the last of step `step - 1` (when `step` is given)."""
   table = pd.DataFrame()
   if count:
-    table = pd.read_csv(io.StringIO(''.join([lines[0], *body]))).iloc[:count]
-  for column in table.columns:  # Every field a number (or empty).
+    table = pd.read_csv(io.StringIO(''.join([header, *body]))).iloc[:count]
+  for column in table.columns:
     values = pd.to_numeric(table[column], errors='coerce')
     bad = values.isna() & table[column].notna()
     if bad.any():
@@ -242,15 +266,7 @@ def read_rows(
         'the checkpoint disagree (edited?); restore them, or start the run '
         'again (--overwrite).'
       )
-  header_whole = lines[0].endswith('\n')  # Else no row follows it.
-  if cut and (len(lines) > count + 1 or not header_whole):
-    tmp = path.with_name(path.name + '.tmp')
-    with open(tmp, 'w', newline='') as dst:  # Header, rows as written.
-      dst.writelines(lines[: count + 1] if header_whole else [])
-      dst.flush()
-      os.fsync(dst.fileno())
-    tmp.replace(path)
-  return table.to_dict('records')
+  return table
 
 
 # ----------------------------------------------------------------------------

@@ -165,6 +165,66 @@ def log_keys(rule: str) -> tuple[str, ...]:
   return common + ('pg_advs', 'avg_value')
 
 
+def environment(
+  config: config_lib.EvalConfig, per_device: int, env: Any = None
+) -> tuple[base_env.Environment, tuple[base_env.Environment, ...], str | None]:
+  """The run's environment, decided once: (the environment of one device's
+  share, jittable; or the first host one), the host environments (one per
+  run with all `config.num_envs` instances, seeded `seed + i`; empty when
+  acting is compiled), and the name of a jittable twin for `evaluate`.
+
+  Args:
+    config: the run's settings.
+    per_device: environments per device and run.
+    env: with `config.env == 'custom'`, a jittable `Environment` of
+      `per_device` environments, or a function of that number that builds
+      one; checked now (`base.check_jittable_environment`).
+
+  Raises:
+    ValueError: a custom environment that is missing, given without
+      env='custom', or of the wrong size; a host environment in several
+      processes.
+  """
+  if (env is not None) != (config.env == config_lib.CUSTOM_ENV):
+    raise ValueError(
+      "An Environment object goes with env='custom' and env='custom' "
+      "needs one: pass both EvalConfig(env='custom', ...) and env= "
+      f'(got env={config.env!r} and an env object: {env is not None}).'
+    )
+  if env is not None:
+    if callable(env) and not isinstance(env, base_env.Environment):
+      env = env(per_device)  # A factory of batch_size.
+    base_env.check_jittable_environment(env)
+    if env.batch_size != per_device:
+      raise ValueError(
+        'env.batch_size must be the environments per device, batch_size '
+        f'// replay_ratio // devices = {config.batch_size} // '
+        f'{config.replay_ratio} // {config.num_envs // per_device} = '
+        f'{per_device}, got {env.batch_size}.'
+      )
+    return env, (), None
+  if not environments.family(config.env).on_host:
+    jittable = environments.get_environment(
+      config.env, per_device, dict(config.env_kwargs)
+    )
+    return jittable, (), config.env
+  # Host or compiled acting: the one place that decides.
+  if jax.process_count() > 1:
+    raise ValueError(
+      f'env={config.env!r} is stepped on the host, in one '
+      f'process; got {jax.process_count()} processes.'
+    )
+  host_envs = tuple(
+    environments.get_environment(
+      config.env,
+      config.num_envs,
+      dict(config.env_kwargs, random_seed=run.seed),
+    )
+    for run in config.runs
+  )
+  return host_envs[0], host_envs, environments.family(config.env).jittable
+
+
 def make_setup(
   config: config_lib.EvalConfig, devices=None, env=None
 ) -> EvalSetup:
@@ -183,12 +243,6 @@ def make_setup(
       env='custom', of the wrong size; a host environment in several
       processes; observations that do not fit `config.net`.
   """
-  if (env is not None) != (config.env == config_lib.CUSTOM_ENV):
-    raise ValueError(
-      "An Environment object goes with env='custom' and env='custom' "
-      "needs one: pass both EvalConfig(env='custom', ...) and env= "
-      f'(got env={config.env!r} and an env object: {env is not None}).'
-    )
   shares = {
     'number of environments (batch_size // replay_ratio)': config.num_envs,
     'batch_size': config.batch_size,
@@ -202,40 +256,7 @@ def make_setup(
   )
   num = mesh.shape[AXIS]
   per_device = config.num_envs // num
-  host_envs: tuple[base_env.Environment, ...] = ()
-  jittable_env = None
-  if env is not None:
-    if callable(env) and not isinstance(env, base_env.Environment):
-      env = env(per_device)  # A factory of batch_size.
-    base_env.check_jittable_environment(env)
-    if env.batch_size != per_device:
-      raise ValueError(
-        'env.batch_size must be the environments per device, batch_size '
-        f'// replay_ratio // devices = {config.batch_size} // '
-        f'{config.replay_ratio} // {num} = {per_device}, got '
-        f'{env.batch_size}.'
-      )
-  elif environments.family(config.env).on_host:
-    # Host or compiled acting: the one place that decides.
-    if jax.process_count() > 1:
-      raise ValueError(
-        f'env={config.env!r} is stepped on the host, in one '
-        f'process; got {jax.process_count()} processes.'
-      )
-    host_envs = tuple(
-      environments.get_environment(
-        config.env,
-        config.num_envs,
-        dict(config.env_kwargs, random_seed=run.seed),
-      )
-      for run in config.runs
-    )
-    env, jittable_env = host_envs[0], environments.family(config.env).jittable
-  else:
-    env = environments.get_environment(
-      config.env, per_device, dict(config.env_kwargs)
-    )
-    jittable_env = config.env
+  env, host_envs, jittable_env = environment(config, per_device, env)
   nets.check_observation_spec(
     config.net,
     env.single_observation_spec(),
