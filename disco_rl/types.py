@@ -96,7 +96,7 @@ class TransformConfig:
   Attributes:
     source: '/'-separated path of attributes or keys into `UpdateRuleInputs`,
       e.g. 'agent_out/logits' or 'extra_from_rule/target_out/z'.
-    transforms: names from `update_rules.input_transforms.TRANSFORMS`, or
+    transforms: names from `networks.input_transforms.TRANSFORMS`, or
       'y_net' / 'z_net', applied left to right.
   """
 

@@ -144,6 +144,25 @@ def test_no_import_cycle():
   assert _cycles(modules, edges) == []
 
 
+def test_no_two_folders_import_each_other():
+  """The folders (and the package's top-level modules) form no cycle
+  either: no arrow runs back up (e.g. networks -> update_rules ->
+  networks, as the upstream's input_transforms had it)."""
+  modules, edges, _ = _graph()
+
+  def part(name: str) -> str:
+    parts = name.split('.')
+    return '.'.join(parts[:2])  # disco_rl.<folder> or disco_rl.<module>
+
+  folders = collections.defaultdict(set)
+  for name in modules:
+    for target in edges[name]:
+      if part(target) != part(name):
+        folders[part(name)].add(part(target))
+  assert 'disco_rl.networks' in folders['disco_rl.update_rules']
+  assert _cycles({part(n) for n in modules}, folders) == []
+
+
 def test_no_project_import_inside_a_function():
   _, _, inside = _graph()
   assert inside == []

@@ -1,6 +1,6 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""disco_rl.update_rules.input_transforms: each named transform by hand."""
+"""disco_rl.networks.input_transforms: each named transform by hand."""
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from disco_rl.update_rules import input_transforms
+from disco_rl.networks import input_transforms
 
 T, B, A = 4, 3, 2
 

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from disco_rl import types
 from disco_rl import utils
-from disco_rl.update_rules import input_transforms
+from disco_rl.networks import input_transforms
 
 _Fn = Callable[[chex.Array], chex.Array]
 # Widths of successive layers (hidden sizes or channels).
