@@ -14,6 +14,7 @@ its actions with the keys a compiled run of the same seed would.
 
 from collections.abc import Callable
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -59,6 +60,16 @@ class Acting:
   step: Callable[[State, int], tuple[State, job_lib.Metrics]]
   program: job_lib.Program[State]
   host_state: job_lib.HostState | None = None
+
+
+def init_program(setup: setup_lib.EvalSetup) -> InitProgram:
+  """The runs' initial state (`steps.init_runs`) as one program, placed
+  on the mesh."""
+  return compiled_lib.placed(
+    functools.partial(steps.init_runs, setup),
+    mesh_lib.shardings(setup.mesh, setup_lib.STATE_SPECS),
+    setup.config.matmul_precision,
+  )
 
 
 def compiled(

@@ -39,7 +39,6 @@ from disco_rl.jobs.eval import acting as acting_lib
 from disco_rl.jobs.eval import report
 from disco_rl.jobs.eval import setup as setup_lib
 from disco_rl.jobs.eval import steps
-from disco_rl.runtime import compiled
 from disco_rl.runtime import job as job_lib
 from disco_rl.runtime import mesh as mesh_lib
 
@@ -65,18 +64,13 @@ def make_eval(
     devices: the devices (default: the config's choice).
   """
   setup = setup_lib.make_setup(config, devices, env)
-  init_program = compiled.placed(
-    functools.partial(steps.init_runs, setup),
-    mesh_lib.shardings(setup.mesh, setup_lib.STATE_SPECS),
-    config.matmul_precision,
-  )
   iterate = steps.per_seed(functools.partial(steps.iteration, setup))
   make_acting = acting_lib.on_host if setup.host_envs else acting_lib.compiled
-  acting = make_acting(setup, iterate, init_program)
+  acting = make_acting(setup, iterate, acting_lib.init_program(setup))
   return job_lib.Job(
     name='eval',
     setup=setup,
-    init=lambda: acting.init(setup_lib.rule_params(setup, rule_params)),
+    init=lambda: acting.init(setup.rule_params(rule_params)),
     state_shapes=lambda: acting.state_shapes(setup.rule_shapes),
     step=acting.step,
     program=acting.program,

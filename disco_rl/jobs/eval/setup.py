@@ -137,6 +137,26 @@ class EvalSetup:
     rule = self.agent.update_rule
     return jax.eval_shape(rule.init_params, jax.random.PRNGKey(0))[0]
 
+  def rule_params(self, given: types.MetaParams | None) -> types.MetaParams:
+    """The rule's meta-parameters on the mesh (replicated): `given`, or for
+    'disco_103' the Disco103 weights (`disco_rl.weights`), for a hand-written
+    rule its own placeholder parameters.
+
+    Raises:
+      ValueError: 'disco_103' with other `rule_sizes` and no parameters.
+    """
+    config, rule = self.config, self.agent.update_rule
+    sizes = disco.as_sizes(config.rule_sizes)
+    if given is None and config.rule == 'disco_103' and sizes.changes():
+      raise ValueError(
+        f'rule_sizes {sizes.text()}: Disco103 has its own sizes, so a '
+        'rule of these sizes needs its parameters (--weights FILE, or '
+        'rule_params=).'
+      )
+    if given is None:
+      given = weights.starting_rule_params(rule, config.rule == 'disco_103')
+    return mesh_lib.place(given, mesh_lib.replicated(self.mesh))
+
   @property
   def num_devices(self) -> int:
     return len(self.devices)
@@ -314,26 +334,3 @@ def example_rollout(
   return jax.tree.map(
     lambda s: jnp.zeros((config.rollout_len,) + s.shape, s.dtype), rollout
   )
-
-
-def rule_params(
-  setup: EvalSetup, given: types.MetaParams | None
-) -> types.MetaParams:
-  """The rule's meta-parameters on the mesh (replicated): `given`, or for
-  'disco_103' the Disco103 weights (`disco_rl.weights`), for a hand-written
-  rule its own placeholder parameters.
-
-  Raises:
-    ValueError: 'disco_103' with other `rule_sizes` and no parameters.
-  """
-  config, rule = setup.config, setup.agent.update_rule
-  sizes = disco.as_sizes(config.rule_sizes)
-  if given is None and config.rule == 'disco_103' and sizes.changes():
-    raise ValueError(
-      f'rule_sizes {sizes.text()}: Disco103 has its own sizes, so a '
-      'rule of these sizes needs its parameters (--weights FILE, or '
-      'rule_params=).'
-    )
-  if given is None:
-    given = weights.starting_rule_params(rule, config.rule == 'disco_103')
-  return mesh_lib.place(given, mesh_lib.replicated(setup.mesh))
