@@ -30,8 +30,8 @@ that runs late is stopped and the results so far still come back:
             the eval loop in one program: a sweep as one program (tiny: 1
             and 2x2)
 
-Jobs are timed through the package's loop (`runtime.host_loop.run`, its `Timing`);
-each row records its process's peak device memory so far (on a CPU: peak
+Jobs are timed through the package's loop (`runtime.host_loop.run`, its
+`Timing`); each row records its process's peak device memory so far (on a CPU: peak
 resident memory). Writes results.json, results.md, golden_keys.jsonl and
 log.txt to --out and prints the tables.
 
@@ -173,8 +173,8 @@ def memory() -> dict[str, float]:
 
 
 def time_job(job, args):
-  """Times `job` through the package's loop (`runtime.host_loop.run`): a first run
-  to the end of the warm-up (the first call compiles), then at most
+  """Times `job` through the package's loop (`runtime.host_loop.run`): a
+  first run to the end of the warm-up (the first call compiles), then at most
   `args.max_calls` more calls, stopped after `args.min_time_s` seconds.
 
   Returns:
