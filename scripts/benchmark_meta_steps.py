@@ -8,12 +8,12 @@ command (`--preset`, default the notebook's), changed by `--set` and by one
 value of each `--vary` axis (every combination, the last axis fastest).
 Each point runs `--steps` meta-steps in a fresh process (so that its peak
 memory is its own) through the package's loop (`make_meta_train`, then
-`runtime.host_loop.run`, whose `Timing` keeps the first call, which
-compiles, apart from the rest), one meta-step per call, and the script prints one row per
-point, side by side: seconds per meta-step, meta-steps and agent updates
-(K per meta-step) per second after compiling, the compile time (with the
-first call), the process's peak resident memory and its ratio to the first
-row's, and the hours `--target-steps` meta-steps would take.
+`runtime.host_loop.run`, whose `Timing` keeps the first call, which compiles,
+apart from the rest), one meta-step per call, and the script prints one row per
+point, side by side: seconds per meta-step, meta-steps and agent updates (K per
+meta-step) per second after compiling, the compile time (with the first call),
+the process's peak resident memory and its ratio to the first row's, and the
+hours `--target-steps` meta-steps would take.
 
   # The meta-gradient's window: K agent updates per meta-step, with and
   # without rematerialisation (`make bench-meta-window`):

@@ -31,8 +31,8 @@ that runs late is stopped and the results so far still come back:
             and 2x2)
 
 Jobs are timed through the package's loop (`runtime.host_loop.run`, its
-`Timing`); each row records its process's peak device memory so far (on a CPU: peak
-resident memory). Writes results.json, results.md, golden_keys.jsonl and
+`Timing`); each row records its process's peak device memory so far (on a CPU:
+peak resident memory). Writes results.json, results.md, golden_keys.jsonl and
 log.txt to --out and prints the tables.
 
   python scripts/gpu_check.py --cpu --tiny --out /tmp/gpu_check
