@@ -3,8 +3,10 @@
 """The runtime: what runs any job, knowing none (no module here imports
 `disco_rl.jobs`; tests/test_imports.py checks it).
 
-host_loop.py    the `Job` a job hands over, and `run(job, ...)`: the host
-                loop, call by call, with checkpoints and stops
+job.py          the `Job` a job hands over: its computation and its
+                `Report`, typed
+host_loop.py    `run(job, ...)`: the host loop, call by call, with
+                checkpoints and stops
 compiled.py     the one builder of jit(shard_map(scan(step))) programs
 mesh.py         devices, the mesh, placing and fetching, processes
 run_dir.py      a run's directory: its files, lock, record and checkpoints
