@@ -20,7 +20,7 @@ import pytest
 
 from disco_rl.cli import study as study_cli
 from disco_rl.studies import report as report_lib
-from disco_rl.studies import run as run_lib
+from disco_rl.studies import run as study_run
 from disco_rl.studies import spec as spec_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -68,7 +68,7 @@ def test_the_spec_is_the_committed_studys_regime(study):
     _env('Freeway'): 58.0,
     _env('SpaceInvaders'): 131.0,
   }
-  config = run_lib.cell_config(
+  config = study_run.cell_config(
     study, table, _env('Seaquest'), study.rule('disco_103'), (1e-3,)
   )
   assert (config.env, config.env_kwargs, config.rule) == (
@@ -101,7 +101,7 @@ def test_tiny_keeps_the_grid_and_shrinks_every_cell(study):
   assert [s.envs for s in tiny.stages] == [s.envs for s in study.stages]
   for stage in tiny.stages:
     assert stage.num_steps == 20
-    config = run_lib.cell_config(
+    config = study_run.cell_config(
       tiny, stage, stage.envs[0], tiny.rule('actor_critic'), (1e-3,)
     )
     assert (config.conv_channels, config.dense, config.batch_size) == (
@@ -113,8 +113,8 @@ def test_tiny_keeps_the_grid_and_shrinks_every_cell(study):
 
 def _committed() -> tuple[pd.DataFrame, pd.DataFrame]:
   return (
-    report_lib.read_results(RESULTS / run_lib.RESULTS),
-    report_lib.read_curves(RESULTS / run_lib.CURVES),
+    report_lib.read_results(RESULTS / study_run.RESULTS),
+    report_lib.read_curves(RESULTS / study_run.CURVES),
   )
 
 
@@ -126,7 +126,7 @@ def test_the_committed_tables_are_the_specs_cells(study):
   assert tuple(curves.columns) == report_lib.CURVE_COLUMNS
   expected = []
   for stage in study.stages:
-    rates = run_lib.stage_rates(study, stage, {})
+    rates = study_run.stage_rates(study, stage, {})
     for env in stage.envs:
       for rule in study.stage_rules(stage):
         for seed in stage.seeds:
@@ -179,7 +179,7 @@ def test_the_committed_tables_are_the_per_run_record():
     np.testing.assert_allclose(
       mine['avg_return'], theirs['avg_return'], rtol=1e-9
     )
-  randoms = json.loads((RESULTS / run_lib.RANDOM_PLAY).read_text())
+  randoms = json.loads((RESULTS / study_run.RANDOM_PLAY).read_text())
   assert sorted(randoms) == sorted(_env(g) for g in GAMES)
   for record in randoms.values():
     assert (record['num_envs'], record['steps']) == (32, 5000)
@@ -199,22 +199,22 @@ def test_the_table_rates_are_the_sweeps_picks(study):
   sweep = results[results['stage'] == 'sweep']
   randoms = {
     e: r['mean_return']
-    for e, r in json.loads((RESULTS / run_lib.RANDOM_PLAY).read_text()).items()
+    for e, r in json.loads((RESULTS / study_run.RANDOM_PLAY).read_text()).items()
   }
-  rates, scores = run_lib.pick_rates(sweep, randoms)
+  rates, scores = study_run.pick_rates(sweep, randoms)
   assert rates == {'disco_103': 1e-3, 'actor_critic': 3e-3, 'ppo': 1e-2}
   table = study.stage('table')
   assert {r: (rates[r],) for r in rates} == dict(table.rates)
-  saved = json.loads((RESULTS / run_lib.RATES).read_text())
+  saved = json.loads((RESULTS / study_run.RATES).read_text())
   assert saved == {'sweep': {'rates': rates, 'scores': scores}}
 
 
 def test_report_rebuilds_the_committed_reports_byte_for_byte(study, tmp_path):
   """`--report` from the committed results.csv and curves.csv alone (no
   training, no random play) gives the committed reports' bytes."""
-  for name in (run_lib.RESULTS, run_lib.CURVES):
+  for name in (study_run.RESULTS, study_run.CURVES):
     shutil.copy(RESULTS / name, tmp_path / name)
-  paths = run_lib.write_reports(study, tmp_path)
+  paths = study_run.write_reports(study, tmp_path)
   assert sorted(paths) == ['sweep', 'table']
   for stage, files in paths.items():
     assert sorted(files) == sorted(report_lib.FILES)
@@ -259,12 +259,12 @@ def test_one_cell_of_the_tiny_study_runs(study, tmp_path):
     tiny,
     stages=(dataclasses.replace(tiny.stage('sweep'), rules=('ppo',)),),
   )
-  shutil.copy(RESULTS / run_lib.RANDOM_PLAY, tmp_path / run_lib.RANDOM_PLAY)
-  results = run_lib.run_study(one, tmp_path, progress=False)
+  shutil.copy(RESULTS / study_run.RANDOM_PLAY, tmp_path / study_run.RANDOM_PLAY)
+  results = study_run.run_study(one, tmp_path, progress=False)
   assert len(results) == 6  # Seeds 100, 101 x the three rates.
   assert set(results['rule']) == {'ppo'} and set(results['budget']) == {20}
   assert sorted(set(results['learning_rate'])) == [1e-3, 3e-3, 1e-2]
-  curves = report_lib.read_curves(tmp_path / run_lib.CURVES)
+  curves = report_lib.read_curves(tmp_path / study_run.CURVES)
   assert len(curves.groupby(['seed', 'learning_rate'])) == 6
 
 
@@ -276,14 +276,14 @@ def test_the_partial_specs_run_the_studys_own_cells(study, name):
   part = study_cli.load_study(ROOT / 'studies' / name)
   cells = 0
   for stage in part.stages:
-    rates = run_lib.stage_rates(part, stage, {})
-    whole = run_lib.stage_rates(study, study.stage(stage.name), {})
+    rates = study_run.stage_rates(part, stage, {})
+    whole = study_run.stage_rates(study, study.stage(stage.name), {})
     assert set(stage.seeds) == set(study.stage(stage.name).seeds)
     for env in stage.envs:
       for rule in part.stage_rules(stage):
         assert rates[rule] == whole[rule], (stage.name, rule)
         args = (env, study.rule(rule), rates[rule])
-        assert run_lib.cell_config(part, stage, *args) == run_lib.cell_config(
+        assert study_run.cell_config(part, stage, *args) == study_run.cell_config(
           study, study.stage(stage.name), *args
         )
         cells += 1

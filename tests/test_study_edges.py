@@ -19,7 +19,7 @@ import tiny
 
 from disco_rl.cli import study as study_cli
 from disco_rl.studies import report as report_lib
-from disco_rl.studies import run as run_lib
+from disco_rl.studies import run as study_run
 
 # The tiny eval settings of the study's cells (its spec's `base`).
 STUDY_BASE = tiny.source(
@@ -218,7 +218,7 @@ def test_a_rate_pick_with_nothing_above_random_play_says_how_it_chose():
   """Every score was 0, and the tie went to the smaller rate unsaid."""
   results = _runs({('a', 1e-3): [-1.0, -2.0], ('a', 1e-2): [-3.0, -1.0]})
   notes = {}
-  chosen, scores = run_lib.pick_rates(results, {'a': 0.0}, notes)
+  chosen, scores = study_run.pick_rates(results, {'a': 0.0}, notes)
   assert chosen == {'r': 1e-3}
   assert all(math.isnan(v) for v in scores['r'].values())
   assert notes['r'].startswith(
@@ -238,7 +238,7 @@ def test_a_rate_pick_leaves_out_a_flat_environment_and_states_a_tie():
     }
   )
   notes = {}
-  chosen, scores = run_lib.pick_rates(results, {'a': 0.0, 'b': 0.0}, notes)
+  chosen, scores = study_run.pick_rates(results, {'a': 0.0, 'b': 0.0}, notes)
   # b (nothing above random play) no longer pulls 1e-2 down (it scored 0).
   assert scores['r'] == {'0.001': 1.0, '0.01': 1.0}
   assert chosen == {'r': 1e-3}
@@ -247,7 +247,7 @@ def test_a_rate_pick_leaves_out_a_flat_environment_and_states_a_tie():
     'rates 0.001, 0.01 of r tie at score 1.000: the smallest' in (notes['r'])
   )
   plain = {}
-  run_lib.pick_rates(results[results['env'] == 'a'].iloc[:2], {'a': 0}, plain)
+  study_run.pick_rates(results[results['env'] == 'a'].iloc[:2], {'a': 0}, plain)
   assert plain == {}
 
 
