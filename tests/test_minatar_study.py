@@ -199,7 +199,9 @@ def test_the_table_rates_are_the_sweeps_picks(study):
   sweep = results[results['stage'] == 'sweep']
   randoms = {
     e: r['mean_return']
-    for e, r in json.loads((RESULTS / study_run.RANDOM_PLAY).read_text()).items()
+    for e, r in json.loads(
+      (RESULTS / study_run.RANDOM_PLAY).read_text()
+    ).items()
   }
   rates, scores = study_run.pick_rates(sweep, randoms)
   assert rates == {'disco_103': 1e-3, 'actor_critic': 3e-3, 'ppo': 1e-2}
@@ -283,9 +285,9 @@ def test_the_partial_specs_run_the_studys_own_cells(study, name):
       for rule in part.stage_rules(stage):
         assert rates[rule] == whole[rule], (stage.name, rule)
         args = (env, study.rule(rule), rates[rule])
-        assert study_run.cell_config(part, stage, *args) == study_run.cell_config(
-          study, study.stage(stage.name), *args
-        )
+        assert study_run.cell_config(
+          part, stage, *args
+        ) == study_run.cell_config(study, study.stage(stage.name), *args)
         cells += 1
   assert cells == {'minatar_ppo.py': 6, 'minatar_rerun.py': 2}[name]
 

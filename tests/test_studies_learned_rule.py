@@ -18,7 +18,7 @@ from disco_rl.cli import study as study_command
 from disco_rl.jobs import config as config_lib
 from disco_rl.jobs import records
 from disco_rl.studies import report as report_lib
-from disco_rl.studies import run as run_lib
+from disco_rl.studies import run as study_run
 from disco_rl.studies import spec as spec_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -72,7 +72,9 @@ def test_the_spec_holds_stage_2s_grid(study):
   for stage in tiny.stages:
     for env in stage.envs:
       for rule in tiny.stage_rules(stage):
-        config = run_lib.cell_config(tiny, stage, env, tiny.rule(rule), (1e-3,))
+        config = study_run.cell_config(
+          tiny, stage, env, tiny.rule(rule), (1e-3,)
+        )
         assert config.num_steps == 20
 
 
@@ -93,7 +95,7 @@ def test_the_cells_are_the_committed_runs_settings(study):
     assert saved['rule_sha256'] == (LEARNED_SHA256 if rule == 'learned' else '')
     then = records.upgrade_settings(config_lib.EvalConfig, saved['settings'])
     rate = then['learning_rate']
-    config = run_lib.cell_config(
+    config = study_run.cell_config(
       study,
       study.stage(f'held_out_{setting}'),
       envs[folder],
@@ -115,9 +117,9 @@ def test_the_cells_are_the_committed_runs_settings(study):
 
 
 def test_the_committed_files_are_the_spec_grid(study):
-  results = report_lib.read_results(RESULTS / run_lib.RESULTS)
-  rates = json.loads((RESULTS / run_lib.RATES).read_text())
-  randoms = json.loads((RESULTS / run_lib.RANDOM_PLAY).read_text())
+  results = report_lib.read_results(RESULTS / study_run.RESULTS)
+  rates = json.loads((RESULTS / study_run.RATES).read_text())
+  randoms = json.loads((RESULTS / study_run.RANDOM_PLAY).read_text())
   assert sorted(rates) == ['tune_eval', 'tune_meta']
   assert len(randoms) == 6  # The suite's and the held-out environments.
   for name in HELD_OUT:
@@ -136,9 +138,9 @@ def test_the_committed_files_are_the_spec_grid(study):
 
 @pytest.mark.parametrize('stage', HELD_OUT)
 def test_the_committed_report_rebuilds_byte_for_byte(study, stage, tmp_path):
-  for name in (run_lib.RESULTS, run_lib.CURVES):
+  for name in (study_run.RESULTS, study_run.CURVES):
     shutil.copy(RESULTS / name, tmp_path / name)
-  paths = run_lib.write_reports(study, tmp_path, only=stage)
+  paths = study_run.write_reports(study, tmp_path, only=stage)
   assert sorted(paths[stage]) == sorted(report_lib.FILES)
   for name, path in paths[stage].items():
     assert path.read_bytes() == (RESULTS / stage / name).read_bytes(), name

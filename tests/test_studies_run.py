@@ -28,7 +28,7 @@ import smoke_env
 import tiny
 
 from disco_rl.studies import report as report_lib
-from disco_rl.studies import run as run_lib
+from disco_rl.studies import run as study_run
 from disco_rl.studies import spec as spec_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -202,7 +202,7 @@ def test_a_study_stops_resumes_and_reports_as_one_never_stopped(
   for name in ('tune', 'compare'):
     shutil.rmtree(straight / name)
   cells = []
-  run_lib.run_study(
+  study_run.run_study(
     spec_lib_load(spec), straight, progress=False, on_cell=cells.append
   )
   assert cells == [] and (straight / 'results.csv').read_text() == want
@@ -218,7 +218,7 @@ def test_a_study_stops_resumes_and_reports_as_one_never_stopped(
   added = _spec(tmp_path, **{f'rules={one}': f'rules={two}'})
   study = spec_lib_load(added)
   with pytest.raises(ValueError, match="Stage 'tune' has not finished"):
-    run_lib.run_study(study, straight, only='compare', progress=False)
+    study_run.run_study(study, straight, only='compare', progress=False)
 
 
 # Two more runs of the study (35 s of the default suite's 20 min on
@@ -260,7 +260,9 @@ def test_pick_rates_states_its_procedure():
             stage='t',
           )
         )
-  chosen, scores = run_lib.pick_rates(pd.DataFrame(rows), {'a': 0.0, 'b': 10.0})
+  chosen, scores = study_run.pick_rates(
+    pd.DataFrame(rows), {'a': 0.0, 'b': 10.0}
+  )
   # a: best mean 4 (1e-2); 1e-3 scores 2/4. b: best mean 20 (1e-3); 1e-2
   # scores 1/10. Means: 1e-3 (0.5 + 1) / 2, 1e-2 (1 + 0.1) / 2.
   assert scores['r'] == pytest.approx({'0.001': 0.75, '0.01': 0.55})
@@ -368,7 +370,7 @@ def test_tiny_shrinks_every_cell_and_keeps_the_grid():
   small = study.shrunk()
   assert small.stages[0].num_steps == 3
   assert small.stages[0].seeds == (0, 1)
-  config = run_lib.cell_config(
+  config = study_run.cell_config(
     small, small.stages[0], 'jittable_catch', small.rules[0], (1e-3,)
   )
   assert (config.batch_size, config.num_steps, config.num_runs) == (8, 3, 2)
