@@ -15,7 +15,7 @@ from disco_rl import weights
 from disco_rl.cli import meta_train
 from disco_rl.cli import study as study_cli
 from disco_rl.studies import report as report_lib
-from disco_rl.studies import run as run_lib
+from disco_rl.studies import run as study_run
 from disco_rl.studies import spec as spec_lib
 from disco_rl.update_rules import disco
 
@@ -44,7 +44,7 @@ def test_the_spec_is_gate_g1_with_the_meta_trainings_agents(study):
   preset = meta_train.PRESETS['lpg']
   assert preset['tasks'] == ('lpg:all[layout_seed=-1,net=table]',)
   for cell in (
-    run_lib.cell_config(study, tune, tune.envs[0], study.rule(r), (1e-3,))
+    study_run.cell_config(study, tune, tune.envs[0], study.rule(r), (1e-3,))
     for r in ('learned', 'actor_critic')
   ):
     assert cell.net == 'table'
@@ -82,8 +82,8 @@ def test_a_rule_file_of_other_sizes_is_refused_at_its_cell(study, tmp_path):
     match=r'rule_step_\d+.npz holds a meta-network of sizes '
     r"prediction_size=8,.*, not the run's Disco103's",
   ):
-    run_lib.run_study(wrong, tmp_path, spec_dir=SPEC.parent, progress=False)
-  assert not (tmp_path / run_lib.RUNS).exists()
+    study_run.run_study(wrong, tmp_path, spec_dir=SPEC.parent, progress=False)
+  assert not (tmp_path / study_run.RUNS).exists()
 
 
 @pytest.mark.slow
@@ -103,10 +103,10 @@ def test_one_cell_of_the_tiny_study_runs(study, tmp_path):
     stages=(dataclasses.replace(tune, envs=tune.envs[:1], rules=('learned',)),),
   )
   out = tmp_path / 'study'
-  results = run_lib.run_study(one, out, progress=False)
+  results = study_run.run_study(one, out, progress=False)
   assert len(results) == 12  # 3 seeds x 4 rates.
   assert set(results['rule']) == {'learned'} and set(results['budget']) == {20}
-  curves = report_lib.read_curves(out / run_lib.CURVES)
+  curves = report_lib.read_curves(out / study_run.CURVES)
   assert len(curves.groupby(['seed', 'learning_rate'])) == 12
   saved = weights.sha256_of(rule_file)
   params = weights.load_rule(rule_file)
@@ -119,4 +119,4 @@ def test_one_cell_of_the_tiny_study_runs(study, tmp_path):
     rf"other settings; these differ: rule_sha256: saved '{saved}', given "
     rf"'{weights.sha256_of(rule_file)}'\.",
   ):
-    run_lib.run_study(one, out, progress=False)
+    study_run.run_study(one, out, progress=False)

@@ -33,7 +33,7 @@ signals.catch_from_here(__name__)  # The rule for signals, from this line on.
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from disco_rl.cli import common
-from disco_rl.studies import run as run_lib
+from disco_rl.studies import run as study_run
 from disco_rl.studies import spec as spec_lib
 
 # The command as `python -m` runs it (`disco-rl study` passes its own).
@@ -119,7 +119,7 @@ def main(argv=None, prog: str | None = None) -> int:
     # Bars on a terminal only: a log file gets lines, not escape codes.
     bars = not args.no_progress and sys.stderr.isatty()
     if not args.report:
-      run_lib.run_study(
+      study_run.run_study(
         study,
         out,
         only=args.only,
@@ -127,8 +127,8 @@ def main(argv=None, prog: str | None = None) -> int:
         progress=bars,
         log=None if bars else functools.partial(print, flush=True),
       )
-    paths = run_lib.write_reports(study, out, only=args.only)
-  except run_lib.StudyInterrupted as e:
+    paths = study_run.write_reports(study, out, only=args.only)
+  except study_run.StudyInterrupted as e:
     print(
       f'interrupted by {e.signal_name} during {e.cell}: its run is saved; '
       'the same command continues the study',
