@@ -7,25 +7,33 @@ test_runtime_multiprocess.py.
 """
 
 import dataclasses
+import functools
 import json
 import pathlib
+import types
 
 import chex
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
 import numpy as np
 import pytest
 import smoke_env
 import tiny
 
+from disco_rl import meta_grad_stats
 from disco_rl import meta_objective
 from disco_rl import rollout_checks
 from disco_rl.jobs.meta import config as meta_config
 from disco_rl.jobs.meta import job as meta_lib
 from disco_rl.jobs.meta import setup as meta_setup
+from disco_rl.jobs.meta import steps
+from disco_rl.runtime import divergence
+from disco_rl.runtime import mesh as mesh_lib
 
 DATA = pathlib.Path(__file__).resolve().parent / 'data'
 TINY = tiny.meta_config(num_devices=1, steps_per_call=3)
+ONE_STEP = dataclasses.replace(TINY, steps_per_call=1, num_steps=1)
 
 
 # Slow (about 90 s: two programs compiled). In the default run the
@@ -49,16 +57,18 @@ def test_scanned_meta_steps_equal_one_meta_step_per_call():
     )
   jax.tree.map(
     lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7),
-    single.rule(state),
-    single.rule(fused_state),
+    meta_lib.rule(single, state),
+    meta_lib.rule(single, fused_state),
   )
   assert int(fused_state.step) == int(state.step) == 4
   # The rule moved, and the loop logged its meta-gradient every step.
-  initial = single.rule(single.init())
+  initial = meta_lib.rule(single, single.init())
   moved = sum(
     np.sum((np.asarray(a) - np.asarray(b)) ** 2)
     for a, b in zip(
-      jax.tree.leaves(single.rule(state)), jax.tree.leaves(initial), strict=True
+      jax.tree.leaves(meta_lib.rule(single, state)),
+      jax.tree.leaves(initial),
+      strict=True,
     )
   )
   assert moved > 0
@@ -111,9 +121,181 @@ def test_meta_training_repeats_the_upstream_first_steps():
 
 
 # ----------------------------------------------------------------------------
-# The paper's meta-optimisation: per-agent Adam, clipping, remat, lifetimes.
+# The steps, module functions of the setup (disco_rl.jobs.meta.steps).
 
-ONE_STEP = dataclasses.replace(TINY, steps_per_call=1, num_steps=1)
+
+def _on_the_mesh(setup, fn, in_specs, out_specs):
+  """`fn` of one device's view, under jit(shard_map) on the setup's mesh
+  (the parts of `in_specs` and `out_specs` with a device axis lose it
+  inside, as in `compiled.program`)."""
+
+  def one_device(*args):
+    args = mesh_lib.map_per_device(mesh_lib.local_block, in_specs, args)
+    return mesh_lib.map_per_device(mesh_lib.device_block, out_specs, fn(*args))
+
+  return jax.jit(
+    jax.shard_map(
+      one_device,
+      mesh=setup.mesh,
+      in_specs=in_specs,
+      out_specs=out_specs,
+      check_vma=False,
+    )
+  )
+
+
+def test_the_setup_computes_once_what_the_steps_read():
+  config = dataclasses.replace(
+    ONE_STEP, num_agents=3, tasks=('catch', 'gymnax:CartPole-v1')
+  )
+  setup = meta_setup.make_setup(config)
+  catch, cartpole = setup.members
+  assert setup.groups == ((catch, 0, 2), (cartpole, 2, 1))
+  assert setup.groups is setup.groups
+  assert setup.state_specs is setup.state_specs
+  assert setup.state_specs == meta_setup.state_specs(2)
+  # ln(actions) over the agents: Catch's 3 actions twice, CartPole's 2.
+  np.testing.assert_allclose(
+    setup.uniform_entropy, (2 * np.log(3) + np.log(2)) / 3, rtol=1e-12
+  )
+  assert setup.rule is catch.agent.update_rule
+  chex.assert_trees_all_equal_shapes_and_dtypes(
+    setup.rule_shapes,
+    jax.eval_shape(setup.rule.init_params, jax.random.PRNGKey(0))[0],
+  )
+  np.testing.assert_array_equal(setup.seed_key, jax.random.PRNGKey(config.seed))
+  assert setup.unroll
+  assert not dataclasses.replace(
+    setup, config=dataclasses.replace(config, max_unrolled_inner_steps=0)
+  ).unroll
+
+
+def test_a_meta_step_splits_its_keys_as_upstream():
+  """The next loop key, then per agent an acting and a meta-gradient key
+  from this device's share of the step's key."""
+  setup = meta_setup.make_setup(ONE_STEP)
+  split = _on_the_mesh(
+    setup, functools.partial(steps.step_keys, setup), (P(),), P()
+  )
+  rng, act_keys, grad_keys = split(jax.random.PRNGKey(7))
+  expected_rng, step_rng = jax.random.split(jax.random.PRNGKey(7))
+  act_rng, grad_rng = jax.random.split(jax.random.split(step_rng, 1)[0])
+  np.testing.assert_array_equal(rng, expected_rng)
+  np.testing.assert_array_equal(act_keys, jax.random.split(act_rng, 2))
+  np.testing.assert_array_equal(grad_keys, jax.random.split(grad_rng, 2))
+
+
+def test_the_meta_gradients_parts_are_logged_then_summed():
+  """[N, 2, ...] parts are summed to [N, ...] and logged per part and
+  head; the update's logs name the norms and a uniform target's
+  entropy."""
+  setup = meta_setup.make_setup(
+    dataclasses.replace(ONE_STEP, meta_grad_parts=True)
+  )
+  parts = jax.tree.map(
+    lambda s: jnp.stack(
+      [jnp.ones((2,) + s.shape), jnp.full((2,) + s.shape, 2.0)], axis=1
+    ),
+    setup.rule_shapes,
+  )
+  grads, part_logs = steps.sum_parts(setup, parts)
+  chex.assert_trees_all_equal(
+    grads,
+    jax.tree.map(lambda s: jnp.full((2,) + s.shape, 3.0), setup.rule_shapes),
+  )
+  heads = [
+    h for h in meta_grad_stats.HEADS if f'meta_grad_pg_{h}_norm' in part_logs
+  ]
+  assert heads
+  assert set(part_logs) == {
+    f'meta_grad_{part}_{head}_{stat}'
+    for part in meta_objective.PARTS
+    for head in heads
+    for stat in ('norm', 'coherence', 't_share')
+  }
+  summed, no_logs = steps.sum_parts(meta_setup.make_setup(ONE_STEP), grads)
+  assert summed is grads and no_logs == {}
+
+  updates = jax.tree.map(lambda g: -0.5 * g[0], grads)
+  logs = steps.update_logs(
+    setup,
+    grads,
+    updates,
+    {'total_loss': jnp.array([1.0, 3.0])},
+    {'meta_loss': jnp.array([2.0, 4.0])},
+    part_logs,
+  )
+  size = sum(int(np.prod(s.shape)) for s in jax.tree.leaves(setup.rule_shapes))
+  np.testing.assert_allclose(logs['meta_grad_norm'], 3 * np.sqrt(size))
+  np.testing.assert_allclose(logs['meta_up_norm'], 1.5 * np.sqrt(size))
+  assert float(logs['uniform_entropy']) == np.float32(np.log(3))
+  assert float(logs['agent_total_loss']) == 2.0
+  assert float(logs['meta_loss']) == 3.0
+  assert set(logs) == {
+    'agent_total_loss',
+    'meta_loss',
+    'meta_grad_norm',
+    'meta_up_norm',
+    'uniform_entropy',
+    *part_logs,
+    *(f'meta_grad_{head}_norm' for head in heads),
+  }
+
+
+def test_a_call_stops_at_its_first_diverged_meta_step():
+  """The host's check of a call (`checked_step`), on a stand-in program:
+  the meta-step that diverged is named, the ones before it kept."""
+  logs = {
+    'meta_loss': np.array([1.0, np.nan, 1.0]),
+    'meta_grad_norm': np.ones(3),
+    'agent_total_loss': np.ones(3),
+    divergence.KEY: np.ones(3),
+  }
+  state = types.SimpleNamespace(step=np.int32(7))  # After meta-steps 4..6.
+  program = lambda state, count: (state, dict(logs))
+  with pytest.raises(
+    divergence.DivergedError, match=r'^learning diverged at meta-step 5: '
+  ) as raised:
+    meta_lib.checked_step(program, state, 3)
+  good = divergence.good_steps(raised.value)
+  assert good is not None and good.count == 1
+  fine = dict(logs, meta_loss=np.ones(3))
+  assert meta_lib.checked_step(lambda s, c: (s, dict(fine)), state, 3)[0] is (
+    state
+  )
+
+
+def test_meta_step_is_one_step_of_the_job(fast_compile):
+  """`steps.meta_step` under jit(shard_map) alone gives the state and logs
+  of one call of the job's program of one meta-step (identical on a CPU;
+  the tolerance allows XLA's other fusions around the program's scan)."""
+  del fast_compile
+  config = dataclasses.replace(ONE_STEP, num_inner_steps=1)
+  job = meta_lib.make_meta_train(config)
+  setup = job.setup
+  meta_step = _on_the_mesh(
+    setup,
+    functools.partial(steps.meta_step, setup),
+    (setup.state_specs,),
+    (setup.state_specs, P()),
+  )
+  state, logs = meta_step(job.init())
+  expected, expected_logs = job.step(job.init(), 1)
+  assert int(state.step) == int(expected.step) == 1
+  chex.assert_trees_all_close(
+    jax.device_get(state), jax.device_get(expected), rtol=1e-6, atol=1e-6
+  )
+  logs.pop(rollout_checks.KEY, None)
+  logs.pop(divergence.KEY)
+  assert set(logs) == set(expected_logs)
+  for key, value in logs.items():
+    np.testing.assert_allclose(
+      value, expected_logs[key][0], rtol=1e-6, atol=1e-6, err_msg=key
+    )
+
+
+# ----------------------------------------------------------------------------
+# The paper's meta-optimisation: per-agent Adam, clipping, remat, lifetimes.
 
 
 def _first_update(config):
@@ -123,10 +305,10 @@ def _first_update(config):
   before = meta_lib.rule(job, state)
   state, logs = job.step(state, 1)
   after = meta_lib.rule(job, state)
-  steps = jax.tree.map(
+  change = jax.tree.map(
     lambda a, b: (a - b) / config.meta_learning_rate, after, before
   )
-  return np.concatenate([np.ravel(x) for x in jax.tree.leaves(steps)]), logs
+  return np.concatenate([np.ravel(x) for x in jax.tree.leaves(change)]), logs
 
 
 # Slow (two meta-gradient compilations); the default run trains with remat in

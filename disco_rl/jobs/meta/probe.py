@@ -112,7 +112,9 @@ def probe(
   rows = []
   for meta_step in range(ages[-1] // every + 1):
     state, logs = job.step(state, 1)
-    state = state.replace(update_rule_params=jax.tree.map(jnp.copy, params))
+    state = dataclasses.replace(
+      state, update_rule_params=jax.tree.map(jnp.copy, params)
+    )
     age = meta_step * every
     if age not in ages:
       continue

@@ -4,7 +4,7 @@
 
 Everything here reads what a compiled call returned ({name: [K]} logs of K
 meta-steps) or the rows made from them; nothing is traced. The compiled
-meta-step is in `meta.py`.
+meta-step is in `steps.py`.
 """
 
 from collections.abc import Mapping

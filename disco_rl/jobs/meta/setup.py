@@ -5,11 +5,13 @@
 `make_setup(config)` decides once: the devices and the one-axis mesh, the
 suite's tasks, one population member per task (`make_member`: its agent,
 value function and environment), how many agents each task gets
-(`group_sizes`), the rule's optimiser and how a device runs its agents.
-`PopulationState` is what a meta-step carries to the next; the
-population's life cycle is here too: its initial state
-(`init_population`) and the renewal of agents past their lifetime
-(`renew_old_agents`, inside the meta-step).
+(`group_sizes`), the rule's optimiser and how a device runs its agents;
+what follows from those (the groups' offsets, the state's layout, the
+rule's shapes, a uniform policy's entropy) the `MetaSetup` computes once,
+when first read. `PopulationState` is what a meta-step carries to the
+next; the population's life cycle is here too: its initial state
+(`init_population`, from `rule_params`) and the renewal of agents past
+their lifetime (`renew_old_agents`, inside the meta-step).
 """
 
 from collections.abc import Sequence
@@ -27,9 +29,11 @@ import optax
 from disco_rl import meta_objective
 from disco_rl import optimizers
 from disco_rl import types
+from disco_rl import weights
 from disco_rl.jobs.meta import config as meta_config
 from disco_rl.networks import nets
 from disco_rl.runtime import mesh as mesh_lib
+from disco_rl.update_rules import base as update_rules_base
 
 AXIS = mesh_lib.AXIS
 
@@ -121,6 +125,9 @@ def state_specs(
 class MetaSetup:
   """What a meta-training run is built from (static: not traced).
 
+  Its cached properties (`groups`, `state_specs`, `rule`, `rule_shapes`,
+  `seed_key`, `uniform_entropy`) are computed once, when first read.
+
   Attributes:
     config: the run's settings.
     devices: the devices of the mesh.
@@ -146,14 +153,58 @@ class MetaSetup:
   def num_devices(self) -> int:
     return len(self.devices)
 
-  @property
-  def groups(self) -> list[tuple[meta_objective.MetaTrainAgent, int, int]]:
+  @functools.cached_property
+  def groups(
+    self,
+  ) -> tuple[tuple[meta_objective.MetaTrainAgent, int, int], ...]:
     """(member, first agent, agent count) of each task group."""
     starts = group_starts(self.group_sizes)
-    return [
+    return tuple(
       (m, int(starts[g]), self.group_sizes[g])
       for g, m in enumerate(self.members)
-    ]
+    )
+
+  @functools.cached_property
+  def state_specs(self) -> PopulationState:
+    """The `PartitionSpec` of each part of the run's `PopulationState`
+    (`state_specs` of its tasks and lifetimes)."""
+    return state_specs(len(self.tasks), self.config.sampled_lifetimes)
+
+  @functools.cached_property
+  def rule(self) -> update_rules_base.UpdateRule:
+    """The update rule the agents learn by (the meta-network's)."""
+    return self.members[0].agent.update_rule
+
+  @functools.cached_property
+  def rule_shapes(self) -> types.MetaParams:
+    """The shapes of the rule's meta-parameters (`jax.ShapeDtypeStruct`s)."""
+    return jax.eval_shape(self.rule.init_params, jax.random.PRNGKey(0))[0]
+
+  @functools.cached_property
+  def seed_key(self) -> chex.PRNGKey:
+    """[2]: the key of the population's initial state, `PRNGKey(seed)`."""
+    return jax.random.PRNGKey(self.config.seed)
+
+  @functools.cached_property
+  def uniform_entropy(self) -> float:
+    """ln(actions), averaged over the agents: what a uniform policy
+    target's entropy would be."""
+    return float(
+      np.mean(
+        [
+          np.log(member.agent.num_actions)
+          for member, _, size in self.groups
+          for _ in range(size)
+        ]
+      )
+    )
+
+  @property
+  def unroll(self) -> bool:
+    """Whether the agents' inner updates are unrolled into straight-line
+    code (at most `max_unrolled_inner_steps` of them), not a loop."""
+    config = self.config
+    return config.num_inner_steps <= config.max_unrolled_inner_steps
 
 
 def make_member(
@@ -288,6 +339,20 @@ def agent_lifetimes(
     config.min_agent_lifetime,
     config.agent_lifetime,
   )
+
+
+def rule_params(
+  setup: MetaSetup, given: types.MetaParams | None
+) -> types.MetaParams:
+  """The rule's starting meta-parameters on the mesh (replicated): `given`,
+  or per `config.init` Disco103's weights (`disco_rl.weights`) or a fresh
+  meta-network drawn with `PRNGKey(rule_seed)`."""
+  config = setup.config
+  if given is None:
+    given = weights.starting_rule_params(
+      setup.rule, config.init == 'disco_103', config.rule_seed
+    )
+  return mesh_lib.place(given, mesh_lib.replicated(setup.mesh))
 
 
 def init_population(
