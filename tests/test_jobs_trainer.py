@@ -360,7 +360,7 @@ def test_meta_train_resume_is_exact(tmp_path, tasks):
 
 
 def test_evaluate_trains_a_fresh_agent_with_a_rule_of_any_size():
-  """`meta.evaluate` of a job whose rule is not Disco103-sized trains a
+  """`meta.train_fresh_agent` of a job whose rule is not Disco103-sized trains a
   fresh agent: the default environment takes the rule's sizes (it failed
   inside Haiku before); one given with other sizes is an error naming both,
   and so is one of another rule."""
@@ -373,12 +373,12 @@ def test_evaluate_trains_a_fresh_agent_with_a_rule_of_any_size():
     match=r"env.rule_sizes \(Disco103's\) differ from the sizes of the "
     r"rule's parameters \(prediction_size=8,",
   ):
-    meta_lib.evaluate(run.job, run.state, env=held_out)
+    meta_lib.train_fresh_agent(run.job, run.state, env=held_out)
   with pytest.raises(
     ValueError, match='env must be an EvalConfig with rule disco_103'
   ):
-    meta_lib.evaluate(run.job, run.state, env=eval_config())
-  default = meta_lib.default_eval_config(
+    meta_lib.train_fresh_agent(run.job, run.state, env=eval_config())
+  default = meta_lib.fresh_agent_config(
     run.job, meta_lib.rule(run.job, run.state)
   )
   assert default.rule_sizes == TINY_RULE and default.num_steps == 200
@@ -389,7 +389,7 @@ def test_evaluate_trains_a_fresh_agent_with_a_rule_of_any_size():
     if name != 'rule_sizes':  # Checked above.
       assert getattr(default, name) == getattr(run.job.setup.config, name), name
   shorter = dict(batch_size=8, replay_ratio=4, buffer_capacity=32)
-  summary = meta_lib.evaluate(
+  summary = meta_lib.train_fresh_agent(
     run.job,
     run.state,
     env=dataclasses.replace(default, num_steps=2, rollout_len=5, **shorter),

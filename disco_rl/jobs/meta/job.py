@@ -10,7 +10,7 @@ agents past their lifetime), and the program runs `steps_per_call`
 meta-steps in one jit(shard_map(scan)). The population's initial state is
 `setup.init_population`; the host checks each call's logs
 (`checked_step`); rows, summary and outputs are on the host
-(`meta_report`); `evaluate` and `rule` read a job's state.
+(`meta_report`); `train_fresh_agent` and `rule` read a job's state.
 
 One meta-step, for every agent: act for `num_inner_steps` training
 rollouts and one validation rollout, then differentiate the meta-objective
@@ -127,7 +127,7 @@ def checked_step(
   return state, logs
 
 
-def evaluate(
+def train_fresh_agent(
   job: MetaJob,
   state: State,
   *,
@@ -143,7 +143,7 @@ def evaluate(
     state: its state.
     params: the rule (default: the state's).
     env: an `EvalConfig` with rule 'disco_103' and the rule's sizes
-      (default: `default_eval_config`).
+      (default: `fresh_agent_config`).
     progress: show the eval run's progress bar.
 
   Raises:
@@ -154,7 +154,7 @@ def evaluate(
     params = rule(job, state)
   sizes = disco.sizes_from_params(params)
   if env is None:
-    env = default_eval_config(job, params)
+    env = fresh_agent_config(job, params)
   if not isinstance(env, config_lib.EvalConfig) or env.rule != 'disco_103':
     raise ValueError(
       'env must be an EvalConfig with rule disco_103 (a '
@@ -178,10 +178,10 @@ def evaluate(
   return eval_job.report.summary(outcome.state, rows, outcome.timing)
 
 
-def default_eval_config(
+def fresh_agent_config(
   job: MetaJob, params: weights.Params
 ) -> config_lib.EvalConfig:
-  """`evaluate`'s default: 200 learner steps of a fresh agent like the
+  """`train_fresh_agent`'s default: 200 learner steps of a fresh agent like the
   job's own (its network, rollouts, learning rate and matmul precision:
   `agent_fields`) trained by the rule `params` (its sizes read from them)
   on the job's first task."""
