@@ -12,11 +12,11 @@ as `steps.iteration_keys` and `steps.actor_keys` do, so a host run draws
 its actions with the keys a compiled run of the same seed would.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 import dataclasses
 import functools
-from typing import Any
 
+import chex
 import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
@@ -24,6 +24,7 @@ import numpy as np
 
 from disco_rl import types
 from disco_rl import utils
+from disco_rl.environments import base as base_env
 from disco_rl.jobs.eval import report
 from disco_rl.jobs.eval import setup as setup_lib
 from disco_rl.jobs.eval import steps
@@ -115,7 +116,7 @@ class HostEnvironments:
   """The runs' environments (one object per run) and their states: the
   job's `host_state`, checkpointed as pickled text."""
 
-  def __init__(self, envs):
+  def __init__(self, envs: Sequence[base_env.Environment]) -> None:
     self.envs, self.states = list(envs), [None] * len(envs)
 
   def save(self) -> dict[str, str]:
@@ -144,12 +145,14 @@ class NothingToCompile:
     )
 
 
-def to_devices(setup: setup_lib.EvalSetup, timesteps) -> Any:
+def to_devices(
+  setup: setup_lib.EvalSetup, timesteps: Sequence[types.EnvironmentTimestep]
+) -> types.EnvironmentTimestep:
   """S host timesteps [E, ...] as [D, S, E / D, ...] on the mesh."""
   num_runs, num_devices = setup.config.num_runs, setup.batch_devices
   obs_spec = setup.env.single_observation_spec()
 
-  def split(*xs):
+  def split(*xs: np.ndarray) -> np.ndarray:
     x = np.stack([np.asarray(x) for x in xs])  # [S, E, ...]
     x = x.reshape((num_runs, num_devices, -1) + x.shape[2:])
     return np.swapaxes(x, 0, 1)
@@ -218,11 +221,19 @@ def on_host(
   )
 
 
-def _host_programs(setup: setup_lib.EvalSetup, iterate: Iterate):
+def _host_programs(
+  setup: setup_lib.EvalSetup, iterate: Iterate
+) -> tuple[compiled_lib.Program, compiled_lib.Program]:
   """(one actor step of every run, storing and learning of every run)."""
   config, mesh = setup.config, setup.mesh
 
-  def one_actor_step(actor_state, params, act_keys, t, timestep):
+  def one_actor_step(
+    actor_state: types.HaikuState,
+    params: types.AgentParams,
+    act_keys: chex.PRNGKey,
+    t: chex.Array,
+    timestep: types.EnvironmentTimestep,
+  ) -> tuple[types.HaikuState, types.ActorTimestep]:
     """Actor step `t` of every run, on one device."""
     keys = jax.vmap(lambda k: steps.actor_keys(setup, k)[t])(act_keys)
     recorded, actor_state = jax.vmap(setup.agent.actor_step)(
