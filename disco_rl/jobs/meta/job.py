@@ -85,9 +85,7 @@ def make_meta_train(
   return job_lib.Job(
     name='meta_train',
     setup=setup,
-    init=lambda: init_program(
-      setup.seed_key, meta_setup.rule_params(setup, rule_params)
-    ),
+    init=lambda: init_program(setup.seed_key, setup.rule_params(rule_params)),
     state_shapes=lambda: jax.eval_shape(
       init_program, setup.seed_key, setup.rule_shapes
     ),

@@ -149,6 +149,17 @@ class MetaSetup:
   meta_opt: optax.GradientTransformation
   population: str
 
+  def rule_params(self, given: types.MetaParams | None) -> types.MetaParams:
+    """The rule's starting meta-parameters on the mesh (replicated):
+    `given`, or per `config.init` Disco103's weights (`disco_rl.weights`)
+    or a fresh meta-network drawn with `PRNGKey(rule_seed)`."""
+    config = self.config
+    if given is None:
+      given = weights.starting_rule_params(
+        self.rule, config.init == 'disco_103', config.rule_seed
+      )
+    return mesh_lib.place(given, mesh_lib.replicated(self.mesh))
+
   @property
   def num_devices(self) -> int:
     return len(self.devices)
@@ -339,20 +350,6 @@ def agent_lifetimes(
     config.min_agent_lifetime,
     config.agent_lifetime,
   )
-
-
-def rule_params(
-  setup: MetaSetup, given: types.MetaParams | None
-) -> types.MetaParams:
-  """The rule's starting meta-parameters on the mesh (replicated): `given`,
-  or per `config.init` Disco103's weights (`disco_rl.weights`) or a fresh
-  meta-network drawn with `PRNGKey(rule_seed)`."""
-  config = setup.config
-  if given is None:
-    given = weights.starting_rule_params(
-      setup.rule, config.init == 'disco_103', config.rule_seed
-    )
-  return mesh_lib.place(given, mesh_lib.replicated(setup.mesh))
 
 
 def init_population(
