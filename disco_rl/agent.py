@@ -34,13 +34,19 @@ from disco_rl.update_rules import base as update_rules_base
 from disco_rl.update_rules import disco
 from disco_rl.update_rules import policy_gradient
 from disco_rl.update_rules import ppo
+from disco_rl.update_rules import warm_start
 
 UPDATE_RULES = {
   'disco': disco.DiscoUpdateRule,
   'actor_critic': actor_critic.ActorCritic,
   'policy_gradient': policy_gradient.PolicyGradientUpdate,
   'ppo': ppo.PPO,
+  'warm_start': warm_start.WarmStart,
 }
+# The rule that holds two others (`with_warm_start`): its `main` and `warm`
+# settings are each {'name': a rule's name, 'settings': its settings}.
+WARM_START = 'warm_start'
+_HELD_RULES = ('main', 'warm')
 SETTINGS_KEYS = (
   'hyper_params',
   'update_rule_name',
@@ -86,17 +92,7 @@ def _check_settings(settings: config_dict.ConfigDict) -> None:
       f'agent_settings lacks {missing}; see '
       'agent.get_settings_disco() for a complete example.'
     )
-  name = settings.update_rule_name
-  if name not in UPDATE_RULES:
-    raise ValueError(
-      f'Unknown update_rule_name {name!r}; expected one of '
-      f'{sorted(UPDATE_RULES)}.'
-    )
-  utils.check_kwargs(
-    UPDATE_RULES[name],
-    settings.update_rule,
-    f'agent_settings.update_rule ({name})',
-  )
+  _check_rule(settings.update_rule_name, settings.update_rule, 'agent_settings')
   utils.check_keys(
     settings.net_settings.keys(),
     ('name', 'net_args', 'precision'),
@@ -128,6 +124,54 @@ def _check_settings(settings: config_dict.ConfigDict) -> None:
       f'agent_settings.net_settings.net_args must not set '
       f'{given}: the agent derives them from the update rule.'
     )
+
+
+def _check_rule(name: str, rule: Any, what: str) -> None:
+  """Raises ValueError, naming `what`, unless `name` is a rule and `rule`
+  its constructor settings (a warm start's held rules checked alike)."""
+  if name not in UPDATE_RULES:
+    raise ValueError(
+      f'Unknown {what}.update_rule_name {name!r}; expected one of '
+      f'{sorted(UPDATE_RULES)}.'
+    )
+  utils.check_kwargs(UPDATE_RULES[name], rule, f'{what}.update_rule ({name})')
+  if name != WARM_START:
+    return
+  for part in _HELD_RULES:
+    held = rule.get(part)
+    if held is None and part == 'warm':
+      continue
+    if held is None or sorted(held.keys()) != ['name', 'settings']:
+      raise ValueError(
+        f"{what}.update_rule.{part} ({name}) must be {{'name': a rule's "
+        f"name, 'settings': its settings}}, got {held!r}."
+      )
+    if held['name'] == WARM_START:
+      raise ValueError(
+        f'{what}.update_rule.{part} ({name}): a warm start cannot hold '
+        'another warm start.'
+      )
+    _check_rule(held['name'], held['settings'], f'{what}.update_rule.{part}')
+
+
+def build_update_rule(name: str, rule: Any) -> update_rules_base.UpdateRule:
+  """The rule `name` from its constructor settings `rule` (checked by
+  `_check_rule`); a warm start's held rules are built first."""
+  if name != WARM_START:
+    return UPDATE_RULES[name](**rule)
+  held = [
+    None if rule.get(part) is None
+    else build_update_rule(rule[part]['name'], rule[part]['settings'])
+    for part in _HELD_RULES
+  ]  # fmt: skip
+  main, warm = held
+  assert main is not None  # Checked by _check_rule.
+  return warm_start.WarmStart(
+    main=main,
+    warm=warm,
+    steps=rule['steps'],
+    predictions=rule.get('predictions', False),
+  )
 
 
 def _check_action_spec(spec: Any) -> None:
@@ -326,8 +370,9 @@ class Agent:
     self.debug_checks = debug_checks
     self.num_actions = int(single_action_spec.maximum) + 1
 
-    rule_cls = UPDATE_RULES[settings.update_rule_name]
-    self.update_rule = rule_cls(**settings.update_rule)
+    self.update_rule = build_update_rule(
+      settings.update_rule_name, settings.update_rule
+    )
     logging.info(
       'Update rule %s: %r', settings.update_rule_name, settings.update_rule
     )
@@ -850,3 +895,53 @@ def make_settings(
   if optimizer != 'adam':
     settings.optimizer = optimizer
   return settings
+
+
+def with_warm_start(
+  settings: config_dict.ConfigDict,
+  warm: config_dict.ConfigDict | None,
+  steps: int,
+  predictions: bool = False,
+) -> config_dict.ConfigDict:
+  """`settings`' agent trained first by `warm`'s rule (`update_rules.
+  warm_start`): its first `steps` updates by `warm`'s loss, then by its own.
+
+  Args:
+    settings: the agent's settings (e.g. `make_settings('disco_103', ...)`):
+      its network, optimiser and learning rate are the run's.
+    warm: the settings whose rule and hyper-parameters train the first
+      updates (e.g. `get_settings_actor_critic()`; only its
+      `update_rule_name`, `update_rule` and `hyper_params` are read), or
+      None: with `predictions`, only `settings`' rule's terms other than
+      the policy's.
+    steps: updates of the warm start (>= 1).
+    predictions: during the warm start, also `settings`' rule's terms other
+      than the policy's (Disco's y, z and auxiliary-policy KLs).
+
+  Raises:
+    ValueError: a rule with meta-parameters as `warm`, or `warm=None`
+      without `predictions`.
+  """
+  if warm is not None and warm.update_rule_name in ('disco', WARM_START):
+    raise ValueError(
+      f'with_warm_start: the warm rule must be a hand-written one (it is '
+      f'given no meta-parameters), got {warm.update_rule_name!r}.'
+    )
+  held = lambda s: dict(name=s.update_rule_name, settings=s.update_rule)
+  wrapped = config_dict.ConfigDict(settings.to_dict())
+  wrapped.update_rule_name = WARM_START
+  wrapped.update_rule = config_dict.ConfigDict(
+    dict(
+      main=held(settings),
+      warm=None if warm is None else held(warm),
+      steps=steps,
+      predictions=predictions,
+    )
+  )
+  wrapped.hyper_params = config_dict.ConfigDict(
+    dict(
+      main=settings.hyper_params.to_dict(),
+      warm={} if warm is None else warm.hyper_params.to_dict(),
+    )
+  )
+  return wrapped

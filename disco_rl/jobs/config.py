@@ -36,6 +36,9 @@ RULES = tuple(agent_lib.RULES)
 NETS = tuple(agent_lib.TORSO_FIELDS)
 PRECISIONS = nets.PRECISIONS
 MATMUL_PRECISIONS = ('default', 'high', 'highest')
+# The rules a warm start may begin with ('none': the main rule's own terms
+# other than the policy's, with `warm_start_predictions`).
+WARM_START_RULES = ('none', 'actor_critic', 'ppo')
 # env='custom': the Environment object given to Trainer(..., env=...).
 CUSTOM_ENV = 'custom'
 # Seeds are below 2**32: `jax.random.PRNGKey` keeps a seed's low 32 bits
@@ -378,6 +381,23 @@ class EvalConfig(RunConfig):
   """Settings of an eval run (defaults: the upstream eval notebook)."""
 
   rule: str = setting('disco_103', 'update rule', choices=RULES)
+  warm_start_rule: str = setting(
+    'none',
+    "rule disco_103: the rule of the agent's first warm_start_steps "
+    "updates, then Disco's, in one run (docs/eval.md): 'actor_critic', "
+    "'ppo' or 'none' (with warm_start_predictions: Disco's own terms "
+    "but the policy's)",
+    choices=WARM_START_RULES,
+  )
+  warm_start_steps: int = setting(
+    0, 'updates of the warm start (0: none, the upstream run)'
+  )
+  warm_start_predictions: bool = setting(
+    False,
+    "during the warm start, also train Disco's terms other than the "
+    "policy's (its y, z and auxiliary-policy targets); Disco's value "
+    'loss trains from the first update either way',
+  )
   env: str = setting(
     'jittable_catch',
     "environment: 'jittable_catch' (Catch compiled on "
@@ -436,6 +456,41 @@ class EvalConfig(RunConfig):
     'only the behaviour logits)',
     flags=(),
   )
+
+  def _check_warm_start(self) -> None:
+    warm = self.warm_start_rule != 'none' or self.warm_start_predictions
+    self._at_least(0, 'warm_start_steps')
+    if warm and not self.warm_start_steps:
+      raise ValueError(
+        f'warm_start_rule={self.warm_start_rule!r}, warm_start_predictions='
+        f'{self.warm_start_predictions} set a warm start: give its length, '
+        'warm_start_steps >= 1 (got 0).'
+      )
+    if self.warm_start_steps and not warm:
+      raise ValueError(
+        f'warm_start_steps={self.warm_start_steps} needs a warm start: '
+        "warm_start_rule ('actor_critic' or 'ppo') or "
+        "warm_start_predictions=True (got 'none' and False)."
+      )
+    if self.warm_start_steps and self.rule not in agent_lib.SIZED_RULES:
+      raise ValueError(
+        f'warm_start_steps={self.warm_start_steps}: a warm start begins a '
+        f'run of a rule with a meta-network {agent_lib.SIZED_RULES}; rule '
+        f'is {self.rule!r}.'
+      )
+
+  def run_agent_settings(self) -> config_dict.ConfigDict:
+    """The agent settings of this run: `rule`'s, after a warm start by
+    `warm_start_rule` when `warm_start_steps` (`agent.with_warm_start`)."""
+    settings = self.agent_settings(self.rule, precision=self.precision)
+    if not self.warm_start_steps:
+      return settings
+    warm = None
+    if self.warm_start_rule != 'none':
+      warm = self.agent_settings(self.warm_start_rule)
+    return agent_lib.with_warm_start(
+      settings, warm, self.warm_start_steps, self.warm_start_predictions
+    )
 
   @property
   def num_envs(self) -> int:  # Acting at once in each run, all devices.
@@ -502,6 +557,7 @@ class EvalConfig(RunConfig):
         f'policy_target={self.policy_target!r} is a setting of a rule with '
         f'a meta-network {agent_lib.SIZED_RULES}; rule is {self.rule!r}.'
       )
+    self._check_warm_start()
     kwargs = self.env_kwargs
     if not isinstance(kwargs, dict) or not all(
       isinstance(k, str) for k in kwargs

@@ -31,6 +31,7 @@ from disco_rl.jobs import config as config_lib
 from disco_rl.networks import nets
 from disco_rl.runtime import mesh as mesh_lib
 from disco_rl.update_rules import disco
+from disco_rl.update_rules import warm_start as warm_start_lib
 
 AXIS, SEED = mesh_lib.AXIS, mesh_lib.SEED_AXIS
 PER_DEVICE = P(AXIS, SEED)  # [D, S, ...]: a row per device, the seeds split.
@@ -172,8 +173,9 @@ class EvalSetup:
     return -(-self.batch_per_device // self.envs_per_device) - 1
 
 
-def log_keys(rule: str) -> tuple[str, ...]:
-  """The learner scalars the eval job records per step, for a rule."""
+def log_keys(rule: str, warm_start: bool = False) -> tuple[str, ...]:
+  """The learner scalars the eval job records per step, for a rule (and
+  the warm start's weight: 1 during it, else 0)."""
   common = (
     'total_loss',
     'global_gradient_norm',
@@ -181,7 +183,9 @@ def log_keys(rule: str) -> tuple[str, ...]:
     'entropy',
   )
   if rule == 'disco_103':
-    return common + ('pi_loss', 'q_loss', 'aux_kl_loss', 'pi_hat_entropy')
+    disco_keys = ('pi_loss', 'q_loss', 'aux_kl_loss', 'pi_hat_entropy')
+    warm = (warm_start_lib.WARM_KEY,) if warm_start else ()
+    return common + disco_keys + warm
   return common + ('pg_advs', 'avg_value')
 
 
@@ -285,9 +289,7 @@ def make_setup(
   agent = agent_lib.Agent(
     single_observation_spec=env.single_observation_spec(),
     single_action_spec=env.single_action_spec(),
-    agent_settings=config.agent_settings(
-      config.rule, precision=config.precision
-    ),
+    agent_settings=config.run_agent_settings(),
     batch_axis_name=AXIS,
   )
   return EvalSetup(
@@ -301,7 +303,7 @@ def make_setup(
     envs_per_device=per_device,
     batch_per_device=config.batch_size // num,
     capacity_per_device=config.buffer_capacity // num,
-    log_keys=log_keys(config.rule),
+    log_keys=log_keys(config.rule, bool(config.warm_start_steps)),
     seed_keys=seed_keys(config),
     rates=mesh_lib.place(
       np.asarray([run.learning_rate for run in config.runs], np.float32),
