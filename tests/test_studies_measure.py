@@ -322,3 +322,55 @@ def test_random_play_returns_on_catch():
   returns = measure.random_play_returns(env, steps=40, seed=1)
   assert returns.shape == (320,)
   assert set(np.unique(returns)) == {-1.0, 1.0}
+
+
+def _plateau_rows(flat: int, total: int = 400, dip: bool = False):
+  """A run at return -1 and a uniform policy (ln 3) for `flat` updates,
+  then at return +1 with entropy 0.1; one update per iteration after 2
+  acting-only ones (learned 0); with `dip`, an entropy dip of 10 updates
+  at the start that comes back (as Disco103's does)."""
+  learned = [0.0, 0.0] + [1.0] * total
+  updates = np.cumsum(learned)
+  returns = np.where(updates <= flat, -1.0, 1.0)
+  entropy = np.where(updates <= flat, np.log(3), 0.1)
+  if dip:
+    entropy[2:12] = 0.5
+  return pd.DataFrame(
+    dict(
+      learned=learned,
+      avg_return=returns,
+      entropy=entropy,
+      seed=0,
+      env_steps=np.arange(total + 2) * 10.0,
+      episodes=1.0,
+    )
+  )
+
+
+@pytest.mark.parametrize('dip', [False, True])
+def test_the_plateau_is_where_the_moving_mean_is_half_way(dip):
+  got = measure.plateau(_plateau_rows(100, dip=dip), num_actions=3)
+  # Start -1, end +1: half way is 0, which the trailing 25-iteration mean
+  # reaches with 13 iterations at +1: updates 101..113. The entropy's
+  # mean of k iterations at 0.1 and 25 - k at ln 3 is below 0.9 ln 3 from
+  # k = 3 (k > 0.1 * 25 ln 3 / (ln 3 - 0.1) = 2.75): update 103.
+  assert got == dict(plateau=113.0, start=-1.0, end=1.0, leaves_uniform=103.0)
+
+
+def test_a_run_that_does_not_leave_uniform_has_no_plateau_end():
+  rows = _plateau_rows(100)
+  rows['entropy'] = np.log(3)  # The return rose, the policy stayed uniform.
+  got = measure.plateau(rows, num_actions=3)
+  assert np.isnan(got['plateau']) and np.isnan(got['leaves_uniform'])
+  flat = _plateau_rows(1000, total=400)  # The return never rose.
+  assert np.isnan(measure.plateau(flat, num_actions=3)['plateau'])
+
+
+def test_plateau_refuses_rows_of_several_runs_and_bad_arguments():
+  rows = pd.concat([_plateau_rows(100), _plateau_rows(100).assign(seed=1)])
+  with pytest.raises(ValueError, match='rows of one run'):
+    measure.plateau(rows, num_actions=3)
+  with pytest.raises(ValueError, match='num_actions must be an integer >= 2'):
+    measure.plateau(_plateau_rows(100), num_actions=1)
+  with pytest.raises(ValueError, match='entropy'):
+    measure.plateau(_plateau_rows(100).drop(columns='entropy'), num_actions=3)

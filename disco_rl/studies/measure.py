@@ -19,6 +19,7 @@ and `seed` (plus `learning_rate` when runs differ in it) naming the run.
   score = normalise(final, random, reference=28.0)
   table = normalised_scores(results, {env: random}, {env: reference})
   curve = compact_curves(rows, points=120)     # small enough to commit
+  length = plateau(rows_of_one_run, num_actions=3)['plateau']
 """
 
 from collections.abc import Mapping, Sequence
@@ -49,6 +50,13 @@ RANDOM_SEED = 0
 RANDOM_SETTINGS = ('env', 'env_settings', 'num_envs', 'steps', 'seed')
 ROW_COLUMNS = ('env_steps', 'episodes', 'avg_return')
 RUN_KEYS = ('seed', 'learning_rate')  # The columns that name a run.
+# The plateau (docs/studies/plateau.md): the return's start and end are its
+# means over the first 5% and the last 10% of the learner updates; moving
+# means span 25 iterations; the policy has left uniform once its entropy's
+# moving mean is below 0.9 ln(actions).
+PLATEAU_START, PLATEAU_END = 0.05, 0.1
+PLATEAU_WINDOW = 25
+UNIFORM_FRACTION = 0.9
 # Metrics rows as the functions take them: a DataFrame, a list of row dicts
 # or a dict of columns (anything `pd.DataFrame` makes a table of).
 Rows: TypeAlias = pd.DataFrame | Sequence[Mapping[str, Any]] | Mapping[str, Any]
@@ -204,6 +212,70 @@ def final_returns(rows: Rows, fraction: float = FINAL_FRACTION) -> pd.Series:
   series = pd.Series(finals, name='final_return', dtype=float)
   series.index.names = keys
   return series
+
+
+def _moving_mean(values: pd.Series, window: int) -> npt.NDArray[np.float64]:
+  """The trailing `window`-point mean, NaNs skipped (NaN if all are)."""
+  return values.astype(float).rolling(window, min_periods=1).mean().to_numpy()
+
+
+def plateau(
+  rows: Rows, num_actions: int, window: int = PLATEAU_WINDOW
+) -> dict[str, float]:
+  """How long one run stays at its starting return (the one definition;
+  docs/studies/plateau.md).
+
+  The plateau is the first learner update at which the return's
+  `window`-iteration moving mean is half way from its start (its mean over
+  the first `PLATEAU_START` of the updates) to its end (the last
+  `PLATEAU_END`); it counts only once the policy has left uniform for good
+  (`leaves_uniform`: the first update from which the entropy's moving mean
+  stays below `UNIFORM_FRACTION` ln(num_actions) to the end; an early dip
+  that comes back does not count). NaN where the return did not rise, its
+  moving mean never got half way, or the policy never left uniform.
+
+  Args:
+    rows: one run's metrics rows (one per iteration, in order), with the
+      columns of `final_return` and learned (1 where the iteration took a
+      learner update) and entropy (the policy's; NaN before the first).
+    num_actions: the environment's actions.
+    window: iterations the moving means span.
+
+  Returns:
+    dict(plateau, start, end, leaves_uniform): updates, the start and end
+    returns, updates.
+
+  Raises:
+    ValueError: rows of several runs, missing columns, or a bad
+      num_actions or window.
+  """
+  table = _table(rows, 'rows', ROW_COLUMNS + ('learned', 'entropy'))
+  _check_one_run(table, 'rows')
+  _check_count('num_actions', num_actions, 2)
+  _check_count('window', window, 1)
+  updates = table['learned'].fillna(0).cumsum().to_numpy(float)
+  returns = table['avg_return'].astype(float)
+  total = updates[-1]
+  start = returns[updates <= max(total * PLATEAU_START, 1)].mean()
+  end = returns[updates > total * (1 - PLATEAU_END)].mean()
+  smooth_entropy = _moving_mean(table['entropy'], window)
+  above = ~(smooth_entropy < UNIFORM_FRACTION * math.log(num_actions))
+  leaves = math.nan
+  if not above[-1]:
+    first = np.flatnonzero(above)[-1] + 1 if above.any() else 0
+    leaves = float(updates[first])
+  length = math.nan
+  if math.isfinite(start) and math.isfinite(end) and end > start:
+    # A window no longer than the end's stretch, so that the moving mean
+    # there is close to `end`.
+    stretch = int(np.sum(updates > total * (1 - PLATEAU_END)))
+    smooth = _moving_mean(returns, max(1, min(window, stretch)))
+    reached = np.flatnonzero(smooth >= (start + end) / 2)
+    if reached.size and math.isfinite(leaves):
+      length = float(updates[reached[0]])
+  return dict(
+    plateau=length, start=float(start), end=float(end), leaves_uniform=leaves
+  )
 
 
 def compact_curve(rows: Rows, points: int = CURVE_POINTS) -> pd.DataFrame:
