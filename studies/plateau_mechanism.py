@@ -1,0 +1,329 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""What Disco103 asks of a fresh agent on Catch 8x8, every 10 updates
+(issue 70; docs/studies/plateau.md, "Why the plateau").
+
+Each condition is an eval run at the upstream eval's settings (Catch 8x8,
+seeds 0-2 in one program, 1,000 updates), with or without a warm start.
+After every call of 10 iterations the run's state is read, unchanged: a
+batch of 64 trajectories is drawn from each seed's replay buffer, as its
+next update would draw one, and the rule's targets on it are measured
+against the agent's outputs (`targets`). The runs' own rows are the CLI's
+(`metrics.csv`); the measurements go to `targets.csv` beside them.
+
+  python studies/plateau_mechanism.py runs/plateau_mechanism cold pred300
+  python studies/plateau_mechanism.py runs/plateau_mechanism --report \\
+      docs/results/plateau                 # mechanism.{csv,md,png}
+  python studies/plateau_mechanism.py OUT cold --tiny     # test size
+
+About 13 minutes per condition on this project's 2-core CPU.
+"""
+
+import argparse
+import math
+import pathlib
+import sys
+from typing import Any
+
+import distrax
+import jax
+import jax.numpy as jnp
+import pandas as pd
+
+from disco_rl import agent as agent_lib
+from disco_rl import replay
+from disco_rl import utils
+from disco_rl.jobs import config as config_lib
+from disco_rl.jobs import trainer as trainer_lib
+from disco_rl.studies import measure
+from disco_rl.update_rules import warm_start
+
+SEEDS = (0, 1, 2)
+BASE = dict(env='jittable_catch', seeds=SEEDS, num_steps=1000)
+# Each condition's changes to BASE (EvalConfig fields).
+CONDITIONS: dict[str, dict[str, Any]] = {
+  'cold': {},
+  # Disco's y, z and auxiliary-policy targets (and its value loss) for 300
+  # updates with the policy's term off, then all of Disco: are the
+  # predictions what the plateau waits for?
+  'pred300': dict(warm_start_predictions=True, warm_start_steps=300),
+  # The actor-critic's loss for 100 updates (Disco's value loss too).
+  'ac100': dict(warm_start_rule='actor_critic', warm_start_steps=100),
+  'ac100pred': dict(
+    warm_start_rule='actor_critic',
+    warm_start_steps=100,
+    warm_start_predictions=True,
+  ),
+}
+TINY = dict(
+  num_steps=20,
+  batch_size=8,
+  replay_ratio=2,
+  buffer_capacity=16,
+  rollout_len=6,
+  dense=(16,),
+  model_lstm_size=8,
+  model_head_hiddens=(8,),
+)
+EVERY = 10  # Iterations between measurements (one call).
+BATCH = 64  # Trajectories measured (the learner's batch).
+NUM_ACTIONS = 3
+
+
+def _spread(probs: jax.Array, live: jax.Array) -> jax.Array:
+  """Mean total-variation distance of [T, B, K] distributions from their
+  mean over the live steps ([T, B] weights): 0 when every step gets the
+  same distribution, up to 1."""
+  w = live[..., None] / jnp.sum(live)
+  mean = jnp.sum(probs * w, axis=(0, 1))
+  return jnp.sum(0.5 * jnp.sum(jnp.abs(probs - mean), -1) * live) / jnp.sum(
+    live
+  )
+
+
+def _corr(x: jax.Array, y: jax.Array, live: jax.Array) -> jax.Array:
+  """Pearson correlation of [T, B] `x` and `y` over the live steps."""
+  w = live / jnp.sum(live)
+  dx, dy = x - jnp.sum(x * w), y - jnp.sum(y * w)
+  cov = jnp.sum(dx * dy * w)
+  return cov / jnp.sqrt(jnp.sum(dx * dx * w) * jnp.sum(dy * dy * w) + 1e-12)
+
+
+def targets(agent, rule_params, learner_state, net_state, rollout, key):
+  """The rule's targets on a [T, B] `rollout` against the agent's outputs,
+  as scalars (the learner step's own computation, its update discarded).
+
+  pi_hat, y_hat, z_hat: the targets' distributions; pi, y, z: the agent's
+  (z at the action taken). `*_spread`: `_spread` over the batch's steps.
+  `push_adv_corr`: the correlation over steps of log pi_hat(a_t) - log
+  pi(a_t) (how far the target moves the action taken) with the rule's
+  advantage of it, raw and normalised.
+  """
+  _, _, logs = agent.learner_step(
+    key, rollout, learner_state, net_state, rule_params, False
+  )
+  meta_out = logs['meta_out']
+  if warm_start.WARM_KEY in meta_out:
+    meta_out = meta_out['main']
+  out, _ = agent.unroll_net(learner_state.params, net_state, rollout)
+  out = jax.tree.map(lambda x: x[:-1], out)
+  a_t = rollout.actions[:-1]
+  live = (rollout.discounts[:-1] > 0).astype(jnp.float32)
+  mean = lambda x: jnp.sum(x * live) / jnp.sum(live)
+  pi_hat, pi = distrax.Softmax(meta_out['pi']), distrax.Softmax(out['logits'])
+  z_a = utils.batch_lookup(out['z'], a_t)
+  probs = dict(
+    pi_hat=pi_hat.probs,
+    pi=pi.probs,
+    y_hat=jax.nn.softmax(meta_out['y']),
+    y=jax.nn.softmax(out['y']),
+    z_hat=jax.nn.softmax(meta_out['z']),
+    z=jax.nn.softmax(z_a),
+  )
+  push = pi_hat.log_prob(a_t) - pi.log_prob(a_t)
+  stats = {f'{k}_spread': _spread(v, live) for k, v in probs.items()}
+  stats.update(
+    pi_hat_entropy=mean(pi_hat.entropy()),
+    pi_entropy=mean(pi.entropy()),
+    kl_target_policy=mean(pi_hat.kl_divergence(pi)),
+    y_hat_entropy=mean(distrax.Softmax(meta_out['y']).entropy()),
+    y_entropy=mean(distrax.Softmax(out['y']).entropy()),
+    adv_std=jnp.sqrt(mean(meta_out['adv'] ** 2) - mean(meta_out['adv']) ** 2),
+    push_adv_corr=_corr(push, meta_out['adv'], live),
+    push_normalized_adv_corr=_corr(push, meta_out['normalized_adv'], live),
+    push_abs=mean(jnp.abs(push)),
+  )
+  return stats
+
+
+class Measurer:
+  """A Trainer callback: `targets` of every seed after each call."""
+
+  def __init__(self, path: pathlib.Path):
+    self.path = path
+    self.rows: list[dict[str, float]] = []
+    self._measure = None
+
+  def _compiled(self, trainer):
+    setup = trainer.job.setup
+    agent = agent_lib.Agent(  # The run's agent, outside the mesh.
+      single_observation_spec=setup.agent.single_observation_spec,
+      single_action_spec=setup.agent.single_action_spec,
+      agent_settings=setup.agent.settings,
+      batch_axis_name=None,
+    )
+
+    def measure_seed(state, s, key):
+      pick = lambda x: x[s]
+      learner_state = jax.tree.map(pick, state.learner_state)
+      buffer = jax.tree.map(lambda x: x[0, s], state.replay)
+      net_state = jax.tree.map(lambda x: x[0, s], state.actor_state)
+      sample_key, step_key = jax.random.split(key)
+      rollout = replay.sample(buffer, sample_key, BATCH)
+      return targets(
+        agent, state.rule_params, learner_state, net_state, rollout, step_key
+      )
+
+    return jax.jit(measure_seed, static_argnums=1)
+
+  def __call__(self, trainer, new_rows) -> None:
+    if not new_rows:
+      return
+    state = trainer.state
+    step = int(new_rows[-1]['step'])
+    if self._measure is None:
+      self._measure = self._compiled(trainer)
+    ready = int(jax.device_get(state.replay.size).ravel()[0])
+    if ready < BATCH and ready < trainer.job.setup.batch_per_device:
+      return
+    for s, seed in enumerate(trainer.config.seeds):
+      key = jax.random.fold_in(jax.random.PRNGKey(seed), step)
+      stats = jax.device_get(self._measure(state, s, key))
+      self.rows.append(
+        dict(step=step, seed=seed) | {k: float(v) for k, v in stats.items()}
+      )
+    pd.DataFrame(self.rows).to_csv(self.path, index=False)
+
+
+def run_condition(out: pathlib.Path, name: str, tiny: bool) -> None:
+  settings = {**BASE, **CONDITIONS[name], **(TINY if tiny else {})}
+  settings['steps_per_call'] = EVERY
+  if tiny and name != 'cold':
+    for key in ('warm_start_steps',):
+      if key in settings:
+        settings[key] = 5
+  config = config_lib.EvalConfig(**settings)
+  directory = out / name
+  if (directory / 'summary.json').exists():
+    print(f'{name}: done already ({directory})')
+    return
+  measurer = Measurer(out / f'{name}.targets.csv')
+  trainer = trainer_lib.Trainer(
+    config, directory, overwrite=True, progress=False, checkpoint_every=0
+  )
+  trainer.fit(callbacks=[measurer])
+  trainer.close()
+  print(f'{name}: {directory}/metrics.csv, {measurer.path}', flush=True)
+
+
+def _updates(rows: pd.DataFrame) -> pd.DataFrame:
+  rows = rows.sort_values(['seed', 'step']).copy()
+  rows['updates'] = rows.groupby('seed')['learned'].cumsum()
+  return rows
+
+
+def report(out: pathlib.Path, results: pathlib.Path) -> None:
+  """Plateaus per seed (measure.plateau), the targets' measurements per
+  condition and seed, and a figure of both against updates."""
+  results.mkdir(parents=True, exist_ok=True)
+  plateaus, measured = [], []
+  names = [n for n in CONDITIONS if (out / n / 'metrics.csv').exists()]
+  for name in names:
+    rows = _updates(pd.read_csv(out / name / 'metrics.csv'))
+    for seed, run in rows.groupby('seed'):
+      got = measure.plateau(run, NUM_ACTIONS)
+      plateaus.append(
+        dict(condition=name, seed=seed, final=measure.final_return(run), **got)
+      )
+    path = out / f'{name}.targets.csv'
+    if path.exists():
+      table = pd.read_csv(path)
+      table = table.merge(
+        rows[['seed', 'step', 'updates']], on=['seed', 'step'], how='left'
+      )
+      measured.append(table.assign(condition=name))
+  plateau_table = pd.DataFrame(plateaus)
+  plateau_table.to_csv(results / 'mechanism_plateaus.csv', index=False)
+  if measured:
+    table = pd.concat(measured)
+    table.to_csv(results / 'mechanism.csv', index=False, float_format='%.5g')
+    _figure(table, plateau_table, results / 'mechanism.png')
+  lines = [
+    '| condition | plateau per seed | mean | leaves uniform per seed | final |',
+    '|---|---|---|---|---|',
+  ]
+  for name, group in plateau_table.groupby('condition', sort=False):
+    fmt = lambda v: 'n/a' if math.isnan(v) else f'{v:.0f}'
+    lines.append(
+      f'| {name} | {", ".join(fmt(v) for v in group["plateau"])} | '
+      f'{fmt(group["plateau"].mean())} | '
+      f'{", ".join(fmt(v) for v in group["leaves_uniform"])} | '
+      f'{group["final"].mean():.2f} |'
+    )
+  (results / 'mechanism.md').write_text('\n'.join(lines) + '\n')
+  print('\n'.join(lines))
+
+
+PANELS = (
+  ('entropy', ('pi_entropy', 'pi_hat_entropy'), 'entropy (ln 3 = 1.10)'),
+  ('kl', ('kl_target_policy',), 'KL(target || policy)'),
+  (
+    'spread',
+    ('pi_hat_spread', 'pi_spread', 'y_spread', 'y_hat_spread', 'z_spread'),
+    'spread over the batch (TV)',
+  ),
+  ('corr', ('push_adv_corr',), 'corr(target push on a_t, advantage)'),
+)
+
+
+def _figure(table, plateau_table, path: pathlib.Path) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  conditions = list(dict.fromkeys(table['condition']))
+  fig, axes = plt.subplots(
+    len(PANELS), len(conditions), figsize=(4 * len(conditions), 9),
+    squeeze=False, sharex=True,
+  )  # fmt: skip
+  for j, name in enumerate(conditions):
+    part = table[table['condition'] == name]
+    for i, (_, keys, label) in enumerate(PANELS):
+      ax = axes[i, j]
+      for key in keys:
+        wide = part.pivot_table(index='updates', columns='seed', values=key)
+        ax.plot(wide.index, wide.mean(axis=1), label=key)
+        ax.fill_between(
+          wide.index, wide.min(axis=1), wide.max(axis=1), alpha=0.25
+        )
+      ends = plateau_table[plateau_table['condition'] == name]['plateau']
+      for end in ends.dropna():
+        ax.axvline(end, color='grey', lw=0.6, ls=':')
+      if j == 0:
+        ax.set_ylabel(label)
+      if i == 0:
+        ax.set_title(name)
+      if i == len(PANELS) - 1:
+        ax.set_xlabel('learner updates')
+      if j == len(conditions) - 1:
+        ax.legend(fontsize=6)
+  fig.suptitle(
+    "Disco103's targets on Catch 8x8, seeds 0-2 (line: mean, band: min-max; "
+    "dotted: each seed's plateau end)",
+    fontsize=9,
+  )
+  fig.tight_layout()
+  fig.savefig(path, dpi=90)
+  plt.close(fig)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('out', type=pathlib.Path)
+  parser.add_argument('conditions', nargs='*', help=f'of {list(CONDITIONS)}')
+  parser.add_argument('--tiny', action='store_true')
+  parser.add_argument('--report', type=pathlib.Path, metavar='DIR')
+  args = parser.parse_args(argv)
+  unknown = [n for n in args.conditions if n not in CONDITIONS]
+  if unknown:
+    parser.error(f'unknown conditions {unknown}; of {list(CONDITIONS)}')
+  for name in args.conditions:
+    run_condition(args.out, name, args.tiny)
+  if args.report:
+    report(args.out, args.report)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

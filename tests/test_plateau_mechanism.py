@@ -1,0 +1,86 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""studies/plateau_mechanism.py (issue 70): its measures on known inputs,
+and (slow target) a tiny condition run and reported as documented."""
+
+import importlib.util
+import math
+import pathlib
+
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / 'studies' / 'plateau_mechanism.py'
+
+
+def _load_script():
+  spec = importlib.util.spec_from_file_location('plateau_mechanism', SCRIPT)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+mechanism = _load_script()
+
+
+def test_spread_is_the_mean_total_variation_from_the_batch_mean():
+  same = jnp.broadcast_to(jnp.asarray([0.2, 0.3, 0.5]), (4, 2, 3))
+  live = jnp.ones((4, 2))
+  assert float(mechanism._spread(same, live)) == pytest.approx(0.0, abs=1e-7)
+  # Half the steps one-hot on action 0, half on action 1: the mean is
+  # (0.5, 0.5, 0), each step 0.5 away in total variation.
+  one_hot = jnp.asarray([[1.0, 0, 0], [0, 1.0, 0]])
+  probs = jnp.broadcast_to(one_hot[None], (4, 2, 3))
+  assert float(mechanism._spread(probs, live)) == pytest.approx(0.5)
+  # A dead step is left out of both the mean and the average: numpy's
+  # weighted mean over the 7 live steps.
+  probs = probs.at[0, 0].set(jnp.asarray([0.0, 0, 1.0]))
+  dead = live.at[0, 0].set(0.0)
+  w = np.asarray(dead).ravel() / 7
+  p = np.asarray(probs).reshape(8, 3)
+  mean = (p * w[:, None]).sum(0)
+  want = (0.5 * np.abs(p - mean).sum(1) * w).sum()
+  assert float(mechanism._spread(probs, dead)) == pytest.approx(want, rel=1e-6)
+
+
+def test_corr_is_pearson_s_over_the_live_steps():
+  rng = np.random.default_rng(0)
+  x, y = rng.normal(size=(5, 4)), rng.normal(size=(5, 4))
+  live = np.ones((5, 4))
+  live[0] = 0.0
+  want = np.corrcoef(x[1:].ravel(), y[1:].ravel())[0, 1]
+  got = mechanism._corr(jnp.asarray(x), jnp.asarray(y), jnp.asarray(live))
+  assert float(got) == pytest.approx(want, rel=1e-5)
+  assert float(
+    mechanism._corr(jnp.asarray(x), jnp.asarray(2 * x + 1), jnp.ones((5, 4)))
+  ) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_the_conditions_are_eval_configs():
+  from disco_rl.jobs import config as config_lib
+
+  for name, changes in mechanism.CONDITIONS.items():
+    config = config_lib.EvalConfig(**{**mechanism.BASE, **changes})
+    assert config.seeds == (0, 1, 2) and config.num_steps == 1000, name
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures('disco_103_params')
+def test_a_tiny_condition_runs_and_reports(tmp_path):
+  out = tmp_path / 'runs'
+  assert mechanism.main([str(out), 'pred300', '--tiny']) == 0
+  rows = pd.read_csv(out / 'pred300' / 'metrics.csv')
+  measured = pd.read_csv(out / 'pred300.targets.csv')
+  assert sorted(measured['seed'].unique()) == [0, 1, 2]
+  assert set(measured['step']) <= set(rows['step'])
+  for key in ('pi_hat_entropy', 'kl_target_policy', 'y_hat_spread'):
+    assert measured[key].notna().all(), key
+  assert (measured['pi_hat_entropy'] <= math.log(3) + 1e-5).all()
+  assert mechanism.main([str(out), '--report', str(tmp_path / 'res')]) == 0
+  for name in ('mechanism.csv', 'mechanism.md', 'mechanism.png'):
+    assert (tmp_path / 'res' / name).stat().st_size > 0
+  table = pd.read_csv(tmp_path / 'res' / 'mechanism_plateaus.csv')
+  assert list(table['seed']) == [0, 1, 2]
