@@ -4,7 +4,9 @@
 (issue 70; docs/studies/plateau.md, "Why the plateau").
 
 Each condition is an eval run at the upstream eval's settings (Catch 8x8,
-seeds 0-2 in one program, 1,000 updates), with or without a warm start.
+seeds 0-2 in one program, 1,000 updates), with or without a warm start;
+with `--game breakout`, in the MinAtar study's regime on Breakout at its
+Disco103 rate (1e-3, 3,000 updates; studies/minatar.py), every 100 updates.
 After every call of 10 iterations the run's state is read, unchanged: a
 batch of 64 trajectories is drawn from each seed's replay buffer, as its
 next update would draw one, and the rule's targets on it are measured
@@ -15,11 +17,14 @@ against the agent's outputs (`targets`). The runs' own rows are the CLI's
   python studies/plateau_mechanism.py runs/plateau_mechanism --report \\
       docs/results/plateau                 # mechanism.{csv,md,png}
   python studies/plateau_mechanism.py OUT cold --tiny     # test size
+  python studies/plateau_mechanism.py runs/plateau_breakout cold pred300 \
+      --game breakout
 
-About 13 minutes per condition on this project's 2-core CPU.
+About 13 minutes per Catch condition on this project's 2-core CPU.
 """
 
 import argparse
+import importlib.util
 import math
 import pathlib
 import sys
@@ -38,8 +43,37 @@ from disco_rl.jobs import trainer as trainer_lib
 from disco_rl.studies import measure
 from disco_rl.update_rules import warm_start
 
+EVERY = 10  # Iterations between measurements (one call).
+BATCH = 64  # Trajectories measured (Catch's learner batch).
 SEEDS = (0, 1, 2)
 BASE = dict(env='jittable_catch', seeds=SEEDS, num_steps=1000)
+
+
+def _minatar_study():
+  path = pathlib.Path(__file__).with_name('minatar.py')
+  spec = importlib.util.spec_from_file_location('minatar_study', path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def game_base(game: str) -> tuple[dict[str, Any], int]:
+  """(BASE of `game`, iterations between measurements): Catch 8x8 at the
+  upstream eval's settings, or Breakout in the MinAtar study's regime at
+  the rate its procedure chose for Disco103."""
+  if game == 'catch':
+    return BASE, EVERY
+  study = _minatar_study()
+  base = dict(
+    study.BASE,
+    env=study.env('Breakout'),
+    seeds=SEEDS,
+    num_steps=study.UPDATES,
+    learning_rate=study.TABLE_RATES['disco_103'][0],
+  )
+  return base, 100
+
+
 # Each condition's changes to BASE (EvalConfig fields).
 CONDITIONS: dict[str, dict[str, Any]] = {
   'cold': {},
@@ -65,9 +99,8 @@ TINY = dict(
   model_lstm_size=8,
   model_head_hiddens=(8,),
 )
-EVERY = 10  # Iterations between measurements (one call).
-BATCH = 64  # Trajectories measured (the learner's batch).
-NUM_ACTIONS = 3
+NUM_ACTIONS = 3  # Catch's and MinAtar Breakout's.
+GAMES = {'catch': 'Catch 8x8', 'breakout': 'MinAtar Breakout'}
 
 
 def _spread(probs: jax.Array, live: jax.Array) -> jax.Array:
@@ -185,9 +218,12 @@ class Measurer:
     pd.DataFrame(self.rows).to_csv(self.path, index=False)
 
 
-def run_condition(out: pathlib.Path, name: str, tiny: bool) -> None:
-  settings = {**BASE, **CONDITIONS[name], **(TINY if tiny else {})}
-  settings['steps_per_call'] = EVERY
+def run_condition(
+  out: pathlib.Path, name: str, tiny: bool, game: str = 'catch'
+) -> None:
+  base, every = game_base(game)
+  settings = {**base, **CONDITIONS[name], **(TINY if tiny else {})}
+  settings['steps_per_call'] = every
   if tiny and name != 'cold':
     for key in ('warm_start_steps',):
       if key in settings:
@@ -212,7 +248,9 @@ def _updates(rows: pd.DataFrame) -> pd.DataFrame:
   return rows
 
 
-def report(out: pathlib.Path, results: pathlib.Path) -> None:
+def report(
+  out: pathlib.Path, results: pathlib.Path, game: str = 'catch'
+) -> None:
   """Plateaus per seed (measure.plateau), the targets' measurements per
   condition and seed, and a figure of both against updates."""
   results.mkdir(parents=True, exist_ok=True)
@@ -237,7 +275,7 @@ def report(out: pathlib.Path, results: pathlib.Path) -> None:
   if measured:
     table = pd.concat(measured)
     table.to_csv(results / 'mechanism.csv', index=False, float_format='%.5g')
-    _figure(table, plateau_table, results / 'mechanism.png')
+    _figure(table, plateau_table, results / 'mechanism.png', game)
   lines = [
     '| condition | plateau per seed | mean | leaves uniform per seed | final |',
     '|---|---|---|---|---|',
@@ -266,7 +304,7 @@ PANELS = (
 )
 
 
-def _figure(table, plateau_table, path: pathlib.Path) -> None:
+def _figure(table, plateau_table, path: pathlib.Path, game: str) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use('Agg')
@@ -299,7 +337,8 @@ def _figure(table, plateau_table, path: pathlib.Path) -> None:
       if j == len(conditions) - 1:
         ax.legend(fontsize=6)
   fig.suptitle(
-    "Disco103's targets on Catch 8x8, seeds 0-2 (line: mean, band: min-max; "
+    f"Disco103's targets on {GAMES[game]}, seeds 0-2 (line: mean, band: "
+    'min-max; '
     "dotted: each seed's plateau end)",
     fontsize=9,
   )
@@ -313,15 +352,16 @@ def main(argv=None) -> int:
   parser.add_argument('out', type=pathlib.Path)
   parser.add_argument('conditions', nargs='*', help=f'of {list(CONDITIONS)}')
   parser.add_argument('--tiny', action='store_true')
+  parser.add_argument('--game', choices=('catch', 'breakout'), default='catch')
   parser.add_argument('--report', type=pathlib.Path, metavar='DIR')
   args = parser.parse_args(argv)
   unknown = [n for n in args.conditions if n not in CONDITIONS]
   if unknown:
     parser.error(f'unknown conditions {unknown}; of {list(CONDITIONS)}')
   for name in args.conditions:
-    run_condition(args.out, name, args.tiny)
+    run_condition(args.out, name, args.tiny, args.game)
   if args.report:
-    report(args.out, args.report)
+    report(args.out, args.report, args.game)
   return 0
 
 
