@@ -81,6 +81,7 @@ CONDITIONS: dict[str, dict[str, Any]] = {
   # updates with the policy's term off, then all of Disco: are the
   # predictions what the plateau waits for?
   'pred300': dict(warm_start_predictions=True, warm_start_steps=300),
+  'pred150': dict(warm_start_predictions=True, warm_start_steps=150),
   # The actor-critic's loss for 100 updates (Disco's value loss too).
   'ac100': dict(warm_start_rule='actor_critic', warm_start_steps=100),
   'ac100pred': dict(
@@ -292,15 +293,16 @@ def report(
   print('\n'.join(lines))
 
 
+# (keys, y label, y scale) of each row of the figure.
 PANELS = (
-  ('entropy', ('pi_entropy', 'pi_hat_entropy'), 'entropy (ln 3 = 1.10)'),
-  ('kl', ('kl_target_policy',), 'KL(target || policy)'),
+  (('pi_entropy', 'pi_hat_entropy'), 'entropy (ln 3 = 1.10)', 'linear'),
+  (('kl_target_policy',), 'KL(target || policy)', 'log'),
   (
-    'spread',
     ('pi_hat_spread', 'pi_spread', 'y_spread', 'y_hat_spread', 'z_spread'),
     'spread over the batch (TV)',
+    'log',
   ),
-  ('corr', ('push_adv_corr',), 'corr(target push on a_t, advantage)'),
+  (('push_adv_corr',), 'corr(target push on a_t, advantage)', 'linear'),
 )
 
 
@@ -317,8 +319,9 @@ def _figure(table, plateau_table, path: pathlib.Path, game: str) -> None:
   )  # fmt: skip
   for j, name in enumerate(conditions):
     part = table[table['condition'] == name]
-    for i, (_, keys, label) in enumerate(PANELS):
+    for i, (keys, label, scale) in enumerate(PANELS):
       ax = axes[i, j]
+      ax.set_yscale(scale)
       for key in keys:
         wide = part.pivot_table(index='updates', columns='seed', values=key)
         ax.plot(wide.index, wide.mean(axis=1), label=key)
