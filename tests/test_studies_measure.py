@@ -374,3 +374,18 @@ def test_plateau_refuses_rows_of_several_runs_and_bad_arguments():
     measure.plateau(_plateau_rows(100), num_actions=1)
   with pytest.raises(ValueError, match='entropy'):
     measure.plateau(_plateau_rows(100).drop(columns='entropy'), num_actions=3)
+
+
+def test_an_early_crossing_that_falls_back_does_not_end_the_plateau():
+  rows = _plateau_rows(100)
+  # 30 iterations of return +1 at the start (noise), then back to -1.
+  rows.loc[2:31, 'avg_return'] = 1.0
+  got = measure.plateau(rows, num_actions=3)
+  # The start: updates <= 20 (5% of 400), 2 iterations at -1 and 20 at
+  # +1: 18/22. Half way to the end (+1): 20/22. The moving mean passes it
+  # at once, falls back below the start after iteration 31, and passes it
+  # for good with 24 of the last 25 at +1 ((24 - 1) / 25 >= 20/22): update
+  # 124. Without the fall-back rule the plateau would be update 1.
+  assert got == dict(
+    plateau=124.0, start=18 / 22, end=1.0, leaves_uniform=103.0
+  )

@@ -228,7 +228,8 @@ def plateau(
   The plateau is the first learner update at which the return's
   `window`-iteration moving mean is half way from its start (its mean over
   the first `PLATEAU_START` of the updates) to its end (the last
-  `PLATEAU_END`); it counts only once the policy has left uniform for good
+  `PLATEAU_END`) without falling back to the start later (an early
+  crossing of noise does not count); it counts only once the policy has left uniform for good
   (`leaves_uniform`: the first update from which the entropy's moving mean
   stays below `UNIFORM_FRACTION` ln(num_actions) to the end; an early dip
   that comes back does not count). NaN where the return did not rise, its
@@ -270,7 +271,11 @@ def plateau(
     # there is close to `end`.
     stretch = int(np.sum(updates > total * (1 - PLATEAU_END)))
     smooth = _moving_mean(returns, max(1, min(window, stretch)))
-    reached = np.flatnonzero(smooth >= (start + end) / 2)
+    # A crossing the moving mean falls back from, to the start or below,
+    # does not count (noise early in the run).
+    back = np.flatnonzero(smooth <= start)
+    after = back[-1] + 1 if back.size else 0
+    reached = np.flatnonzero(smooth[after:] >= (start + end) / 2) + after
     if reached.size and math.isfinite(leaves):
       length = float(updates[reached[0]])
   return dict(
