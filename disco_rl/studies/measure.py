@@ -232,8 +232,9 @@ def plateau(
   crossing of noise does not count); it counts only once the policy has
   left uniform for good (`leaves_uniform`: the first update from which
   the entropy's moving mean stays below `UNIFORM_FRACTION` ln(num_actions)
-  to the end; an early dip that comes back does not count). NaN where the return did not rise, its
-  moving mean never got half way, or the policy never left uniform.
+  to the end; an early dip that comes back does not count). NaN where the
+  return did not rise, its moving mean never got half way, or the policy
+  never left uniform.
 
   Args:
     rows: one run's metrics rows (one per iteration, in order), with the
