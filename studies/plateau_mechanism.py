@@ -84,6 +84,13 @@ CONDITIONS: dict[str, dict[str, Any]] = {
   'pred150': dict(warm_start_predictions=True, warm_start_steps=150),
   # The actor-critic's loss for 100 updates (Disco's value loss too).
   'ac100': dict(warm_start_rule='actor_critic', warm_start_steps=100),
+  # Breakout: the actor-critic at its own rate (the MinAtar study's
+  # procedure chose 3e-3 for it) for 300 updates, then Disco at 1e-3.
+  'ac300_3e-3': dict(
+    warm_start_rule='actor_critic',
+    warm_start_steps=300,
+    warm_start_learning_rate=3e-3,
+  ),
   'ac100pred': dict(
     warm_start_rule='actor_critic',
     warm_start_steps=100,

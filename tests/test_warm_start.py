@@ -266,3 +266,35 @@ def test_a_run_switches_rules_and_resumes_exactly_across_the_switch(
   # The rule's update count is part of the checkpointed state.
   meta_state = jax.device_get(straight.state.learner_state.meta_state)
   assert int(np.asarray(meta_state['updates']).ravel()[0]) == len(learned)
+
+
+@pytest.mark.usefixtures('disco_103_params', 'fast_compile')
+def test_the_warm_start_s_learning_rate_holds_for_its_updates_only(tmp_path):
+  """A run at 1e-2 whose two warm-start updates take 1e-3 is, for those
+  two updates, the run at 1e-3; the third update differs."""
+  settings = dict(
+    **WARM, warm_start_steps=2, batch_size=4, replay_ratio=2, num_steps=4
+  )
+  runs = {}
+  for name, rates in dict(
+    slow=dict(learning_rate=1e-3),
+    warm_slow=dict(learning_rate=1e-2, warm_start_learning_rate=1e-3),
+  ).items():
+    trainer = trainer_lib.Trainer(
+      tiny.eval_config(**settings, **rates), tmp_path / name, progress=False
+    )
+    trainer.fit()
+    rows = pd.read_csv(tmp_path / name / 'metrics.csv')
+    runs[name] = rows[rows['learned'] == 1].reset_index(drop=True)
+  slow, warm_slow = runs['slow'], runs['warm_slow']
+  # Row i holds the loss of update i, on the parameters after i updates.
+  for column in ('total_loss', 'global_gradient_norm', 'pi_hat_entropy'):
+    np.testing.assert_array_equal(slow[column][:3], warm_slow[column][:3])
+    assert slow[column][3] != warm_slow[column][3], column
+
+
+def test_a_warm_start_rate_needs_a_warm_start():
+  with pytest.raises(ValueError, match='give warm_start_steps >= 1'):
+    tiny.eval_config(rule='disco_103', warm_start_learning_rate=1e-3)
+  with pytest.raises(ValueError, match='finite number > 0, got -1.0'):
+    tiny.eval_config(**WARM, warm_start_steps=2, warm_start_learning_rate=-1.0)

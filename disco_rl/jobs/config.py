@@ -392,6 +392,11 @@ class EvalConfig(RunConfig):
   warm_start_steps: int = setting(
     0, 'updates of the warm start (0: none, the upstream run)'
   )
+  warm_start_learning_rate: float | None = setting(
+    None,
+    "the agents' learning rate during the warm start (default: the "
+    "run's; e.g. the warm rule's own rate)",
+  )
   warm_start_predictions: bool = setting(
     False,
     "during the warm start, also train Disco's terms other than the "
@@ -471,6 +476,18 @@ class EvalConfig(RunConfig):
         f'warm_start_steps={self.warm_start_steps} needs a warm start: '
         "warm_start_rule ('actor_critic' or 'ppo') or "
         "warm_start_predictions=True (got 'none' and False)."
+      )
+    rate = self.warm_start_learning_rate
+    if rate is not None and not self.warm_start_steps:
+      raise ValueError(
+        f'warm_start_learning_rate={rate} is the rate of a warm start: '
+        'give warm_start_steps >= 1 (got 0).'
+      )
+    if rate is not None and not (
+      isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0
+    ):
+      raise ValueError(
+        f'warm_start_learning_rate must be a finite number > 0, got {rate!r}.'
       )
     if self.warm_start_steps and self.rule not in agent_lib.SIZED_RULES:
       raise ValueError(

@@ -183,11 +183,29 @@ def store(
   )
 
 
+def step_learning_rate(
+  setup: Setup, state: State, learning_rate: chex.Array
+) -> chex.Array:
+  """[] the rate of this iteration's learner step: the run's, or during a
+  warm start (its first `warm_start_steps` updates, the iterations from
+  `setup.warmup` on) `warm_start_learning_rate` when set."""
+  config = setup.config
+  if config.warm_start_learning_rate is None:
+    return learning_rate
+  warm = state.step - setup.warmup < config.warm_start_steps
+  return jnp.where(
+    warm, jnp.asarray(config.warm_start_learning_rate, jnp.float32),
+    learning_rate,
+  )  # fmt: skip
+
+
 def learn(
   setup: Setup, state: State, key: chex.PRNGKey, learning_rate: chex.Array
 ) -> tuple[State, Metrics]:
-  """One learner step on a sampled batch at the run's learning rate;
-  scalar logs averaged over the devices."""
+  """One learner step on a sampled batch at the run's learning rate (at
+  the warm start's, `step_learning_rate`); scalar logs averaged over the
+  devices."""
+  learning_rate = step_learning_rate(setup, state, learning_rate)
   sample_key, step_key = jax.random.split(device_key(key))
   batch = replay.sample(state.replay, sample_key, setup.batch_per_device)
   learner_state, _, logs = setup.agent.learner_step(
