@@ -260,12 +260,19 @@ def report(
   out: pathlib.Path, results: pathlib.Path, game: str = 'catch'
 ) -> None:
   """Plateaus per seed (measure.plateau), the targets' measurements per
-  condition and seed, and a figure of both against updates."""
+  condition and seed, the runs' compact curves, and a figure of the
+  measurements against updates."""
   results.mkdir(parents=True, exist_ok=True)
-  plateaus, measured = [], []
-  names = [n for n in CONDITIONS if (out / n / 'metrics.csv').exists()]
+  plateaus, measured, curves = [], [], []
+  names = [  # Conditions with rows (a run just started has none yet).
+    n
+    for n in CONDITIONS
+    if (out / n / 'metrics.csv').exists()
+    and (out / n / 'metrics.csv').stat().st_size
+  ]
   for name in names:
     rows = _updates(pd.read_csv(out / name / 'metrics.csv'))
+    curves.append(measure.compact_curves(rows).assign(condition=name))
     for seed, run in rows.groupby('seed'):
       got = measure.plateau(run, NUM_ACTIONS)
       plateaus.append(
@@ -278,6 +285,9 @@ def report(
         rows[['seed', 'step', 'updates']], on=['seed', 'step'], how='left'
       )
       measured.append(table.assign(condition=name))
+  pd.concat(curves).to_csv(
+    results / 'curves.csv', index=False, float_format='%.5g'
+  )  # Every run's curve, compact (measure.compact_curves).
   plateau_table = pd.DataFrame(plateaus)
   plateau_table.to_csv(results / 'mechanism_plateaus.csv', index=False)
   if measured:

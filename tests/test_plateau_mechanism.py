@@ -80,7 +80,7 @@ def test_a_tiny_condition_runs_and_reports(tmp_path):
     assert measured[key].notna().all(), key
   assert (measured['pi_hat_entropy'] <= math.log(3) + 1e-5).all()
   assert mechanism.main([str(out), '--report', str(tmp_path / 'res')]) == 0
-  for name in ('mechanism.csv', 'mechanism.md', 'mechanism.png'):
+  for name in ('mechanism.csv', 'mechanism.md', 'mechanism.png', 'curves.csv'):
     assert (tmp_path / 'res' / name).stat().st_size > 0
   table = pd.read_csv(tmp_path / 'res' / 'mechanism_plateaus.csv')
   assert list(table['seed']) == [0, 1, 2]
