@@ -162,13 +162,18 @@ def test_outputs_of_one_name_and_two_specs_are_an_error():
 WARM = dict(rule='disco_103', warm_start_rule='actor_critic')
 
 
-def test_settings_wrap_the_two_rules_and_build_an_agent():
-  config = tiny.eval_config(**WARM, warm_start_steps=4)
+@pytest.mark.parametrize(
+  'warm, entropy_cost', [('actor_critic', 0.2), ('ppo', 0.01)]
+)
+def test_settings_wrap_the_two_rules_and_build_an_agent(warm, entropy_cost):
+  config = tiny.eval_config(
+    rule='disco_103', warm_start_rule=warm, warm_start_steps=4
+  )
   settings = config.run_agent_settings()
   assert settings.update_rule_name == 'warm_start'
   assert settings.update_rule.main.name == 'disco'
-  assert settings.update_rule.warm.name == 'actor_critic'
-  assert settings.hyper_params.warm.entropy_cost == 0.2
+  assert settings.update_rule.warm.name == warm
+  assert settings.hyper_params.warm.entropy_cost == entropy_cost
   assert settings.learning_rate == config.learning_rate
   env = jittable_envs.CatchJittableEnvironment(
     batch_size=2, env_settings=jittable_envs.get_config_catch()
@@ -298,3 +303,17 @@ def test_a_warm_start_rate_needs_a_warm_start():
     tiny.eval_config(rule='disco_103', warm_start_learning_rate=1e-3)
   with pytest.raises(ValueError, match='finite number > 0, got -1.0'):
     tiny.eval_config(**WARM, warm_start_steps=2, warm_start_learning_rate=-1.0)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures('disco_103_params', 'fast_compile')
+def test_ppo_warms_a_run_up_too(tmp_path):
+  config = tiny.eval_config(
+    rule='disco_103', warm_start_rule='ppo', warm_start_steps=2, num_steps=4
+  )
+  trainer = trainer_lib.Trainer(config, tmp_path, progress=False)
+  trainer.fit()
+  rows = pd.read_csv(tmp_path / 'metrics.csv')
+  learned = rows[rows['learned'] == 1]
+  assert list(learned[warm_start.WARM_KEY]) == [1.0, 1.0, 0.0, 0.0]
+  assert np.isfinite(learned['total_loss']).all()
