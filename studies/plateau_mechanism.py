@@ -91,6 +91,12 @@ CONDITIONS: dict[str, dict[str, Any]] = {
     warm_start_steps=300,
     warm_start_learning_rate=3e-3,
   ),
+  'ac300pred_3e-3': dict(
+    warm_start_rule='actor_critic',
+    warm_start_steps=300,
+    warm_start_learning_rate=3e-3,
+    warm_start_predictions=True,
+  ),
   'ac100pred': dict(
     warm_start_rule='actor_critic',
     warm_start_steps=100,
