@@ -33,6 +33,7 @@ from typing import Any
 import distrax
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pandas as pd
 
 from disco_rl import agent as agent_lib
@@ -262,6 +263,24 @@ def _updates(rows: pd.DataFrame) -> pd.DataFrame:
   return rows
 
 
+def half_way_for_good(run: pd.DataFrame, start: float, end: float) -> float:
+  """The first update from which the return's moving mean (as
+  `measure.plateau`'s) stays at or above half way from `start` to `end`
+  (NaN: it ends below). Stricter than the plateau where a warm start's
+  return rises, falls back part of the way after the switch, and rises
+  again."""
+  smooth = (
+    run['avg_return'].astype(float)
+    .rolling(measure.PLATEAU_WINDOW, min_periods=1).mean().to_numpy()
+  )  # fmt: skip
+  below = np.flatnonzero(~(smooth >= (start + end) / 2))
+  ends_below = below.size and below[-1] == len(run) - 1
+  if not math.isfinite(start + end) or ends_below:
+    return math.nan
+  first = below[-1] + 1 if below.size else 0
+  return float(run['updates'].to_numpy()[first])
+
+
 def report(
   out: pathlib.Path, results: pathlib.Path, game: str = 'catch'
 ) -> None:
@@ -282,7 +301,13 @@ def report(
     for seed, run in rows.groupby('seed'):
       got = measure.plateau(run, NUM_ACTIONS)
       plateaus.append(
-        dict(condition=name, seed=seed, final=measure.final_return(run), **got)
+        dict(
+          condition=name,
+          seed=seed,
+          final=measure.final_return(run),
+          for_good=half_way_for_good(run, got['start'], got['end']),
+          **got,
+        )
       )
     path = out / f'{name}.targets.csv'
     if path.exists():
@@ -301,14 +326,17 @@ def report(
     table.to_csv(results / 'mechanism.csv', index=False, float_format='%.5g')
     _figure(table, plateau_table, results / 'mechanism.png', game)
   lines = [
-    '| condition | plateau per seed | mean | leaves uniform per seed | final |',
-    '|---|---|---|---|---|',
+    '| condition | plateau per seed | mean | half way for good per seed | '
+    'mean | leaves uniform per seed | final |',
+    '|---|---|---|---|---|---|---|',
   ]
   for name, group in plateau_table.groupby('condition', sort=False):
     fmt = lambda v: 'n/a' if math.isnan(v) else f'{v:.0f}'
     lines.append(
       f'| {name} | {", ".join(fmt(v) for v in group["plateau"])} | '
       f'{fmt(group["plateau"].mean())} | '
+      f'{", ".join(fmt(v) for v in group["for_good"])} | '
+      f'{fmt(group["for_good"].mean())} | '
       f'{", ".join(fmt(v) for v in group["leaves_uniform"])} | '
       f'{group["final"].mean():.2f} |'
     )

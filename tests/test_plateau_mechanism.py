@@ -84,3 +84,20 @@ def test_a_tiny_condition_runs_and_reports(tmp_path):
     assert (tmp_path / 'res' / name).stat().st_size > 0
   table = pd.read_csv(tmp_path / 'res' / 'mechanism_plateaus.csv')
   assert list(table['seed']) == [0, 1, 2]
+
+
+def test_half_way_for_good_waits_for_the_last_rise():
+  # Return -1 for 50 updates, +1 for 50 (a warm start that learns), 0 for
+  # 100 (the switch takes part of it back), then +1.
+  returns = [-1.0] * 50 + [1.0] * 50 + [0.0] * 100 + [1.0] * 200
+  run = pd.DataFrame(dict(avg_return=returns, updates=np.arange(400.0)))
+  # Half way from -1 to +1 is 0. At update i in 50..74 the trailing
+  # 25-update window holds i - 49 of +1 and 74 - i of -1: its mean is
+  # >= 0 from i = 62 (2i >= 123), and the 0s that follow keep it there.
+  assert mechanism.half_way_for_good(run, -1.0, 1.0) == 62.0
+  # Half way from -1 to 1.5 is 0.25: the stretch of 0s falls below it; in
+  # the last rise the window holds k = i - 199 of +1 and the rest 0s, so
+  # k / 25 >= 0.25 from k = 7: update 206.
+  assert mechanism.half_way_for_good(run, -1.0, 1.5) == 206.0
+  # Ending below: NaN.
+  assert np.isnan(mechanism.half_way_for_good(run, -1.0, 3.5))
