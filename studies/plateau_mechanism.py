@@ -286,15 +286,12 @@ def report(
 ) -> None:
   """Plateaus per seed (measure.plateau), the targets' measurements per
   condition and seed, the runs' compact curves, and a figure of the
-  measurements against updates."""
+  measurements against updates, of the finished runs in `out`."""
   results.mkdir(parents=True, exist_ok=True)
   plateaus, measured, curves = [], [], []
-  names = [  # Conditions with rows (a run just started has none yet).
-    n
-    for n in CONDITIONS
-    if (out / n / 'metrics.csv').exists()
-    and (out / n / 'metrics.csv').stat().st_size
-  ]
+  # Finished runs only (summary.json): one still running, or cut, is left
+  # out (its end, and so its plateau, is not known yet).
+  names = [n for n in CONDITIONS if (out / n / 'summary.json').exists()]
   for name in names:
     rows = _updates(pd.read_csv(out / name / 'metrics.csv'))
     curves.append(measure.compact_curves(rows).assign(condition=name))
