@@ -137,7 +137,7 @@ def test_the_rule_s_parameters_and_outputs():
   ],
 )
 def test_bad_warm_starts_fail_at_the_call(kwargs, message):
-  settings = dict(main=_Fake(1.0), warm=_Fake(2.0), steps=1, **{})
+  settings = dict(main=_Fake(1.0), warm=_Fake(2.0), steps=1)
   settings.update(kwargs)
   if message is None:
     warm_start.WarmStart(**settings).flat_output_spec(None)
