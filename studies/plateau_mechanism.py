@@ -103,6 +103,15 @@ CONDITIONS: dict[str, dict[str, Any]] = {
     warm_start_steps=100,
     warm_start_predictions=True,
   ),
+  # Breakout, the length by the stated procedure (`warm_start_length`): the
+  # actor-critic at 3e-3 on the MinAtar study's sweep seeds (100, 101;
+  # docs/results/minatar/curves.csv) is half way at updates 624 and 424.
+  'ac524pred_3e-3': dict(
+    warm_start_rule='actor_critic',
+    warm_start_steps=524,
+    warm_start_learning_rate=3e-3,
+    warm_start_predictions=True,
+  ),
 }
 TINY = dict(
   num_steps=20,
@@ -281,23 +290,61 @@ def half_way_for_good(run: pd.DataFrame, start: float, end: float) -> float:
   return float(run['updates'].to_numpy()[first])
 
 
+def warm_start_length(curves: pd.DataFrame, updates: int) -> int:
+  """The warm start's length by the stated procedure: the mean over the
+  runs in `curves` (the warm rule alone at its rate, on sweep seeds, not
+  the seeds measured) of the update at which its return first reaches
+  half way from its start to its end (the first `measure.PLATEAU_START`
+  and last `measure.PLATEAU_END` of the run's points, as
+  `measure.plateau`), rounded: the warm rule hands over when it has done
+  half of its own learning.
+
+  Args:
+    curves: compact curves (`measure.compact_curves`): seed, env_steps,
+      avg_return; every run `updates` learner updates long.
+    updates: each run's learner updates; a point's update is
+      `updates * env_steps / the run's last env_steps`.
+  """
+  crossings = []
+  for seed, run in curves.groupby('seed'):
+    run = run.sort_values('env_steps')
+    returns = run['avg_return'].to_numpy(float)
+    steps = run['env_steps'].to_numpy(float)
+    n = len(returns)
+    start = np.nanmean(returns[: max(1, int(n * measure.PLATEAU_START))])
+    end = np.nanmean(returns[int(n * (1 - measure.PLATEAU_END)) :])
+    reached = np.flatnonzero(returns >= (start + end) / 2)
+    if end <= start or not reached.size:
+      raise ValueError(
+        f'curves: seed {seed} does not rise to half way (start {start:.3g}, '
+        f'end {end:.3g}); no warm-start length.'
+      )
+    crossings.append(updates * steps[reached[0]] / steps[-1])
+  return round(float(np.mean(crossings)))
+
+
 def report(
   out: pathlib.Path, results: pathlib.Path, game: str = 'catch'
 ) -> None:
   """Plateaus per seed (measure.plateau), the targets' measurements per
   condition and seed, the runs' compact curves, and a figure of the
-  measurements against updates, of the finished runs in `out`."""
+  measurements against updates, of the finished runs in `out`.
+
+  Conditions that `results` already reports and `out` has no finished run
+  of are kept (from its CSVs, unchanged), so a condition run later is
+  added to a committed report rather than replacing it."""
   results.mkdir(parents=True, exist_ok=True)
-  plateaus, measured, curves = [], [], []
   # Finished runs only (summary.json): one still running, or cut, is left
   # out (its end, and so its plateau, is not known yet).
   names = [n for n in CONDITIONS if (out / n / 'summary.json').exists()]
+  plateaus, measured, curves = _kept(results, names)
   for name in names:
     rows = _updates(pd.read_csv(out / name / 'metrics.csv'))
     curves.append(measure.compact_curves(rows).assign(condition=name))
+    runs = []
     for seed, run in rows.groupby('seed'):
       got = measure.plateau(run, NUM_ACTIONS)
-      plateaus.append(
+      runs.append(
         dict(
           condition=name,
           seed=seed,
@@ -306,6 +353,7 @@ def report(
           **got,
         )
       )
+    plateaus.append(pd.DataFrame(runs))
     path = out / f'{name}.targets.csv'
     if path.exists():
       table = pd.read_csv(path)
@@ -313,13 +361,13 @@ def report(
         rows[['seed', 'step', 'updates']], on=['seed', 'step'], how='left'
       )
       measured.append(table.assign(condition=name))
-  pd.concat(curves).to_csv(
+  _in_order(pd.concat(curves)).to_csv(
     results / 'curves.csv', index=False, float_format='%.5g'
   )  # Every run's curve, compact (measure.compact_curves).
-  plateau_table = pd.DataFrame(plateaus)
+  plateau_table = _in_order(pd.concat(plateaus))
   plateau_table.to_csv(results / 'mechanism_plateaus.csv', index=False)
   if measured:
-    table = pd.concat(measured)
+    table = _in_order(pd.concat(measured))
     table.to_csv(results / 'mechanism.csv', index=False, float_format='%.5g')
     _figure(table, plateau_table, results / 'mechanism.png', game)
   lines = [
@@ -339,6 +387,35 @@ def report(
     )
   (results / 'mechanism.md').write_text('\n'.join(lines) + '\n')
   print('\n'.join(lines))
+
+
+# The report's tables (in `report`'s results folder).
+TABLES = ('mechanism_plateaus.csv', 'mechanism.csv', 'curves.csv')
+
+
+def _kept(
+  results: pathlib.Path, names: list[str]
+) -> tuple[list[pd.DataFrame], ...]:
+  """([plateaus], [measurements], [curves]) of the conditions that the
+  report in `results` holds and `names` does not (empty lists where it has
+  none): the rows of each of TABLES whose condition is not in `names`."""
+  kept = []
+  for table in TABLES:
+    path = results / table
+    rows = pd.read_csv(path) if path.exists() else None
+    if rows is None or rows.empty:
+      kept.append([])
+    else:
+      kept.append([rows[~rows['condition'].isin(names)]])
+  return tuple(kept)
+
+
+def _in_order(table: pd.DataFrame) -> pd.DataFrame:
+  """`table`'s rows with the conditions in CONDITIONS' order (stable
+  within one), the others after."""
+  order = {name: i for i, name in enumerate(CONDITIONS)}
+  rank = table['condition'].map(order).fillna(len(order))
+  return table.iloc[rank.argsort(kind='stable')].reset_index(drop=True)
 
 
 # (keys, y label, y scale) of each row of the figure.

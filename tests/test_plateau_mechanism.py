@@ -101,3 +101,64 @@ def test_half_way_for_good_waits_for_the_last_rise():
   assert mechanism.half_way_for_good(run, -1.0, 1.5) == 206.0
   # Ending below: NaN.
   assert np.isnan(mechanism.half_way_for_good(run, -1.0, 3.5))
+
+
+def test_a_report_keeps_the_conditions_it_has_no_new_run_of(tmp_path):
+  # A committed report of cold and ac100; a new run of ac100 replaces
+  # ac100's rows, cold's are kept as they were.
+  for table in mechanism.TABLES:
+    pd.DataFrame(
+      dict(condition=['ac100', 'cold', 'cold'], seed=[0, 0, 1], x=[1, 2, 3])
+    ).to_csv(tmp_path / table, index=False)
+  plateaus, measured, curves = mechanism._kept(tmp_path, ['ac100'])
+  for kept in (plateaus, measured, curves):
+    (rows,) = kept
+    assert list(rows['condition']) == ['cold', 'cold']
+    assert list(rows['x']) == [2, 3]
+  assert mechanism._kept(tmp_path / 'none', ['ac100']) == ([], [], [])
+
+
+def test_report_rows_follow_the_conditions_order():
+  table = pd.DataFrame(
+    dict(condition=['ac100', 'later', 'cold', 'ac100'], seed=[0, 0, 0, 1])
+  )
+  got = mechanism._in_order(table)
+  # CONDITIONS starts cold, pred300, pred150, ac100; unknown names last.
+  assert list(got['condition']) == ['cold', 'ac100', 'ac100', 'later']
+  assert list(got['seed']) == [0, 0, 1, 0]
+
+
+def test_the_warm_start_length_is_the_procedures_on_the_sweep_seeds():
+  # ac524pred_3e-3's length: the actor-critic at 3e-3 on the MinAtar
+  # study's sweep seeds, as committed.
+  curves = pd.read_csv(ROOT / 'docs/results/minatar/curves.csv')
+  curves = curves[
+    (curves['stage'] == 'sweep')
+    & curves['env'].str.contains('Breakout')
+    & (curves['rule'] == 'actor_critic')
+    & (curves['learning_rate'] == 3e-3)
+  ]
+  assert sorted(curves['seed'].unique()) == [100, 101]
+  length = mechanism.warm_start_length(curves, 3000)
+  assert length == mechanism.CONDITIONS['ac524pred_3e-3']['warm_start_steps']
+
+
+def test_warm_start_length_by_hand():
+  # Two runs of 20 points, 10 updates per point (200 updates). Run 0:
+  # start (first point) 0, end (last 2) 4, half way 2, first reached at
+  # point 5 (env_steps 600 of 2,000: update 60). Run 1: half way first at
+  # point 9 (update 100). Mean 80.
+  steps = np.arange(1, 21) * 100.0
+  run0 = np.r_[[0.0] * 5, [2.0] * 13, [4.0] * 2]
+  run1 = np.r_[[0.0] * 9, [3.0] * 9, [4.0] * 2]
+  curves = pd.DataFrame(
+    dict(
+      seed=[0] * 20 + [1] * 20,
+      env_steps=np.r_[steps, steps],
+      avg_return=np.r_[run0, run1],
+    )
+  )
+  assert mechanism.warm_start_length(curves, 200) == 80
+  flat = curves.assign(avg_return=1.0)
+  with pytest.raises(ValueError, match='seed 0 does not rise'):
+    mechanism.warm_start_length(flat, 200)
