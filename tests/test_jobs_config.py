@@ -646,6 +646,37 @@ def test_rule_sizes_flag_writes_tuple_sizes_with_x():
   )
 
 
+@pytest.mark.parametrize(
+  'config_cls', [config_lib.EvalConfig, meta_config.MetaTrainConfig]
+)
+@pytest.mark.parametrize('name', sorted(disco.NAMED_SIZES))
+def test_rule_sizes_flag_takes_a_named_size(config_cls, name):
+  config = _from_flags(
+    config_cls, _parser(config_cls).parse_args(['--rule-sizes', name])
+  )
+  assert disco.as_sizes(config.rule_sizes) == disco.NAMED_SIZES[name]
+
+
+def test_a_rule_sizes_flag_of_an_unknown_name_is_one_error_line(
+  tmp_path, capsys
+):
+  # argparse's refusal: its usage, then one `error:` line, status 2.
+  with pytest.raises(SystemExit) as refused:
+    eval_cli.main(
+      ['--rule-sizes', 'huge', '--steps', '1', '--no-progress', '--out',
+       str(tmp_path / 'out')]
+    )  # fmt: skip
+  assert refused.value.code == 2
+  lines = capsys.readouterr().err.splitlines()
+  assert [line for line in lines if 'error:' in line] == [lines[-1]]
+  assert lines[-1].endswith(
+    'error: argument --rule-sizes: expected a named size (disco_103, lpg, '
+    'small, tiny) or name=value pairs such as prediction_size=8,'
+    "embedding_size=8x1, got 'huge'"
+  )
+  assert not (tmp_path / 'out').exists()
+
+
 # ----------------------------------------------------------------------------
 # Settings of the wrong type or out of range (issue 71): refused when made,
 # naming the field, the expected and the received value.

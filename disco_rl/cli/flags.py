@@ -21,6 +21,7 @@ from disco_rl import environments
 from disco_rl.jobs import config as config_lib
 from disco_rl.jobs.meta import config as meta_config
 from disco_rl.runtime import distributed
+from disco_rl.update_rules import disco
 
 parse_kwargs = environments.parse_kwargs
 # Shorthands for Catch's board: --rows R --columns C.
@@ -57,6 +58,26 @@ def parse_sizes(text: str) -> tuple[int, ...]:
       f'expected positive layer sizes such as 512,512, got {text!r}'
     )
   return sizes
+
+
+def rule_sizes(text: str) -> dict[str, Any]:
+  """`--rule-sizes`: a named size of the rule (`disco.NAMED_SIZES`, e.g.
+  'tiny') as its changes from Disco103's, or the changes as name=value
+  pairs ('prediction_size=8,embedding_size=8x1')."""
+  if text.strip() in disco.NAMED_SIZES:
+    return disco.NAMED_SIZES[text.strip()].changes()
+  try:
+    return parse_kwargs(text)
+  except argparse.ArgumentTypeError:
+    raise argparse.ArgumentTypeError(
+      f'expected a named size ({", ".join(disco.NAMED_SIZES)}) or '
+      'name=value pairs such as prediction_size=8,embedding_size=8x1, got '
+      f'{text!r}'
+    ) from None
+
+
+# Fields whose flag reads text its own way.
+FIELD_TYPES = {'rule_sizes': rule_sizes}
 
 
 def layer_sizes(value) -> tuple[int, ...]:
@@ -114,6 +135,7 @@ def add_flags(parser: argparse.ArgumentParser, config_cls) -> None:
     if aliases == ():
       continue
     flag_type, optional = _flag_type(hints[field.name])
+    flag_type = FIELD_TYPES.get(field.name, flag_type)
     if field.default is not dataclasses.MISSING:
       default = field.default
     elif field.default_factory is not dataclasses.MISSING:

@@ -231,8 +231,9 @@ class RunConfig:
     {},
     "sizes of rule disco_103's meta-network (a rule meta-trained here "
     'may be smaller), e.g. prediction_size=8,hidden_size=64,'
-    'embedding_size=8x1 (fields of disco.MetaNetSizes; a --weights file '
-    "sets them); none: Disco103's",
+    'embedding_size=8x1 (fields of disco.MetaNetSizes) or a named size '
+    '(tiny, small, lpg: disco.NAMED_SIZES); a --weights file sets them; '
+    "none: Disco103's",
   )
   agent_optimizer: str = setting(
     'adam',
