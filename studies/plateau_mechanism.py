@@ -369,6 +369,11 @@ def report(
   if measured:
     table = _in_order(pd.concat(measured))
     table.to_csv(results / 'mechanism.csv', index=False, float_format='%.5g')
+    gate = gate_table(table)
+    gate.to_csv(
+      results / 'mechanism_gate.csv', index=False, float_format='%.4g'
+    )
+    (results / 'mechanism_gate.md').write_text(_gate_markdown(gate))
     _figure(table, plateau_table, results / 'mechanism.png', game)
   lines = [
     '| condition | plateau per seed | mean | half way for good per seed | '
@@ -387,6 +392,58 @@ def report(
     )
   (results / 'mechanism.md').write_text('\n'.join(lines) + '\n')
   print('\n'.join(lines))
+
+
+# Bins of z's spread (TV over the batch) for `gate_table`.
+Z_BINS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 1.0)
+
+
+def gate_table(table: pd.DataFrame) -> pd.DataFrame:
+  """The policy target against the policy, by the spread of the agent's
+  z predictions: per condition and bin of Z_BINS (left-open), the
+  measurements in it (`rows`, over seeds and updates), the policy's mean
+  entropy and the mean of the target's entropy minus the policy's (`gap`:
+  > 0, the target is flatter than the policy; < 0, sharper).
+
+  Args:
+    table: `targets` measurements (columns condition, z_spread,
+      pi_entropy, pi_hat_entropy), one row per seed and measurement.
+  """
+  binned = table.assign(
+    z_bin=pd.cut(table['z_spread'], Z_BINS).astype(str),
+    gap=table['pi_hat_entropy'] - table['pi_entropy'],
+  )
+  out = binned.groupby(['condition', 'z_bin'], sort=False, observed=True).agg(
+    rows=('gap', 'size'),
+    pi_entropy=('pi_entropy', 'mean'),
+    gap=('gap', 'mean'),
+  )
+  order = {str(b): i for i, b in enumerate(pd.cut([], Z_BINS).categories)}
+  out = out.reset_index()
+  rank = out['z_bin'].map(order)
+  return _in_order(out.iloc[rank.argsort(kind='stable')])
+
+
+def _gate_markdown(gate: pd.DataFrame) -> str:
+  """`gate_table` as a markdown table: a row per z bin, a column per
+  condition, each cell 'gap (policy entropy, rows)'."""
+  conditions = list(dict.fromkeys(gate['condition']))
+  lines = [
+    '| z spread | ' + ' | '.join(conditions) + ' |',
+    '|---' * (len(conditions) + 1) + '|',
+  ]
+  for z_bin in map(str, pd.cut([], Z_BINS).categories):
+    part = gate[gate['z_bin'] == z_bin]
+    if part.empty:
+      continue
+    cells = {r.condition: r for r in part.itertuples()}
+    row = [
+      f'{c.gap:+.3f} ({c.pi_entropy:.2f}, {c.rows})' if (c := cells.get(n))
+      else ''
+      for n in conditions
+    ]  # fmt: skip
+    lines.append(f'| {z_bin} | ' + ' | '.join(row) + ' |')
+  return '\n'.join(lines) + '\n'
 
 
 # The report's tables (in `report`'s results folder).

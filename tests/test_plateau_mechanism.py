@@ -162,3 +162,29 @@ def test_warm_start_length_by_hand():
   flat = curves.assign(avg_return=1.0)
   with pytest.raises(ValueError, match='seed 0 does not rise'):
     mechanism.warm_start_length(flat, 200)
+
+
+def test_gate_table_bins_by_z_spread():
+  # Condition a: two rows in (0, 0.02] with gaps +0.2 and +0.4 (mean 0.3,
+  # policy entropy mean 0.7), one in (0.1, 0.15] with gap -0.1; condition
+  # cold (first in CONDITIONS' order): one row in (0.05, 0.1], gap 0.
+  table = pd.DataFrame(
+    dict(
+      condition=['a', 'a', 'a', 'cold'],
+      z_spread=[0.01, 0.02, 0.12, 0.07],
+      pi_entropy=[0.6, 0.8, 1.0, 1.1],
+      pi_hat_entropy=[0.8, 1.2, 0.9, 1.1],
+    )
+  )
+  gate = mechanism.gate_table(table)
+  assert list(gate['condition']) == ['cold', 'a', 'a']
+  assert list(gate['z_bin']) == ['(0.05, 0.1]', '(0.0, 0.02]', '(0.1, 0.15]']
+  assert list(gate['rows']) == [1, 2, 1]
+  np.testing.assert_allclose(gate['gap'], [0.0, 0.3, -0.1], atol=1e-12)
+  np.testing.assert_allclose(gate['pi_entropy'], [1.1, 0.7, 1.0])
+  text = mechanism._gate_markdown(gate)
+  assert text.splitlines()[2:] == [
+    '| (0.0, 0.02] |  | +0.300 (0.70, 2) |',
+    '| (0.05, 0.1] | +0.000 (1.10, 1) |  |',
+    '| (0.1, 0.15] |  | -0.100 (1.00, 1) |',
+  ]
