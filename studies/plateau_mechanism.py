@@ -106,6 +106,15 @@ CONDITIONS: dict[str, dict[str, Any]] = {
   # Breakout, the length by the stated procedure (`warm_start_length`): the
   # actor-critic at 3e-3 on the MinAtar study's sweep seeds (100, 101;
   # docs/results/minatar/curves.csv) is half way at updates 624 and 424.
+  # Catch, the same procedure: the actor-critic at 3e-3 (the rate the
+  # MinAtar study chose for it on Breakout) on seeds 100 and 101 is half way
+  # at updates 97 and 80 (docs/results/plateau/catch_ac_sweep.csv).
+  'ac88pred_3e-3': dict(
+    warm_start_rule='actor_critic',
+    warm_start_steps=88,
+    warm_start_learning_rate=3e-3,
+    warm_start_predictions=True,
+  ),
   'ac524pred_3e-3': dict(
     warm_start_rule='actor_critic',
     warm_start_steps=524,
@@ -301,9 +310,10 @@ def warm_start_length(curves: pd.DataFrame, updates: int) -> int:
 
   Args:
     curves: compact curves (`measure.compact_curves`): seed, env_steps,
-      avg_return; every run `updates` learner updates long.
-    updates: each run's learner updates; a point's update is
-      `updates * env_steps / the run's last env_steps`.
+      avg_return, and updates where the rows had them; every run `updates`
+      learner updates long.
+    updates: each run's learner updates; without an updates column, a
+      point's update is `updates * env_steps / the run's last env_steps`.
   """
   crossings = []
   for seed, run in curves.groupby('seed'):
@@ -319,7 +329,10 @@ def warm_start_length(curves: pd.DataFrame, updates: int) -> int:
         f'curves: seed {seed} does not rise to half way (start {start:.3g}, '
         f'end {end:.3g}); no warm-start length.'
       )
-    crossings.append(updates * steps[reached[0]] / steps[-1])
+    if 'updates' in run:
+      crossings.append(float(run['updates'].to_numpy()[reached[0]]))
+    else:
+      crossings.append(updates * steps[reached[0]] / steps[-1])
   return round(float(np.mean(crossings)))
 
 

@@ -143,6 +143,17 @@ def test_the_warm_start_length_is_the_procedures_on_the_sweep_seeds():
   assert length == mechanism.CONDITIONS['ac524pred_3e-3']['warm_start_steps']
 
 
+def test_catchs_warm_start_length_is_the_procedures():
+  # ac88pred_3e-3's length: the actor-critic at 3e-3 on Catch 8x8, seeds
+  # 100 and 101 (`disco-rl eval --rule actor_critic --learning-rates 3e-3
+  # --seeds 100 101`), its compact curves as committed.
+  curves = pd.read_csv(ROOT / 'docs/results/plateau/catch_ac_sweep.csv')
+  assert sorted(curves['seed'].unique()) == [100, 101]
+  assert set(curves['learning_rate']) == {3e-3}
+  length = mechanism.warm_start_length(curves, 1000)
+  assert length == mechanism.CONDITIONS['ac88pred_3e-3']['warm_start_steps']
+
+
 def test_warm_start_length_by_hand():
   # Two runs of 20 points, 10 updates per point (200 updates). Run 0:
   # start (first point) 0, end (last 2) 4, half way 2, first reached at
@@ -159,6 +170,11 @@ def test_warm_start_length_by_hand():
     )
   )
   assert mechanism.warm_start_length(curves, 200) == 80
+  # With an updates column (each point 40 updates fewer, as after a replay
+  # warm-up), its values are taken: 60 - 40 = 20 for run 0, 100 - 40 = 60
+  # for run 1, mean 40.
+  updates = np.clip(np.r_[steps, steps] / 10 - 40, 0, None)
+  assert mechanism.warm_start_length(curves.assign(updates=updates), 160) == 40
   flat = curves.assign(avg_return=1.0)
   with pytest.raises(ValueError, match='seed 0 does not rise'):
     mechanism.warm_start_length(flat, 200)
