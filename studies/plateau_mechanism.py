@@ -378,9 +378,12 @@ def report(
     results / 'curves.csv', index=False, float_format='%.5g'
   )  # Every run's curve, compact (measure.compact_curves).
   plateau_table = _in_order(pd.concat(plateaus))
-  plateau_table.to_csv(results / 'mechanism_plateaus.csv', index=False)
   if measured:
     table = _in_order(pd.concat(measured))
+    plateau_table = plateau_table.drop(columns='z_gate', errors='ignore')
+    plateau_table = plateau_table.merge(
+      z_gate_updates(table), on=['condition', 'seed'], how='left'
+    )
     table.to_csv(results / 'mechanism.csv', index=False, float_format='%.5g')
     gate = gate_table(table)
     gate.to_csv(
@@ -388,10 +391,11 @@ def report(
     )
     (results / 'mechanism_gate.md').write_text(_gate_markdown(gate))
     _figure(table, plateau_table, results / 'mechanism.png', game)
+  plateau_table.to_csv(results / 'mechanism_plateaus.csv', index=False)
   lines = [
     '| condition | plateau per seed | mean | half way for good per seed | '
-    'mean | leaves uniform per seed | final |',
-    '|---|---|---|---|---|---|---|',
+    'mean | leaves uniform per seed | z spread > 0.1 per seed | final |',
+    '|---|---|---|---|---|---|---|---|',
   ]
   for name, group in plateau_table.groupby('condition', sort=False):
     fmt = lambda v: 'n/a' if math.isnan(v) else f'{v:.0f}'
@@ -401,6 +405,7 @@ def report(
       f'{", ".join(fmt(v) for v in group["for_good"])} | '
       f'{fmt(group["for_good"].mean())} | '
       f'{", ".join(fmt(v) for v in group["leaves_uniform"])} | '
+      f'{", ".join(fmt(v) for v in group.get("z_gate", []))} | '
       f'{group["final"].mean():.2f} |'
     )
   (results / 'mechanism.md').write_text('\n'.join(lines) + '\n')
@@ -435,6 +440,33 @@ def gate_table(table: pd.DataFrame) -> pd.DataFrame:
   out = out.reset_index()
   rank = out['z_bin'].map(order)
   return _in_order(out.iloc[rank.argsort(kind='stable')])
+
+
+Z_GATE = 0.1  # z's spread from which Disco's target leads the policy.
+
+
+def z_gate_updates(table: pd.DataFrame) -> pd.DataFrame:
+  """Per condition and seed, the first measured update from the end of
+  the condition's warm start (0 without one) at which the spread of the
+  agent's z predictions is above Z_GATE (`z_gate`; NaN if none).
+
+  Args:
+    table: `targets` measurements with condition, seed, updates and
+      z_spread columns.
+  """
+  rows = []
+  for (name, seed), run in table.groupby(['condition', 'seed'], sort=False):
+    start = CONDITIONS.get(name, {}).get('warm_start_steps', 0)
+    run = run[run['updates'] >= start].sort_values('updates')
+    above = run['updates'][run['z_spread'] > Z_GATE]
+    rows.append(
+      dict(
+        condition=name,
+        seed=seed,
+        z_gate=float(above.iloc[0]) if len(above) else math.nan,
+      )
+    )
+  return pd.DataFrame(rows)
 
 
 def _gate_markdown(gate: pd.DataFrame) -> str:

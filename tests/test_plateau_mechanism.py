@@ -204,3 +204,21 @@ def test_gate_table_bins_by_z_spread():
     '| (0.05, 0.1] | +0.000 (1.10, 1) |  |',
     '| (0.1, 0.15] |  | -0.100 (1.00, 1) |',
   ]
+
+
+def test_z_gate_counts_from_the_end_of_the_warm_start():
+  # ac100's warm start is 100 updates: z above 0.1 at update 50 does not
+  # count, at 150 it does (and 120, at 0.1 exactly, is not above). cold
+  # never passes: NaN.
+  table = pd.DataFrame(
+    dict(
+      condition=['ac100'] * 4 + ['cold'] * 2,
+      seed=[0] * 6,
+      updates=[50, 100, 120, 150, 10, 20],
+      z_spread=[0.3, 0.05, 0.1, 0.2, 0.05, 0.09],
+    )
+  )
+  got = mechanism.z_gate_updates(table)
+  assert got.loc[0, 'z_gate'] == 150.0
+  assert math.isnan(got.loc[1, 'z_gate'])
+  assert mechanism.CONDITIONS['ac100']['warm_start_steps'] == 100
