@@ -13,6 +13,11 @@ next update would draw one, and the rule's targets on it are measured
 against the agent's outputs (`targets`). The runs' own rows are the CLI's
 (`metrics.csv`); the measurements go to `targets.csv` beside them.
 
+The transplant conditions (TRANSPLANTS) first train a donor run of the
+same settings on DONOR_SEEDS (`out`/donor, once), then start each measured
+agent from the donor's network with the policy's output layer zeroed (a
+uniform policy), and with fresh y and z heads in `transplant_fresh_yz`.
+
   python studies/plateau_mechanism.py runs/plateau_mechanism cold pred300
   python studies/plateau_mechanism.py runs/plateau_mechanism --report \\
       docs/results/plateau                 # mechanism.{csv,md,png}
@@ -24,9 +29,11 @@ About 13 minutes per Catch condition on this project's 2-core CPU.
 """
 
 import argparse
+import dataclasses
 import importlib.util
 import math
 import pathlib
+import re
 import sys
 from typing import Any
 
@@ -115,12 +122,29 @@ CONDITIONS: dict[str, dict[str, Any]] = {
     warm_start_learning_rate=3e-3,
     warm_start_predictions=True,
   ),
+  # A causal test of the z reading (plateau.md): agents whose networks
+  # Disco103 trained elsewhere (DONOR_SEEDS, 1,000 updates) with the
+  # policy's output layer zeroed (an exactly uniform policy), their z
+  # spread from the start; and the same with fresh y and z heads.
+  'transplant': {},
+  'transplant_fresh_yz': {},
   'ac524pred_3e-3': dict(
     warm_start_rule='actor_critic',
     warm_start_steps=524,
     warm_start_learning_rate=3e-3,
     warm_start_predictions=True,
   ),
+}
+# Transplant conditions: the heads (of HEADS) that keep the fresh agent's
+# parameters; the policy's output layer is zeroed, the rest is the donor's.
+TRANSPLANTS = {'transplant': (), 'transplant_fresh_yz': ('y', 'z')}
+DONOR_SEEDS = (10, 11, 12)
+# The agent's heads by their modules' names: the policy's output layer (its
+# logits), the per-state y head, and the action model's z head.
+HEADS = {
+  'policy': re.compile(r'/~_head_pass/torso_head/'),
+  'y': re.compile(r'/~_head_pass/torso_head_1/'),
+  'z': re.compile(r'^[^/]+/mlp/'),
 }
 TINY = dict(
   num_steps=20,
@@ -266,13 +290,97 @@ def run_condition(
   if (directory / 'summary.json').exists():
     print(f'{name}: done already ({directory})')
     return
+  donor = None
+  if name in TRANSPLANTS:
+    donor = donor_params(out, config)
   measurer = Measurer(out / f'{name}.targets.csv')
   trainer = trainer_lib.Trainer(
     config, directory, overwrite=True, progress=False, checkpoint_every=0
   )
+  if donor is not None:
+    state = trainer.state
+    learner = state.learner_state
+    fresh = jax.device_get(learner.params)
+    params = transplant(fresh, donor, TRANSPLANTS[name])
+    put = lambda new, old: jax.device_put(np.array(new), old.sharding)
+    # Disco's target network starts as the agent (its init_meta_state), in
+    # buffers of its own (the step donates both).
+    meta_state = dict(
+      learner.meta_state,
+      target_params=jax.tree.map(
+        put, params, learner.meta_state['target_params']
+      ),
+    )
+    params = jax.tree.map(put, params, learner.params)
+    trainer.state = dataclasses.replace(
+      state,
+      learner_state=dataclasses.replace(
+        learner, params=params, meta_state=meta_state
+      ),
+    )
   trainer.fit(callbacks=[measurer])
   trainer.close()
   print(f'{name}: {directory}/metrics.csv, {measurer.path}', flush=True)
+
+
+def transplant(
+  params: dict[str, Any], donor: dict[str, Any], fresh: tuple[str, ...]
+) -> dict[str, Any]:
+  """A fresh agent's parameters `params` with the donor's (same structure,
+  e.g. [seeds, ...] leaves) in every module but the heads named in `fresh`
+  (of HEADS: those keep `params`'), and the policy's output layer zeroed,
+  so the policy is exactly uniform.
+
+  Raises:
+    ValueError: `fresh` names no head of HEADS, or a head matches no
+      module of `params`.
+  """
+  unknown = [h for h in fresh if h not in HEADS or h == 'policy']
+  if unknown:
+    raise ValueError(
+      f'fresh must name heads of {sorted(set(HEADS) - {"policy"})}, got '
+      f'{unknown}.'
+    )
+  for head, pattern in HEADS.items():
+    if not any(pattern.search(m) for m in params):
+      raise ValueError(f'no module of head {head!r} in {sorted(params)}.')
+  out = {}
+  for module, leaves in params.items():
+    if HEADS['policy'].search(module):
+      out[module] = {k: np.zeros_like(v) for k, v in leaves.items()}
+    elif any(HEADS[h].search(module) for h in fresh):
+      out[module] = dict(leaves)
+    else:
+      out[module] = dict(donor[module])
+  return out
+
+
+def donor_params(out: pathlib.Path, config) -> dict[str, Any]:
+  """The learner parameters ([seeds, ...]) of a cold Disco103 run of
+  `config`'s settings on DONOR_SEEDS, trained for its updates (run once in
+  `out`/donor, then read from `out`/donor_params.npz)."""
+  path = out / 'donor_params.npz'
+  if not path.exists():
+    donor_config = dataclasses.replace(config, seeds=DONOR_SEEDS)
+    trainer = trainer_lib.Trainer(
+      donor_config, out / 'donor', overwrite=True, progress=False,
+      checkpoint_every=0,
+    )  # fmt: skip
+    trainer.fit()
+    params = jax.device_get(trainer.state.learner_state.params)
+    trainer.close()
+    flat = {
+      f'{module}|{name}': np.asarray(v)
+      for module, leaves in params.items()
+      for name, v in leaves.items()
+    }
+    np.savez(path, **flat)
+  with np.load(path) as data:
+    donor: dict[str, dict[str, np.ndarray]] = {}
+    for key in data.files:
+      module, name = key.split('|')
+      donor.setdefault(module, {})[name] = data[key]
+  return donor
 
 
 def _updates(rows: pd.DataFrame) -> pd.DataFrame:

@@ -7,6 +7,7 @@ import importlib.util
 import math
 import pathlib
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
@@ -222,3 +223,62 @@ def test_z_gate_counts_from_the_end_of_the_warm_start():
   assert got.loc[0, 'z_gate'] == 150.0
   assert math.isnan(got.loc[1, 'z_gate'])
   assert mechanism.CONDITIONS['ac100']['warm_start_steps'] == 100
+
+
+def _tiny_params(tmp_path):
+  from disco_rl.jobs import config as config_lib
+  from disco_rl.jobs import trainer as trainer_lib
+
+  config = config_lib.EvalConfig(**{**mechanism.BASE, **mechanism.TINY})
+  trainer = trainer_lib.Trainer(
+    config, tmp_path / 'run', overwrite=True, progress=False
+  )
+  try:
+    return jax.device_get(trainer.state.learner_state.params)
+  finally:
+    trainer.close()
+
+
+@pytest.mark.usefixtures('disco_103_params')
+def test_transplant_takes_the_donors_modules_but_the_fresh_heads(tmp_path):
+  params = _tiny_params(tmp_path)
+  donor = jax.tree.map(lambda v: v + 1.0, params)
+  # The heads are the modules the names say: the policy's logits (3
+  # actions), y (600 categories) and z (600) per seed.
+  out_size = {
+    head: [m for m in params if pattern.search(m)]
+    for head, pattern in mechanism.HEADS.items()
+  }
+  (policy,), (y,) = out_size['policy'], out_size['y']
+  assert params[policy]['b'].shape == (3, 3)
+  assert params[y]['b'].shape == (3, 600)
+  assert [params[m]['b'].shape[-1] for m in out_size['z']][-1] == 600
+  got = mechanism.transplant(params, donor, ('y', 'z'))
+  for module, leaves in got.items():
+    for name, value in leaves.items():
+      if module == policy:
+        expected = np.zeros_like(params[module][name])
+      elif module == y or module in out_size['z']:
+        expected = params[module][name]
+      else:
+        expected = donor[module][name]
+      np.testing.assert_array_equal(value, expected, err_msg=module)
+  # Without fresh heads, y and z are the donor's too.
+  got = mechanism.transplant(params, donor, ())
+  np.testing.assert_array_equal(got[y]['w'], donor[y]['w'])
+  with pytest.raises(ValueError, match='fresh must name heads of'):
+    mechanism.transplant(params, donor, ('policy',))
+  with pytest.raises(ValueError, match="no module of head 'y'"):
+    mechanism.transplant({k: v for k, v in params.items() if k != y}, donor, ())
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures('disco_103_params')
+def test_a_tiny_transplant_runs_from_its_donor(tmp_path):
+  out = tmp_path / 'runs'
+  assert mechanism.main([str(out), 'transplant', '--tiny']) == 0
+  assert (out / 'donor' / 'summary.json').exists()
+  donor = np.load(out / 'donor_params.npz')
+  assert any(k.endswith('|w') for k in donor.files)
+  measured = pd.read_csv(out / 'transplant.targets.csv')
+  assert sorted(measured['seed'].unique()) == [0, 1, 2]
