@@ -3,6 +3,7 @@
 """update_rules.warm_start and the eval job's warm start (issue 70)."""
 
 import dataclasses
+import types as pytypes
 
 import chex
 import jax
@@ -17,6 +18,7 @@ from disco_rl import types
 from disco_rl.cli import main as cli_main
 from disco_rl.environments import jittable_envs
 from disco_rl.jobs import trainer as trainer_lib
+from disco_rl.jobs.eval import steps as eval_steps
 from disco_rl.update_rules import base
 from disco_rl.update_rules import warm_start
 
@@ -273,6 +275,31 @@ def test_a_run_switches_rules_and_resumes_exactly_across_the_switch(
   assert int(np.asarray(meta_state['updates']).ravel()[0]) == len(learned)
 
 
+def test_step_learning_rate_is_the_warm_starts_for_its_updates():
+  # Warm-up of 3 iterations, a warm start of 2 updates at 1e-3: the
+  # iterations 3 and 4 (updates 0 and 1) take 1e-3, the others the run's.
+  config = tiny.eval_config(
+    **WARM, warm_start_steps=2, warm_start_learning_rate=1e-3
+  )
+  setup = pytypes.SimpleNamespace(config=config, warmup=3)
+  got = [
+    float(
+      eval_steps.step_learning_rate(
+        setup, pytypes.SimpleNamespace(step=jnp.asarray(step)), jnp.asarray(0.5)
+      )
+    )
+    for step in range(3, 7)
+  ]
+  np.testing.assert_allclose(got, [1e-3, 1e-3, 0.5, 0.5])
+  # Without a rate of its own, the warm start takes the run's.
+  setup = pytypes.SimpleNamespace(
+    config=tiny.eval_config(**WARM, warm_start_steps=2), warmup=3
+  )
+  state = pytypes.SimpleNamespace(step=jnp.asarray(3))
+  assert eval_steps.step_learning_rate(setup, state, 0.5) == 0.5
+
+
+@pytest.mark.slow  # The Trainer's run of what the test above checks.
 @pytest.mark.usefixtures('disco_103_params', 'fast_compile')
 def test_the_warm_start_s_learning_rate_holds_for_its_updates_only(tmp_path):
   """A run at 1e-2 whose two warm-start updates take 1e-3 is, for those
