@@ -128,6 +128,9 @@ CONDITIONS: dict[str, dict[str, Any]] = {
   # spread from the start; and the same with fresh y and z heads.
   'transplant': {},
   'transplant_fresh_yz': {},
+  # The same from an actor-critic donor (3e-3): its torso, the rest fresh
+  # (the actor-critic's agent has no y, z or action model).
+  'transplant_ac': {},
   'ac524pred_3e-3': dict(
     warm_start_rule='actor_critic',
     warm_start_steps=524,
@@ -137,7 +140,15 @@ CONDITIONS: dict[str, dict[str, Any]] = {
 }
 # Transplant conditions: the heads (of HEADS) that keep the fresh agent's
 # parameters; the policy's output layer is zeroed, the rest is the donor's.
-TRANSPLANTS = {'transplant': (), 'transplant_fresh_yz': ('y', 'z')}
+TRANSPLANTS = {
+  'transplant': (),
+  'transplant_fresh_yz': ('y', 'z'),
+  'transplant_ac': (),
+}
+# The donors' rules other than the run's (EvalConfig changes).
+DONOR_RULES = {
+  'transplant_ac': dict(rule='actor_critic', learning_rate=3e-3),
+}
 DONOR_SEEDS = (10, 11, 12)
 # The agent's heads by their modules' names: the policy's output layer (its
 # logits), the per-state y head, and the action model's z head.
@@ -292,7 +303,7 @@ def run_condition(
     return
   donor = None
   if name in TRANSPLANTS:
-    donor = donor_params(out, config)
+    donor = donor_params(out, config, DONOR_RULES.get(name, {}))
   measurer = Measurer(out / f'{name}.targets.csv')
   trainer = trainer_lib.Trainer(
     config, directory, overwrite=True, progress=False, checkpoint_every=0
@@ -329,7 +340,9 @@ def transplant(
   """A fresh agent's parameters `params` with the donor's (same structure,
   e.g. [seeds, ...] leaves) in every module but the heads named in `fresh`
   (of HEADS: those keep `params`'), and the policy's output layer zeroed,
-  so the policy is exactly uniform.
+  so the policy is exactly uniform. A module the donor lacks, or has with
+  other shapes (another rule's agent: the actor-critic's has no y, z or
+  action model), keeps `params`'.
 
   Raises:
     ValueError: `fresh` names no head of HEADS, or a head matches no
@@ -348,22 +361,35 @@ def transplant(
   for module, leaves in params.items():
     if HEADS['policy'].search(module):
       out[module] = {k: np.zeros_like(v) for k, v in leaves.items()}
-    elif any(HEADS[h].search(module) for h in fresh):
+    elif any(HEADS[h].search(module) for h in fresh) or not _same_shapes(
+      leaves, donor.get(module)
+    ):
       out[module] = dict(leaves)
     else:
       out[module] = dict(donor[module])
   return out
 
 
-def donor_params(out: pathlib.Path, config) -> dict[str, Any]:
-  """The learner parameters ([seeds, ...]) of a cold Disco103 run of
-  `config`'s settings on DONOR_SEEDS, trained for its updates (run once in
-  `out`/donor, then read from `out`/donor_params.npz)."""
-  path = out / 'donor_params.npz'
+def _same_shapes(leaves: dict[str, Any], other: dict[str, Any] | None) -> bool:
+  return other is not None and {k: np.shape(v) for k, v in leaves.items()} == {
+    k: np.shape(v) for k, v in other.items()
+  }
+
+
+def donor_params(
+  out: pathlib.Path, config, changes: dict[str, Any] | None = None
+) -> dict[str, Any]:
+  """The learner parameters ([seeds, ...]) of a cold run of `config`'s
+  settings with `changes` (e.g. another rule) on DONOR_SEEDS, trained for
+  its updates (run once in `out`/donor[_RULE], then read from the npz
+  beside it)."""
+  changes = changes or {}
+  suffix = f'_{changes["rule"]}' if 'rule' in changes else ''
+  path = out / f'donor{suffix}_params.npz'
   if not path.exists():
-    donor_config = dataclasses.replace(config, seeds=DONOR_SEEDS)
+    donor_config = dataclasses.replace(config, seeds=DONOR_SEEDS, **changes)
     trainer = trainer_lib.Trainer(
-      donor_config, out / 'donor', overwrite=True, progress=False,
+      donor_config, out / f'donor{suffix}', overwrite=True, progress=False,
       checkpoint_every=0,
     )  # fmt: skip
     trainer.fit()

@@ -266,6 +266,17 @@ def test_transplant_takes_the_donors_modules_but_the_fresh_heads(tmp_path):
   # Without fresh heads, y and z are the donor's too.
   got = mechanism.transplant(params, donor, ())
   np.testing.assert_array_equal(got[y]['w'], donor[y]['w'])
+  # A donor without y's module and with z's of other shapes (another
+  # rule's agent): those keep the fresh agent's.
+  other = {k: v for k, v in donor.items() if k != y}
+  z_last = out_size['z'][-1]
+  other[z_last] = {k: v[..., :1] for k, v in donor[z_last].items()}
+  got = mechanism.transplant(params, other, ())
+  np.testing.assert_array_equal(got[y]['w'], params[y]['w'])
+  np.testing.assert_array_equal(got[z_last]['w'], params[z_last]['w'])
+  np.testing.assert_array_equal(
+    got[out_size['z'][0]]['w'], donor[out_size['z'][0]]['w']
+  )
   with pytest.raises(ValueError, match='fresh must name heads of'):
     mechanism.transplant(params, donor, ('policy',))
   with pytest.raises(ValueError, match="no module of head 'y'"):
