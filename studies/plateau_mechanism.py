@@ -131,6 +131,8 @@ CONDITIONS: dict[str, dict[str, Any]] = {
   # The same from an actor-critic donor (3e-3): its torso, the rest fresh
   # (the actor-critic's agent has no y, z or action model).
   'transplant_ac': {},
+  # A Disco-trained donor's torso only (the action model and heads fresh).
+  'transplant_torso': {},
   'ac524pred_3e-3': dict(
     warm_start_rule='actor_critic',
     warm_start_steps=524,
@@ -144,6 +146,7 @@ TRANSPLANTS = {
   'transplant': (),
   'transplant_fresh_yz': ('y', 'z'),
   'transplant_ac': (),
+  'transplant_torso': ('y', 'z', 'model'),
 }
 # The donors' rules other than the run's (EvalConfig changes).
 DONOR_RULES = {
@@ -151,11 +154,15 @@ DONOR_RULES = {
 }
 DONOR_SEEDS = (10, 11, 12)
 # The agent's heads by their modules' names: the policy's output layer (its
-# logits), the per-state y head, and the action model's z head.
+# logits), the per-state y head, the action model's z head, and the action
+# model with all its heads.
 HEADS = {
   'policy': re.compile(r'/~_head_pass/torso_head/'),
   'y': re.compile(r'/~_head_pass/torso_head_1/'),
   'z': re.compile(r'^[^/]+/mlp/'),
+  # The action model and its heads (z, the auxiliary policy, q): every
+  # module of the network outside its torso and per-state heads.
+  'model': re.compile(r'^[^/]+/[^~]'),
 }
 TINY = dict(
   num_steps=20,

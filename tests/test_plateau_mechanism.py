@@ -263,6 +263,10 @@ def test_transplant_takes_the_donors_modules_but_the_fresh_heads(tmp_path):
       else:
         expected = donor[module][name]
       np.testing.assert_array_equal(value, expected, err_msg=module)
+  # With the action model fresh too, only the torso is the donor's.
+  got = mechanism.transplant(params, donor, ('y', 'z', 'model'))
+  donors = [m for m in got if got[m]['w'] is donor[m]['w']]
+  assert donors == ['mlp/~_embedding_pass/torso/~/linear_0'], donors
   # Without fresh heads, y and z are the donor's too.
   got = mechanism.transplant(params, donor, ())
   np.testing.assert_array_equal(got[y]['w'], donor[y]['w'])
