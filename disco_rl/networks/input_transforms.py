@@ -98,24 +98,25 @@ class EmaNorm(hk.Module):
   def __init__(
     self,
     decay_rate: float,
-    eps: float = 1e-6,
-    eps_root: float = 1e-12,
+    *,
     axis: Sequence[int] | None = None,
+    data_format: str = 'channels_last',
     cross_replica_axis: str | Sequence[str] | None = None,
     cross_replica_axis_index_groups: Sequence[Sequence[int]] | None = None,
-    data_format: str = 'channels_last',
+    eps: float = 1e-6,
+    eps_root: float = 1e-12,
     name: str | None = None,
   ):
-    """Builds the module.
+    """Builds the module; every setting but the decay by keyword.
 
     Args:
       decay_rate: EMA decay.
-      eps: added to the standard deviation.
-      eps_root: added to the variance inside the root (meta-gradient safety).
       axis: axes reduced over; default all but the channel axis.
+      data_format: where the channel axis is (see `hk.get_channel_index`).
       cross_replica_axis: `pmap`/`vmap` axis name(s) to average statistics on.
       cross_replica_axis_index_groups: device groups for that average.
-      data_format: where the channel axis is (see `hk.get_channel_index`).
+      eps: added to the standard deviation.
+      eps_root: added to the variance inside the root (meta-gradient safety).
       name: module name.
     """
     super().__init__(name=name)
