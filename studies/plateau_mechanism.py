@@ -133,6 +133,9 @@ CONDITIONS: dict[str, dict[str, Any]] = {
   'transplant_ac': {},
   # A Disco-trained donor's torso only (the action model and heads fresh).
   'transplant_torso': {},
+  # The donor's action model and heads with a fresh torso: the other half
+  # of transplant_torso.
+  'transplant_model': {},
   'ac524pred_3e-3': dict(
     warm_start_rule='actor_critic',
     warm_start_steps=524,
@@ -147,6 +150,7 @@ TRANSPLANTS = {
   'transplant_fresh_yz': ('y', 'z'),
   'transplant_ac': (),
   'transplant_torso': ('y', 'z', 'model'),
+  'transplant_model': ('torso',),
 }
 # The donors' rules other than the run's (EvalConfig changes).
 DONOR_RULES = {
@@ -154,8 +158,8 @@ DONOR_RULES = {
 }
 DONOR_SEEDS = (10, 11, 12)
 # The agent's heads by their modules' names: the policy's output layer (its
-# logits), the per-state y head, the action model's z head, and the action
-# model with all its heads.
+# logits), the per-state y head, the action model's z head, the action
+# model with all its heads, and the torso.
 HEADS = {
   'policy': re.compile(r'/~_head_pass/torso_head/'),
   'y': re.compile(r'/~_head_pass/torso_head_1/'),
@@ -163,6 +167,8 @@ HEADS = {
   # The action model and its heads (z, the auxiliary policy, q): every
   # module of the network outside its torso and per-state heads.
   'model': re.compile(r'^[^/]+/[^~]'),
+  # The torso: the embedding the per-state heads and the action model read.
+  'torso': re.compile(r'/~_embedding_pass/'),
 }
 TINY = dict(
   num_steps=20,

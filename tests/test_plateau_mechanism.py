@@ -267,6 +267,14 @@ def test_transplant_takes_the_donors_modules_but_the_fresh_heads(tmp_path):
   got = mechanism.transplant(params, donor, ('y', 'z', 'model'))
   donors = [m for m in got if got[m]['w'] is donor[m]['w']]
   assert donors == ['mlp/~_embedding_pass/torso/~/linear_0'], donors
+  # With the torso fresh, every module but it (and the zeroed policy
+  # layer) is the donor's.
+  got = mechanism.transplant(params, donor, ('torso',))
+  donors = {m for m in got if got[m]['w'] is donor[m]['w']}
+  policy = {m for m in got if mechanism.HEADS['policy'].search(m)}
+  assert donors == set(got) - policy - {
+    'mlp/~_embedding_pass/torso/~/linear_0'
+  }, donors
   # Without fresh heads, y and z are the donor's too.
   got = mechanism.transplant(params, donor, ())
   np.testing.assert_array_equal(got[y]['w'], donor[y]['w'])
