@@ -51,6 +51,9 @@ class MetaLossWeights:
   prediction_entropy: float = 1e-3  # Entropy of the y and z predictions.
   target_mean: float = 1e-3  # Squared batch means of the pi/y/z targets.
   target_kl: float = 1e-2  # KL(target network policy || pi target).
+  # Not the upstream's: LPG's L2 on its actor target, here the mean square
+  # of the per-step scalar of policy target 'action' ('pi_action').
+  action_l2: float = 0.0
 
 
 def catch_env(
@@ -299,8 +302,15 @@ def meta_loss(
     )
   )
 
+  # LPG's L2 on the actor target, logged with policy target 'action'.
+  extra_log = {}
+  if weights.action_l2 or 'pi_action' in train_meta_out:
+    extra_log['action_l2'] = action_l2(train_meta_out)
+    reg_loss += weights.action_l2 * extra_log['action_l2']
+
   loss = jnp.mean(pg_loss) + reg_loss
   meta_log = dict(
+    **extra_log,
     adv=jnp.mean(value_out.adv),
     normalized_adv=jnp.mean(value_out.normalized_adv),
     entropy=jnp.mean(entropy_t),
@@ -317,6 +327,24 @@ def meta_loss(
     value_state=value_state,
   )
   return loss, (new_state, metrics, meta_log)
+
+
+def action_l2(meta_out: types.UpdateRuleOuts) -> chex.Array:
+  """The mean square of the per-step scalars [..., T, B] that policy
+  target 'action' adds to the action taken's logit (LPG's L2 penalty on
+  its actor target pi_hat).
+
+  Raises:
+    ValueError: `meta_out` has no 'pi_action' (the rule's policy target is
+      not 'action').
+  """
+  if 'pi_action' not in meta_out:
+    raise ValueError(
+      "action_l2 penalises the scalar of policy target 'action' "
+      "('pi_action'); the rule's outputs have none, got keys "
+      f'{sorted(meta_out)}.'
+    )
+  return jnp.mean(jnp.square(meta_out['pi_action']))
 
 
 # The parts of the meta-loss `calculate_meta_gradient(parts=True)`

@@ -30,6 +30,7 @@ from disco_rl.jobs.meta import setup as meta_setup
 from disco_rl.jobs.meta import steps
 from disco_rl.runtime import divergence
 from disco_rl.runtime import mesh as mesh_lib
+from disco_rl.update_rules import disco
 
 DATA = pathlib.Path(__file__).resolve().parent / 'data'
 TINY = tiny.meta_config(num_devices=1, steps_per_call=3)
@@ -565,6 +566,15 @@ def _adam_counts(state):
       dict(meta_target_kl_cost=float('nan')),
       'meta_target_kl_cost must be finite and >= 0, got nan',
     ),
+    (
+      dict(meta_action_l2_cost=-1e-3),
+      'meta_action_l2_cost must be >= 0, got -0.001',
+    ),
+    (
+      dict(meta_action_l2_cost=5e-3),
+      "meta_action_l2_cost=0.005 penalises the scalar of policy_target "
+      "'action'; got policy_target='absolute'",
+    ),
   ],
 )
 def test_bad_meta_optimisation_settings(changes, fragment):
@@ -591,6 +601,43 @@ def test_the_meta_objectives_regularisers_follow_the_config(fast_compile):
   np.testing.assert_allclose(logs['meta_loss'], logs['pg_loss'], rtol=1e-6)
   _, logs = smoke_env.run_calls(meta_lib.make_meta_train(ONE_STEP), [1])
   assert np.all(logs['reg_loss'] != 0.0)
+
+
+def test_action_l2_is_the_mean_square_of_the_action_targets_scalar():
+  pi_action = np.array([[[0.5, -1.0]], [[2.0, 0.0]]], np.float32)  # [N, T, B]
+  np.testing.assert_allclose(
+    meta_objective.action_l2({'pi_action': pi_action, 'pi': None}),
+    (0.25 + 1.0 + 4.0 + 0.0) / 4,
+  )
+  with pytest.raises(ValueError, match=r"got keys \['pi', 'y'\]"):
+    meta_objective.action_l2({'pi': None, 'y': None})
+  config = dataclasses.replace(
+    TINY, policy_target='action', meta_action_l2_cost=5e-3
+  )
+  assert config.meta_loss_weights().action_l2 == 5e-3
+  assert meta_objective.MetaLossWeights().action_l2 == 0.0  # Not upstream's.
+
+
+# Slow (a meta-gradient compilation).
+@pytest.mark.slow
+def test_the_action_targets_l2_is_logged_and_weighted(fast_compile):
+  """With policy target 'action' the meta-log has the scalar's mean
+  square; its weight adds that times the weight to the regularisers, alone
+  when the other weights are 0."""
+  del fast_compile
+  costs = dict.fromkeys(meta_config.META_LOSS_COSTS, 0.0)
+  config = dataclasses.replace(
+    ONE_STEP,
+    policy_target='action',
+    rule_sizes=disco.NAMED_SIZES['tiny'].changes(),
+    **{**costs, 'meta_action_l2_cost': 0.5},
+  )
+  _, logs = smoke_env.run_calls(meta_lib.make_meta_train(config), [1])
+  assert np.all(logs['action_l2'] > 0.0)
+  np.testing.assert_allclose(logs['reg_loss'], 0.5 * logs['action_l2'])
+  np.testing.assert_allclose(
+    logs['meta_loss'], logs['pg_loss'] + logs['reg_loss'], rtol=1e-6
+  )
 
 
 def test_presets():

@@ -28,6 +28,7 @@ META_LOSS_COSTS = (
   'meta_prediction_entropy_cost',
   'meta_target_mean_cost',
   'meta_target_kl_cost',
+  'meta_action_l2_cost',
 )
 
 
@@ -148,6 +149,12 @@ class MetaTrainConfig(config_lib.RunConfig):
     "meta-objective: weight of the KL from the target network's policy "
     'to the policy target',
   )
+  meta_action_l2_cost: float = config_lib.setting(
+    meta_objective.MetaLossWeights.action_l2,
+    "meta-objective: weight of the mean square of policy target 'action''s "
+    "per-step scalar (LPG's L2 on its actor target, 5e-3 in GROOVE); 0, "
+    "the default, unless policy_target is 'action'",
+  )
 
   def _check(self) -> None:
     super()._check()
@@ -167,6 +174,12 @@ class MetaTrainConfig(config_lib.RunConfig):
         raise ValueError(
           f'{name} must be finite and >= 0, got {getattr(self, name)!r}.'
         )
+    if self.meta_action_l2_cost and self.policy_target != 'action':
+      raise ValueError(
+        f'meta_action_l2_cost={self.meta_action_l2_cost} penalises the '
+        "scalar of policy_target 'action'; got policy_target="
+        f'{self.policy_target!r}.'
+      )
     if 0 < self.agent_lifetime < self.num_inner_steps:
       raise ValueError(
         f'agent_lifetime={self.agent_lifetime} is shorter than one '
@@ -218,6 +231,7 @@ class MetaTrainConfig(config_lib.RunConfig):
       prediction_entropy=self.meta_prediction_entropy_cost,
       target_mean=self.meta_target_mean_cost,
       target_kl=self.meta_target_kl_cost,
+      action_l2=self.meta_action_l2_cost,
     )
 
 
