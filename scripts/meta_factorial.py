@@ -42,6 +42,7 @@ COLUMNS = (
   'meta_grad_y_norm',
   'meta_grad_z_norm',
   'meta_grad_torso_norm',
+  'action_l2',
 )
 HEADS = ('pi_out', 'pi_action', 'pi_conv', 'y', 'z')
 

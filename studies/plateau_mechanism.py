@@ -136,6 +136,12 @@ CONDITIONS: dict[str, dict[str, Any]] = {
   # The donor's action model and heads with a fresh torso: the other half
   # of transplant_torso.
   'transplant_model': {},
+  # Disco's terms other than the policy's for 300 updates at 3x the run's
+  # rate (Catch 3e-2, Breakout 3e-3), then all of Disco at its rate: does
+  # learning what z reads faster shorten the wait?
+  'pred300_x3': dict(
+    warm_start_predictions=True, warm_start_steps=300, warm_start_rate_scale=3
+  ),
   'ac524pred_3e-3': dict(
     warm_start_rule='actor_critic',
     warm_start_steps=524,
@@ -299,17 +305,27 @@ class Measurer:
     pd.DataFrame(self.rows).to_csv(self.path, index=False)
 
 
-def run_condition(
-  out: pathlib.Path, name: str, tiny: bool, game: str = 'catch'
-) -> None:
+def condition_config(
+  name: str, game: str = 'catch', tiny: bool = False
+) -> config_lib.EvalConfig:
+  """The eval settings of condition `name` on `game` (at test size with
+  `tiny`), measured every call."""
   base, every = game_base(game)
   settings = {**base, **CONDITIONS[name], **(TINY if tiny else {})}
   settings['steps_per_call'] = every
-  if tiny and name != 'cold':
-    for key in ('warm_start_steps',):
-      if key in settings:
-        settings[key] = 5
-  config = config_lib.EvalConfig(**settings)
+  scale = settings.pop('warm_start_rate_scale', None)
+  if scale is not None:  # A multiple of the run's own rate.
+    rate = settings.get('learning_rate', config_lib.EvalConfig.learning_rate)
+    settings['warm_start_learning_rate'] = scale * rate
+  if tiny and 'warm_start_steps' in settings:
+    settings['warm_start_steps'] = 5
+  return config_lib.EvalConfig(**settings)
+
+
+def run_condition(
+  out: pathlib.Path, name: str, tiny: bool, game: str = 'catch'
+) -> None:
+  config = condition_config(name, game, tiny)
   directory = out / name
   if (directory / 'summary.json').exists():
     print(f'{name}: done already ({directory})')

@@ -63,9 +63,21 @@ def test_corr_is_pearson_s_over_the_live_steps():
 def test_the_conditions_are_eval_configs():
   from disco_rl.jobs import config as config_lib
 
-  for name, changes in mechanism.CONDITIONS.items():
-    config = config_lib.EvalConfig(**{**mechanism.BASE, **changes})
+  for name in mechanism.CONDITIONS:
+    config = mechanism.condition_config(name)
     assert config.seeds == (0, 1, 2) and config.num_steps == 1000, name
+    assert isinstance(config, config_lib.EvalConfig)
+  # A warm start's rate as a multiple of the game's own: Catch's 1e-2,
+  # Breakout's 1e-3 (the MinAtar study's for Disco103).
+  assert mechanism.condition_config('pred300_x3').warm_start_learning_rate == (
+    pytest.approx(3e-2)
+  )
+  breakout = mechanism.condition_config('pred300_x3', 'breakout')
+  assert breakout.learning_rate == 1e-3
+  assert breakout.warm_start_learning_rate == pytest.approx(3e-3)
+  assert (
+    mechanism.condition_config('pred300_x3', tiny=True).warm_start_steps == 5
+  )
 
 
 @pytest.mark.slow
