@@ -537,9 +537,10 @@ def report(
         rows[['seed', 'step', 'updates']], on=['seed', 'step'], how='left'
       )
       measured.append(table.assign(condition=name))
-  _in_order(pd.concat(curves)).to_csv(
-    results / 'curves.csv', index=False, float_format='%.5g'
-  )  # Every run's curve, compact (measure.compact_curves).
+  # Every run's curve, compact (measure.compact_curves).
+  _write_csv(
+    results / 'curves.csv', _in_order(pd.concat(curves)), float_format='%.5g'
+  )
   plateau_table = _in_order(pd.concat(plateaus))
   if measured:
     table = _in_order(pd.concat(measured))
@@ -547,14 +548,12 @@ def report(
     plateau_table = plateau_table.merge(
       z_gate_updates(table), on=['condition', 'seed'], how='left'
     )
-    table.to_csv(results / 'mechanism.csv', index=False, float_format='%.5g')
+    _write_csv(results / 'mechanism.csv', table, float_format='%.5g')
     gate = gate_table(table)
-    gate.to_csv(
-      results / 'mechanism_gate.csv', index=False, float_format='%.4g'
-    )
-    (results / 'mechanism_gate.md').write_text(_gate_markdown(gate))
+    _write_csv(results / 'mechanism_gate.csv', gate, float_format='%.4g')
+    _write_text(results / 'mechanism_gate.md', _gate_markdown(gate))
     _figure(table, plateau_table, results / 'mechanism.png', game)
-  plateau_table.to_csv(results / 'mechanism_plateaus.csv', index=False)
+  _write_csv(results / 'mechanism_plateaus.csv', plateau_table)
   lines = [
     '| condition | plateau per seed | mean | half way for good per seed | '
     'mean | leaves uniform per seed | z spread > 0.1 per seed | final |',
@@ -571,7 +570,7 @@ def report(
       f'{", ".join(fmt(v) for v in group.get("z_gate", []))} | '
       f'{group["final"].mean():.2f} |'
     )
-  (results / 'mechanism.md').write_text('\n'.join(lines) + '\n')
+  _write_text(results / 'mechanism.md', '\n'.join(lines) + '\n')
   print('\n'.join(lines))
 
 
@@ -667,12 +666,46 @@ def _kept(
   kept = []
   for table in TABLES:
     path = results / table
-    rows = pd.read_csv(path) if path.exists() else None
+    rows = _read_table(path) if path.exists() else None
     if rows is None or rows.empty:
       kept.append([])
     else:
       kept.append([rows[~rows['condition'].isin(names)]])
   return tuple(kept)
+
+
+def _read_table(path: pathlib.Path) -> pd.DataFrame:
+  """The CSV at `path`, checked whole: a file cut short (no final newline,
+  or a line with fewer fields than the header) would be read with empty
+  cells and written back so; it is refused instead.
+
+  Raises:
+    ValueError: `path` is cut or has a line of another width.
+  """
+  text = path.read_text()
+  lines = text.splitlines()
+  width = lines[0].count(',') if lines else -1
+  bad = [i + 1 for i, line in enumerate(lines) if line.count(',') != width]
+  if not text.endswith('\n') or bad:
+    where = f'line {bad[0]}' if bad else 'its end'
+    raise ValueError(
+      f'{path} is cut or damaged at {where}: restore it (e.g. git checkout '
+      '-- it) before reporting again; nothing was written.'
+    )
+  return pd.read_csv(path)
+
+
+def _write_csv(path: pathlib.Path, table: pd.DataFrame, **kwargs) -> None:
+  """`table` to `path` whole or not at all (a new file, then renamed)."""
+  tmp = path.with_name(path.name + '.tmp')
+  table.to_csv(tmp, index=False, **kwargs)
+  tmp.replace(path)
+
+
+def _write_text(path: pathlib.Path, text: str) -> None:
+  tmp = path.with_name(path.name + '.tmp')
+  tmp.write_text(text)
+  tmp.replace(path)
 
 
 def _in_order(table: pd.DataFrame) -> pd.DataFrame:
@@ -736,7 +769,9 @@ def _figure(table, plateau_table, path: pathlib.Path, game: str) -> None:
     fontsize=9,
   )
   fig.tight_layout()
-  fig.savefig(path, dpi=90)
+  tmp = path.with_name(path.name + '.tmp')
+  fig.savefig(tmp, dpi=90, format='png')
+  tmp.replace(path)
   plt.close(fig)
 
 
@@ -754,7 +789,11 @@ def main(argv=None) -> int:
   for name in args.conditions:
     run_condition(args.out, name, args.tiny, args.game)
   if args.report:
-    report(args.out, args.report, args.game)
+    try:
+      report(args.out, args.report, args.game)
+    except ValueError as e:  # A cut table of the report: one line.
+      print(f'error: {e}', file=sys.stderr)
+      return 2
   return 0
 
 

@@ -6,6 +6,7 @@ and (slow target) a tiny condition run and reported as documented."""
 import importlib.util
 import math
 import pathlib
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +16,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / 'studies' / 'plateau_mechanism.py'
+COMMITTED = ROOT / 'docs' / 'results' / 'plateau'
 
 
 def _load_script():
@@ -129,6 +131,24 @@ def test_a_report_keeps_the_conditions_it_has_no_new_run_of(tmp_path):
     assert list(rows['condition']) == ['cold', 'cold']
     assert list(rows['x']) == [2, 3]
   assert mechanism._kept(tmp_path / 'none', ['ac100']) == ([], [], [])
+
+
+@pytest.mark.parametrize('cut', ['mid_line', 'no_newline'])
+def test_a_report_over_a_cut_table_ends_in_one_line_writing_nothing(
+  tmp_path, capsys, cut
+):
+  results = tmp_path / 'results'
+  shutil.copytree(COMMITTED / 'mechanism_catch', results)
+  path = results / 'mechanism_plateaus.csv'
+  text = path.read_text()
+  path.write_text(text[:-20] + '\n' if cut == 'mid_line' else text[:-1])
+  before = {p.name: p.read_bytes() for p in results.iterdir()}
+  assert mechanism.main([str(tmp_path / 'runs'), '--report', str(results)]) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith('error: '), err
+  where = 'line ' if cut == 'mid_line' else 'its end'
+  assert f'mechanism_plateaus.csv is cut or damaged at {where}' in err[0]
+  assert {p.name: p.read_bytes() for p in results.iterdir()} == before
 
 
 def test_report_rows_follow_the_conditions_order():
