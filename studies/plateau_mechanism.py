@@ -31,6 +31,7 @@ About 13 minutes per Catch condition on this project's 2-core CPU.
 import argparse
 import dataclasses
 import importlib.util
+import json
 import math
 import pathlib
 import re
@@ -322,12 +323,23 @@ def condition_config(
   return config_lib.EvalConfig(**settings)
 
 
+def finished(directory: pathlib.Path) -> bool:
+  """Whether the run in `directory` ran to its end: its summary.json says
+  completed (a run stopped by a signal writes one that does not; it is
+  run again from its start)."""
+  try:
+    summary = json.loads((directory / 'summary.json').read_text())
+  except (OSError, ValueError):
+    return False
+  return summary.get('completed') is True
+
+
 def run_condition(
   out: pathlib.Path, name: str, tiny: bool, game: str = 'catch'
 ) -> None:
   config = condition_config(name, game, tiny)
   directory = out / name
-  if (directory / 'summary.json').exists():
+  if finished(directory):
     print(f'{name}: done already ({directory})')
     return
   donor = None
@@ -510,9 +522,9 @@ def report(
   of are kept (from its CSVs, unchanged), so a condition run later is
   added to a committed report rather than replacing it."""
   results.mkdir(parents=True, exist_ok=True)
-  # Finished runs only (summary.json): one still running, or cut, is left
+  # Finished runs only (`finished`): one still running, or cut, is left
   # out (its end, and so its plateau, is not known yet).
-  names = [n for n in CONDITIONS if (out / n / 'summary.json').exists()]
+  names = [n for n in CONDITIONS if finished(out / n)]
   plateaus, measured, curves = _kept(results, names)
   for name in names:
     rows = _updates(pd.read_csv(out / name / 'metrics.csv'))

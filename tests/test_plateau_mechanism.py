@@ -133,6 +133,17 @@ def test_a_report_keeps_the_conditions_it_has_no_new_run_of(tmp_path):
   assert mechanism._kept(tmp_path / 'none', ['ac100']) == ([], [], [])
 
 
+def test_only_a_run_that_completed_is_finished(tmp_path):
+  assert not mechanism.finished(tmp_path / 'none')
+  for summary, done in (
+    ('{"completed": true, "interrupted": null}', True),
+    ('{"completed": false, "interrupted": "SIGTERM"}', False),
+    ('{"completed": tr', False),  # Cut.
+  ):
+    (tmp_path / 'summary.json').write_text(summary)
+    assert mechanism.finished(tmp_path) is done, summary
+
+
 @pytest.mark.parametrize('cut', ['mid_line', 'no_newline'])
 def test_a_report_over_a_cut_table_ends_in_one_line_writing_nothing(
   tmp_path, capsys, cut
