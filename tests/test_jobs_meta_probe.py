@@ -116,10 +116,12 @@ def test_t_share_counts_parameters_whose_mean_is_significant():
   )
 
 
-# The probe as users start it from a preset's settings (flags); a
+# The probe as users start it from a preset's settings (flags). Slow (16 s
+# in CI's default run on 2026-12-07, a probe program compiled): the default
+# suite keeps the probe's statistics and its command's refusals below; a
 # meta-training with the parts logged, stopped and resumed: the meta resume
-# test of test_jobs_trainer.py; the probe of a run's checkpoint: slow,
-# below.
+# test of test_jobs_trainer.py; the probe of a run's checkpoint: slow too.
+@pytest.mark.slow
 def test_the_probe_command_measures_a_rule_on_fresh_agents(
   tmp_path, fast_compile, capsys
 ):
