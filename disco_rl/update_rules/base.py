@@ -287,23 +287,18 @@ class UpdateRule:
     return zero_t, {}
 
   def __call__(
-    self,
-    meta_params: types.MetaParams,
-    params: types.AgentParams,
-    state: types.HaikuState,
-    rollout: types.UpdateRuleInputs,
-    hyper_params: types.HyperParams,
-    meta_state: types.MetaState,
-    unroll_policy_fn: types.AgentUnrollFn,
-    rng: chex.PRNGKey,
-    axis_name: str | None,
-    backprop: bool = False,
-  ) -> tuple[chex.Array, types.MetaState, types.UpdateRuleLog]:
-    """The whole loss in one call: (per-step loss [T, B], meta state, logs)."""
-    args = (meta_params, params, state, meta_state, rollout, hyper_params)
+    self, meta_params, params, state, rollout, hyper_params, meta_state,
+    unroll_policy_fn, rng, axis_name, backprop: bool = False,
+  ) -> tuple[chex.Array, types.MetaState, types.UpdateRuleLog]:  # fmt: skip
+    """The whole loss in one call: (per-step loss [T, B], meta state, logs).
+
+    The arguments are `unroll_meta_net`'s, typed there, with `rollout` and
+    `hyper_params` before `meta_state`; `backprop` is `agent_loss`'s.
+    """
     meta_out, new_meta_state = self.unroll_meta_net(
-      *args, unroll_policy_fn, rng, axis_name
-    )
+      meta_params, params, state, meta_state, rollout, hyper_params,
+      unroll_policy_fn, rng, axis_name,
+    )  # fmt: skip
     with_meta, log = self.agent_loss(
       rollout, meta_out, hyper_params, backprop=backprop
     )
