@@ -205,6 +205,26 @@ def _fast_compile_unless_golden(request):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _no_signal_rule_left_behind():
+  """A test that leaves SIGINT's or SIGTERM's handler changed has left a
+  rule for signals active (`disco_rl.runtime.signals`): every later test
+  in its process would see that rule's signals (a CLI's `main` called in
+  process would report a signal that came for another test). Fails it."""
+  before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+  yield
+  after = {sig: signal.getsignal(sig) for sig in before}
+  changed = [sig.name for sig in before if after[sig] != before[sig]]
+  if changed:
+    for sig in before:  # The next tests start as this one did.
+      signal.signal(sig, before[sig])
+    pytest.fail(
+      f'the test left the handler of {", ".join(changed)} changed (a rule '
+      'for signals still active)',
+      pytrace=False,
+    )
+
+
 @pytest.fixture(scope='module')
 def fast_compile():
   """`smoke_env.fast_compile` for a whole test module."""

@@ -8,8 +8,8 @@
 
 Each subcommand is a module of `disco_rl.cli` with its `main(argv, prog)`
 (`python -m disco_rl.cli.eval` runs the same command); the subcommand's
-module is imported only once chosen, after the rule for signals is set
-(`disco_rl.runtime.signals`), so `disco-rl --help` and a misspelt
+module is imported only once chosen, after the console script has set the
+rule for signals (`disco_rl.runtime.signals`), so `disco-rl --help` and a misspelt
 subcommand stay quick. Bad input prints one `error:` line and exits 2.
 """
 
@@ -65,17 +65,25 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
   """Runs `disco-rl SUBCOMMAND ARGS...`; returns the exit status.
 
-  The process's first line when it runs as the console script: the rule for
-  signals holds from here (a command's module sets it from its own first
-  line only under `python -m`).
+  Called from Python (tests, notebooks) it leaves the signals alone until
+  the run starts, as each subcommand's `main` does; the console script
+  (`console_script`) sets the process's rule for signals first.
   """
   argv = list(sys.argv[1:] if argv is None else argv)
   args = make_parser().parse_args(argv[:1])
-  signals.catch_from_here('__main__')  # The console script is the command.
   module, _ = COMMANDS[args.command]
   command = importlib.import_module(f'disco_rl.cli.{module}')
   return command.main(argv[1:], prog=f'{PROG} {args.command}')
 
 
+def console_script() -> int:
+  """The `disco-rl` console script: the process's first line sets the rule
+  for signals (`signals.catch_from_here`), which holds to its end, then
+  `main` reads sys.argv. Only a process that is the command calls it: the
+  rule is never exited."""
+  signals.catch_from_here('__main__')
+  return main()
+
+
 if __name__ == '__main__':
-  sys.exit(main())
+  sys.exit(console_script())
