@@ -211,7 +211,9 @@ def _no_signal_rule_left_behind():
   rule for signals active (`disco_rl.runtime.signals`): every later test
   in its process would see that rule's signals (a CLI's `main` called in
   process would report a signal that came for another test). Fails it."""
-  before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+  before = {
+    sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)
+  }
   yield
   after = {sig: signal.getsignal(sig) for sig in before}
   changed = [sig.name for sig in before if after[sig] != before[sig]]

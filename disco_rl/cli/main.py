@@ -8,9 +8,10 @@
 
 Each subcommand is a module of `disco_rl.cli` with its `main(argv, prog)`
 (`python -m disco_rl.cli.eval` runs the same command); the subcommand's
-module is imported only once chosen, after the console script has set the
-rule for signals (`disco_rl.runtime.signals`), so `disco-rl --help` and a misspelt
-subcommand stay quick. Bad input prints one `error:` line and exits 2.
+module is imported only once chosen, after the console script has set
+the rule for signals (`disco_rl.runtime.signals`), so `disco-rl --help`
+and a misspelt subcommand stay quick. Bad input prints one `error:` line
+and exits 2.
 """
 
 import argparse
