@@ -67,6 +67,27 @@ def _report(summary) -> None:
   print(f'plot:    {summary["plot_png"]}')
 
 
+# Named starting points (`--preset`); flags given override them, e.g.
+# `EvalConfig(**PRESETS['stoix'], env='gymnax:Breakout-MinAtar')`.
+PRESETS = {
+  # The upstream eval notebook (the EvalConfig defaults): a replay buffer,
+  # one learner update per step.
+  'notebook': {},
+  # Stoix's regime for Disco103 (issue 70): on-policy, rollouts of 128
+  # steps, 4 epochs of 8 minibatches per rollout, Adam at 3e-4, no replay.
+  # 32 environments is this project's choice for a small machine (each
+  # update learns on 4 trajectories, 512 steps; Stoix runs far more).
+  'stoix': dict(
+    rollout_len=128,
+    batch_size=32,
+    replay_ratio=1,
+    buffer_capacity=32,
+    epochs=4,
+    minibatches=8,
+    learning_rate=3e-4,
+  ),
+}
+
 # The command as `python -m` runs it (`disco-rl eval` passes its own).
 PROG = 'python -m disco_rl.cli.eval'
 
@@ -80,6 +101,7 @@ main = common.command(
   'found by disco_rl.weights)',
   weights_unusable=_weights_unusable,
   report=_report,
+  presets=PRESETS,
   prog=PROG,
 )
 

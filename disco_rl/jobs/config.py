@@ -433,6 +433,19 @@ class EvalConfig(RunConfig):
   buffer_capacity: int = setting(
     1024, 'replay buffer size in trajectories, over all devices'
   )
+  epochs: int = setting(
+    0,
+    "on-policy learning (Stoix's regime) instead of replay: the passes "
+    "over each step's rollout, each of `minibatches` learner updates on "
+    'a disjoint share of its environments, drawn anew per pass; nothing '
+    'is replayed (needs replay_ratio 1 and buffer_capacity = batch_size). '
+    'A step (num_steps, warm_start_steps, checkpoint_every) is then one '
+    'rollout and its epochs x minibatches updates. 0: the replay regime '
+    '(the upstream eval), one update per step',
+  )
+  minibatches: int = setting(
+    1, 'with epochs: learner updates per pass over a rollout'
+  )
   precision: str = setting(
     'float32',
     "compute dtype of the agent network ('bfloat16': "
@@ -462,6 +475,30 @@ class EvalConfig(RunConfig):
     'only the behaviour logits)',
     flags=(),
   )
+
+  def _check_on_policy(self) -> None:
+    self._at_least(0, 'epochs')
+    self._at_least(1, 'minibatches')
+    if not self.epochs:
+      if self.minibatches != 1:
+        raise ValueError(
+          f'minibatches={self.minibatches} divides the rollout of the '
+          'on-policy regime: give epochs >= 1 (got 0, the replay regime).'
+        )
+      return
+    if self.replay_ratio != 1 or self.buffer_capacity != self.batch_size:
+      raise ValueError(
+        f'epochs={self.epochs} learns on-policy from each rollout of '
+        'batch_size environments: needs replay_ratio=1 and '
+        f'buffer_capacity=batch_size={self.batch_size}, got replay_ratio='
+        f'{self.replay_ratio} and buffer_capacity={self.buffer_capacity}.'
+      )
+    if self.batch_size % self.minibatches:
+      raise ValueError(
+        f'batch_size={self.batch_size} must be a multiple of minibatches='
+        f'{self.minibatches} (each update learns on batch_size // '
+        'minibatches environments).'
+      )
 
   def _check_warm_start(self) -> None:
     warm = self.warm_start_rule != 'none' or self.warm_start_predictions
@@ -567,6 +604,7 @@ class EvalConfig(RunConfig):
         f'buffer_capacity={self.buffer_capacity} is smaller '
         f'than batch_size={self.batch_size}.'
       )
+    self._check_on_policy()
     if (
       self.policy_target != 'absolute'
       and self.rule not in agent_lib.SIZED_RULES

@@ -272,6 +272,10 @@ def make_setup(
     'batch_size': config.batch_size,
     'buffer_capacity': config.buffer_capacity,
   }
+  if config.epochs:  # Each device's share of a rollout splits in minibatches.
+    shares['learner minibatch (batch_size // minibatches)'] = (
+      config.batch_size // config.minibatches
+    )
   if devices is None:
     devices = mesh_lib.pick_devices(shares, config.num_devices, config.num_runs)
   mesh_lib.check_shares(shares, len(devices), config.num_runs)

@@ -8,9 +8,12 @@ reading order:
   init_runs       the state of the S runs (under `jit`, outside the mesh)
   act             one rollout in a run's environments
   store           its episode statistics, the rollout into the buffer
-  learn           a learner step on a sampled batch
+  update          a learner step on a given batch
+  learn           `update` on a sampled batch
   maybe_learn     `learn` once the buffer holds a learner batch
-  iteration       act (unless the host acted), store, maybe learn
+  learn_on_policy `update`s over this iteration's rollout (with `epochs`)
+  iteration       act (unless the host acted), store, maybe learn (or
+                  learn on-policy)
 
 `per_seed` maps a step of one run over the S runs of a program. The keys
 (`iteration_keys`, `actor_keys`) are shared with host acting, so a run
@@ -199,17 +202,17 @@ def step_learning_rate(
   )  # fmt: skip
 
 
-def learn(
-  setup: Setup, state: State, key: chex.PRNGKey, learning_rate: chex.Array
+def update(
+  setup: Setup,
+  state: State,
+  batch: types.ActorRollout,
+  key: chex.PRNGKey,
+  learning_rate: chex.Array,
 ) -> tuple[State, Metrics]:
-  """One learner step on a sampled batch at the run's learning rate (at
-  the warm start's, `step_learning_rate`); scalar logs averaged over the
-  devices."""
-  learning_rate = step_learning_rate(setup, state, learning_rate)
-  sample_key, step_key = jax.random.split(device_key(key))
-  batch = replay.sample(state.replay, sample_key, setup.batch_per_device)
+  """One learner step on a [T, B] `batch` at `learning_rate`; scalar logs
+  averaged over the devices."""
   learner_state, _, logs = setup.agent.learner_step(
-    step_key,
+    key,
     batch,
     state.learner_state,
     state.actor_state,
@@ -222,6 +225,59 @@ def learn(
     divergence.all_finite(learner_state.params), AXIS
   )
   return dataclasses.replace(state, learner_state=learner_state), scalars
+
+
+def learn(
+  setup: Setup, state: State, key: chex.PRNGKey, learning_rate: chex.Array
+) -> tuple[State, Metrics]:
+  """One learner step on a sampled batch at the run's learning rate (at
+  the warm start's, `step_learning_rate`)."""
+  learning_rate = step_learning_rate(setup, state, learning_rate)
+  sample_key, step_key = jax.random.split(device_key(key))
+  batch = replay.sample(state.replay, sample_key, setup.batch_per_device)
+  return update(setup, state, batch, step_key, learning_rate)
+
+
+def learn_on_policy(
+  setup: Setup,
+  state: State,
+  rollout: types.ActorRollout,
+  key: chex.PRNGKey,
+  learning_rate: chex.Array,
+) -> tuple[State, Metrics]:
+  """`epochs` passes over this iteration's [T, E] rollout, each of
+  `minibatches` learner steps on a disjoint share of its E environments
+  (a fresh permutation per pass, as Stoix's and purejaxrl's PPO loops);
+  logs averaged over the steps (the divergence flag: their minimum).
+
+  The rollout is learned from as the buffer would give it
+  (`replay.keep_outputs`, then `replay.restore`).
+  """
+  config = setup.config
+  learning_rate = step_learning_rate(setup, state, learning_rate)
+  batch = replay.restore(replay.keep_outputs(rollout, config.behaviour_outputs))
+  size = setup.batch_per_device // config.minibatches
+
+  def one_pass(state: State, pass_key: chex.PRNGKey):
+    order_key, steps_key = jax.random.split(pass_key)
+    order = jax.random.permutation(order_key, setup.batch_per_device)
+    shares = order.reshape(config.minibatches, size)
+    step_keys = jax.random.split(steps_key, config.minibatches)
+
+    def one_step(state: State, xs):
+      share, step_key = xs
+      minibatch = jax.tree.map(lambda x: x[:, share], batch)
+      return update(setup, state, minibatch, step_key, learning_rate)
+
+    return jax.lax.scan(one_step, state, (shares, step_keys))
+
+  state, logs = jax.lax.scan(
+    one_pass, state, jax.random.split(device_key(key), config.epochs)
+  )
+  flag = logs.pop(divergence.KEY)
+  logs = jax.tree.map(jnp.mean, logs)
+  logs[divergence.KEY] = jnp.min(flag)
+  return state, logs
 
 
 def maybe_learn(
@@ -266,12 +322,19 @@ def iteration(
   rollout: types.ActorRollout | None = None,
 ) -> tuple[State, Metrics]:
   """Act (unless the host acted: `rollout`), store, maybe learn (at the
-  run's [] `learning_rate`): one iteration of one run."""
+  run's [] `learning_rate`), or with `epochs` learn on-policy from the
+  rollout: one iteration of one run."""
   rng, act_key, learn_key = iteration_keys(state.rng)
   if rollout is None:
     state, rollout = act(setup, state, act_key)
   state, stats = store(setup, state, rollout)
-  state, logs = maybe_learn(setup, state, learn_key, learning_rate)
+  if setup.config.epochs:
+    state, logs = learn_on_policy(
+      setup, state, rollout, learn_key, learning_rate
+    )
+    logs = dict(logs, learned=jnp.ones((), jnp.float32))
+  else:
+    state, logs = maybe_learn(setup, state, learn_key, learning_rate)
   return dataclasses.replace(state, rng=rng, step=state.step + 1), dict(
     stats, **logs
   )
