@@ -13,6 +13,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 import tiny
 
@@ -141,7 +142,8 @@ def test_each_pass_learns_once_on_every_environment_in_disjoint_minibatches():
 
 @pytest.mark.usefixtures('disco_103_params', 'fast_compile')
 def test_a_step_is_epochs_x_minibatches_updates_and_resumes_exactly(tmp_path):
-  """Disco103 on-policy: the agent's Adam counts 4 updates a step;
+  """Disco103 on-policy: the agent's Adam counts 4 updates a step, and
+  so does the metrics' `learned`;
   stopped after 2 steps and resumed to 4 equals a straight run of 4."""
   settings = dict(**ON_POLICY, rule='disco_103', rollout_len=4, num_steps=4)
   first = trainer_lib.Trainer(
@@ -162,6 +164,10 @@ def test_a_step_is_epochs_x_minibatches_updates_and_resumes_exactly(tmp_path):
   straight.fit()
   adam = jax.device_get(straight.state.learner_state.opt_state[0])
   assert int(np.asarray(adam.count).ravel()[0]) == 4 * 4
+  # Each row counts the step's updates (`learned`, which the studies'
+  # measures sum).
+  rows = pd.read_csv(tmp_path / 'b/metrics.csv')
+  assert list(rows['learned']) == [4] * 4
   chex.assert_trees_all_equal(
     jax.device_get(resumed.state.learner_state),
     jax.device_get(straight.state.learner_state),

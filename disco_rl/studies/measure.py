@@ -238,8 +238,9 @@ def plateau(
 
   Args:
     rows: one run's metrics rows (one per iteration, in order), with the
-      columns of `final_return` and learned (1 where the iteration took a
-      learner update) and entropy (the policy's; NaN before the first).
+      columns of `final_return`, learned (the learner updates the
+      iteration took: 0 or 1, epochs x minibatches on-policy) and entropy
+      (the policy's; NaN before the first).
     num_actions: the environment's actions.
     window: iterations the moving means span.
 

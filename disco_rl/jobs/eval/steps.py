@@ -332,7 +332,8 @@ def iteration(
     state, logs = learn_on_policy(
       setup, state, rollout, learn_key, learning_rate
     )
-    logs = dict(logs, learned=jnp.ones((), jnp.float32))
+    updates = setup.config.epochs * setup.config.minibatches
+    logs = dict(logs, learned=jnp.full((), updates, jnp.float32))
   else:
     state, logs = maybe_learn(setup, state, learn_key, learning_rate)
   return dataclasses.replace(state, rng=rng, step=state.step + 1), dict(
