@@ -47,6 +47,7 @@ import pandas as pd
 from disco_rl import agent as agent_lib
 from disco_rl import replay
 from disco_rl import utils
+from disco_rl.cli import eval as eval_cli
 from disco_rl.jobs import config as config_lib
 from disco_rl.jobs import trainer as trainer_lib
 from disco_rl.studies import measure
@@ -149,6 +150,10 @@ CONDITIONS: dict[str, dict[str, Any]] = {
     warm_start_learning_rate=3e-3,
     warm_start_predictions=True,
   ),
+  # Stoix's on-policy regime (the eval command's `--preset stoix`: rollouts
+  # of 128, 4 epochs of 8 minibatches, 3e-4, no replay) for as many learner
+  # updates as the game's cold run (`condition_config`).
+  'stoix': dict(eval_cli.PRESETS['stoix']),
 }
 # Transplant conditions: the heads (of HEADS) that keep the fresh agent's
 # parameters; the policy's output layer is zeroed, the rest is the donor's.
@@ -310,10 +315,16 @@ def condition_config(
   name: str, game: str = 'catch', tiny: bool = False
 ) -> config_lib.EvalConfig:
   """The eval settings of condition `name` on `game` (at test size with
-  `tiny`), measured every call."""
+  `tiny`), measured every call (every `game_base` iterations, or every
+  step of an on-policy condition: its 32 updates)."""
   base, every = game_base(game)
   settings = {**base, **CONDITIONS[name], **(TINY if tiny else {})}
-  settings['steps_per_call'] = every
+  per_step = settings.get('epochs', 0) * settings.get('minibatches', 1)
+  if per_step:  # On-policy: the replay run's updates, in fewer steps.
+    settings['num_steps'] = -(-settings['num_steps'] // per_step)
+    if tiny:
+      settings.update(replay_ratio=1, buffer_capacity=settings['batch_size'])
+  settings['steps_per_call'] = max(1, every // max(per_step, 1))
   scale = settings.pop('warm_start_rate_scale', None)
   if scale is not None:  # A multiple of the run's own rate.
     rate = settings.get('learning_rate', config_lib.EvalConfig.learning_rate)

@@ -67,8 +67,18 @@ def test_the_conditions_are_eval_configs():
 
   for name in mechanism.CONDITIONS:
     config = mechanism.condition_config(name)
-    assert config.seeds == (0, 1, 2) and config.num_steps == 1000, name
+    updates = config.num_steps * max(1, config.epochs * config.minibatches)
+    assert config.seeds == (0, 1, 2) and 1000 <= updates < 1032, name
     assert isinstance(config, config_lib.EvalConfig)
+  # Stoix's regime: the cold run's updates in steps of 32 (Catch 1,000 in
+  # 32 steps, Breakout 3,000 in 94), measured every step.
+  stoix = mechanism.condition_config('stoix')
+  assert (stoix.epochs, stoix.minibatches, stoix.rollout_len) == (4, 8, 128)
+  assert (stoix.num_steps, stoix.steps_per_call) == (32, 1)
+  assert stoix.learning_rate == 3e-4 and stoix.replay_ratio == 1
+  assert mechanism.condition_config('stoix', 'breakout').num_steps == 94
+  tiny_stoix = mechanism.condition_config('stoix', tiny=True)
+  assert tiny_stoix.buffer_capacity == tiny_stoix.batch_size
   # A warm start's rate as a multiple of the game's own: Catch's 1e-2,
   # Breakout's 1e-3 (the MinAtar study's for Disco103).
   assert mechanism.condition_config('pred300_x3').warm_start_learning_rate == (
