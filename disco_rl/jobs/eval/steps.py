@@ -258,14 +258,16 @@ def learn_on_policy(
   batch = replay.restore(replay.keep_outputs(rollout, config.behaviour_outputs))
   size = setup.batch_per_device // config.minibatches
 
-  def one_pass(state: State, pass_key: chex.PRNGKey):
+  def one_pass(state: State, pass_key: chex.PRNGKey) -> tuple[State, Metrics]:
     order_key, steps_key = jax.random.split(pass_key)
     order = jax.random.permutation(order_key, setup.batch_per_device)
     shares = order.reshape(config.minibatches, size)
     step_keys = jax.random.split(steps_key, config.minibatches)
 
-    def one_step(state: State, xs):
-      share, step_key = xs
+    def one_step(
+      state: State, xs: tuple[chex.Array, chex.PRNGKey]
+    ) -> tuple[State, Metrics]:
+      share, step_key = xs  # [size] environments, a key.
       minibatch = jax.tree.map(lambda x: x[:, share], batch)
       return update(setup, state, minibatch, step_key, learning_rate)
 
