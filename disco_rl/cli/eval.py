@@ -11,7 +11,9 @@ the rule (Disco103, actor-critic) and `--weights` a meta-trained rule's
 parameters; without them, Disco103 on Catch 8x8 with the upstream eval
 notebook's settings. Prints progress, then the final average return and the
 paths of the metrics CSV and the learning-curve PNG. `--steps` counts
-learner steps (the first iterations only fill the replay buffer). Every
+learner steps (the first iterations only fill the replay buffer); with
+`--epochs` (on-policy, `--preset stoix`) it counts rollouts, each learned
+from in epochs x minibatches updates. Every
 setting of `EvalConfig` is a flag (`--help` lists them); `--resume DIR`
 continues an interrupted run. Several processes: see docs/scaling.md
 ("Several hosts").
