@@ -20,6 +20,7 @@ import tiny
 from disco_rl import types
 from disco_rl.cli import eval as eval_cli
 from disco_rl.jobs import config as config_lib
+from disco_rl.jobs.eval import setup as eval_setup
 from disco_rl.jobs.eval import steps as eval_steps
 from disco_rl.runtime import divergence
 
@@ -184,3 +185,17 @@ def test_the_command_runs_the_stoix_preset(tmp_path):
   assert (
     dataclasses.asdict(config_lib.EvalConfig(**preset))['rollout_len'] == 128
   )
+
+
+def test_a_minibatch_must_divide_across_the_devices():
+  """8 environments in 8 minibatches over 2 devices: each device's share
+  of 4 cannot make 8 minibatches; refused before anything is built."""
+  config = tiny.eval_config(**{**ON_POLICY, 'batch_size': 8, 'minibatches': 8,
+                               'buffer_capacity': 8})  # fmt: skip
+  two = jax.devices()[:1] * 2  # Two devices, as far as the check counts.
+  with pytest.raises(
+    ValueError,
+    match=r'learner minibatch \(batch_size // minibatches\)=1 does not '
+    'divide across 2 devices',
+  ):
+    eval_setup.make_setup(config, two)
