@@ -1,7 +1,11 @@
 # Copyright 2025 The disco_rl authors.
 # Licensed under the Apache License, Version 2.0 (see LICENSE).
-"""A run stopped early, resumed to its end, beside the same run straight:
-the check of exact resume that several eval tests make."""
+"""Two runs compared: exact resume's checks, which several tests make.
+
+`assert_same_run` compares two run directories and states; a run stopped
+early and resumed to its end, beside the same run straight, is
+`stopped_and_straight`.
+"""
 
 import dataclasses
 import pathlib
@@ -12,6 +16,27 @@ import pandas as pd
 
 from disco_rl.jobs import config as config_lib
 from disco_rl.jobs import trainer as trainer_lib
+from disco_rl.runtime import metrics as metrics_lib
+
+TIMING = ('rss_mb', 'time_s')  # The wall-clock columns of metrics.csv.
+
+
+def metrics_without_timing(path: pathlib.Path) -> pd.DataFrame:
+  return metrics_lib.read_table(path).drop(columns=list(TIMING))
+
+
+def assert_same_run(dir_a, dir_b, state_a, state_b) -> None:
+  """Identical metrics rows (but wall-clock columns) and identical state."""
+  a, b = (
+    metrics_without_timing(dir_a / 'metrics.csv'),
+    metrics_without_timing(dir_b / 'metrics.csv'),
+  )
+  # No gap; each step's rows (one per seed) together, no step repeated.
+  steps = a['step'].drop_duplicates()
+  assert list(steps) == list(range(len(steps)))
+  assert len(set(a.groupby('step').size())) == 1
+  assert a.equals(b), a.compare(b) if a.shape == b.shape else (a.shape, b.shape)
+  chex.assert_trees_all_equal(jax.device_get(state_a), jax.device_get(state_b))
 
 
 def stopped_and_straight(
@@ -19,10 +44,11 @@ def stopped_and_straight(
 ) -> tuple[trainer_lib.Trainer, trainer_lib.Trainer, pd.DataFrame]:
   """Runs `config` for `stop_at` steps in out/'a', resumes it to
   `config.num_steps`, and runs it straight in out/'b'; asserts that the
-  two states and metrics rows (but wall-clock columns) are equal.
+  two are the same run (`assert_same_run`).
 
   Returns:
-    (the resumed Trainer, the straight one, the straight run's rows).
+    (the resumed Trainer, the straight one, the straight run's rows but
+    wall-clock columns).
   """
   first = trainer_lib.Trainer(
     dataclasses.replace(config, num_steps=stop_at), out / 'a', progress=False
@@ -33,12 +59,5 @@ def stopped_and_straight(
   resumed.fit()
   straight = trainer_lib.Trainer(config, out / 'b', progress=False)
   straight.fit()
-  chex.assert_trees_all_equal(
-    jax.device_get(resumed.state), jax.device_get(straight.state)
-  )
-  rows = [
-    pd.read_csv(d / 'metrics.csv').drop(columns=['rss_mb', 'time_s'])
-    for d in (out / 'a', out / 'b')
-  ]
-  pd.testing.assert_frame_equal(rows[0], rows[1])
-  return resumed, straight, rows[1]
+  assert_same_run(out / 'a', out / 'b', resumed.state, straight.state)
+  return resumed, straight, metrics_without_timing(out / 'b' / 'metrics.csv')

@@ -15,6 +15,7 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
+import stopped_runs
 import tiny
 
 from disco_rl.jobs import config as config_lib
@@ -30,7 +31,6 @@ from disco_rl.update_rules import disco
 
 pytestmark = pytest.mark.usefixtures('fast_compile')
 
-TIMING = ('rss_mb', 'time_s')
 # The debug checks stay on (the default): they are plain program outputs, so
 # a program traced again (a resumed or a straight run) hits the compilation
 # cache.
@@ -65,25 +65,6 @@ OLD_META = pathlib.Path(__file__).parent / 'data/runs_v0_1/meta'
 
 # The LPG recipe's tiny rule.
 TINY_RULE = disco.NAMED_SIZES['tiny'].changes()
-
-
-def metrics_without_timing(path):
-  table = metrics_lib.read_table(path).drop(columns=list(TIMING))
-  return table
-
-
-def assert_same_run(dir_a, dir_b, state_a, state_b):
-  """Identical metrics rows (but wall-clock columns) and identical state."""
-  a, b = (
-    metrics_without_timing(dir_a / 'metrics.csv'),
-    metrics_without_timing(dir_b / 'metrics.csv'),
-  )
-  # No gap; each step's rows (one per seed) together, no step repeated.
-  steps = a['step'].drop_duplicates()
-  assert list(steps) == list(range(len(steps)))
-  assert len(set(a.groupby('step').size())) == 1
-  assert a.equals(b), a.compare(b) if a.shape == b.shape else (a.shape, b.shape)
-  chex.assert_trees_all_equal(jax.device_get(state_a), jax.device_get(state_b))
 
 
 @pytest.mark.parametrize(
@@ -123,7 +104,9 @@ def test_eval_resume_is_exact(tmp_path, env):
     checkpoint_every=4,
   )
   straight.fit()
-  assert_same_run(tmp_path / 'a', tmp_path / 'b', resumed.state, straight.state)
+  stopped_runs.assert_same_run(
+    tmp_path / 'a', tmp_path / 'b', resumed.state, straight.state
+  )
   # The checkpoints kept (last 3 by default) hold the last step.
   assert (
     sorted(
@@ -177,7 +160,9 @@ def test_eval_resume_with_seeds_is_exact(tmp_path):
     checkpoint_every=4,
   )
   straight.fit()
-  assert_same_run(tmp_path / 'a', tmp_path / 'b', again.state, straight.state)
+  stopped_runs.assert_same_run(
+    tmp_path / 'a', tmp_path / 'b', again.state, straight.state
+  )
 
 
 def test_resume_from_an_earlier_checkpoint_drops_later_rows(tmp_path):
@@ -199,7 +184,9 @@ def test_resume_from_an_earlier_checkpoint_drops_later_rows(tmp_path):
   assert again.restore(step=8) == 8 and again.step == 8
   assert len(metrics_lib.read_table(tmp_path / 'a/metrics.csv')) == 8
   again.fit()
-  assert_same_run(tmp_path / 'a', tmp_path / 'b', again.state, straight)
+  stopped_runs.assert_same_run(
+    tmp_path / 'a', tmp_path / 'b', again.state, straight
+  )
 
 
 def _npz(path):
@@ -317,7 +304,7 @@ def test_meta_train_resume_is_exact(tmp_path, tasks):
     rule_at_2['lstm/linear/w'],
     jax.device_get(first.state.update_rule_params['lstm/linear']['w']),
   )
-  stopped_rows = metrics_without_timing(tmp_path / 'a/metrics.csv')
+  stopped_rows = stopped_runs.metrics_without_timing(tmp_path / 'a/metrics.csv')
   shutil.copytree(tmp_path / 'a', tmp_path / 'b')  # The run as stopped.
   resumed = trainer_lib.Trainer(
     dict(num_steps=4), tmp_path / 'b', resume=True, progress=False
@@ -334,7 +321,7 @@ def test_meta_train_resume_is_exact(tmp_path, tasks):
   assert summary['tasks'] == list(tasks)
   if len(tasks) > 1:
     assert (tmp_path / 'a/rewards_task1.png').is_file()
-  straight = metrics_without_timing(tmp_path / 'a/metrics.csv')
+  straight = stopped_runs.metrics_without_timing(tmp_path / 'a/metrics.csv')
   straight_state = jax.device_get(first.state)
   # Renewals before and after the stop.
   for part in ('pg', 'reg'):  # Each of the rule's heads, both parts.
@@ -350,7 +337,7 @@ def test_meta_train_resume_is_exact(tmp_path, tasks):
   # The stopped run's checkpoint, continued.
   assert first.restore(tmp_path / 'b/checkpoints') == 2
   assert first.fit()['steps'] == 4
-  again = metrics_without_timing(tmp_path / 'a/metrics.csv')
+  again = stopped_runs.metrics_without_timing(tmp_path / 'a/metrics.csv')
   assert again.equals(straight), again.compare(straight)
   chex.assert_trees_all_equal(jax.device_get(first.state), straight_state)
   _check_read_rule(
@@ -452,7 +439,9 @@ def test_lpg_preset_meta_training_resumes_exactly(tmp_path):
   np.testing.assert_array_equal(resumed.state.lifetimes, lifetimes[-1])
   assert resumed.fit()['steps'] == 4
   assert first.fit()['steps'] == 4
-  assert_same_run(tmp_path / 'b', tmp_path / 'a', resumed.state, first.state)
+  stopped_runs.assert_same_run(
+    tmp_path / 'b', tmp_path / 'a', resumed.state, first.state
+  )
   chex.assert_trees_all_equal(
     _npz(tmp_path / 'b/update_rule_params.npz'),
     _npz(tmp_path / 'a/update_rule_params.npz'),
@@ -469,7 +458,7 @@ def test_same_seed_same_metrics_other_seed_differs():
       eval_config(seed=seed, num_steps=6), progress=False
     )
     run.fit()
-    return pd.DataFrame(run.rows).drop(columns=list(TIMING))
+    return pd.DataFrame(run.rows).drop(columns=list(stopped_runs.TIMING))
 
   first, again, other = metrics(0), metrics(0), metrics(1)
   assert first.equals(again)  # NaN (before learning) equals NaN here.
@@ -603,7 +592,7 @@ def test_meta_training_diverging_in_its_first_call_keeps_the_rows_before_it(
   short.fit()
   short.close()
   kept, expected = (
-    metrics_without_timing(tmp_path / name / 'metrics.csv')
+    stopped_runs.metrics_without_timing(tmp_path / name / 'metrics.csv')
     for name in ('a', 'b')
   )
   assert list(expected['step']) == [0]
