@@ -154,6 +154,11 @@ CONDITIONS: dict[str, dict[str, Any]] = {
   # of 128, 4 epochs of 8 minibatches, 3e-4, no replay) for as many learner
   # updates as the game's cold run (`condition_config`).
   'stoix': dict(eval_cli.PRESETS['stoix']),
+  # The same regime at Disco103's rate of the replay regime (the game's
+  # BASE: 1e-2 on Catch, 1e-3 on Breakout) instead of Stoix's 3e-4.
+  'stoix_base_rate': {
+    k: v for k, v in eval_cli.PRESETS['stoix'].items() if k != 'learning_rate'
+  },
 }
 # Transplant conditions: the heads (of HEADS) that keep the fresh agent's
 # parameters; the policy's output layer is zeroed, the rest is the donor's.

@@ -77,6 +77,12 @@ def test_the_conditions_are_eval_configs():
   assert (stoix.num_steps, stoix.steps_per_call) == (32, 1)
   assert stoix.learning_rate == 3e-4 and stoix.replay_ratio == 1
   assert mechanism.condition_config('stoix', 'breakout').num_steps == 94
+  # The same regime at the game's replay-regime rate.
+  base_rate = mechanism.condition_config('stoix_base_rate')
+  assert (base_rate.learning_rate, base_rate.num_steps) == (1e-2, 32)
+  assert mechanism.condition_config(
+    'stoix_base_rate', 'breakout'
+  ).learning_rate == pytest.approx(1e-3)
   tiny_stoix = mechanism.condition_config('stoix', tiny=True)
   assert tiny_stoix.buffer_capacity == tiny_stoix.batch_size
   # A warm start's rate as a multiple of the game's own: Catch's 1e-2,
