@@ -1,0 +1,151 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Fresh table agents' return under a meta-training run's checkpoints.
+
+  python scripts/checkpoint_returns.py RUN --steps 500 1000 \\
+      --env lpg:dense --csv docs/results/.../checkpoint_returns.csv
+
+For each meta-step of `--steps` and each environment of `--env`, exports
+the run's rule at that checkpoint (`disco-rl export-rule`) and trains fresh
+agents with it (`disco-rl eval --weights`), the way issue 69's quick check
+does: table agents with an action model of 8, 16 environments x 20 steps,
+one learner step per acted batch, SGD at 40, seeds 0-2, 500 updates (the
+flags below change these). Appends one row per (meta-step, environment) to
+CSV: the final return as the eval command reports it (episodes of the last
+100 updates, seeds together), per seed, and the agents' policy entropy
+over their last 100 updates. Rows already in CSV are not run again, so the
+script resumes.
+
+`--pick` then names the checkpoint with the highest mean final return over
+the environments, the stated procedure for choosing a rule from a run:
+give it environments the rule will not be tested on (issue 69 uses
+`lpg:all` layouts 1-3, never the gates' gridworlds).
+"""
+
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+
+import pandas as pd
+
+COLUMNS = (
+  'arm',
+  'meta_step',
+  'env',
+  'final',
+  'per_seed',
+  'entropy_last100',
+)
+
+
+def eval_flags(args: argparse.Namespace) -> list[str]:
+  """The eval command's flags for a quick check (all but the rule)."""
+  return [
+    '--net', 'table', '--model-lstm-size', '8', '--model-head-hiddens', '8',
+    '--batch-size', '16', '--rollout-len', '20', '--replay-ratio', '1',
+    '--buffer-capacity', '16', '--agent-optimizer', args.agent_optimizer,
+    '--learning-rate', str(args.learning_rate),
+    '--steps', str(args.updates), '--no-progress',
+    '--seeds', *[str(s) for s in args.seeds],
+  ]  # fmt: skip
+
+
+def run(command: list[str]) -> None:
+  """Runs a disco-rl command; its output goes to the log beside it."""
+  done = subprocess.run(command, capture_output=True, text=True)
+  if done.returncode != 0:
+    tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
+    raise SystemExit(f'error: {" ".join(command[:3])} failed: {tail}')
+
+
+def measure(
+  run_dir: pathlib.Path,
+  step: int,
+  env: str,
+  work: pathlib.Path,
+  args: argparse.Namespace,
+) -> dict[str, object]:
+  """One row: the rule of `run_dir` at `step` trained fresh agents on
+  `env`."""
+  arm = run_dir.name
+  rule = work / f'{arm}_{step}.npz'
+  if not rule.exists():
+    run([
+      'disco-rl', 'export-rule', str(run_dir), '--step', str(step),
+      '--out', str(rule),
+    ])  # fmt: skip
+  out = work / f'{arm}_{step}_{env.replace(":", "_")}'
+  run([
+    'disco-rl', 'eval', '--env', env, '--weights', str(rule), '--out',
+    str(out), '--overwrite', *eval_flags(args),
+  ])  # fmt: skip
+  summary = json.loads((out / 'summary.json').read_text())
+  metrics = pd.read_csv(out / 'metrics.csv')
+  last = metrics[metrics['step'] >= metrics['step'].max() - 99]
+  per_seed = summary['final_avg_return_per_run'].values()
+  return dict(
+    arm=arm,
+    meta_step=step,
+    env=env,
+    final=round(summary['final_avg_return'], 4),
+    per_seed=' '.join(f'{r:.4g}' for r in per_seed),
+    entropy_last100=round(float(last['entropy'].mean()), 4),
+  )
+
+
+def pick(table: pd.DataFrame, arm: str, envs: list[str]) -> pd.Series:
+  """Mean final return per meta-step over `envs`, best first (only
+  meta-steps measured on every one of them)."""
+  rows = table[(table['arm'] == arm) & table['env'].isin(envs)]
+  by_step = rows.groupby('meta_step')['final'].agg(['mean', 'count'])
+  by_step = by_step[by_step['count'] == len(set(envs))]
+  return by_step['mean'].sort_values(ascending=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('run_dir', type=pathlib.Path)
+  parser.add_argument('--steps', type=int, nargs='+', required=True)
+  parser.add_argument('--env', nargs='+', default=['lpg:dense'])
+  parser.add_argument('--csv', type=pathlib.Path, required=True)
+  parser.add_argument('--work', type=pathlib.Path, default=None)
+  parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
+  parser.add_argument('--updates', type=int, default=500)
+  parser.add_argument('--agent-optimizer', default='sgd')
+  parser.add_argument('--learning-rate', type=float, default=40.0)
+  parser.add_argument('--pick', action='store_true')
+  args = parser.parse_args(argv)
+  if not (args.run_dir / 'run.json').exists():
+    parser.error(f'run_dir: no meta-training run in {args.run_dir}')
+  work = args.work or args.run_dir.parent / f'{args.run_dir.parent.name}_eval'
+  work.mkdir(parents=True, exist_ok=True)
+  table = (
+    pd.read_csv(args.csv)
+    if args.csv.exists()
+    else pd.DataFrame(columns=list(COLUMNS))
+  )
+  arm = args.run_dir.name
+  for step in args.steps:
+    for env in args.env:
+      done = (table['arm'] == arm) & (table['meta_step'] == step)
+      if (done & (table['env'] == env)).any():
+        continue
+      row = measure(args.run_dir, step, env, work, args)
+      print(', '.join(f'{k} {v}' for k, v in row.items()), flush=True)
+      table = pd.concat([table, pd.DataFrame([row])], ignore_index=True)
+      args.csv.parent.mkdir(parents=True, exist_ok=True)
+      partial = args.csv.with_suffix('.csv.partial')
+      table.to_csv(partial, index=False)
+      partial.replace(args.csv)
+  if args.pick:
+    ranking = pick(table, arm, args.env)
+    print(f'mean final return over {list(args.env)}, best first:')
+    for step, mean in ranking.items():
+      print(f'  meta-step {step}: {mean:.3f}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
