@@ -52,12 +52,20 @@ def eval_flags(args: argparse.Namespace) -> list[str]:
   ]  # fmt: skip
 
 
+def disco_rl() -> str:
+  """The command beside this interpreter (a virtualenv's), else on PATH."""
+  beside = pathlib.Path(sys.executable).with_name('disco-rl')
+  return str(beside) if beside.exists() else 'disco-rl'
+
+
 def run(command: list[str]) -> None:
-  """Runs a disco-rl command; its output goes to the log beside it."""
+  """Runs a disco-rl command (`command` without the program's name)."""
+  command = [disco_rl(), *command]
   done = subprocess.run(command, capture_output=True, text=True)
   if done.returncode != 0:
     tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
-    raise SystemExit(f'error: {" ".join(command[:3])} failed: {tail}')
+    print(f'error: {" ".join(command[1:3])} failed: {tail}', file=sys.stderr)
+    raise SystemExit(2)
 
 
 def measure(
@@ -73,12 +81,12 @@ def measure(
   rule = work / f'{arm}_{step}.npz'
   if not rule.exists():
     run([
-      'disco-rl', 'export-rule', str(run_dir), '--step', str(step),
+      'export-rule', str(run_dir), '--step', str(step),
       '--out', str(rule),
     ])  # fmt: skip
   out = work / f'{arm}_{step}_{env.replace(":", "_")}'
   run([
-    'disco-rl', 'eval', '--env', env, '--weights', str(rule), '--out',
+    'eval', '--env', env, '--weights', str(rule), '--out',
     str(out), '--overwrite', *eval_flags(args),
   ])  # fmt: skip
   summary = json.loads((out / 'summary.json').read_text())
