@@ -4,6 +4,9 @@
 
   python scripts/checkpoint_returns.py RUN --steps 500 1000 \\
       --env lpg:dense --csv docs/results/.../checkpoint_returns.csv
+  python scripts/checkpoint_returns.py RUN --steps 500 1000 \\
+      --env 'lpg:all[layout_seed=1]' 'lpg:all[layout_seed=2]' \\
+      'lpg:all[layout_seed=3]' --csv ... --pick --baselines baselines.csv
 
 For each meta-step of `--steps` and each environment of `--env`, exports
 the run's rule at that checkpoint (`disco-rl export-rule`) and trains fresh
@@ -16,10 +19,14 @@ CSV: the final return as the eval command reports it (episodes of the last
 over their last 100 updates. Rows already in CSV are not run again, so the
 script resumes.
 
-`--pick` then names the checkpoint with the highest mean final return over
-the environments, the stated procedure for choosing a rule from a run:
-give it environments the rule will not be tested on (issue 69 uses
-`lpg:all` layouts 1-3, never the gates' gridworlds).
+`--pick` then ranks the checkpoints by their mean normalised score over
+the environments, (final - random play) / (actor-critic - random play),
+the stated procedure for choosing a rule from a run: give it environments
+the rule will not be tested on (issue 69 uses `lpg:all` layouts 1-3, never
+the gates' gridworlds). The baselines are kept in `--baselines` (a CSV:
+env, random, actor_critic), measured where missing: random play by
+`disco_rl.studies.measure.random_play`, the actor-critic by the eval
+command with the same agents at Adam 3e-2 (`--rule actor_critic`).
 """
 
 import argparse
@@ -103,13 +110,54 @@ def measure(
   )
 
 
-def pick(table: pd.DataFrame, arm: str, envs: list[str]) -> pd.Series:
-  """Mean final return per meta-step over `envs`, best first (only
-  meta-steps measured on every one of them)."""
+def pick(
+  table: pd.DataFrame, arm: str, envs: list[str], baselines: pd.DataFrame
+) -> pd.Series:
+  """Mean normalised score per meta-step over `envs`, best first (only
+  meta-steps measured on every one of them): (final - random) /
+  (actor_critic - random), with `baselines` indexed by env."""
   rows = table[(table['arm'] == arm) & table['env'].isin(envs)]
-  by_step = rows.groupby('meta_step')['final'].agg(['mean', 'count'])
+  base = baselines.loc[rows['env']]
+  score = (rows['final'].to_numpy() - base['random'].to_numpy()) / (
+    base['actor_critic'].to_numpy() - base['random'].to_numpy()
+  )
+  rows = rows.assign(score=score)
+  by_step = rows.groupby('meta_step')['score'].agg(['mean', 'count'])
   by_step = by_step[by_step['count'] == len(set(envs))]
   return by_step['mean'].sort_values(ascending=False)
+
+
+def baseline_row(
+  env: str, work: pathlib.Path, args: argparse.Namespace
+) -> dict[str, object]:
+  """Random play's and the actor-critic's final return on `env`."""
+  from disco_rl import environments  # pylint: disable=g-import-not-at-top
+  from disco_rl.studies import measure  # pylint: disable=g-import-not-at-top
+
+  name, settings = environments.parse_spec(env)
+  random = measure.random_play(name, settings or None)['mean_return']
+  out = work / f'actor_critic_{env.replace(":", "_")}'
+  args_ac = argparse.Namespace(**{
+    **vars(args), 'agent_optimizer': 'adam', 'learning_rate': 3e-2,
+  })  # fmt: skip
+  run([
+    'eval', '--env', env, '--rule', 'actor_critic', '--out', str(out),
+    '--overwrite', *eval_flags(args_ac),
+  ])  # fmt: skip
+  summary = json.loads((out / 'summary.json').read_text())
+  return dict(
+    env=env,
+    random=round(random, 4),
+    actor_critic=round(summary['final_avg_return'], 4),
+  )
+
+
+def write(table: pd.DataFrame, path: pathlib.Path) -> None:
+  """Writes `table` to `path` whole or not at all."""
+  path.parent.mkdir(parents=True, exist_ok=True)
+  partial = path.with_suffix('.csv.partial')
+  table.to_csv(partial, index=False)
+  partial.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,7 +172,10 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument('--agent-optimizer', default='sgd')
   parser.add_argument('--learning-rate', type=float, default=40.0)
   parser.add_argument('--pick', action='store_true')
+  parser.add_argument('--baselines', type=pathlib.Path, default=None)
   args = parser.parse_args(argv)
+  if args.pick and args.baselines is None:
+    parser.error('--pick needs --baselines CSV (kept, measured if missing)')
   if not (args.run_dir / 'run.json').exists():
     parser.error(f'run_dir: no meta-training run in {args.run_dir}')
   work = args.work or args.run_dir.parent / f'{args.run_dir.parent.name}_eval'
@@ -143,13 +194,23 @@ def main(argv: list[str] | None = None) -> int:
       row = measure(args.run_dir, step, env, work, args)
       print(', '.join(f'{k} {v}' for k, v in row.items()), flush=True)
       table = pd.concat([table, pd.DataFrame([row])], ignore_index=True)
-      args.csv.parent.mkdir(parents=True, exist_ok=True)
-      partial = args.csv.with_suffix('.csv.partial')
-      table.to_csv(partial, index=False)
-      partial.replace(args.csv)
+      write(table, args.csv)
   if args.pick:
-    ranking = pick(table, arm, args.env)
-    print(f'mean final return over {list(args.env)}, best first:')
+    baselines = (
+      pd.read_csv(args.baselines)
+      if args.baselines.exists()
+      else pd.DataFrame(columns=['env', 'random', 'actor_critic'])
+    )
+    for env in args.env:
+      if not (baselines['env'] == env).any():
+        row = baseline_row(env, work, args)
+        print(', '.join(f'{k} {v}' for k, v in row.items()), flush=True)
+        baselines = pd.concat(
+          [baselines, pd.DataFrame([row])], ignore_index=True
+        )
+        write(baselines, args.baselines)
+    ranking = pick(table, arm, args.env, baselines.set_index('env'))
+    print(f'mean normalised score over {list(args.env)}, best first:')
     for step, mean in ranking.items():
       print(f'  meta-step {step}: {mean:.3f}')
   return 0

@@ -19,23 +19,30 @@ def _script(monkeypatch):
   return checkpoint_returns
 
 
-def test_pick_ranks_meta_steps_by_their_mean_over_the_given_envs(script):
-  """Means over the named environments only; a meta-step missing one of
-  them is left out; another arm's rows do not count."""
+def test_pick_ranks_meta_steps_by_their_mean_score_over_the_given_envs(
+  script,
+):
+  """(final - random) / (actor_critic - random), averaged over the named
+  environments only; a meta-step missing one of them is left out; another
+  arm's rows do not count."""
   rows = [
-    ('A', 100, 'e1', 1.0),
-    ('A', 100, 'e2', 3.0),  # mean 2.0
-    ('A', 200, 'e1', 4.0),
-    ('A', 200, 'e2', -1.0),  # mean 1.5
+    ('A', 100, 'e1', 1.0),  # (1 - 0) / (2 - 0) = 0.5
+    ('A', 100, 'e2', 3.0),  # (3 - 1) / (11 - 1) = 0.2: mean 0.35
+    ('A', 200, 'e1', 2.0),  # 1.0
+    ('A', 200, 'e2', 0.0),  # -0.1: mean 0.45
     ('A', 300, 'e1', 9.0),  # e2 not measured: left out
     ('A', 100, 'test', 99.0),  # not a selection environment
     ('B', 200, 'e1', 50.0),
     ('B', 200, 'e2', 50.0),
   ]
   table = pd.DataFrame(rows, columns=['arm', 'meta_step', 'env', 'final'])
-  ranking = script.pick(table, 'A', ['e1', 'e2'])
-  assert list(ranking.index) == [100, 200]
-  assert list(ranking) == pytest.approx([2.0, 1.5])
+  baselines = pd.DataFrame(
+    {'random': [0.0, 1.0, 0.0], 'actor_critic': [2.0, 11.0, 1.0]},
+    index=['e1', 'e2', 'test'],
+  )
+  ranking = script.pick(table, 'A', ['e1', 'e2'], baselines)
+  assert list(ranking.index) == [200, 100]
+  assert list(ranking) == pytest.approx([0.45, 0.35])
 
 
 def test_a_directory_without_a_run_is_refused(script, tmp_path, capsys):
@@ -43,3 +50,10 @@ def test_a_directory_without_a_run_is_refused(script, tmp_path, capsys):
     script.main([str(tmp_path), '--steps', '1', '--csv', str(tmp_path / 'x')])
   assert stopped.value.code == 2
   assert f'no meta-training run in {tmp_path}' in capsys.readouterr().err
+  (tmp_path / 'run.json').write_text('{}')
+  with pytest.raises(SystemExit) as stopped:
+    script.main(
+      [str(tmp_path), '--steps', '1', '--csv', str(tmp_path / 'x'), '--pick']
+    )
+  assert stopped.value.code == 2
+  assert '--pick needs --baselines' in capsys.readouterr().err
