@@ -178,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.error('--pick needs --baselines CSV (kept, measured if missing)')
   if not (args.run_dir / 'run.json').exists():
     parser.error(f'run_dir: no meta-training run in {args.run_dir}')
-  work = args.work or args.run_dir.parent / f'{args.run_dir.parent.name}_eval'
+  # Beside the runs' folder (runs/f69 -> runs/f69_eval), not in it.
+  runs = args.run_dir.resolve().parent
+  work = args.work or runs.with_name(f'{runs.name}_eval')
   work.mkdir(parents=True, exist_ok=True)
   table = (
     pd.read_csv(args.csv)
