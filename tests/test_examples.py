@@ -768,6 +768,37 @@ def test_a_resumed_run_reads_and_checks_its_settings_once(
   assert len(metrics_lib.read_metrics(out / 'metrics.csv')['step']) == 7
 
 
+def test_a_resume_without_keep_checkpoints_keeps_as_many_as_the_run_holds(
+  tmp_path, capsys, fast_compile
+):
+  """A run started with --keep-checkpoints 4 holds 4; resumed without the
+  flag it still keeps 4 (the default, 3, would delete one), the newest;
+  resumed with the flag, the flag's number."""
+  out = tmp_path / 'run'
+  common = ['--rule', 'actor_critic', '--no-progress']
+
+  def held() -> list[int]:
+    return sorted(
+      int(p.name) for p in (out / 'checkpoints').iterdir() if p.name.isdigit()
+    )
+
+  started = [*EVAL_TINY, *common, '--checkpoint-every', '1']
+  started += ['--steps-per-call', '1']
+  assert (
+    _main('eval')([*started, '--keep-checkpoints', '4', '--out', str(out)]) == 0
+  )
+  assert held() == [2, 3, 4, 5]
+  resume = ['--resume', str(out), *common, '--checkpoint-every', '1']
+  resume += ['--steps-per-call', '1']
+  assert _main('eval')([*resume, '--steps', '6']) == 0
+  assert held() == [4, 5, 6, 7]
+  assert (
+    _main('eval')([*resume, '--steps', '7', '--keep-checkpoints', '2']) == 0
+  )
+  assert held() == [7, 8]
+  capsys.readouterr()
+
+
 def _broken_weights(tmp_path, disco_103_path):
   """(description, path) of files a user might pass by mistake."""
   truncated = tmp_path / 'truncated.npz'

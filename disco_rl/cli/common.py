@@ -363,6 +363,13 @@ def _trainer(
     run_dir = run_dir_lib.RunDir(
       args.resume, resume=True, lock=_writes_files(processes)
     )
+    if 'keep_checkpoints' not in given:
+      # How many to keep is not a setting of the run: without the flag a
+      # resume keeps at least what the run holds, so that the default
+      # deletes none of the checkpoints a run started with more made.
+      run_args['keep_checkpoints'] = max(
+        args.keep_checkpoints, run_dir.checkpoints_held()
+      )
     if signals.received():
       return None
     distributed.initialize(processes)

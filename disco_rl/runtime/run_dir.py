@@ -550,5 +550,14 @@ class RunDir:
       dataclasses.asdict(config),
     )
 
+  def checkpoints_held(self) -> int:
+    """How many complete checkpoints the directory holds (their folders
+    are named by their steps; a save cut short leaves a temporary name),
+    read from the disk without opening them."""
+    folder = self.path / CHECKPOINTS
+    if not folder.is_dir():
+      return 0
+    return sum(p.is_dir() and p.name.isdigit() for p in folder.iterdir())
+
   def checkpoints(self, keep: int = 3) -> checkpoints_lib.Checkpointer:
     return checkpoints_lib.Checkpointer(self.path / CHECKPOINTS, keep)
