@@ -365,8 +365,8 @@ def _trainer(
     )
     if 'keep_checkpoints' not in given:
       # How many to keep is not a setting of the run: without the flag a
-      # resume keeps at least what the run holds, so that the default
-      # deletes none of the checkpoints a run started with more made.
+      # resume keeps the newest as many as the run holds (at least the
+      # default), so the default does not cut a longer history to 3.
       run_args['keep_checkpoints'] = max(
         args.keep_checkpoints, run_dir.checkpoints_held()
       )

@@ -553,7 +553,9 @@ class RunDir:
   def checkpoints_held(self) -> int:
     """How many complete checkpoints the directory holds (their folders
     are named by their steps; a save cut short leaves a temporary name),
-    read from the disk without opening them."""
+    read from the disk: unlike `checkpoints().steps()` it starts no
+    checkpoint manager, so it can be asked before the processes of a
+    distributed run are joined."""
     folder = self.path / CHECKPOINTS
     if not folder.is_dir():
       return 0
