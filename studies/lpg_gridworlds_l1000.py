@@ -1,0 +1,114 @@
+# Copyright 2025 The disco_rl authors.
+# Licensed under the Apache License, Version 2.0 (see LICENSE).
+"""Gate G1 (issue 69, docs/studies/lpg_transfer.md) for the rules of the
+settled recipe (ACT_SGD_GROOVE_L2_0.25_L1000): fresh table agents trained
+by a rule meta-trained here from random parameters, against the
+actor-critic, on LPG's fixed gridworlds that the meta-training never
+draws.
+
+  disco-rl study studies/lpg_gridworlds_l1000.py \
+      --out runs/lpg_gridworlds_l1000
+  disco-rl study studies/lpg_gridworlds_l1000.py \
+      --out runs/lpg_gridworlds_l1000_tiny --tiny     # test size
+
+Agents, budget and measurement as `lpg_gridworlds.py` (G1 of issue 54):
+a table per state, 16 environments x 20 steps per learner update, 2,000
+updates, final return over the last 10% of environment steps.
+
+The procedure, fixed before any cell ran (2026-12-07):
+
+- Candidates: the rule picked by 500-update agents on the tuning layouts
+  among meta-steps 1,600-4,000 (`CANDIDATES['learned_2900']`) and the
+  meta-training's last meta-step (`learned_6000`). The rules' agents
+  learn as the meta-training's do, by plain SGD (`agent_optimizer='sgd'`),
+  so their rates are a grid around the meta-training's 40 (`SGD_RATES`);
+  the actor-critic keeps G1's Adam grid (`ADAM_RATES`).
+- Stage 'tune' (`lpg:all` layouts 1-3, seeds 100-102, 2,000 updates):
+  every candidate at every rate, the actor-critic at every rate.
+  `RatePick('tune')` then gives each rule its rate (the highest mean of
+  final returns normalised from random play to the best mean there).
+- The candidate with the highest tuning score at its picked rate
+  (`rates.json`'s `scores`) is the rule of stage 'held_out'
+  (`HELD_OUT_RULE`, written here once the tuning stage has finished):
+  LPG's `dense`, `sparse` and `long_dense` (layout 0), seeds 0-4, at its
+  pick, beside the actor-critic at its pick. Nothing is chosen on those.
+
+The gate passes when, on each held-out gridworld, the rule's mean final
+return leaves random play and is at least half of the actor-critic's.
+"""
+
+from disco_rl.studies.spec import RatePick
+from disco_rl.studies.spec import Rule
+from disco_rl.studies.spec import Stage
+from disco_rl.studies.spec import Study
+from disco_rl.update_rules import disco
+
+# Relative to this file's folder; export_rule's npz files of the run's
+# checkpoints (the tiny sizes, the action target).
+CANDIDATES = {
+  'learned_2900': '../docs/results/lpg_transfer/l1000/rule_step_2900.npz',
+  'learned_6000': '../docs/results/lpg_transfer/l1000/rule_step_6000.npz',
+}
+# Set from the tuning stage's scores (see the procedure above).
+HELD_OUT_RULE = None
+RULE_SETTINGS = dict(
+  rule_sizes=disco.NAMED_SIZES['tiny'].changes(),
+  policy_target='action',
+  agent_optimizer='sgd',
+)
+TUNE = tuple(f'lpg:all[layout_seed={seed}]' for seed in (1, 2, 3))
+HELD_OUT = ('lpg:dense', 'lpg:sparse', 'lpg:long_dense')
+# Around the meta-training's agents' SGD rate (40, GROOVE's).
+SGD_RATES = (10.0, 20.0, 40.0, 80.0)
+# G1's grid for the actor-critic (lpg_gridworlds.py), unchanged.
+ADAM_RATES = (1e-3, 3e-3, 1e-2, 3e-2)
+UPDATES = 2000
+BASE = dict(
+  net='table',
+  model_lstm_size=8,
+  model_head_hiddens=(8,),
+  batch_size=16,
+  rollout_len=20,
+  replay_ratio=1,
+  buffer_capacity=16,
+  steps_per_call=100,
+  debug_checks=False,
+)
+
+_LEARNED = tuple(
+  Rule('disco_103', name=name, weights=path, settings=RULE_SETTINGS)
+  for name, path in CANDIDATES.items()
+)
+_STAGES = (
+  Stage(
+    'tune',
+    envs=TUNE,
+    seeds=(100, 101, 102),
+    rates={
+      **{name: SGD_RATES for name in CANDIDATES},
+      'actor_critic': ADAM_RATES,
+    },
+    num_steps=UPDATES,
+  ),
+)
+if HELD_OUT_RULE is not None:
+  _STAGES += (
+    Stage(
+      'held_out',
+      envs=HELD_OUT,
+      seeds=(0, 1, 2, 3, 4),
+      rates=RatePick('tune'),
+      num_steps=UPDATES,
+      rules=(HELD_OUT_RULE, 'actor_critic'),
+    ),
+  )
+
+STUDY = Study(
+  name='lpg_gridworlds_l1000',
+  base=BASE,
+  rules=(*_LEARNED, Rule('actor_critic')),
+  stages=_STAGES,
+  baseline='actor_critic',
+  # --tiny: the same grid at 20 updates of 4 environments.
+  tiny=dict(num_steps=20, batch_size=4, buffer_capacity=4, steps_per_call=10),
+)
