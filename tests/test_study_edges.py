@@ -160,6 +160,20 @@ def test_without_a_terminal_each_cell_is_one_line_without_escape_codes(ran):
   assert '\x1b' not in out + err and '\r' not in out + err
 
 
+def test_without_a_terminal_a_cell_shows_that_it_moves(ran):
+  """A cell of 2,000 updates ran ten minutes with no line at all (the
+  bars are a terminal's); now its run prints a line about every tenth of
+  its steps (here 8 steps of calls of 4: a line per call)."""
+  _, _, (status, out, err) = ran
+  assert status == 0, err
+  lines = out.splitlines()
+  first = lines.index(next(x for x in lines if x.startswith('cell 1 ')))
+  second = lines.index(next(x for x in lines if x.startswith('cell 2 ')))
+  steps = [x.split()[1] for x in lines[first:second] if x.startswith('step ')]
+  assert steps == ['4/9', '8/9', '9/9'], lines[first:second]  # Per call.
+  assert any(x.startswith('step ') for x in lines[second:])
+
+
 def test_a_refused_cell_names_removing_its_folder(ran):
   tmp, out, _ = ran
   changed = _spec(tmp, 'settings=dict(rollout_len=6)', 'changed.py')

@@ -15,7 +15,8 @@ cell and each stage's report goes to `DIR/STAGE/`. The same command
 continues an interrupted study where it stopped; a cell whose saved
 settings differ from the spec's is refused. Every cell's settings are
 checked before the first runs. Progress: bars on a terminal, else (and
-with --no-progress) one line per cell. Bad input prints one `error:`
+with --no-progress) one line per cell and a line about every tenth of
+each cell's steps. Bad input prints one `error:`
 line and exits 2; a signal stops the running cell at its next safe point
 (its run is saved) and exits with 128 + the signal's number.
 """
@@ -64,8 +65,9 @@ def make_parser(prog: str = PROG) -> argparse.ArgumentParser:
   parser.add_argument(
     '--no-progress',
     action='store_true',
-    help='no progress bars: one line per cell instead (also when the '
-    'output is not a terminal)',
+    help='no progress bars: one line per cell and a line about every '
+    "tenth of each cell's steps instead (also when the output is not a "
+    'terminal)',
   )
   return parser
 

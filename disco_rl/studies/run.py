@@ -243,9 +243,10 @@ def _run_cell(
   cell: str,
   progress: bool,
   on_cell: Callable[[str], None] | None,
+  log_every: int = 0,
 ) -> list[dict[str, Any]]:
   """The cell's metrics rows: its finished run read, an interrupted one
-  resumed, or a new one run."""
+  resumed, or a new one run (printing a line every `log_every` steps)."""
   checkpoints = cell_dir / run_dir_lib.CHECKPOINTS
   # A run stopped before its first complete checkpoint (orbax renames a
   # finished one to its step) keeps nothing: it starts again.
@@ -271,11 +272,15 @@ def _run_cell(
         cell_dir / run_dir_lib.METRICS, _row_count(cell_dir)
       )
     trainer = trainer_lib.Trainer(
-      config, run_dir, resume=True, progress=progress
+      config, run_dir, resume=True, progress=progress, log_every=log_every
     )
   else:
     trainer = trainer_lib.Trainer(
-      config, run_dir, rule_params=rule_params, progress=progress
+      config,
+      run_dir,
+      rule_params=rule_params,
+      progress=progress,
+      log_every=log_every,
     )
   if on_cell is not None:
     on_cell(cell)
@@ -325,7 +330,10 @@ def run_study(
     on_cell: called with each cell's name before its program runs.
     log: called with one line per cell (which cell, what it runs, or that
       it finished before) and per rate pick that was not a plain best
-      (e.g. `print` where there are no progress bars).
+      (e.g. `print` where there are no progress bars). With `log` and
+      without bars, each cell's run also prints a line about every tenth
+      of its steps (the `Trainer`'s `log_every`), so a long cell shows
+      that it moves.
 
   Returns:
     The results table (`report.RESULT_COLUMNS`), also `OUT/results.csv`.
@@ -390,6 +398,7 @@ def run_study(
         cell,
         progress,
         on_cell,
+        log_every=0 if progress or log is None else -(-config.num_steps // 10),
       )
       results, curves = _rows(study, stage, env, rule_name, config, rows)
       done_results[key], done_curves[key] = results, curves
