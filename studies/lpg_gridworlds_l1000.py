@@ -37,6 +37,9 @@ The gate passes when, on each held-out gridworld, the rule's mean final
 return leaves random play and is at least half of the actor-critic's.
 """
 
+import pathlib
+import runpy
+
 from disco_rl.studies.spec import RatePick
 from disco_rl.studies.spec import Rule
 from disco_rl.studies.spec import Stage
@@ -58,24 +61,16 @@ RULE_SETTINGS = dict(
   policy_target='action',
   agent_optimizer='sgd',
 )
-TUNE = tuple(f'lpg:all[layout_seed={seed}]' for seed in (1, 2, 3))
-HELD_OUT = ('lpg:dense', 'lpg:sparse', 'lpg:long_dense')
+# G1's settings (lpg_gridworlds.py), read from its spec so that they stay
+# one decision: the agents, the layouts, the seeds, the budget and the
+# actor-critic's Adam grid.
+_G1 = runpy.run_path(str(pathlib.Path(__file__).with_name('lpg_gridworlds.py')))
+TUNE, HELD_OUT, UPDATES, BASE = (
+  _G1[k] for k in ('TUNE', 'HELD_OUT', 'UPDATES', 'BASE')
+)
+ADAM_RATES = _G1['RATES']
 # Around the meta-training's agents' SGD rate (40, GROOVE's).
 SGD_RATES = (10.0, 20.0, 40.0, 80.0)
-# G1's grid for the actor-critic (lpg_gridworlds.py), unchanged.
-ADAM_RATES = (1e-3, 3e-3, 1e-2, 3e-2)
-UPDATES = 2000
-BASE = dict(
-  net='table',
-  model_lstm_size=8,
-  model_head_hiddens=(8,),
-  batch_size=16,
-  rollout_len=20,
-  replay_ratio=1,
-  buffer_capacity=16,
-  steps_per_call=100,
-  debug_checks=False,
-)
 
 _LEARNED = tuple(
   Rule('disco_103', name=name, weights=path, settings=RULE_SETTINGS)
@@ -85,7 +80,7 @@ _STAGES = (
   Stage(
     'tune',
     envs=TUNE,
-    seeds=(100, 101, 102),
+    seeds=_G1['STUDY'].stage('tune').seeds,
     rates={
       **{name: SGD_RATES for name in CANDIDATES},
       'actor_critic': ADAM_RATES,
@@ -98,7 +93,7 @@ if HELD_OUT_RULE is not None:
     Stage(
       'held_out',
       envs=HELD_OUT,
-      seeds=(0, 1, 2, 3, 4),
+      seeds=_G1['STUDY'].stage('held_out').seeds,
       rates=RatePick('tune'),
       num_steps=UPDATES,
       rules=(HELD_OUT_RULE, 'actor_critic'),
@@ -111,6 +106,5 @@ STUDY = Study(
   rules=(*_LEARNED, Rule('actor_critic')),
   stages=_STAGES,
   baseline='actor_critic',
-  # --tiny: the same grid at 20 updates of 4 environments.
-  tiny=dict(num_steps=20, batch_size=4, buffer_capacity=4, steps_per_call=10),
+  tiny=_G1['STUDY'].tiny,  # G1's: 20 updates of 4 environments.
 )
