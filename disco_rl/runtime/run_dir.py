@@ -119,6 +119,18 @@ class RunDirLocked(ValueError):
 _HELD: dict[pathlib.Path, tuple[int, int, list[pathlib.Path]]] = {}
 
 
+def checkpoints_held(directory: str | os.PathLike[str]) -> int:
+  """How many complete checkpoints a run directory holds (their folders
+  are named by their steps; a save cut short leaves a temporary name),
+  read from the disk: unlike `Checkpointer.steps()` it starts no
+  checkpoint manager, so it can be asked before the processes of a
+  distributed run are joined, or of a directory not opened as a run."""
+  folder = pathlib.Path(directory) / CHECKPOINTS
+  if not folder.is_dir():
+    return 0
+  return sum(p.is_dir() and p.name.isdigit() for p in folder.iterdir())
+
+
 def _holder_text(text: str) -> str:
   """Who a lock file's `text` names: 'process 12 on host (since ...)'."""
   try:
@@ -551,15 +563,8 @@ class RunDir:
     )
 
   def checkpoints_held(self) -> int:
-    """How many complete checkpoints the directory holds (their folders
-    are named by their steps; a save cut short leaves a temporary name),
-    read from the disk: unlike `checkpoints().steps()` it starts no
-    checkpoint manager, so it can be asked before the processes of a
-    distributed run are joined."""
-    folder = self.path / CHECKPOINTS
-    if not folder.is_dir():
-      return 0
-    return sum(p.is_dir() and p.name.isdigit() for p in folder.iterdir())
+    """`checkpoints_held` of this directory."""
+    return checkpoints_held(self.path)
 
   def checkpoints(self, keep: int = 3) -> checkpoints_lib.Checkpointer:
     return checkpoints_lib.Checkpointer(self.path / CHECKPOINTS, keep)

@@ -247,12 +247,10 @@ def _run_cell(
 ) -> list[dict[str, Any]]:
   """The cell's metrics rows: its finished run read, an interrupted one
   resumed, or a new one run (printing a line every `log_every` steps)."""
-  checkpoints = cell_dir / run_dir_lib.CHECKPOINTS
-  # A run stopped before its first complete checkpoint (orbax renames a
-  # finished one to its step) keeps nothing: it starts again.
+  # A run stopped before its first complete checkpoint keeps nothing: it
+  # starts again.
   started = (cell_dir / run_dir_lib.SETTINGS).is_file() and (
-    checkpoints.is_dir()
-    and any(p.name.isdigit() for p in checkpoints.iterdir())
+    run_dir_lib.checkpoints_held(cell_dir) > 0
   )
   run_dir = run_dir_lib.RunDir(
     cell_dir, resume=started, overwrite=not started and cell_dir.is_dir()
