@@ -225,18 +225,16 @@ class UpdateRule:
     """The rule's per-agent state for an agent with parameters `params`."""
     raise NotImplementedError
 
+  # The two steps' arguments are typed here, once for every rule (the
+  # rules' own signatures are untyped), in the learner's argument order.
   def unroll_meta_net(
-    self,
-    meta_params: types.MetaParams,
-    params: types.AgentParams,
-    state: types.HaikuState,
+    self, meta_params: types.MetaParams,
+    params: types.AgentParams, state: types.HaikuState,
     meta_state: types.MetaState,
-    rollout: types.UpdateRuleInputs,
-    hyper_params: types.HyperParams,
+    rollout: types.UpdateRuleInputs, hyper_params: types.HyperParams,
     unroll_policy_fn: types.AgentUnrollFn,
-    rng: chex.PRNGKey,
-    axis_name: str | None,
-  ) -> tuple[types.UpdateRuleOuts, types.MetaState]:
+    rng: chex.PRNGKey, axis_name: str | None,
+  ) -> tuple[types.UpdateRuleOuts, types.MetaState]:  # fmt: skip
     """Computes what the loss needs (targets, advantages...) on a rollout.
 
     Args:
@@ -256,12 +254,9 @@ class UpdateRule:
     raise NotImplementedError
 
   def agent_loss(
-    self,
-    rollout: types.UpdateRuleInputs,
-    meta_out: types.UpdateRuleOuts,
-    hyper_params: types.HyperParams,
-    backprop: bool,
-  ) -> tuple[chex.Array, types.UpdateRuleLog]:
+    self, rollout: types.UpdateRuleInputs, meta_out: types.UpdateRuleOuts,
+    hyper_params: types.HyperParams, backprop: bool,
+  ) -> tuple[chex.Array, types.UpdateRuleLog]:  # fmt: skip
     """The per-step [T, B] loss meta-gradients flow through, and logs.
 
     Args:
@@ -273,11 +268,9 @@ class UpdateRule:
     raise NotImplementedError
 
   def agent_loss_no_meta(
-    self,
-    rollout: types.UpdateRuleInputs,
-    meta_out: types.UpdateRuleOuts | None,
-    hyper_params: types.HyperParams,
-  ) -> tuple[chex.Array, types.UpdateRuleLog]:
+    self, rollout: types.UpdateRuleInputs,
+    meta_out: types.UpdateRuleOuts | None, hyper_params: types.HyperParams,
+  ) -> tuple[chex.Array, types.UpdateRuleLog]:  # fmt: skip
     """The per-step [T, B] loss that receives no meta-gradient, and logs.
 
     By default there is none: zeros [T, B] and no logs.
