@@ -702,7 +702,7 @@ def get_settings_disco(
   rule_extra: dict[str, Any] = {}
   if policy_target != 'absolute':
     rule_extra['policy_target'] = policy_target
-  if policy_target == 'action':
+  if policy_target in disco.ACTION_TARGETS:
     meta_net['action_head'] = True
   # Unit weights for the policy, y, z and auxiliary-policy losses.
   loss_weights = dict.fromkeys(

@@ -573,7 +573,7 @@ def _adam_counts(state):
     (
       dict(meta_action_l2_cost=5e-3),
       'meta_action_l2_cost=0.005 penalises the scalar of policy_target '
-      "'action'; got policy_target='absolute'",
+      "'action' or 'action_pg'; got policy_target='absolute'",
     ),
   ],
 )

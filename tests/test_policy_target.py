@@ -14,6 +14,7 @@ from disco_rl import agent as agent_lib
 from disco_rl import weights
 from disco_rl.cli import common
 from disco_rl.jobs import config as config_lib
+from disco_rl.jobs.eval import setup as eval_setup
 from disco_rl.jobs.meta import config as meta_config
 from disco_rl.update_rules import disco
 
@@ -48,7 +49,7 @@ def _learner_logs(policy_target, action_biases=(0.0,)):
   step = jax.jit(agent.learner_step, static_argnames='is_meta_training')
   logs = []
   for bias in action_biases:
-    if policy_target == 'action':
+    if policy_target in disco.ACTION_TARGETS:
       rule_params['lstm/linear_5'] = dict(
         w=np.zeros_like(rule_params['lstm/linear_5']['w']),
         b=np.full_like(rule_params['lstm/linear_5']['b'], bias),
@@ -103,6 +104,82 @@ def test_an_action_target_adds_the_steps_scalar_to_the_action_taken():
   assert float(logs['pi_loss']) > 1e-3
 
 
+def _expected_step(logits, s, policy_target):
+  """The mean over a ~ pi of the first-order step of the logits that the
+  KL to the action target of a constant scalar `s` asks for, [A], with
+  the probabilities pi [A]: softmax(target) - pi to first order is the
+  Jacobian of the softmax times the change."""
+  pi = np.exp(logits - logits.max())
+  pi /= pi.sum()
+  jacobian = np.diag(pi) - np.outer(pi, pi)
+  actions = np.arange(len(pi))
+  change = np.asarray(
+    disco.action_change(
+      np.broadcast_to(logits, (1, len(pi), len(pi))),
+      actions[None],
+      np.full((1, len(pi)), s, np.float32),
+      policy_target,
+    )
+  )[0]  # [A (the action taken), A]
+  return pi, np.sum(pi[:, None] * (change @ jacobian.T), axis=0)
+
+
+def test_a_constant_action_scalar_narrows_the_policy_unless_over_pi():
+  """Why a rule of target 'action' narrows policies where no reward comes:
+  a constant scalar s > 0 on the action taken moves the logits, on
+  average over a ~ pi, by s * pi * (pi - |pi|^2): towards the likelier
+  actions. Divided by pi(a_t) ('action_pg'), the mean step is 0, LPG's
+  actor term's."""
+  logits = np.log(np.array([0.4, 0.3, 0.2, 0.1], np.float32))
+  pi, step = _expected_step(logits, 0.1, 'action')
+  np.testing.assert_allclose(step, 0.1 * pi * (pi - pi @ pi), atol=1e-7)
+  assert step[0] > 0 > step[-1]
+  _, step = _expected_step(logits, 0.1, 'action_pg')
+  np.testing.assert_allclose(step, 0.0, atol=1e-7)
+  # At the uniform policy both are 0: noise breaks the symmetry.
+  _, step = _expected_step(np.zeros(4, np.float32), 0.1, 'action')
+  np.testing.assert_allclose(step, 0.0, atol=1e-7)
+  with pytest.raises(ValueError, match="got 'residual'"):
+    disco.action_change(
+      logits[None, None], np.zeros((1, 1), int), np.zeros((1, 1)), 'residual'
+    )
+
+
+def test_an_action_pg_target_divides_the_scalar_by_the_actions_probability():
+  """End to end through a learner step: pi_hat = logits + s / pi(a_t) on
+  the action taken, and for a small s the target's probabilities differ
+  from the agent's by s * (onehot(a_t) - pi), LPG's actor step."""
+  (zero, logs, small), logits, actions, num_actions = _learner_logs(
+    'action_pg', (0.0, 0.5, 1e-3)
+  )
+  np.testing.assert_allclose(zero['meta_out']['pi'], logits, atol=1e-6)
+  pi = np.exp(logits - logits.max(-1, keepdims=True))
+  pi /= pi.sum(-1, keepdims=True)
+  onehot = np.eye(num_actions)[actions]
+  pi_a = np.sum(pi * onehot, -1, keepdims=True)
+  np.testing.assert_allclose(
+    logs['meta_out']['pi'], logits + 0.5 / pi_a * onehot, rtol=1e-5, atol=1e-5
+  )
+  target = np.exp(small['meta_out']['pi'] - logits.max(-1, keepdims=True))
+  target /= target.sum(-1, keepdims=True)
+  np.testing.assert_allclose(
+    target - pi, 1e-3 * (onehot - pi), rtol=0.0, atol=2e-5
+  )
+  # The logs of what the head does where no reward came: its mean, mean
+  # |.| and mean over the steps of reward 0, and their share (the chain's
+  # rollout has 4 transitions, the last rewarded); the eval job records
+  # them for an action target.
+  for key in ('pi_action', 'pi_action_abs', 'pi_action_unrewarded'):
+    np.testing.assert_allclose(logs[key], 0.5, rtol=1e-6)
+  np.testing.assert_allclose(logs['unrewarded'], 0.75, rtol=1e-6)
+  assert float(logs['normalized_adv_abs']) > 0.0
+  keys = eval_setup.log_keys('disco_103', policy_target='action_pg')
+  assert set(disco.ACTION_SIGNAL_KEYS) <= set(keys)
+  assert not set(disco.ACTION_SIGNAL_KEYS) & set(
+    eval_setup.log_keys('disco_103')
+  )
+
+
 def test_an_action_rule_file_carries_its_target(tmp_path):
   """The action head is part of the rule's file: it loads with its head
   checked, and a command reading it takes policy target 'action'."""
@@ -126,6 +203,9 @@ def test_an_action_rule_file_carries_its_target(tmp_path):
       str(path),
       True,
     )
+  # 'action' and 'action_pg' files look alike: the flag decides.
+  given = dataclasses.replace(config, policy_target='action_pg')
+  assert common.with_policy_target(given, loaded, str(path), True) is given
   del loaded['lstm/linear_5']
   with pytest.raises(ValueError, match='has no action head'):
     common.with_policy_target(
@@ -134,7 +214,7 @@ def test_an_action_rule_file_carries_its_target(tmp_path):
       str(path),
       True,
     )
-  with pytest.raises(ValueError, match='only it needs'):
+  with pytest.raises(ValueError, match='only they need'):
     disco.DiscoUpdateRule(
       **agent_lib.get_settings_disco(
         TINY_RULE, 'absolute'

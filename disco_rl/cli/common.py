@@ -190,26 +190,30 @@ def with_rule_sizes(config, params, path: str, sizes_given: bool):
 
 def with_policy_target(config, params, path: str, target_given: bool):
   """`config` with the policy target 'action' when the rule file's
-  `params` hold the meta-network's action head (which only that target
-  reads); 'absolute' and 'residual' rules look alike: the flag decides.
+  `params` hold the meta-network's action head (which only the action
+  targets, `disco.ACTION_TARGETS`, read) and no target is given;
+  'absolute' and 'residual' rules look alike, as do 'action' and
+  'action_pg': the flag decides.
 
   Raises:
-    ValueError: `--policy-target` given (`target_given`) and other than
-      'action' for a file with the head, or 'action' for one without.
+    ValueError: `--policy-target` given (`target_given`) and not an action
+      target for a file with the head, or an action target for one
+      without.
   """
   has_head = disco.has_action_head(params)
-  if has_head == (config.policy_target == 'action'):
+  if has_head == (config.policy_target in disco.ACTION_TARGETS):
     return config
   if has_head and not target_given:
     return dataclasses.replace(config, policy_target='action')
+  targets = ' or '.join(disco.ACTION_TARGETS)
   raise ValueError(
     f'--policy-target {config.policy_target} does not fit the --weights '
     f'file {path}: '
     + (
-      "it holds the action head of policy target 'action'; leave out "
-      '--policy-target.'
+      f'it holds the action head of policy target {targets}; leave out '
+      '--policy-target or give one of them.'
       if has_head
-      else "it has no action head, which policy target 'action' reads."
+      else f'it has no action head, which policy target {targets} reads.'
     )
   )
 

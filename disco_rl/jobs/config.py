@@ -249,8 +249,10 @@ class RunConfig:
     "policy target: 'absolute' (Disco103's logits), 'residual' (added "
     "to the agent's own logits: an output of 0 asks for no change) or "
     "'action' (a scalar per step added to the action taken's logit, "
-    "LPG's actor term; a rule file with the action head sets it); for "
-    'rules meta-trained so, docs/meta_training.md',
+    "LPG's actor term to first order but for a factor pi(a_t); a rule "
+    "file with the action head sets it) or 'action_pg' (the scalar over "
+    "pi(a_t): LPG's actor term to first order); for rules meta-trained "
+    'so, docs/meta_training.md',
     choices=disco.POLICY_TARGETS,
   )
   matmul_precision: str = setting(

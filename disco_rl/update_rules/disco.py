@@ -230,7 +230,8 @@ def _numbered(
 
 def has_action_head(params: Mapping[str, Any], name: str = 'lstm') -> bool:
   """Whether a rule's parameters hold the meta-network's action head (a
-  rule of policy target 'action'; `meta_nets.LSTM`'s `action_head`)."""
+  rule of an action target, `ACTION_TARGETS`; `meta_nets.LSTM`'s
+  `action_head`)."""
   return f'{name}/linear_5' in params
 
 
@@ -271,7 +272,9 @@ def sizes_from_params(
 
 # How the meta-network's policy output becomes the policy target
 # (`DiscoUpdateRule.policy_target`).
-POLICY_TARGETS = ('absolute', 'residual', 'action')
+POLICY_TARGETS = ('absolute', 'residual', 'action', 'action_pg')
+# The policy targets that read the meta-network's action head.
+ACTION_TARGETS = ('action', 'action_pg')
 
 
 @dataclasses.dataclass(eq=False)
@@ -296,7 +299,13 @@ class DiscoUpdateRule(base.UpdateRule):
       term, to first order) adds a scalar per step s_t of the network's
       action head (`action_head`, which the settings must give) to the
       logit of the action taken: pi_hat = sg(logits) + s_t * onehot(a_t),
-      whose KL moves log pi(a_t) by about s_t * pi(a_t) * (1 - pi(a_t)).
+      whose KL moves the logits by about s_t * pi(a_t) * (onehot(a_t) -
+      pi): a step that favours likely actions, so that a constant s_t > 0
+      narrows the policy without any reward; 'action_pg' divides the
+      scalar by pi(a_t), pi_hat = sg(logits) + s_t / pi(a_t) * onehot(a_t),
+      whose KL moves the logits by about s_t * (onehot(a_t) - pi), the step
+      of LPG's actor term s_t * log pi(a_t), zero on average over a ~ pi
+      for a constant s_t.
   """
 
   net: Mapping[str, Any]
@@ -314,10 +323,11 @@ class DiscoUpdateRule(base.UpdateRule):
         f'{self.policy_target!r}.'
       )
     if bool(dict(self.net).get('action_head')) != (
-      self.policy_target == 'action'
+      self.policy_target in ACTION_TARGETS
     ):
       raise ValueError(
-        "policy_target 'action' and only it needs the meta-network's "
+        f'policy_target {" or ".join(map(repr, ACTION_TARGETS))} and only '
+        "they need the meta-network's "
         f'action head: got policy_target={self.policy_target!r} with '
         f'net action_head={dict(self.net).get("action_head")!r}.'
       )
@@ -466,9 +476,12 @@ class DiscoUpdateRule(base.UpdateRule):
       chex.assert_equal_shape([logits_t, targets['pi']])
       if self.policy_target == 'residual':
         change = targets['pi']
-      else:  # 'action': the step's scalar on the action taken.
-        change = targets['pi_action'][..., None] * jax.nn.one_hot(
-          rollout.actions[:-1], logits_t.shape[-1], dtype=logits_t.dtype
+      else:  # The action targets: the step's scalar on the action taken.
+        change = action_change(
+          logits_t,
+          rollout.actions[:-1],
+          targets['pi_action'],
+          self.policy_target,
         )
       targets = dict(targets, pi=logits_t + change)
 
@@ -552,6 +565,7 @@ class DiscoUpdateRule(base.UpdateRule):
     log.update(
       {k: jnp.mean(distrax.Softmax(v).entropy()) for k, v in entropies.items()}
     )
+    log.update(_signal_logs(rollout.rewards, meta_out))
     return loss, log
 
   def agent_loss_no_meta(self, rollout, meta_out, hyper_params):
@@ -582,6 +596,83 @@ class DiscoUpdateRule(base.UpdateRule):
     )
     log = {k: jnp.mean(v) for k, v in means.items()}
     return q_loss * hyper_params['value_cost'], log
+
+
+# What `_signal_logs` adds for a rule of an action target.
+ACTION_SIGNAL_KEYS = (
+  'adv_abs',
+  'normalized_adv_abs',
+  'pi_action',
+  'pi_action_abs',
+  'pi_action_unrewarded',
+  'unrewarded',
+)
+
+
+def action_change(
+  logits_t: chex.Array,
+  a_t: chex.Array,
+  s_t: chex.Array,
+  policy_target: str,
+) -> chex.Array:
+  """The change [T, B, A] an action target makes to the agent's logits.
+
+  'action': s_t on the logit of a_t; 'action_pg': s_t / pi(a_t) there, so
+  that the KL to the target moves the logits by about s_t * (onehot(a_t) -
+  pi), whose mean over a_t ~ pi is 0 for a constant s_t (see
+  `DiscoUpdateRule.policy_target`).
+
+  Args:
+    logits_t: the agent's logits [T, B, A] (gradient stopped by the caller).
+    a_t: the actions taken [T, B].
+    s_t: the action head's scalars [T, B].
+    policy_target: one of `ACTION_TARGETS`.
+  """
+  chex.assert_rank([logits_t, a_t, s_t], [3, 2, 2])
+  chex.assert_equal_shape([a_t, s_t])
+  if policy_target not in ACTION_TARGETS:
+    raise ValueError(
+      f'policy_target must be one of {ACTION_TARGETS}, got {policy_target!r}.'
+    )
+  onehot = jax.nn.one_hot(a_t, logits_t.shape[-1], dtype=logits_t.dtype)
+  if policy_target == 'action_pg':
+    s_t = s_t / jnp.sum(jax.nn.softmax(logits_t) * onehot, axis=-1)
+  return s_t[..., None] * onehot
+
+
+def _signal_logs(
+  rewards: chex.Array, meta_out: types.UpdateRuleOuts
+) -> dict[str, chex.Array]:
+  """What an action target's head does where no reward came: the scalars
+  `ACTION_SIGNAL_KEYS` (none for the other targets, whose logs stay the
+  upstream's).
+
+  `pi_action` and `pi_action_abs` are the head's mean and mean |output|,
+  `pi_action_unrewarded` its mean over the steps whose reward r_t is 0,
+  `unrewarded` their share; `adv_abs` and `normalized_adv_abs` the mean
+  |advantage| before and after the rule's moving-average normalisation.
+
+  Args:
+    rewards: r_t [T, B].
+    meta_out: the rule's outputs ('adv', 'normalized_adv' [T, B]; with an
+      action head 'pi_action' [T, B]).
+  """
+  if 'pi_action' not in meta_out:
+    return {}
+  pi_action = jax.lax.stop_gradient(meta_out['pi_action'])
+  chex.assert_equal_shape([pi_action, rewards])
+  unrewarded = (rewards == 0).astype(pi_action.dtype)
+  count = jnp.sum(unrewarded)
+  log = dict(
+    adv_abs=jnp.mean(jnp.abs(meta_out['adv'])),
+    normalized_adv_abs=jnp.mean(jnp.abs(meta_out['normalized_adv'])),
+    pi_action=jnp.mean(pi_action),
+    pi_action_abs=jnp.mean(jnp.abs(pi_action)),
+    pi_action_unrewarded=jnp.sum(pi_action * unrewarded)
+    / jnp.maximum(count, 1.0),
+    unrewarded=count / unrewarded.size,
+  )
+  return log
 
 
 def _option(source: str, *transforms: str) -> types.TransformConfig:

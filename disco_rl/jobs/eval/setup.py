@@ -173,9 +173,13 @@ class EvalSetup:
     return -(-self.batch_per_device // self.envs_per_device) - 1
 
 
-def log_keys(rule: str, warm_start: bool = False) -> tuple[str, ...]:
+def log_keys(
+  rule: str, warm_start: bool = False, policy_target: str = 'absolute'
+) -> tuple[str, ...]:
   """The learner scalars the eval job records per step, for a rule (and
-  the warm start's weight: 1 during it, else 0)."""
+  the warm start's weight: 1 during it, else 0; and for a Disco rule of an
+  action target what its action head does where no reward came, see
+  `disco._signal_logs`)."""
   common = (
     'total_loss',
     'global_gradient_norm',
@@ -183,7 +187,14 @@ def log_keys(rule: str, warm_start: bool = False) -> tuple[str, ...]:
     'entropy',
   )
   if rule == 'disco_103':
-    disco_keys = ('pi_loss', 'q_loss', 'aux_kl_loss', 'pi_hat_entropy')
+    disco_keys: tuple[str, ...] = (
+      'pi_loss',
+      'q_loss',
+      'aux_kl_loss',
+      'pi_hat_entropy',
+    )
+    if policy_target in disco.ACTION_TARGETS:
+      disco_keys += disco.ACTION_SIGNAL_KEYS
     warm = (warm_start_lib.WARM_KEY,) if warm_start else ()
     return common + disco_keys + warm
   return common + ('pg_advs', 'avg_value')
@@ -307,7 +318,9 @@ def make_setup(
     envs_per_device=per_device,
     batch_per_device=config.batch_size // num,
     capacity_per_device=config.buffer_capacity // num,
-    log_keys=log_keys(config.rule, bool(config.warm_start_steps)),
+    log_keys=log_keys(
+      config.rule, bool(config.warm_start_steps), config.policy_target
+    ),
     seed_keys=seed_keys(config),
     rates=mesh_lib.place(
       np.asarray([run.learning_rate for run in config.runs], np.float32),

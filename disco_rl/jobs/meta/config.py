@@ -18,6 +18,7 @@ from disco_rl import environments
 from disco_rl import meta_objective
 from disco_rl.environments import base as base_env
 from disco_rl.jobs import config as config_lib
+from disco_rl.update_rules import disco
 
 # How agents' lifetimes are chosen (`MetaTrainConfig.lifetime_sampling`).
 LIFETIME_SAMPLING = ('fixed', 'log_uniform')
@@ -151,9 +152,9 @@ class MetaTrainConfig(config_lib.RunConfig):
   )
   meta_action_l2_cost: float = config_lib.setting(
     meta_objective.MetaLossWeights.action_l2,
-    "meta-objective: weight of the mean square of policy target 'action''s "
-    "per-step scalar (LPG's L2 on its actor target, 5e-3 in GROOVE); 0, "
-    "the default, unless policy_target is 'action'",
+    'meta-objective: weight of the mean square of the per-step scalar of '
+    "policy target 'action' or 'action_pg' (LPG's L2 on its actor target, "
+    '5e-3 in GROOVE); 0, the default, unless policy_target is one of them',
   )
 
   def _check(self) -> None:
@@ -174,11 +175,15 @@ class MetaTrainConfig(config_lib.RunConfig):
         raise ValueError(
           f'{name} must be finite and >= 0, got {getattr(self, name)!r}.'
         )
-    if self.meta_action_l2_cost and self.policy_target != 'action':
+    if (
+      self.meta_action_l2_cost
+      and self.policy_target not in disco.ACTION_TARGETS
+    ):
       raise ValueError(
         f'meta_action_l2_cost={self.meta_action_l2_cost} penalises the '
-        "scalar of policy_target 'action'; got policy_target="
-        f'{self.policy_target!r}.'
+        'scalar of policy_target '
+        f'{" or ".join(map(repr, disco.ACTION_TARGETS))}; got '
+        f'policy_target={self.policy_target!r}.'
       )
     if 0 < self.agent_lifetime < self.num_inner_steps:
       raise ValueError(
