@@ -24,6 +24,7 @@ import tiny
 from disco_rl import meta_grad_stats
 from disco_rl import meta_objective
 from disco_rl import rollout_checks
+from disco_rl.jobs import records
 from disco_rl.jobs.meta import config as meta_config
 from disco_rl.jobs.meta import job as meta_lib
 from disco_rl.jobs.meta import setup as meta_setup
@@ -31,6 +32,8 @@ from disco_rl.jobs.meta import steps
 from disco_rl.runtime import divergence
 from disco_rl.runtime import mesh as mesh_lib
 from disco_rl.update_rules import disco
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 DATA = pathlib.Path(__file__).resolve().parent / 'data'
 TINY = tiny.meta_config(num_devices=1, steps_per_call=3)
@@ -663,6 +666,39 @@ def test_presets():
   assert (lpg.min_agent_lifetime, lpg.agent_lifetime) == (10, 250)
   assert (lpg.learning_rate, lpg.meta_learning_rate) == (3e-2, 1e-3)
   assert lpg.rule_sizes == {'prediction_size': 8}
+
+
+@pytest.mark.parametrize(
+  'arm, policy_target',
+  [
+    ('ACT_PG_SGD_GROOVE_L2_0.25_L1000', 'action_pg'),
+    ('ACT_SGD_GROOVE_L2_0.25_L1000', 'action'),
+  ],
+)
+def test_the_lpg_actor_preset_is_the_recipe_the_page_measured(
+  arm, policy_target
+):
+  """The preset and the settings its arms ran with (their run.json,
+  docs/results/lpg_transfer/l1000/arm_settings/) differ only in the run's length,
+  seeds and call length (and the 'action' arm in its policy target)."""
+  from disco_rl.cli import meta_train as command  # pylint: disable=g-import-not-at-top
+
+  path = ROOT / 'docs/results/lpg_transfer/l1000/arm_settings' / f'{arm}.json'
+  settings = records.upgrade_settings(
+    meta_config.MetaTrainConfig, json.loads(path.read_text())['settings']
+  )
+  ran = meta_config.MetaTrainConfig(**settings)
+  run_only = ('num_steps', 'seed', 'rule_seed', 'steps_per_call')
+  preset = meta_config.MetaTrainConfig(
+    **{
+      **command.PRESETS['lpg_actor'],
+      **{name: getattr(ran, name) for name in run_only},
+      'policy_target': policy_target,
+    }
+  )
+  # The sizes as the run's command spelt them ('8x1' or [8, 1]).
+  assert disco.as_sizes(preset.rule_sizes) == disco.as_sizes(ran.rule_sizes)
+  assert dataclasses.replace(preset, rule_sizes=ran.rule_sizes) == ran
 
 
 # The task suite: agents in groups, one per environment.

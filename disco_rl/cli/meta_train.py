@@ -13,8 +13,10 @@ when the run is interrupted). Every setting of `MetaTrainConfig` is a flag
 meta-optimisation (per-agent Adam normalisation, 20 updates per
 meta-gradient with rematerialisation, clipping, agent lifetimes), `--preset
 lpg` from LPG's recipe as GROOVE runs it (tabular agents on gridworlds, K=5
-updates per meta-step, lifetimes drawn per agent, LPG's prediction size);
-`--resume DIR` continues an interrupted run.
+updates per meta-step, lifetimes drawn per agent, LPG's prediction size),
+`--preset lpg_actor` from the recipe of issue 69 on those gridworlds
+(LPG's actor term as the policy target, GROOVE's SGD agents and
+meta-optimiser); `--resume DIR` continues an interrupted run.
 """
 
 import sys
@@ -26,6 +28,7 @@ signals.catch_from_here(__name__)  # The rule for signals, from this line on.
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from disco_rl.cli import common
 from disco_rl.jobs.meta import config as meta_config
+from disco_rl.update_rules import disco
 
 # Named starting points (`--preset`); flags given override them, e.g.
 # `MetaTrainConfig(**PRESETS['paper'], num_agents=2)` from Python.
@@ -98,6 +101,35 @@ PRESETS = {
     num_agents=8,
   ),
 }
+# The recipe of issue 69 that leaves the uniform target and teaches
+# (docs/studies/lpg_transfer.md: the arms ACT_SGD_GROOVE_L2_0.25_L1000 and
+# ACT_PG_SGD_GROOVE_L2_0.25_L1000): the lpg preset's agents and gridworlds
+# with LPG's actor term as the policy target ('action_pg', the action
+# head's scalar over pi(a_t), whose mean step for a constant scalar is 0;
+# 'action', without the division, narrows policies where no reward comes)
+# at the 'tiny' rule's sizes; GROOVE's agents (plain SGD steps of 40,
+# clipped at 0.5) and meta-optimiser (the meta-gradient averaged over the
+# agents, one Adam step of 1e-4, LPG's entropy bonus 5e-2); 50 times
+# GROOVE's L2 on the actor target (0.25: at 5e-3 the rule collapsed its
+# agents); lifetimes from 40 to 1,000 updates (to 250 the rule stopped
+# its agents past 250); 16 environments per agent (the cost of a
+# meta-step here). Not GROOVE's: the meta-objective's advantages (this
+# job's value function) and Disco's other regularisers; the population (8
+# agents, GROOVE 512).
+PRESETS['lpg_actor'] = dict(
+  PRESETS['lpg'],
+  rule_sizes=disco.NAMED_SIZES['tiny'].changes(),
+  policy_target='action_pg',
+  agent_optimizer='sgd',
+  learning_rate=40.0,
+  batch_size_per_device=16,
+  meta_grad_norm='average',
+  meta_learning_rate=1e-4,
+  meta_entropy_cost=5e-2,
+  meta_action_l2_cost=0.25,
+  min_agent_lifetime=40,
+  agent_lifetime=1000,
+)
 
 
 def _report(summary) -> None:
