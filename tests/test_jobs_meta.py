@@ -678,9 +678,10 @@ def test_presets():
 def test_the_lpg_actor_preset_is_the_recipe_the_page_measured(
   arm, policy_target
 ):
-  """The preset and the settings its arms ran with (their run.json,
-  docs/results/lpg_transfer/l1000/arm_settings/) differ only in the run's length,
-  seeds and call length (and the 'action' arm in its policy target)."""
+  """The preset and the settings its arms ran with (their run.json in
+  docs/results/lpg_transfer/l1000/arm_settings/) differ only in the run's
+  length, seeds and call length (and the 'action' arm in its policy
+  target)."""
   from disco_rl.cli import meta_train as command  # pylint: disable=g-import-not-at-top
 
   path = ROOT / 'docs/results/lpg_transfer/l1000/arm_settings' / f'{arm}.json'
