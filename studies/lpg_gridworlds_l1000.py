@@ -72,39 +72,54 @@ ADAM_RATES = _G1['RATES']
 # Around the meta-training's agents' SGD rate (40, GROOVE's).
 SGD_RATES = (10.0, 20.0, 40.0, 80.0)
 
-_LEARNED = tuple(
-  Rule('disco_103', name=name, weights=path, settings=RULE_SETTINGS)
-  for name, path in CANDIDATES.items()
-)
-_STAGES = (
-  Stage(
-    'tune',
-    envs=TUNE,
-    seeds=_G1['STUDY'].stage('tune').seeds,
-    rates={
-      **{name: SGD_RATES for name in CANDIDATES},
-      'actor_critic': ADAM_RATES,
-    },
-    num_steps=UPDATES,
-  ),
-)
-if HELD_OUT_RULE is not None:
-  _STAGES += (
+
+def g1_study(
+  name: str,
+  candidates: dict[str, str],
+  rule_settings: dict,
+  held_out_rule: str | None,
+) -> Study:
+  """G1's study by this file's procedure for other candidates (paths
+  relative to the calling spec's folder, which must be this one's): the
+  candidates tuned at `SGD_RATES`, the actor-critic at `ADAM_RATES`, and
+  once `held_out_rule` is named, the held-out stage for it alone."""
+  learned = tuple(
+    Rule('disco_103', name=rule, weights=path, settings=rule_settings)
+    for rule, path in candidates.items()
+  )
+  stages = (
     Stage(
-      'held_out',
-      envs=HELD_OUT,
-      seeds=_G1['STUDY'].stage('held_out').seeds,
-      rates=RatePick('tune'),
+      'tune',
+      envs=TUNE,
+      seeds=_G1['STUDY'].stage('tune').seeds,
+      rates={
+        **{rule: SGD_RATES for rule in candidates},
+        'actor_critic': ADAM_RATES,
+      },
       num_steps=UPDATES,
-      rules=(HELD_OUT_RULE, 'actor_critic'),
     ),
   )
+  if held_out_rule is not None:
+    stages += (
+      Stage(
+        'held_out',
+        envs=HELD_OUT,
+        seeds=_G1['STUDY'].stage('held_out').seeds,
+        rates=RatePick('tune'),
+        num_steps=UPDATES,
+        rules=(held_out_rule, 'actor_critic'),
+      ),
+    )
+  return Study(
+    name=name,
+    base=BASE,
+    rules=(*learned, Rule('actor_critic')),
+    stages=stages,
+    baseline='actor_critic',
+    tiny=_G1['STUDY'].tiny,  # G1's: 20 updates of 4 environments.
+  )
 
-STUDY = Study(
-  name='lpg_gridworlds_l1000',
-  base=BASE,
-  rules=(*_LEARNED, Rule('actor_critic')),
-  stages=_STAGES,
-  baseline='actor_critic',
-  tiny=_G1['STUDY'].tiny,  # G1's: 20 updates of 4 environments.
+
+STUDY = g1_study(
+  'lpg_gridworlds_l1000', CANDIDATES, RULE_SETTINGS, HELD_OUT_RULE
 )
