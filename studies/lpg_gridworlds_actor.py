@@ -38,7 +38,7 @@ _L1000 = runpy.run_path(
 CANDIDATES = {
   'actor_s4_3000': '../docs/results/lpg_transfer/l1000_pg/rule_step_3000.npz',
   'actor_s5_3000': (
-    '../docs/results/lpg_transfer/l1000_pg/rule_s5_step_3000.npz'
+    '../docs/results/lpg_transfer/l1000_pg/seed5/rule_step_3000.npz'
   ),
 }
 HELD_OUT_RULE = None
