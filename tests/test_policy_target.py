@@ -73,8 +73,8 @@ def _learner_logs(policy_target, action_biases=(0.0,)):
 
 
 # Slow (13 s in CI's default run on 2026-12-07: two agents' learner steps
-# compiled). The default suite keeps the action target's test below, the
-# same path of a target made from the agent's own logits.
+# compiled). The default suite keeps the action_pg target's test below,
+# the same path of a target made from the agent's own logits.
 @pytest.mark.slow
 def test_a_residual_target_of_a_zero_output_is_the_agents_own_policy():
   (logs,), logits, _, num_actions = _learner_logs('residual')
@@ -89,6 +89,10 @@ def test_a_residual_target_of_a_zero_output_is_the_agents_own_policy():
   assert float(logs['pi_loss']) > 1e-3
 
 
+# Slow (11 s: an agent's learner step compiled). The default suite keeps
+# the action_pg target's end-to-end test (the same path but for the
+# division) and the 'action' change's exact mean step below.
+@pytest.mark.slow
 def test_an_action_target_adds_the_steps_scalar_to_the_action_taken():
   (zero, logs), logits, actions, num_actions = _learner_logs(
     'action', (0.0, 0.5)

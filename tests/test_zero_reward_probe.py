@@ -5,17 +5,15 @@ trains fresh G1 agents with, its block means and its refusals."""
 
 import pathlib
 
-import jax
 import numpy as np
 import pandas as pd
 import pytest
 
-from disco_rl import agent as agent_lib
 from disco_rl import weights
-from disco_rl.update_rules import disco
 
-SCRIPTS = pathlib.Path(__file__).resolve().parent.parent / 'scripts'
-TINY_RULE = disco.NAMED_SIZES['tiny'].changes()
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / 'scripts'
+RULE = ROOT / 'docs/results/lpg_transfer/l1000/rule_step_2900.npz'
 
 
 @pytest.fixture(name='script')
@@ -26,17 +24,19 @@ def _script(monkeypatch):
   return zero_reward_probe
 
 
-def _rule_file(tmp_path, policy_target='action'):
-  settings = agent_lib.get_settings_disco(TINY_RULE, policy_target)
-  rule = disco.DiscoUpdateRule(**settings.update_rule)
-  params, _ = jax.jit(rule.init_params)(jax.random.PRNGKey(0))
-  path = tmp_path / f'{policy_target}.npz'
-  weights.save_params(params, path)
-  return path
+@pytest.fixture(scope='module', name='rule_files')
+def _rule_files(tmp_path_factory):
+  """A tiny rule file with the action head (the action arm's committed
+  milestone) and the same rule without it."""
+  folder = tmp_path_factory.mktemp('rules')
+  params = weights.load_rule(RULE)
+  del params['lstm/linear_5']
+  weights.save_params(params, folder / 'absolute.npz')
+  return {'action': RULE, 'absolute': folder / 'absolute.npz'}
 
 
-def test_the_constant_head_leaves_the_rest_of_the_rule(script, tmp_path):
-  rule = weights.load_rule(_rule_file(tmp_path))
+def test_the_constant_head_leaves_the_rest_of_the_rule(script, rule_files):
+  rule = weights.load_rule(rule_files['action'])
   constant = script.with_constant_head(rule, 0.025)
   np.testing.assert_array_equal(constant['lstm/linear_5']['w'], 0.0)
   np.testing.assert_allclose(constant['lstm/linear_5']['b'], 0.025)
@@ -71,9 +71,10 @@ def test_blocks_average_over_steps_and_seeds_per_block(script):
   assert table['avg_return'].tolist() == [1.0, 3.0]
 
 
-def test_a_rule_without_an_action_head_is_refused(script, tmp_path, capsys):
-  path = _rule_file(tmp_path, 'absolute')
-  assert script.main([str(path)]) == 2
+def test_a_rule_without_an_action_head_is_refused(
+  script, rule_files, tmp_path, capsys
+):
+  assert script.main([str(rule_files['absolute'])]) == 2
   assert capsys.readouterr().err.strip().endswith('has no action head.')
   assert script.main([str(tmp_path / 'missing.npz')]) == 2
   assert capsys.readouterr().err.startswith('error: ')
@@ -81,10 +82,19 @@ def test_a_rule_without_an_action_head_is_refused(script, tmp_path, capsys):
 
 # Slow (10 s here: an eval job compiled and run).
 @pytest.mark.slow
-def test_the_probe_runs_and_writes_its_blocks(script, tmp_path, capsys):
+def test_the_probe_runs_and_writes_its_blocks(
+  script, rule_files, tmp_path, capsys
+):
   out = tmp_path / 'probe.csv'
-  path = _rule_file(tmp_path)
-  argv = [str(path), '--updates', '4', '--seeds', '0', '--block', '2']
+  argv = [
+    str(rule_files['action']),
+    '--updates',
+    '4',
+    '--seeds',
+    '0',
+    '--block',
+    '2',
+  ]
   assert script.main(argv + ['--arms', 'constant', '--csv', str(out)]) == 0
   table = pd.read_csv(out)
   assert table['first_update'].tolist() == [0, 2]
