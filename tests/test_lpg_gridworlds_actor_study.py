@@ -10,12 +10,11 @@ import pathlib
 import runpy
 
 import pytest
+import test_lpg_gridworlds_l1000_study
 
-from disco_rl import weights
 from disco_rl.cli import study as study_cli
 from disco_rl.studies import run as study_run
 from disco_rl.studies import spec as spec_lib
-from disco_rl.update_rules import disco
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SPEC = ROOT / 'studies' / 'lpg_gridworlds_actor.py'
@@ -69,13 +68,6 @@ def test_no_held_out_stage_before_the_tuning_names_its_rule(study):
 
 
 def test_the_candidates_load_with_the_action_head_at_tiny_sizes(study):
-  for rule in study.rules:
-    if rule.weights is None:
-      continue
-    params = weights.load_rule(
-      SPEC.parent / rule.weights, rule.settings['rule_sizes']
-    )
-    assert disco.sizes_from_params(params) == disco.NAMED_SIZES['tiny']
-    assert disco.has_action_head(params)
+  test_lpg_gridworlds_l1000_study.check_candidates_load(study, SPEC)
   tiny = study.shrunk()
   study_run.check_cells(tiny, list(tiny.stages), SPEC.parent)

@@ -75,15 +75,21 @@ def test_the_held_out_stage_runs_one_candidate_at_its_pick(study):
   assert (held_out.envs, held_out.seeds) == (g1.envs, g1.seeds)
 
 
-def test_the_candidates_load_with_the_action_head_at_tiny_sizes(study):
+def check_candidates_load(study: spec_lib.Study, spec: pathlib.Path) -> None:
+  """Each rule file of `study` (paths relative to `spec`'s folder) loads
+  at the tiny sizes with the action head."""
   for rule in study.rules:
     if rule.weights is None:
       continue
     params = weights.load_rule(
-      SPEC.parent / rule.weights, rule.settings['rule_sizes']
+      spec.parent / rule.weights, rule.settings['rule_sizes']
     )
     assert disco.sizes_from_params(params) == disco.NAMED_SIZES['tiny']
     assert disco.has_action_head(params)
+
+
+def test_the_candidates_load_with_the_action_head_at_tiny_sizes(study):
+  check_candidates_load(study, SPEC)
 
 
 def test_the_tiny_study_checks_every_cell(study, tmp_path):
