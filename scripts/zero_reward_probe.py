@@ -86,10 +86,18 @@ def arm_config(
 def run_arm(
   rule: dict, env: str, arm: str, args: argparse.Namespace
 ) -> pd.DataFrame:
-  """The per-update rows of one arm on `env` (all seeds)."""
+  """The per-update rows of one arm on `env` (all seeds), with a line
+  about every fifth of its updates."""
   params = rule if arm == 'rule' else with_constant_head(rule, args.constant)
   config = arm_config(env, arm, args.updates, args.rate, args.seeds)
-  trainer = Trainer(config, None, rule_params=params, progress=False)
+  print(f'{env}, {arm}: {args.updates} updates, seeds {args.seeds}')
+  trainer = Trainer(
+    config,
+    None,
+    rule_params=params,
+    progress=False,
+    log_every=-(-args.updates // 5),
+  )
   trainer.fit()
   rows = pd.DataFrame(trainer.rows)
   rows['env'], rows['arm'] = env, arm
@@ -129,9 +137,13 @@ def main(argv: list[str] | None = None) -> int:
   if not disco.has_action_head(rule):
     print(f'error: {args.rule} has no action head.', file=sys.stderr)
     return 2
-  frames = [
-    run_arm(rule, env, arm, args) for env in args.envs for arm in args.arms
-  ]
+  try:
+    frames = [
+      run_arm(rule, env, arm, args) for env in args.envs for arm in args.arms
+    ]
+  except ValueError as error:  # Bad settings: an env, a rate, the seeds.
+    print(f'error: {error}', file=sys.stderr)
+    return 2
   table = blocks(pd.concat(frames), args.block)
   with pd.option_context('display.width', 200, 'display.precision', 4):
     print(table.to_string(index=False))

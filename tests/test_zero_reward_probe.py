@@ -78,6 +78,11 @@ def test_a_rule_without_an_action_head_is_refused(
   assert capsys.readouterr().err.strip().endswith('has no action head.')
   assert script.main([str(tmp_path / 'missing.npz')]) == 2
   assert capsys.readouterr().err.startswith('error: ')
+  # Settings the job refuses end in one line too, before any training.
+  action = str(rule_files['action'])
+  assert script.main([action, '--envs', 'lpg:nowhere']) == 2
+  err = capsys.readouterr().err
+  assert err.startswith('error: ') and err.count('\n') == 1
 
 
 # Slow (10 s here: an eval job compiled and run).
