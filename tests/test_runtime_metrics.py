@@ -96,6 +96,30 @@ def test_a_kept_row_that_is_not_numbers_is_named(tmp_path):
   assert len(metrics_lib.read_rows(path, 1, step=1)) == 1  # Before it: fine.
 
 
+def test_a_row_with_new_keys_widens_the_header_keeping_every_row(tmp_path):
+  """A run resumed by a package that logs more (before, the new keys were
+  dropped without a word): the new columns follow the old ones, empty in
+  the earlier rows, and every value written is read back."""
+  path = tmp_path / 'm.csv'
+  with metrics_lib.MetricsWriter(path) as writer:
+    writer.write_rows([dict(step=0, a=0.5), dict(step=1, a=1 / 3)])
+  with metrics_lib.MetricsWriter(path, append=True) as writer:
+    writer.write_rows([dict(step=2, a=2.0, b=7.0), dict(step=3, b=8.0, c=9.0)])
+    writer.write(dict(step=4, a=4.0))
+  lines = path.read_text().splitlines()
+  assert lines[0] == 'step,a,b,c'
+  assert lines[1:3] == ['0,0.5,,', f'1,{1 / 3!r},,']
+  table = metrics_lib.read_table(path)
+  assert list(table['step']) == [0, 1, 2, 3, 4]
+  np.testing.assert_array_equal(table['a'], [0.5, 1 / 3, 2.0, np.nan, 4.0])
+  np.testing.assert_array_equal(table['b'], [np.nan] * 2 + [7.0, 8.0, np.nan])
+  np.testing.assert_array_equal(table['c'], [np.nan] * 3 + [9.0, np.nan])
+  # The widened rows are whole for a resume that keeps them.
+  kept = metrics_lib.read_rows(path, 4, cut=True, step=4)
+  assert kept[3]['c'] == 9.0 and np.isnan(kept[0]['b'])
+  assert not path.with_name('m.csv.tmp').exists()
+
+
 def test_append_to_a_missing_or_empty_file_writes_a_header(tmp_path):
   path = tmp_path / 'm.csv'
   path.write_text('')

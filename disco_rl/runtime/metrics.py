@@ -54,10 +54,13 @@ class MetricsWriter:
   """Appends CSV rows as they come; the first row fixes the columns.
 
   With `append=True` an existing file is continued under its own header
-  (a resumed run; see `read_rows`). Each call's rows are written whole and
-  flushed; `sync` puts them on the disk (before a checkpoint that counts
-  them). A row cut short (a crash, a full disk) lacks its line break or
-  fields, which `read_rows` detects.
+  (a resumed run; see `read_rows`). A row with a key the header lacks (a
+  run resumed by a version of the package that logs more) widens the
+  header: the file is rewritten atomically with the new columns after the
+  old ones, empty in the earlier rows, so that no metric is dropped. Each
+  call's rows are written whole and flushed; `sync` puts them on the disk
+  (before a checkpoint that counts them). A row cut short (a crash, a full
+  disk) lacks its line break or fields, which `read_rows` detects.
   """
 
   def __init__(self, path, append: bool = False):
@@ -76,13 +79,13 @@ class MetricsWriter:
       with open(self.path, newline='') as f:
         fieldnames = next(csv.reader(f), None)
     self._file = open(self.path, 'a' if fieldnames else 'w', newline='')
+    self._columns: frozenset[str] = frozenset()
     self._writer = None if fieldnames is None else self._dict_writer(fieldnames)
     self._failed = False
 
   def _dict_writer(self, fieldnames):
-    return csv.DictWriter(
-      self._file, fieldnames=list(fieldnames), extrasaction='ignore', restval=''
-    )
+    self._columns = frozenset(fieldnames)
+    return csv.DictWriter(self._file, fieldnames=list(fieldnames), restval='')
 
   def write(self, row: dict[str, float]) -> None:
     self.write_rows([row])
@@ -98,11 +101,38 @@ class MetricsWriter:
         if self._writer is None:
           self._writer = self._dict_writer(row)
           self._writer.writeheader()
+        if not self._columns.issuperset(row):
+          known = self._writer.fieldnames
+          self._widen([*known, *(k for k in row if k not in self._columns)])
         self._writer.writerow(row)
       self._file.flush()
     except OSError as e:
       self._failed = True
       raise _write_error(self.path, e) from e
+
+  def _widen(self, fieldnames: list[str]) -> None:
+    """Rewrites the file under `fieldnames` (the old ones first), each
+    earlier row's new fields empty; atomically (a reader sees the file
+    whole, before or after), then appends to it again."""
+    assert self._writer is not None
+    self._file.flush()
+    self._file.close()
+    with open(self.path, newline='') as f:
+      old_rows = list(csv.reader(f))[1:]
+    tmp = self.path.with_name(self.path.name + '.tmp')
+    try:
+      with open(tmp, 'w', newline='') as dst:
+        writer = csv.writer(dst)  # The DictWriter's dialect (excel).
+        writer.writerow(fieldnames)
+        pad = [''] * (len(fieldnames) - len(self._writer.fieldnames))
+        writer.writerows(r + pad for r in old_rows)
+        dst.flush()
+        os.fsync(dst.fileno())
+      os.replace(tmp, self.path)
+    finally:
+      tmp.unlink(missing_ok=True)
+      self._file = open(self.path, 'a', newline='')
+    self._writer = self._dict_writer(fieldnames)
 
   def sync(self) -> None:
     """Puts the rows written so far on the disk (fsync)."""
