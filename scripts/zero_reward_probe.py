@@ -129,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
   parser.add_argument('--block', type=int, default=100)
   parser.add_argument('--csv', help='write the block means here')
   args = parser.parse_args(argv)
+  if args.csv and not pathlib.Path(args.csv).parent.is_dir():
+    print(
+      f'error: --csv {args.csv}: its folder does not exist.', file=sys.stderr
+    )
+    return 2
   try:
     rule = weights.load_rule(args.rule)
   except (OSError, ValueError) as error:
@@ -148,7 +153,11 @@ def main(argv: list[str] | None = None) -> int:
   with pd.option_context('display.width', 200, 'display.precision', 4):
     print(table.to_string(index=False))
   if args.csv:
-    table.to_csv(args.csv, index=False, float_format='%.6g')
+    try:
+      table.to_csv(args.csv, index=False, float_format='%.6g')
+    except OSError as error:  # A missing folder, a full disk.
+      print(f'error: cannot write --csv {args.csv}: {error}', file=sys.stderr)
+      return 2
   return 0
 
 

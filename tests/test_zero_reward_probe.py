@@ -83,6 +83,12 @@ def test_a_rule_without_an_action_head_is_refused(
   assert script.main([action, '--envs', 'lpg:nowhere']) == 2
   err = capsys.readouterr().err
   assert err.startswith('error: ') and err.count('\n') == 1
+  # A --csv that cannot be written is refused before any training too.
+  no_folder = tmp_path / 'no_folder' / 'probe.csv'
+  assert script.main([action, '--csv', str(no_folder)]) == 2
+  assert capsys.readouterr().err == (
+    f'error: --csv {no_folder}: its folder does not exist.\n'
+  )
 
 
 # Slow (10 s here: an eval job compiled and run).

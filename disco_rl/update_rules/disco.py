@@ -672,6 +672,7 @@ def _signal_logs(
     / jnp.maximum(count, 1.0),
     unrewarded=count / unrewarded.size,
   )
+  assert set(log) == set(ACTION_SIGNAL_KEYS), sorted(log)  # One list.
   return log
 
 
