@@ -70,8 +70,6 @@ STUDY = Study(
       num_steps=_MINATAR['UPDATES'],
     ),
   ),
-  references={
-    _MINATAR['env']('Breakout'): _MINATAR['PPO_RETURNS']['Breakout']
-  },
+  references={_MINATAR['env']('Breakout'): _MINATAR['PPO_RETURNS']['Breakout']},
   tiny=_MINATAR['STUDY'].tiny,
 )
