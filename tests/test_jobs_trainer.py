@@ -391,19 +391,22 @@ def test_evaluate_trains_a_fresh_agent_with_a_rule_of_any_size():
 # compilation cache misses (fixed lifetimes too). The default run resumes
 # a two-task Catch suite exactly in the test above.
 @pytest.mark.slow
-def test_lpg_preset_meta_training_resumes_exactly(tmp_path):
+@pytest.mark.parametrize('preset', ['lpg', 'lpg_actor'])
+def test_lpg_preset_meta_training_resumes_exactly(tmp_path, preset):
   """The lpg preset (tabular agents on LPG gridworlds, a layout per agent,
-  per-agent Adam, lifetimes drawn per agent) at tiny size: interrupted
-  after its first call and resumed from that checkpoint, it equals the run
-  carried on in memory (the straight run, as in the test above): metrics
-  rows, the whole state (the drawn lifetimes too) and the rule's npz.
-  Agents start afresh, and draw new lifetimes, before and after the
-  resume."""
+  per-agent Adam, lifetimes drawn per agent) and the lpg_actor preset
+  (issue 69's settings: the action_pg target, SGD agents, one Adam step on
+  the averaged meta-gradient, the action head's L2) at tiny size:
+  interrupted after its first call and resumed from that checkpoint, each
+  equals the run carried on in memory (the straight run, as in the test
+  above): metrics rows, the whole state (the drawn lifetimes too) and the
+  rule's npz. Agents start afresh, and draw new lifetimes, before and
+  after the resume."""
   from disco_rl.cli import meta_train as command  # pylint: disable=g-import-not-at-top
 
   config = meta_config_lib.MetaTrainConfig(
     **{
-      **command.PRESETS['lpg'],
+      **command.PRESETS[preset],
       **dict(
         num_agents=2,
         batch_size_per_device=2,
